@@ -1,0 +1,54 @@
+# The two commands: `make demo` (the main job) and `make test` (the suite).
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+export CTXENGINE_REQUIRE_POSTGRES ?= 1
+
+.PHONY: help demo test bench install system-deps lint cargo-test pytest clean
+
+help:
+	@echo "make demo   install, then run the demo on the embedded SQLite store"
+	@echo "make test   install, cargo test, lints, then pytest under both backends"
+	@echo "make bench  release build, benchmarks, ratios against the reference backend"
+
+# PostgreSQL server binaries for the integration suite (the harness starts a
+# private server on a temp dir and a free port; nothing listens system-wide).
+system-deps:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "postgresql server binaries present"; \
+	else \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	fi
+
+# Builds the Rust extension (release profile) and installs the package with
+# its test extras, editable so python/ is what runs.
+install: system-deps
+	$(PIP) install -q --disable-pip-version-check -e '.[test]'
+
+demo: install
+	$(PYTHON) -m ctxengine demo
+
+cargo-test:
+	cargo test
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+lint:
+	$(PYTHON) -m ruff check python tests benches
+	$(PYTHON) -m ruff format --check python tests benches
+	$(PYTHON) -m mypy --strict python/ctxengine
+	$(PYTHON) -m mypy.stubtest ctxengine._core
+
+pytest:
+	$(PYTHON) -m pytest -q
+
+test: install cargo-test lint pytest
+
+bench: install
+	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-only -q \
+		--benchmark-columns=median,mean,stddev,rounds --benchmark-sort=name -p no:randomly \
+		--benchmark-json=.bench.json
+	$(PYTHON) benches/report.py .bench.json
+
+clean:
+	cargo clean
+	rm -rf build dist .bench.json python/ctxengine/_core*.so

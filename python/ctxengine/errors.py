@@ -1,0 +1,132 @@
+"""Typed errors. Every error the package raises subclasses ``ContextError``.
+
+Each error names what is wrong: the JSON path, the budget class, the row.
+"""
+
+from __future__ import annotations
+
+
+class ContextError(Exception):
+    """Base class of every ctxengine error."""
+
+
+class CanonicalizationError(ContextError, ValueError):
+    """A value cannot be written as RFC 8785 canonical JSON.
+
+    ``path`` is the JSON path of the offending value (``$`` is the root,
+    ``.key`` a dict key, ``[i]`` a list index).
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class ContextOverflow(ContextError):
+    """A budget class does not fit: ``budget_class`` used ``tokens`` of ``cap``."""
+
+    def __init__(self, budget_class: str, tokens: int, cap: int, detail: str = "") -> None:
+        message = f"{budget_class}: {tokens} tokens exceeds cap of {cap}"
+        if detail:
+            message = f"{message} ({detail})"
+        super().__init__(message)
+        self.budget_class = budget_class
+        self.tokens = tokens
+        self.cap = cap
+
+
+class PolicyError(ContextError, ValueError):
+    """A budget policy key is unknown or its value is invalid; ``key`` names it."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"policy {key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class OrphanedToolPair(ContextError, ValueError):
+    """A tool call without its result, or a result without its call."""
+
+    def __init__(self, call_id: str, index: int, reason: str) -> None:
+        super().__init__(f"tool pair {call_id!r} at item {index}: {reason}")
+        self.call_id = call_id
+        self.index = index
+        self.reason = reason
+
+
+class ModelValidationError(ContextError, ValueError):
+    """A value type was constructed or decoded from malformed input."""
+
+    def __init__(self, type_name: str, field: str, reason: str) -> None:
+        super().__init__(f"{type_name}.{field}: {reason}")
+        self.type_name = type_name
+        self.field = field
+        self.reason = reason
+
+
+class EstimatorError(ContextError, ValueError):
+    """Bad input to the token estimator (a negative count, a bad snapshot)."""
+
+
+class BackendError(ContextError, ValueError):
+    """An unknown backend name, or the Rust extension is not importable."""
+
+
+class PlanIntegrityError(ContextError):
+    """A context plan whose tool names, specs and schema hash disagree."""
+
+
+class StoreCorruption(ContextError):
+    """A stored row that fails to decode, has an unknown type or a newer schema."""
+
+    def __init__(self, session_id: str, sequence: int | None, reason: str) -> None:
+        where = f"session {session_id!r}" + (f" sequence {sequence}" if sequence is not None else "")
+        super().__init__(f"{where}: {reason}")
+        self.session_id = session_id
+        self.sequence = sequence
+        self.reason = reason
+
+
+class IdempotencyConflict(ContextError):
+    """The same derivation key was appended again with a different payload."""
+
+
+class LeaseLost(ContextError):
+    """A checkpoint write under a lease that a newer claim has fenced."""
+
+
+class CompactionDepthExceeded(ContextError):
+    """Compaction would summarize a summary beyond the maximum depth."""
+
+
+class StaleConfirmation(ContextError):
+    """A confirmation names a version or digest other than the one displayed."""
+
+
+class ProtocolStateError(ContextError):
+    """A protocol operation that its current stage does not allow."""
+
+
+class ProjectionContractError(ContextError):
+    """A phase projection with a missing or extra symbol."""
+
+
+__all__ = [
+    "BackendError",
+    "CanonicalizationError",
+    "CompactionDepthExceeded",
+    "ContextError",
+    "ContextOverflow",
+    "EstimatorError",
+    "IdempotencyConflict",
+    "LeaseLost",
+    "ModelValidationError",
+    "OrphanedToolPair",
+    "PlanIntegrityError",
+    "PolicyError",
+    "ProjectionContractError",
+    "ProtocolStateError",
+    "StaleConfirmation",
+    "StoreCorruption",
+]

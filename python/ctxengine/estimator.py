@@ -1,0 +1,73 @@
+"""The token estimator port, constructed on the active backend.
+
+``TokenEstimator(...)`` returns the active backend's estimator (Rust or
+reference); both satisfy ``Estimator`` and give identical numbers (ADR 0001).
+``isinstance(x, TokenEstimator)`` is true for either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from . import backends
+
+
+@runtime_checkable
+class Estimator(Protocol):
+    def raw(self, value: object, model_id: str) -> int: ...
+    def raw_estimates(self, items: Sequence[object], model_id: str) -> list[int]: ...
+    def corrected(self, raw_sum: int, model_id: str) -> int: ...
+    def estimate(self, items: Iterable[object], model_id: str) -> int: ...
+    def estimate_text(self, text: str, model_id: str) -> int: ...
+    def estimate_tools(self, tools: Iterable[object], model_id: str) -> int: ...
+    def reconcile(self, model_id: str, estimated: int, actual: int) -> None: ...
+    def correction(self, model_id: str) -> float: ...
+    def error_ratio(self, model_id: str) -> float: ...
+    def snapshot(self) -> dict[str, Any]: ...
+    def memo_stats(self) -> dict[str, int]: ...
+
+
+class _EstimatorFactory(type):
+    def __call__(
+        cls,
+        *,
+        bytes_per_token: float = 3.0,
+        framing_tokens: int = 4,
+        profiles: Mapping[str, tuple[float, int]] | None = None,
+        memo_capacity: int = 100_000,
+    ) -> Estimator:
+        made: Estimator = backends.active().TokenEstimator(
+            bytes_per_token=bytes_per_token,
+            framing_tokens=framing_tokens,
+            profiles=dict(profiles) if profiles else None,
+            memo_capacity=memo_capacity,
+        )
+        return made
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return any(isinstance(obj, backends.module(name).TokenEstimator) for name in _built_backends())
+
+
+def _built_backends() -> list[str]:
+    names = []
+    for name in backends.BACKENDS:
+        try:
+            backends.module(name)
+        except Exception:
+            continue
+        names.append(name)
+    return names
+
+
+class TokenEstimator(metaclass=_EstimatorFactory):
+    """Conservative per-model estimator with a raw-estimate memo (SPEC section 3)."""
+
+    @staticmethod
+    def restore(snapshot: Mapping[str, Any]) -> Estimator:
+        """A new estimator on the active backend with ``snapshot``'s correction factors."""
+        made: Estimator = backends.active().TokenEstimator.restore(dict(snapshot))
+        return made
+
+
+__all__ = ["Estimator", "TokenEstimator"]

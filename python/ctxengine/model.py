@@ -1,0 +1,619 @@
+"""Value types: frozen, slotted, hashable, JSON round-trippable.
+
+Conversation items carry a private ``_cj`` slot that caches
+``(canonical_json_bytes, sha256_digest)`` of ``to_dict()``. Both backends
+fill it the first time an item is canonicalized, hashed or estimated, and
+reuse it afterwards: per-item work happens once per immutable item. The
+cache is excluded from equality, hashing and ``repr``; both backends write
+identical values, so switching backends never invalidates it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union
+
+from .errors import ModelValidationError
+
+JSON = Any
+
+
+class TrustLevel(str, enum.Enum):
+    """Who authored a piece of content, most trusted first."""
+
+    PLATFORM = "platform"
+    TRUSTED_CONFIGURATION = "trusted_configuration"
+    USER = "user"
+    INTERNAL_TOOL = "internal_tool"
+    EXTERNAL_UNTRUSTED = "external_untrusted"
+    MEMORY = "memory"
+    KNOWLEDGE = "knowledge"
+
+    @property
+    def rank(self) -> int:
+        """0 is most trusted."""
+        return _TRUST_ORDER.index(self)
+
+    def is_trusted(self) -> bool:
+        """True for platform and trusted_configuration: rendered without an envelope."""
+        return self.rank <= TrustLevel.TRUSTED_CONFIGURATION.rank
+
+
+_TRUST_ORDER = tuple(TrustLevel)
+
+
+def _trust(type_name: str, value: object) -> TrustLevel:
+    try:
+        return TrustLevel(value)
+    except ValueError:
+        raise ModelValidationError(type_name, "trust", f"unknown trust level {value!r}") from None
+
+
+def _require(type_name: str, name: str, value: object, kind: type | tuple[type, ...]) -> None:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ModelValidationError(type_name, name, f"expected {expected}, got {type(value).__name__}")
+
+
+def _optional_int(type_name: str, name: str, value: object) -> None:
+    if value is not None:
+        _require(type_name, name, value, int)
+
+
+def _get(d: dict[str, Any], type_name: str, key: str, default: Any = ...) -> Any:
+    if not isinstance(d, dict):
+        raise ModelValidationError(type_name, "<dict>", f"expected a dict, got {type(d).__name__}")
+    if key in d:
+        return d[key]
+    if default is ...:
+        raise ModelValidationError(type_name, key, "missing")
+    return default
+
+
+# --------------------------------------------------------------------------
+# content parts
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+    kind: ClassVar[str] = "text_part"
+
+    def __post_init__(self) -> None:
+        _require("TextPart", "text", self.text, str)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"type": self.kind, "text": self.text}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TextPart:
+        return cls(_get(d, "TextPart", "text"))
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    artifact_id: str
+    media_type: str
+    filename: str | None = None
+    kind: ClassVar[str] = "file_ref"
+
+    def __post_init__(self) -> None:
+        _require("FileRef", "artifact_id", self.artifact_id, str)
+        _require("FileRef", "media_type", self.media_type, str)
+        if self.filename is not None:
+            _require("FileRef", "filename", self.filename, str)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "type": self.kind,
+            "artifact_id": self.artifact_id,
+            "media_type": self.media_type,
+            "filename": self.filename,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FileRef:
+        return cls(
+            _get(d, "FileRef", "artifact_id"),
+            _get(d, "FileRef", "media_type"),
+            _get(d, "FileRef", "filename", None),
+        )
+
+
+ContentPart = Union[TextPart, FileRef]
+Content = Union[str, tuple[ContentPart, ...]]
+
+
+def _content(type_name: str, value: object) -> Content:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        for i, part in enumerate(value):
+            if not isinstance(part, (TextPart, FileRef)):
+                raise ModelValidationError(
+                    type_name, f"content[{i}]", f"expected TextPart or FileRef, got {type(part).__name__}"
+                )
+        return tuple(value)
+    raise ModelValidationError(type_name, "content", f"expected str or parts, got {type(value).__name__}")
+
+
+def _content_to_json(content: Content) -> JSON:
+    if isinstance(content, str):
+        return content
+    return [part.to_dict() for part in content]
+
+
+def _content_from_json(type_name: str, value: Any) -> Content:
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise ModelValidationError(type_name, "content", f"expected str or list, got {type(value).__name__}")
+    parts: list[ContentPart] = []
+    for i, raw in enumerate(value):
+        tag = raw.get("type") if isinstance(raw, dict) else None
+        if tag == "text_part":
+            parts.append(TextPart.from_dict(raw))
+        elif tag == "file_ref":
+            parts.append(FileRef.from_dict(raw))
+        else:
+            raise ModelValidationError(type_name, f"content[{i}]", f"unknown part type {tag!r}")
+    return tuple(parts)
+
+
+def content_text(content: Content) -> str:
+    """The text of a content value; file references render as placeholders."""
+    if isinstance(content, str):
+        return content
+    out = []
+    for part in content:
+        if isinstance(part, TextPart):
+            out.append(part.text)
+        else:
+            out.append(f"[file {part.artifact_id} {part.media_type}]")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------
+# conversation items
+
+
+class _Item:
+    """Shared behaviour of conversation items (slot-free mixin)."""
+
+    __slots__ = ()
+    kind: ClassVar[str]
+
+    def to_dict(self) -> dict[str, JSON]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def canonical_bytes(self) -> bytes:
+        """RFC 8785 bytes of ``to_dict()``, computed once and cached."""
+        from . import backends
+
+        return backends.active().item_canonical(self)[0]
+
+    def payload_hash(self) -> str:
+        """SHA-256 hex of the canonical bytes, computed once and cached."""
+        from . import backends
+
+        return backends.active().item_canonical(self)[1].hex()
+
+    def __hash__(self) -> int:
+        return hash(self.canonical_bytes())
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class SystemMessage(_Item):
+    content: Content
+    trust: TrustLevel = TrustLevel.PLATFORM
+    seq: int | None = None
+    _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    kind: ClassVar[str] = "system_message"
+    __hash__ = _Item.__hash__
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", _content("SystemMessage", self.content))
+        object.__setattr__(self, "trust", _trust("SystemMessage", self.trust))
+        _optional_int("SystemMessage", "seq", self.seq)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "type": self.kind,
+            "content": _content_to_json(self.content),
+            "trust": self.trust.value,
+            "seq": self.seq,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SystemMessage:
+        n = "SystemMessage"
+        return cls(
+            _content_from_json(n, _get(d, n, "content")),
+            trust=_get(d, n, "trust", TrustLevel.PLATFORM.value),
+            seq=_get(d, n, "seq", None),
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class UserMessage(_Item):
+    content: Content
+    trust: TrustLevel = TrustLevel.USER
+    principal_id: str | None = None
+    seq: int | None = None
+    _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    kind: ClassVar[str] = "user_message"
+    __hash__ = _Item.__hash__
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", _content("UserMessage", self.content))
+        object.__setattr__(self, "trust", _trust("UserMessage", self.trust))
+        if self.principal_id is not None:
+            _require("UserMessage", "principal_id", self.principal_id, str)
+        _optional_int("UserMessage", "seq", self.seq)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "type": self.kind,
+            "content": _content_to_json(self.content),
+            "trust": self.trust.value,
+            "principal_id": self.principal_id,
+            "seq": self.seq,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> UserMessage:
+        n = "UserMessage"
+        return cls(
+            _content_from_json(n, _get(d, n, "content")),
+            trust=_get(d, n, "trust", TrustLevel.USER.value),
+            principal_id=_get(d, n, "principal_id", None),
+            seq=_get(d, n, "seq", None),
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class AssistantMessage(_Item):
+    content: Content
+    trust: TrustLevel = TrustLevel.EXTERNAL_UNTRUSTED
+    seq: int | None = None
+    _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    kind: ClassVar[str] = "assistant_message"
+    __hash__ = _Item.__hash__
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "content", _content("AssistantMessage", self.content))
+        object.__setattr__(self, "trust", _trust("AssistantMessage", self.trust))
+        _optional_int("AssistantMessage", "seq", self.seq)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "type": self.kind,
+            "content": _content_to_json(self.content),
+            "trust": self.trust.value,
+            "seq": self.seq,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AssistantMessage:
+        n = "AssistantMessage"
+        return cls(
+            _content_from_json(n, _get(d, n, "content")),
+            trust=_get(d, n, "trust", TrustLevel.EXTERNAL_UNTRUSTED.value),
+            seq=_get(d, n, "seq", None),
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class ToolCall(_Item):
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    seq: int | None = None
+    _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    kind: ClassVar[str] = "tool_call"
+    __hash__ = _Item.__hash__
+
+    def __post_init__(self) -> None:
+        _require("ToolCall", "call_id", self.call_id, str)
+        if not self.call_id:
+            raise ModelValidationError("ToolCall", "call_id", "must not be empty")
+        _require("ToolCall", "name", self.name, str)
+        _require("ToolCall", "arguments", self.arguments, dict)
+        object.__setattr__(self, "arguments", dict(self.arguments))
+        _optional_int("ToolCall", "seq", self.seq)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "type": self.kind,
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": dict(self.arguments),
+            "seq": self.seq,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ToolCall:
+        n = "ToolCall"
+        return cls(
+            _get(d, n, "call_id"),
+            _get(d, n, "name"),
+            _get(d, n, "arguments"),
+            seq=_get(d, n, "seq", None),
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class ToolResult(_Item):
+    call_id: str
+    content: Content
+    is_error: bool = False
+    trust: TrustLevel = TrustLevel.INTERNAL_TOOL
+    seq: int | None = None
+    _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    kind: ClassVar[str] = "tool_result"
+    __hash__ = _Item.__hash__
+
+    def __post_init__(self) -> None:
+        _require("ToolResult", "call_id", self.call_id, str)
+        if not self.call_id:
+            raise ModelValidationError("ToolResult", "call_id", "must not be empty")
+        object.__setattr__(self, "content", _content("ToolResult", self.content))
+        _require("ToolResult", "is_error", self.is_error, bool)
+        object.__setattr__(self, "trust", _trust("ToolResult", self.trust))
+        _optional_int("ToolResult", "seq", self.seq)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "type": self.kind,
+            "call_id": self.call_id,
+            "content": _content_to_json(self.content),
+            "is_error": self.is_error,
+            "trust": self.trust.value,
+            "seq": self.seq,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ToolResult:
+        n = "ToolResult"
+        return cls(
+            _get(d, n, "call_id"),
+            _content_from_json(n, _get(d, n, "content")),
+            is_error=_get(d, n, "is_error", False),
+            trust=_get(d, n, "trust", TrustLevel.INTERNAL_TOOL.value),
+            seq=_get(d, n, "seq", None),
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class ReasoningItem(_Item):
+    """Opaque provider continuation: replayed verbatim within a run only."""
+
+    provider: str
+    payload: dict[str, Any]
+    seq: int | None = None
+    _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    kind: ClassVar[str] = "reasoning"
+    __hash__ = _Item.__hash__
+
+    def __post_init__(self) -> None:
+        _require("ReasoningItem", "provider", self.provider, str)
+        _require("ReasoningItem", "payload", self.payload, dict)
+        object.__setattr__(self, "payload", dict(self.payload))
+        _optional_int("ReasoningItem", "seq", self.seq)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"type": self.kind, "provider": self.provider, "payload": dict(self.payload), "seq": self.seq}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ReasoningItem:
+        n = "ReasoningItem"
+        return cls(_get(d, n, "provider"), _get(d, n, "payload"), seq=_get(d, n, "seq", None))
+
+
+ConversationItem = Union[SystemMessage, UserMessage, AssistantMessage, ToolCall, ToolResult, ReasoningItem]
+
+ITEM_TYPES: dict[str, type[Any]] = {
+    cls.kind: cls
+    for cls in (SystemMessage, UserMessage, AssistantMessage, ToolCall, ToolResult, ReasoningItem)
+}
+
+
+def item_from_dict(d: dict[str, Any]) -> ConversationItem:
+    """Decode any conversation item from its ``to_dict()`` form."""
+    tag = d.get("type") if isinstance(d, dict) else None
+    cls = ITEM_TYPES.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise ModelValidationError("ConversationItem", "type", f"unknown item type {tag!r}")
+    item: ConversationItem = cls.from_dict(d)
+    return item
+
+
+def with_seq(item: ConversationItem, seq: int) -> ConversationItem:
+    """A copy of ``item`` with its source event sequence set."""
+    d = item.to_dict()
+    d["seq"] = seq
+    return item_from_dict(d)
+
+
+# --------------------------------------------------------------------------
+# tools, models, agents, principals, runs
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class ToolSpec(_Item):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    kind: ClassVar[str] = "tool_spec"
+    __hash__ = _Item.__hash__
+
+    def __post_init__(self) -> None:
+        _require("ToolSpec", "name", self.name, str)
+        if not self.name:
+            raise ModelValidationError("ToolSpec", "name", "must not be empty")
+        _require("ToolSpec", "description", self.description, str)
+        _require("ToolSpec", "input_schema", self.input_schema, dict)
+        object.__setattr__(self, "input_schema", dict(self.input_schema))
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "type": self.kind,
+            "name": self.name,
+            "description": self.description,
+            "input_schema": dict(self.input_schema),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ToolSpec:
+        n = "ToolSpec"
+        return cls(_get(d, n, "name"), _get(d, n, "description"), _get(d, n, "input_schema"))
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedModel:
+    provider: str
+    model: str
+    context_window: int
+    max_output_tokens: int
+    default_output_reserve: int
+    capabilities: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        n = "ResolvedModel"
+        _require(n, "provider", self.provider, str)
+        _require(n, "model", self.model, str)
+        for name in ("context_window", "max_output_tokens", "default_output_reserve"):
+            value = getattr(self, name)
+            _require(n, name, value, int)
+            if value <= 0:
+                raise ModelValidationError(n, name, f"must be positive, got {value}")
+        object.__setattr__(self, "capabilities", frozenset(self.capabilities))
+
+    @property
+    def model_id(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "context_window": self.context_window,
+            "max_output_tokens": self.max_output_tokens,
+            "default_output_reserve": self.default_output_reserve,
+            "capabilities": sorted(self.capabilities),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ResolvedModel:
+        n = "ResolvedModel"
+        return cls(
+            _get(d, n, "provider"),
+            _get(d, n, "model"),
+            _get(d, n, "context_window"),
+            _get(d, n, "max_output_tokens"),
+            _get(d, n, "default_output_reserve"),
+            frozenset(_get(d, n, "capabilities", [])),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    agent_id: str
+    version: str
+    instructions: str
+
+    def __post_init__(self) -> None:
+        for name in ("agent_id", "version", "instructions"):
+            _require("AgentSpec", name, getattr(self, name), str)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"agent_id": self.agent_id, "version": self.version, "instructions": self.instructions}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AgentSpec:
+        n = "AgentSpec"
+        return cls(_get(d, n, "agent_id"), _get(d, n, "version"), _get(d, n, "instructions"))
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    principal_id: str
+    tenant_id: str
+    scopes: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        _require("Principal", "principal_id", self.principal_id, str)
+        _require("Principal", "tenant_id", self.tenant_id, str)
+        object.__setattr__(self, "scopes", frozenset(self.scopes))
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"principal_id": self.principal_id, "tenant_id": self.tenant_id, "scopes": sorted(self.scopes)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Principal:
+        n = "Principal"
+        return cls(_get(d, n, "principal_id"), _get(d, n, "tenant_id"), frozenset(_get(d, n, "scopes", [])))
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    run_id: str
+    session_id: str
+    seed_sequence: int
+    step: int = 0
+    max_output_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        n = "RunContext"
+        _require(n, "run_id", self.run_id, str)
+        _require(n, "session_id", self.session_id, str)
+        _require(n, "seed_sequence", self.seed_sequence, int)
+        _require(n, "step", self.step, int)
+        _optional_int(n, "max_output_tokens", self.max_output_tokens)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "seed_sequence": self.seed_sequence,
+            "step": self.step,
+            "max_output_tokens": self.max_output_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunContext:
+        n = "RunContext"
+        return cls(
+            _get(d, n, "run_id"),
+            _get(d, n, "session_id"),
+            _get(d, n, "seed_sequence"),
+            _get(d, n, "step", 0),
+            _get(d, n, "max_output_tokens", None),
+        )
+
+
+__all__ = [
+    "AgentSpec",
+    "AssistantMessage",
+    "Content",
+    "ContentPart",
+    "ConversationItem",
+    "FileRef",
+    "ITEM_TYPES",
+    "Principal",
+    "ReasoningItem",
+    "ResolvedModel",
+    "RunContext",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "TrustLevel",
+    "UserMessage",
+    "content_text",
+    "item_from_dict",
+    "with_seq",
+]
