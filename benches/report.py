@@ -31,16 +31,36 @@ def main(path: str) -> int:
     sha = get("bench_sha256_of_canonical_bytes_1mb")
     if hash_rust and hash_py and sha:
         rows.append(_row("payload_hash 1 MB, rust median ms", hash_rust * 1e3, "-", True))
-        rows.append(_row("payload_hash 1 MB, reference / rust", hash_py / hash_rust, ">= 20x", hash_py / hash_rust >= 20))
-        rows.append(_row("payload_hash 1 MB, rust / hashlib.sha256", hash_rust / sha, "<= 3x", hash_rust / sha <= 3))
+        rows.append(
+            _row(
+                "payload_hash 1 MB, reference / rust",
+                hash_py / hash_rust,
+                ">= 20x",
+                hash_py / hash_rust >= 20,
+            )
+        )
+        rows.append(
+            _row("payload_hash 1 MB, rust / hashlib.sha256", hash_rust / sha, "<= 3x", hash_rust / sha <= 3)
+        )
     warm_rust = get("bench_select_history_warm_10k[rust]")
     warm_py = get("bench_select_history_warm_10k[python]")
     if warm_rust and warm_py:
-        rows.append(_row("select_history 10k warm, rust median ms", warm_rust * 1e3, "<= 1 ms", warm_rust <= 1e-3))
-        rows.append(_row("select_history 10k warm, reference / rust", warm_py / warm_rust, ">= 50x", warm_py / warm_rust >= 50))
+        rows.append(
+            _row("select_history 10k warm, rust median ms", warm_rust * 1e3, "<= 1 ms", warm_rust <= 1e-3)
+        )
+        rows.append(
+            _row(
+                "select_history 10k warm, reference / rust",
+                warm_py / warm_rust,
+                ">= 50x",
+                warm_py / warm_rust >= 50,
+            )
+        )
     cold_rust = get("bench_select_history_cold_10k[rust]")
     if cold_rust:
-        rows.append(_row("select_history 10k cold, rust median ms", cold_rust * 1e3, "<= 15 ms", cold_rust <= 15e-3))
+        rows.append(
+            _row("select_history 10k cold, rust median ms", cold_rust * 1e3, "<= 15 ms", cold_rust <= 15e-3)
+        )
     for name, value in sorted(m.items()):
         if name.startswith("bench_") and "store" in name:
             rows.append(_row(f"{name} median ms", value * 1e3, "-", True))

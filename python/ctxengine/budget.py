@@ -212,7 +212,9 @@ def check_prefix_class(policy: BudgetPolicy, budget_class: str, tokens: int, ite
     if items_field is not None:
         max_items = getattr(policy, items_field)
         if items > max_items:
-            raise ContextOverflow(budget_class, tokens, getattr(policy, tokens_field), f"{items} items > {max_items}")
+            raise ContextOverflow(
+                budget_class, tokens, getattr(policy, tokens_field), f"{items} items > {max_items}"
+            )
     cap = getattr(policy, tokens_field)
     if tokens > cap:
         raise ContextOverflow(budget_class, tokens, cap)

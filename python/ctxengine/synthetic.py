@@ -1,7 +1,7 @@
 """Deterministic synthetic sessions for demos, benchmarks and tests.
 
 The shape SPEC section 11 names: repeating (user message, tool call, tool
-result, assistant message) with ~200–500 bytes of text per item.
+result, assistant message) with ~200-500 bytes of text per item.
 """
 
 from __future__ import annotations

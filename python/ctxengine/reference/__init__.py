@@ -1,0 +1,24 @@
+"""The pure-Python backend: everything ``ctxengine._core`` does, byte for byte.
+
+The contract both backends implement is ``adr/0001-two-backends-one-contract.md``.
+This module is the readable specification and the fallback when the Rust
+extension is not built; select it with ``CTXENGINE_BACKEND=python`` or
+``ctxengine.use_backend("python")``.
+"""
+
+from __future__ import annotations
+
+from .budget import allocate_tokens
+from .canonical import canonical_json, item_canonical, payload_hash
+from .cut import select_history, validate_tool_pairs
+from .estimate import TokenEstimator
+
+__all__ = [
+    "TokenEstimator",
+    "allocate_tokens",
+    "canonical_json",
+    "item_canonical",
+    "payload_hash",
+    "select_history",
+    "validate_tool_pairs",
+]

@@ -1,0 +1,194 @@
+//! Budget arithmetic (SPEC §3, ADR 0001): reserve, body, usable, tool
+//! results and history, with the three overflow checks in contract order.
+
+use crate::error::{CoreError, CoreResult};
+
+/// The inputs of [`allocate_tokens`], named as in the contract.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BudgetInput {
+    pub context_window: i64,
+    pub max_output_tokens: i64,
+    pub default_output_reserve: i64,
+    pub prefix_tokens: i64,
+    pub reserve_tokens: i64,
+    pub margin_ratio: f64,
+    pub tool_results_ratio: f64,
+    pub working_state_tokens: i64,
+    pub history_floor: i64,
+    pub prefix_ceiling: i64,
+}
+
+/// `(reserve, body, usable, tool_results, history)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    pub reserve: i64,
+    pub body: i64,
+    pub usable: i64,
+    pub tool_results: i64,
+    pub history: i64,
+}
+
+fn overflowed() -> CoreError {
+    CoreError::policy("budget", "token arithmetic overflows a 64-bit integer")
+}
+
+/// `floor(tokens * ratio)` in IEEE-754 double, as Python's
+/// `math.floor(int * float)` computes it.
+fn floor_product(tokens: i64, ratio: f64, key: &str) -> CoreResult<i64> {
+    let product = (tokens as f64 * ratio).floor();
+    if !product.is_finite() {
+        return Err(CoreError::policy(key, "ratio must be a finite number"));
+    }
+    if product >= 9.223_372_036_854_775_807e18 || product < -9.223_372_036_854_775_808e18 {
+        return Err(overflowed());
+    }
+    Ok(product as i64)
+}
+
+/// Split a context window into the turn body's classes (ADR 0001 order).
+pub fn allocate_tokens(b: &BudgetInput) -> CoreResult<Allocation> {
+    if b.prefix_tokens > b.prefix_ceiling {
+        return Err(CoreError::overflow(
+            "prefix",
+            b.prefix_tokens,
+            b.prefix_ceiling,
+            "prefix exceeds the prefix ceiling",
+        ));
+    }
+    let reserve = b
+        .reserve_tokens
+        .min(b.default_output_reserve)
+        .min(b.max_output_tokens);
+    let taken = reserve.checked_add(b.prefix_tokens).ok_or_else(overflowed)?;
+    let body = b.context_window.checked_sub(taken).ok_or_else(overflowed)?;
+    if body <= 0 {
+        return Err(CoreError::overflow(
+            "context_window",
+            taken,
+            b.context_window,
+            format!(
+                "output reserve {reserve} + prefix {} leave no body",
+                b.prefix_tokens
+            ),
+        ));
+    }
+    let usable = body
+        .checked_sub(floor_product(body, b.margin_ratio, "margin_ratio")?)
+        .ok_or_else(overflowed)?;
+    let tool_results = floor_product(usable, b.tool_results_ratio, "tool_results_ratio")?;
+    let history = usable
+        .checked_sub(b.working_state_tokens)
+        .and_then(|h| h.checked_sub(tool_results))
+        .ok_or_else(overflowed)?;
+    if history < b.history_floor {
+        return Err(CoreError::overflow(
+            "history",
+            history,
+            b.history_floor,
+            "history budget is below its floor",
+        ));
+    }
+    Ok(Allocation {
+        reserve,
+        body,
+        usable,
+        tool_results,
+        history,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> BudgetInput {
+        BudgetInput {
+            context_window: 200_000,
+            max_output_tokens: 64_000,
+            default_output_reserve: 16_000,
+            prefix_tokens: 10_000,
+            reserve_tokens: 8192,
+            margin_ratio: 0.05,
+            tool_results_ratio: 0.25,
+            working_state_tokens: 1000,
+            history_floor: 8000,
+            prefix_ceiling: 15_000,
+        }
+    }
+
+    #[test]
+    fn default_split() {
+        let a = allocate_tokens(&input()).unwrap();
+        // body = 200000 - 8192 - 10000 = 181808; margin floor(9090.4) = 9090
+        assert_eq!(a.reserve, 8192);
+        assert_eq!(a.body, 181_808);
+        assert_eq!(a.usable, 172_718);
+        assert_eq!(a.tool_results, 43_179); // floor(43179.5)
+        assert_eq!(a.history, 172_718 - 1000 - 43_179);
+    }
+
+    #[test]
+    fn reserve_is_the_smallest_of_three() {
+        let mut b = input();
+        b.max_output_tokens = 4000;
+        assert_eq!(allocate_tokens(&b).unwrap().reserve, 4000);
+        b.default_output_reserve = 3000;
+        assert_eq!(allocate_tokens(&b).unwrap().reserve, 3000);
+    }
+
+    #[test]
+    fn checks_in_contract_order() {
+        let mut b = input();
+        b.prefix_tokens = 16_000;
+        b.context_window = 10;
+        assert_eq!(
+            allocate_tokens(&b),
+            Err(CoreError::overflow(
+                "prefix",
+                16_000,
+                15_000,
+                "prefix exceeds the prefix ceiling"
+            ))
+        );
+        b.prefix_tokens = 10_000;
+        assert_eq!(
+            allocate_tokens(&b),
+            Err(CoreError::overflow(
+                "context_window",
+                18_192,
+                10,
+                "output reserve 8192 + prefix 10000 leave no body"
+            ))
+        );
+        b.context_window = 18_192;
+        assert_eq!(
+            allocate_tokens(&b),
+            Err(CoreError::overflow(
+                "context_window",
+                18_192,
+                18_192,
+                "output reserve 8192 + prefix 10000 leave no body"
+            ))
+        );
+        b.context_window = 30_000;
+        // body 11808, margin 590 -> usable 11218, tools 2804, history 7414
+        assert_eq!(
+            allocate_tokens(&b),
+            Err(CoreError::overflow(
+                "history",
+                7414,
+                8000,
+                "history budget is below its floor"
+            ))
+        );
+        b.history_floor = 7414;
+        assert_eq!(allocate_tokens(&b).unwrap().history, 7414);
+    }
+
+    #[test]
+    fn non_finite_ratio_is_a_policy_error() {
+        let mut b = input();
+        b.margin_ratio = f64::NAN;
+        assert!(matches!(allocate_tokens(&b), Err(CoreError::Policy { .. })));
+    }
+}

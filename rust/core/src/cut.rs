@@ -1,0 +1,336 @@
+//! Tool-pair validation and the deterministic history cut (ADR 0001):
+//! one backward pass for the fit, one forward pass for pair reach.
+
+use std::collections::HashMap;
+
+use crate::error::{CoreError, CoreResult};
+
+pub const REASON_DUPLICATE_CALL: &str = "duplicate tool call id";
+pub const REASON_RESULT_WITHOUT_CALL: &str = "tool result without an earlier unanswered call";
+pub const REASON_CALL_WITHOUT_RESULT: &str = "tool call never answered";
+
+/// What an item is to the pairing rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolRole<'a> {
+    Other,
+    Call(&'a str),
+    Result(&'a str),
+}
+
+/// Marks a non-call in [`validate_tool_pairs`]' output.
+pub const NO_RESULT: usize = usize::MAX;
+
+/// Check pairing in scan order; on success, the index of each call's result
+/// ([`NO_RESULT`] for items that are not calls).
+pub fn validate_tool_pairs(roles: &[ToolRole<'_>]) -> CoreResult<Vec<usize>> {
+    let mut result_of = vec![NO_RESULT; roles.len()];
+    // call_id -> (call index, answered)
+    let mut calls: HashMap<&str, (usize, bool)> = HashMap::new();
+    let mut open = 0usize;
+    for (i, role) in roles.iter().enumerate() {
+        match *role {
+            ToolRole::Other => {}
+            ToolRole::Call(id) => {
+                if calls.contains_key(id) {
+                    return Err(CoreError::orphan(id, i, REASON_DUPLICATE_CALL));
+                }
+                calls.insert(id, (i, false));
+                open += 1;
+            }
+            ToolRole::Result(id) => match calls.get_mut(id) {
+                Some((call, answered)) if !*answered => {
+                    *answered = true;
+                    result_of[*call] = i;
+                    open -= 1;
+                }
+                _ => return Err(CoreError::orphan(id, i, REASON_RESULT_WITHOUT_CALL)),
+            },
+        }
+    }
+    if open > 0 {
+        // The unanswered call with the lowest index.
+        for (i, role) in roles.iter().enumerate() {
+            if let ToolRole::Call(id) = *role {
+                if result_of[i] == NO_RESULT {
+                    return Err(CoreError::orphan(id, i, REASON_CALL_WITHOUT_RESULT));
+                }
+            }
+        }
+    }
+    Ok(result_of)
+}
+
+/// 1 + the last index whose `seq` is known and `<= summary_floor`; 0 if none.
+pub fn floor_bound(seqs: &[Option<i64>], summary_floor: i64) -> usize {
+    seqs.iter()
+        .rposition(|s| matches!(s, Some(v) if *v <= summary_floor))
+        .map_or(0, |i| i + 1)
+}
+
+/// The smallest `c` with `corrected(sum(raw[c..])) <= history_tokens`
+/// (`raw.len()` if none), in one backward pass. Raw estimates are
+/// non-negative, so the corrected suffix sum only grows as `c` falls.
+pub fn fit_index<E>(
+    raw: &[i64],
+    history_tokens: i128,
+    mut corrected: impl FnMut(i64) -> Result<i128, E>,
+    overflow: impl Fn() -> E,
+) -> Result<usize, E> {
+    let mut fit = raw.len();
+    let mut sum: i64 = 0;
+    for (i, &r) in raw.iter().enumerate().rev() {
+        sum = sum.checked_add(r).ok_or_else(&overflow)?;
+        if corrected(sum)? <= history_tokens {
+            fit = i;
+        } else {
+            break;
+        }
+    }
+    Ok(fit)
+}
+
+/// Move `cut` later while a call before it has its result at or after it.
+pub fn pair_reach(cut: usize, result_of: &[usize]) -> usize {
+    let mut c = cut;
+    let mut reach: Option<usize> = None; // latest result of any call before i
+    for (i, &r) in result_of.iter().enumerate() {
+        if i >= c {
+            match reach {
+                Some(m) if m >= c => c = m + 1,
+                _ => return c,
+            }
+        }
+        if r != NO_RESULT {
+            reach = Some(reach.map_or(r, |m| m.max(r)));
+        }
+    }
+    match reach {
+        Some(m) if m >= c => m + 1,
+        _ => c,
+    }
+}
+
+/// One item as the cut sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CutItem<'a> {
+    pub raw: i64,
+    pub seq: Option<i64>,
+    pub role: ToolRole<'a>,
+}
+
+/// The cut index: `items[cut..]` is retained.
+pub fn select_history(
+    items: &[CutItem<'_>],
+    summary_floor: i64,
+    history_tokens: i128,
+    corrected: impl FnMut(i64) -> i128,
+) -> CoreResult<usize> {
+    let roles: Vec<ToolRole<'_>> = items.iter().map(|it| it.role).collect();
+    let result_of = validate_tool_pairs(&roles)?;
+    let seqs: Vec<Option<i64>> = items.iter().map(|it| it.seq).collect();
+    let raw: Vec<i64> = items.iter().map(|it| it.raw).collect();
+    Ok(cut_after_validation(
+        &raw,
+        &seqs,
+        &result_of,
+        summary_floor,
+        history_tokens,
+        corrected,
+    )?)
+}
+
+/// Steps 2-4 of the cut, once the pairs are known valid.
+pub fn cut_after_validation(
+    raw: &[i64],
+    seqs: &[Option<i64>],
+    result_of: &[usize],
+    summary_floor: i64,
+    history_tokens: i128,
+    mut corrected: impl FnMut(i64) -> i128,
+) -> CoreResult<usize> {
+    let floor = floor_bound(seqs, summary_floor);
+    let fit = fit_index(
+        raw,
+        history_tokens,
+        |s| Ok::<i128, CoreError>(corrected(s)),
+        || CoreError::estimator("raw estimate sum overflows a 64-bit integer"),
+    )?;
+    Ok(pair_reach(fit.max(floor), result_of))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::corrected as correct;
+    use proptest::prelude::*;
+
+    fn roles_of(spec: &str) -> Vec<ToolRole<'static>> {
+        // "c1 r1 x" style: c<id> call, r<id> result, x other
+        const IDS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+        spec.split_whitespace()
+            .map(|t| {
+                let id = t[1..].parse::<usize>().map_or("", |n| IDS[n]);
+                match &t[..1] {
+                    "c" => ToolRole::Call(id),
+                    "r" => ToolRole::Result(id),
+                    _ => ToolRole::Other,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pairing_errors_in_scan_order() {
+        assert!(validate_tool_pairs(&roles_of("x c1 r1 x c2 x r2")).is_ok());
+        assert_eq!(
+            validate_tool_pairs(&roles_of("c1 r1 c1 r1")),
+            Err(CoreError::orphan("1", 2, REASON_DUPLICATE_CALL))
+        );
+        assert_eq!(
+            validate_tool_pairs(&roles_of("c1 r1 r1")),
+            Err(CoreError::orphan("1", 2, REASON_RESULT_WITHOUT_CALL))
+        );
+        assert_eq!(
+            validate_tool_pairs(&roles_of("x r2 c2")),
+            Err(CoreError::orphan("2", 1, REASON_RESULT_WITHOUT_CALL))
+        );
+        assert_eq!(
+            validate_tool_pairs(&roles_of("c3 c1 c2 r1")),
+            Err(CoreError::orphan("3", 0, REASON_CALL_WITHOUT_RESULT))
+        );
+        assert_eq!(
+            validate_tool_pairs(&roles_of("c1 c2 r2 c3 r3")),
+            Err(CoreError::orphan("1", 0, REASON_CALL_WITHOUT_RESULT))
+        );
+    }
+
+    #[test]
+    fn reach_moves_past_results() {
+        let roles = roles_of("c1 c2 r1 x r2 x");
+        let result_of = validate_tool_pairs(&roles).unwrap();
+        assert_eq!(pair_reach(0, &result_of), 0);
+        assert_eq!(pair_reach(1, &result_of), 5);
+        assert_eq!(pair_reach(2, &result_of), 5);
+        assert_eq!(pair_reach(5, &result_of), 5);
+        assert_eq!(pair_reach(6, &result_of), 6);
+        // chained: c1 c2 r1 c3 r2 r3 — cutting at 1 reaches r1(2) then r2(4) then r3(5)
+        let roles = roles_of("c1 c2 r1 c3 r2 r3 x");
+        let result_of = validate_tool_pairs(&roles).unwrap();
+        assert_eq!(pair_reach(1, &result_of), 6);
+    }
+
+    #[test]
+    fn floor_and_fit() {
+        assert_eq!(floor_bound(&[Some(1), None, Some(3), Some(2), None], 2), 4);
+        assert_eq!(floor_bound(&[None, Some(5)], 2), 0);
+        let raw = [5, 5, 5, 5];
+        let fit = |h: i128| fit_index(&raw, h, |s| Ok::<_, ()>(s as i128), || ()).unwrap();
+        assert_eq!(fit(20), 0);
+        assert_eq!(fit(19), 1);
+        assert_eq!(fit(5), 3);
+        assert_eq!(fit(4), 4);
+        assert_eq!(fit(0), 4);
+        assert_eq!(fit(-1), 4);
+    }
+
+    /// The contract stated directly: every candidate cut checked.
+    fn oracle(
+        items: &[CutItem<'_>],
+        summary_floor: i64,
+        history_tokens: i128,
+        e: u64,
+        a: u64,
+    ) -> usize {
+        let n = items.len();
+        let floor = items
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| matches!(it.seq, Some(s) if s <= summary_floor))
+            .map(|(i, _)| i + 1)
+            .max()
+            .unwrap_or(0);
+        let splits = |c: usize| {
+            (0..c).any(|i| match items[i].role {
+                ToolRole::Call(id) => (c..n).any(|j| items[j].role == ToolRole::Result(id)),
+                _ => false,
+            })
+        };
+        let fits = |c: usize| correct(items[c..].iter().map(|it| it.raw).sum(), e, a) <= history_tokens;
+        // the largest suffix that fits, respects the floor and splits no pair
+        (0..=n)
+            .find(|&c| c >= floor && fits(c) && !splits(c))
+            .unwrap_or(n)
+    }
+
+    fn items_strategy() -> impl Strategy<Value = Vec<(i64, Option<i64>, u8)>> {
+        prop::collection::vec((0i64..40, prop::option::of(0i64..30), 0u8..3), 0..40)
+    }
+
+    /// Build a valid pairing: kind 1 opens a call, kind 2 closes the oldest
+    /// (or a random) open call; unclosed calls are closed at the end.
+    fn build<'a>(spec: &[(i64, Option<i64>, u8)], ids: &'a [String]) -> Vec<CutItem<'a>> {
+        let mut items = Vec::new();
+        let mut open: Vec<usize> = Vec::new();
+        let mut next = 0usize;
+        for (k, &(raw, seq, kind)) in spec.iter().enumerate() {
+            let role = match kind {
+                1 => {
+                    open.push(next);
+                    next += 1;
+                    ToolRole::Call(&ids[next - 1])
+                }
+                2 if !open.is_empty() => {
+                    let id = open.remove(k % open.len());
+                    ToolRole::Result(&ids[id])
+                }
+                _ => ToolRole::Other,
+            };
+            items.push(CutItem { raw, seq, role });
+        }
+        for id in open {
+            items.push(CutItem {
+                raw: 3,
+                seq: None,
+                role: ToolRole::Result(&ids[id]),
+            });
+        }
+        items
+    }
+
+    proptest! {
+        #[test]
+        fn cut_matches_the_oracle(
+            spec in items_strategy(),
+            summary_floor in -1i64..30,
+            history_tokens in -5i128..400,
+            e in 0u64..20,
+            a in 0u64..40,
+        ) {
+            let ids: Vec<String> = (0..64).map(|i| format!("call_{i}")).collect();
+            let items = build(&spec, &ids);
+            let c = select_history(&items, summary_floor, history_tokens, |s| correct(s, e, a)).unwrap();
+            prop_assert_eq!(c, oracle(&items, summary_floor, history_tokens, e, a));
+            // deterministic
+            let again = select_history(&items, summary_floor, history_tokens, |s| correct(s, e, a)).unwrap();
+            prop_assert_eq!(c, again);
+            // the retained suffix holds no orphan
+            let roles: Vec<ToolRole<'_>> = items[c..].iter().map(|it| it.role).collect();
+            prop_assert!(validate_tool_pairs(&roles).is_ok());
+            // the floor is respected
+            for it in &items[c..] {
+                if let Some(s) = it.seq { prop_assert!(s > summary_floor); }
+            }
+        }
+
+        #[test]
+        fn reach_never_moves_earlier(spec in items_strategy(), cut in 0usize..45) {
+            let ids: Vec<String> = (0..64).map(|i| format!("call_{i}")).collect();
+            let items = build(&spec, &ids);
+            let roles: Vec<ToolRole<'_>> = items.iter().map(|it| it.role).collect();
+            let result_of = validate_tool_pairs(&roles).unwrap();
+            let cut = cut.min(items.len());
+            let c = pair_reach(cut, &result_of);
+            prop_assert!(c >= cut && c <= items.len());
+        }
+    }
+}

@@ -1,0 +1,599 @@
+//! Token estimation: per-model profiles, the raw-estimate formula, the
+//! bounded LRU memo and the exact-integer correction (ADR 0001).
+//!
+//! [`EstimatorState`] is plain data; the binding keeps it behind one mutex
+//! and looks a whole history up under a single lock.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+use crate::error::{CoreError, CoreResult};
+
+/// Bytes per token and framing tokens per item for one model family.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Profile {
+    pub bytes_per_token: f64,
+    pub framing_tokens: i64,
+}
+
+impl Profile {
+    pub fn new(bytes_per_token: f64, framing_tokens: i64) -> CoreResult<Self> {
+        if !(bytes_per_token.is_finite() && bytes_per_token > 0.0) {
+            return Err(CoreError::estimator(format!(
+                "bytes_per_token must be a positive finite number, got {bytes_per_token}"
+            )));
+        }
+        if framing_tokens < 0 {
+            return Err(CoreError::estimator(format!(
+                "framing_tokens must be a non-negative integer, got {framing_tokens}"
+            )));
+        }
+        Ok(Profile {
+            bytes_per_token,
+            framing_tokens,
+        })
+    }
+
+    /// `ceil(len / bytes_per_token) + framing_tokens`, the division in
+    /// IEEE-754 double.
+    #[inline]
+    pub fn raw(&self, len: usize) -> CoreResult<i64> {
+        let q = (len as f64 / self.bytes_per_token).ceil();
+        if q >= 4.0e18 {
+            return Err(CoreError::estimator("raw estimate overflows a 64-bit integer"));
+        }
+        Ok(q as i64 + self.framing_tokens)
+    }
+}
+
+/// `raw_sum` scaled by the model's reconciled `actual / estimated`, rounded
+/// up, exactly in integers; unchanged when `estimated == 0` or
+/// `actual <= estimated`.
+#[inline]
+pub fn corrected(raw_sum: i64, estimated: u64, actual: u64) -> i128 {
+    if estimated == 0 || actual <= estimated {
+        return raw_sum as i128;
+    }
+    let e = estimated as i128;
+    // |raw_sum| < 2^63 and actual < 2^64: the product fits in i128.
+    (raw_sum as i128 * actual as i128 + e - 1).div_euclid(e)
+}
+
+// ---------------------------------------------------------------------------
+// the memo
+
+/// `(model_id, kind, sha256)` with the strings interned to small ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoKey {
+    pub model: u32,
+    pub kind: u32,
+    pub digest: [u8; 32],
+}
+
+impl Hash for MemoKey {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // The digest is already uniformly distributed.
+        let mut head = [0u8; 8];
+        head.copy_from_slice(&self.digest[..8]);
+        let tag = ((self.model as u64) << 32 | self.kind as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        state.write_u64(u64::from_le_bytes(head) ^ tag);
+    }
+}
+
+/// Passes the one `u64` that [`MemoKey`] writes straight through.
+#[derive(Default)]
+pub struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        // Not used by MemoKey; a plain FNV-1a keeps it correct for others.
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Debug, Clone)]
+struct Node {
+    key: MemoKey,
+    value: i64,
+    prev: u32, // towards the most recently used
+    next: u32, // towards the least recently used
+}
+
+/// A bounded LRU map: a hit moves the entry to the front, an insert beyond
+/// `capacity` drops the least recently used entry (the semantics of an
+/// `OrderedDict` with `move_to_end` / `popitem(last=False)`).
+#[derive(Debug, Clone)]
+pub struct Memo {
+    map: HashMap<MemoKey, u32, BuildHasherDefault<PassThrough>>,
+    nodes: Vec<Node>,
+    head: u32,
+    tail: u32,
+    capacity: usize,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl Memo {
+    pub fn new(capacity: usize) -> Self {
+        Memo {
+            map: HashMap::default(),
+            nodes: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            capacity,
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (prev, next) = {
+            let n = &self.nodes[i as usize];
+            (n.prev, n.next)
+        };
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.nodes[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.nodes[next as usize].prev = prev;
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        let old = self.head;
+        {
+            let n = &mut self.nodes[i as usize];
+            n.prev = NIL;
+            n.next = old;
+        }
+        if old == NIL {
+            self.tail = i;
+        } else {
+            self.nodes[old as usize].prev = i;
+        }
+        self.head = i;
+    }
+
+    /// The memoized value of `key`, counting a hit; `None` counts nothing.
+    #[inline]
+    pub fn get(&mut self, key: &MemoKey) -> Option<i64> {
+        let i = *self.map.get(key)?;
+        self.hits += 1;
+        if self.head != i {
+            self.unlink(i);
+            self.push_front(i);
+        }
+        Some(self.nodes[i as usize].value)
+    }
+
+    /// Insert a value computed after a miss (counted here).
+    pub fn insert_miss(&mut self, key: MemoKey, value: i64) {
+        self.misses += 1;
+        if self.capacity == 0 {
+            return;
+        }
+        if self.map.len() < self.capacity {
+            let i = self.nodes.len() as u32;
+            self.nodes.push(Node {
+                key,
+                value,
+                prev: NIL,
+                next: NIL,
+            });
+            self.map.insert(key, i);
+            self.push_front(i);
+        } else {
+            // Reuse the least recently used slot.
+            let i = self.tail;
+            self.unlink(i);
+            let old = self.nodes[i as usize].key;
+            self.map.remove(&old);
+            let n = &mut self.nodes[i as usize];
+            n.key = key;
+            n.value = value;
+            self.map.insert(key, i);
+            self.push_front(i);
+        }
+    }
+
+    /// Look `key` up, computing and inserting on a miss.
+    #[inline]
+    pub fn get_or_insert_with(
+        &mut self,
+        key: MemoKey,
+        compute: impl FnOnce() -> CoreResult<i64>,
+    ) -> CoreResult<i64> {
+        if let Some(v) = self.get(&key) {
+            return Ok(v);
+        }
+        let v = compute()?;
+        self.insert_miss(key, v);
+        Ok(v)
+    }
+
+    /// Keys from most to least recently used (for tests).
+    pub fn keys_mru(&self) -> Vec<MemoKey> {
+        let mut out = Vec::with_capacity(self.map.len());
+        let mut i = self.head;
+        while i != NIL {
+            out.push(self.nodes[i as usize].key);
+            i = self.nodes[i as usize].next;
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------------------
+// the estimator state
+
+/// Cumulative reconciled sums of one model: `E` estimated, `A` actual.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reconciled {
+    pub estimated: u64,
+    pub actual: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ModelEntry {
+    id: u32,
+    profile: Profile,
+}
+
+/// Everything a `TokenEstimator` holds.
+#[derive(Debug, Clone)]
+pub struct EstimatorState {
+    default: Profile,
+    /// Prefix profiles in the order given.
+    profiles: Vec<(String, Profile)>,
+    memo: Memo,
+    models: HashMap<String, ModelEntry>,
+    kinds: HashMap<String, u32>,
+    /// Per-model sums in first-reconcile order.
+    corrections: Vec<(String, Reconciled)>,
+    correction_index: HashMap<String, usize>,
+}
+
+impl EstimatorState {
+    pub fn new(
+        default: Profile,
+        profiles: Vec<(String, Profile)>,
+        memo_capacity: usize,
+    ) -> Self {
+        EstimatorState {
+            default,
+            profiles,
+            memo: Memo::new(memo_capacity),
+            models: HashMap::new(),
+            kinds: HashMap::new(),
+            corrections: Vec::new(),
+            correction_index: HashMap::new(),
+        }
+    }
+
+    pub fn default_profile(&self) -> Profile {
+        self.default
+    }
+
+    pub fn profiles(&self) -> &[(String, Profile)] {
+        &self.profiles
+    }
+
+    pub fn memo(&self) -> &Memo {
+        &self.memo
+    }
+
+    pub fn memo_mut(&mut self) -> &mut Memo {
+        &mut self.memo
+    }
+
+    /// The profile of the longest matching prefix, else the default.
+    pub fn profile_for(&self, model_id: &str) -> Profile {
+        let mut best: Option<(&str, Profile)> = None;
+        for (prefix, p) in &self.profiles {
+            if model_id.starts_with(prefix.as_str())
+                && best.is_none_or(|(b, _)| prefix.len() > b.len())
+            {
+                best = Some((prefix, *p));
+            }
+        }
+        best.map_or(self.default, |(_, p)| p)
+    }
+
+    /// The interned id and profile of a model.
+    pub fn model(&mut self, model_id: &str) -> (u32, Profile) {
+        if let Some(e) = self.models.get(model_id) {
+            return (e.id, e.profile);
+        }
+        let entry = ModelEntry {
+            id: self.models.len() as u32,
+            profile: self.profile_for(model_id),
+        };
+        self.models.insert(model_id.to_owned(), entry);
+        (entry.id, entry.profile)
+    }
+
+    /// The interned id of an item kind.
+    pub fn kind(&mut self, kind: &str) -> u32 {
+        if let Some(&id) = self.kinds.get(kind) {
+            return id;
+        }
+        let id = self.kinds.len() as u32;
+        self.kinds.insert(kind.to_owned(), id);
+        id
+    }
+
+    /// The raw estimate of canonical bytes of length `len` and digest
+    /// `digest`, through the memo.
+    #[inline]
+    pub fn raw(
+        &mut self,
+        model: u32,
+        profile: Profile,
+        kind: u32,
+        digest: &[u8; 32],
+        len: usize,
+    ) -> CoreResult<i64> {
+        let key = MemoKey {
+            model,
+            kind,
+            digest: *digest,
+        };
+        self.memo.get_or_insert_with(key, || profile.raw(len))
+    }
+
+    pub fn reconciled(&self, model_id: &str) -> Reconciled {
+        self.correction_index
+            .get(model_id)
+            .map_or_else(Reconciled::default, |&i| self.corrections[i].1)
+    }
+
+    pub fn corrections(&self) -> &[(String, Reconciled)] {
+        &self.corrections
+    }
+
+    /// `corrected(raw_sum)` for `model_id`.
+    pub fn corrected(&self, raw_sum: i64, model_id: &str) -> i128 {
+        let r = self.reconciled(model_id);
+        corrected(raw_sum, r.estimated, r.actual)
+    }
+
+    /// Add one response's estimated and actual token counts.
+    pub fn reconcile(&mut self, model_id: &str, estimated: i64, actual: i64) -> CoreResult<()> {
+        if estimated <= 0 {
+            return Err(CoreError::estimator(format!(
+                "estimated must be a positive integer, got {estimated}"
+            )));
+        }
+        if actual < 0 {
+            return Err(CoreError::estimator(format!(
+                "actual must be a non-negative integer, got {actual}"
+            )));
+        }
+        let current = self.reconciled(model_id);
+        let next = Reconciled {
+            estimated: current
+                .estimated
+                .checked_add(estimated as u64)
+                .ok_or_else(|| CoreError::estimator("reconciled sums overflow"))?,
+            actual: current
+                .actual
+                .checked_add(actual as u64)
+                .ok_or_else(|| CoreError::estimator("reconciled sums overflow"))?,
+        };
+        self.set_reconciled(model_id, next);
+        Ok(())
+    }
+
+    /// Set a model's sums outright (restoring a snapshot).
+    pub fn set_reconciled(&mut self, model_id: &str, sums: Reconciled) {
+        match self.correction_index.get(model_id) {
+            Some(&i) => self.corrections[i].1 = sums,
+            None => {
+                self.correction_index
+                    .insert(model_id.to_owned(), self.corrections.len());
+                self.corrections.push((model_id.to_owned(), sums));
+            }
+        }
+    }
+
+    /// `max(1.0, A / E)`; 1.0 before any reconcile.
+    pub fn correction(&self, model_id: &str) -> f64 {
+        self.error_ratio(model_id).max(1.0)
+    }
+
+    /// `A / E` unclamped; 1.0 before any reconcile.
+    pub fn error_ratio(&self, model_id: &str) -> f64 {
+        let r = self.reconciled(model_id);
+        if r.estimated == 0 {
+            1.0
+        } else {
+            r.actual as f64 / r.estimated as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> MemoKey {
+        MemoKey {
+            model: 0,
+            kind: 0,
+            digest: [n; 32],
+        }
+    }
+
+    #[test]
+    fn raw_formula() {
+        let p = Profile::new(3.0, 4).unwrap();
+        assert_eq!(p.raw(0).unwrap(), 4);
+        assert_eq!(p.raw(1).unwrap(), 5);
+        assert_eq!(p.raw(3).unwrap(), 5);
+        assert_eq!(p.raw(4).unwrap(), 6);
+        let q = Profile::new(3.5, 0).unwrap();
+        assert_eq!(q.raw(7).unwrap(), 2);
+        assert_eq!(q.raw(8).unwrap(), 3);
+        assert!(Profile::new(0.0, 4).is_err());
+        assert!(Profile::new(f64::NAN, 4).is_err());
+        assert!(Profile::new(3.0, -1).is_err());
+    }
+
+    #[test]
+    fn correction_is_exact_integer_ceiling() {
+        assert_eq!(corrected(100, 0, 0), 100);
+        assert_eq!(corrected(100, 10, 5), 100);
+        assert_eq!(corrected(100, 10, 10), 100);
+        assert_eq!(corrected(100, 10, 11), 110);
+        assert_eq!(corrected(101, 10, 11), 112); // ceil(111.1)
+        assert_eq!(corrected(3, 3, 10), 10);
+        assert_eq!(corrected(0, 3, 10), 0);
+        // where a float formula would round: 49 * (100/3 ... ) exactly
+        assert_eq!(corrected(49, 3, 100), (49 * 100 + 2) / 3);
+        // huge values do not overflow
+        assert_eq!(
+            corrected(i64::MAX, 1, u64::MAX),
+            i64::MAX as i128 * u64::MAX as i128
+        );
+        // negative raw sums floor-divide like Python's //
+        assert_eq!(corrected(-7, 2, 3), (-21 + 1i128).div_euclid(2));
+    }
+
+    #[test]
+    fn correction_matches_brute_force() {
+        for raw in 0..60i64 {
+            for e in 1..12u64 {
+                for a in 0..30u64 {
+                    let want = if a <= e {
+                        raw as i128
+                    } else {
+                        let num = raw as i128 * a as i128;
+                        let mut c = num / e as i128;
+                        if c * (e as i128) < num {
+                            c += 1;
+                        }
+                        c
+                    };
+                    assert_eq!(corrected(raw, e, a), want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn memo_is_lru() {
+        let mut m = Memo::new(2);
+        assert_eq!(m.get_or_insert_with(key(1), || Ok(1)).unwrap(), 1);
+        assert_eq!(m.get_or_insert_with(key(2), || Ok(2)).unwrap(), 2);
+        assert_eq!(m.get_or_insert_with(key(1), || Ok(99)).unwrap(), 1); // hit, 1 is MRU
+        assert_eq!(m.get_or_insert_with(key(3), || Ok(3)).unwrap(), 3); // evicts 2
+        assert_eq!(m.keys_mru(), vec![key(3), key(1)]);
+        assert_eq!((m.hits, m.misses, m.len()), (1, 3, 2));
+        assert!(m.get(&key(2)).is_none());
+        let mut z = Memo::new(0);
+        assert_eq!(z.get_or_insert_with(key(1), || Ok(7)).unwrap(), 7);
+        assert_eq!(z.get_or_insert_with(key(1), || Ok(7)).unwrap(), 7);
+        assert_eq!((z.hits, z.misses, z.len()), (0, 2, 0));
+    }
+
+    #[test]
+    fn memo_matches_a_model_lru() {
+        // A simple Vec-based LRU as the oracle.
+        let mut state: u64 = 12345;
+        for cap in [1usize, 2, 3, 7] {
+            let mut m = Memo::new(cap);
+            let mut oracle: Vec<u8> = Vec::new(); // MRU first
+            let (mut hits, mut misses) = (0u64, 0u64);
+            for _ in 0..2000 {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let k = ((state >> 33) % 10) as u8;
+                m.get_or_insert_with(key(k), || Ok(k as i64)).unwrap();
+                if let Some(p) = oracle.iter().position(|&x| x == k) {
+                    oracle.remove(p);
+                    hits += 1;
+                } else {
+                    misses += 1;
+                    if oracle.len() == cap {
+                        oracle.pop();
+                    }
+                }
+                oracle.insert(0, k);
+                let got: Vec<u8> = m.keys_mru().iter().map(|k| k.digest[0]).collect();
+                assert_eq!(got, oracle);
+            }
+            assert_eq!((m.hits, m.misses), (hits, misses));
+        }
+    }
+
+    #[test]
+    fn longest_prefix_wins() {
+        let s = EstimatorState::new(
+            Profile::new(3.0, 4).unwrap(),
+            vec![
+                ("openai:".into(), Profile::new(4.0, 3).unwrap()),
+                ("openai:gpt-4".into(), Profile::new(3.5, 2).unwrap()),
+            ],
+            10,
+        );
+        assert_eq!(s.profile_for("openai:gpt-4o").framing_tokens, 2);
+        assert_eq!(s.profile_for("openai:o3").framing_tokens, 3);
+        assert_eq!(s.profile_for("anthropic:x").framing_tokens, 4);
+    }
+
+    #[test]
+    fn reconcile_accumulates() {
+        let mut s = EstimatorState::new(Profile::new(3.0, 4).unwrap(), vec![], 10);
+        assert_eq!(s.correction("m"), 1.0);
+        assert_eq!(s.error_ratio("m"), 1.0);
+        s.reconcile("m", 100, 50).unwrap();
+        assert_eq!(s.correction("m"), 1.0);
+        assert_eq!(s.error_ratio("m"), 0.5);
+        s.reconcile("m", 100, 250).unwrap();
+        assert_eq!(s.correction("m"), 1.5);
+        assert_eq!(s.corrected(10, "m"), 15);
+        assert_eq!(s.corrected(11, "m"), 17); // ceil(16.5)
+        assert_eq!(s.corrected(11, "other"), 11);
+        assert!(s.reconcile("m", 0, 1).is_err());
+        assert!(s.reconcile("m", 1, -1).is_err());
+        assert_eq!(
+            s.corrections(),
+            &[(
+                "m".to_string(),
+                Reconciled {
+                    estimated: 200,
+                    actual: 300
+                }
+            )]
+        );
+    }
+}

@@ -1,0 +1,15 @@
+//! The pure core of ctxengine: RFC 8785 canonical JSON, SHA-256 payload
+//! hashing, token estimation with its bounded memo and exact-integer
+//! correction, budget arithmetic and the deterministic history cut.
+//!
+//! No Python here: `rust/py` binds these to `ctxengine._core`, and the
+//! contract both backends implement is `adr/0001-two-backends-one-contract.md`.
+
+pub mod budget;
+pub mod canonical;
+pub mod cut;
+pub mod error;
+pub mod estimate;
+pub mod hash;
+
+pub use error::{CoreError, CoreResult};

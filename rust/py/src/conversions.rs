@@ -1,0 +1,483 @@
+//! Walking Python objects straight into canonical JSON bytes, and the
+//! per-item `_cj` cache.
+//!
+//! Dispatch is on the exact type first (`str`, `dict`, `list`, `None`,
+//! `bool`, `int`, `float`, `tuple`), then on subclasses, then value types:
+//! an object with a `_cj` attribute splices its cached item bytes, an
+//! object with `to_dict()` is walked through that dict.
+
+use std::ptr::addr_of_mut;
+
+use ctxengine_core::canonical::{
+    self, PathError, MAX_DEPTH, REASON_CYCLE, REASON_DEPTH, REASON_ITEM_CYCLE, REASON_SURROGATE,
+    REASON_VALUE_CYCLE,
+};
+use ctxengine_core::hash::sha256;
+use pyo3::exceptions::PyAttributeError;
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+
+use crate::errors::canonicalization_error;
+
+/// A walk failure: a canonicalization error whose path is still being
+/// completed, or a Python error raised by code the walk called.
+pub enum WalkError {
+    Path(PathError),
+    Py(PyErr),
+}
+
+impl From<PyErr> for WalkError {
+    fn from(e: PyErr) -> Self {
+        WalkError::Py(e)
+    }
+}
+
+impl WalkError {
+    fn in_key(self, key: &str) -> Self {
+        match self {
+            WalkError::Path(p) => WalkError::Path(p.in_key(key)),
+            other => other,
+        }
+    }
+
+    fn in_index(self, index: usize) -> Self {
+        match self {
+            WalkError::Path(p) => WalkError::Path(p.in_index(index)),
+            other => other,
+        }
+    }
+
+    pub fn into_pyerr(self, py: Python<'_>) -> PyErr {
+        match self {
+            WalkError::Path(p) => canonicalization_error(py, &p.path(), p.reason),
+            WalkError::Py(e) => e,
+        }
+    }
+}
+
+fn fail<T>(reason: impl Into<String>) -> Result<T, WalkError> {
+    Err(WalkError::Path(PathError::new(reason)))
+}
+
+/// A dict member waiting to be written in key order. Holds strong
+/// references so that Python code run mid-walk cannot free them.
+struct Entry<'py> {
+    key: *const u8,
+    key_len: usize,
+    _key_obj: Bound<'py, PyAny>,
+    value: Bound<'py, PyAny>,
+}
+
+impl Entry<'_> {
+    #[inline]
+    fn key(&self) -> &[u8] {
+        // SAFETY: UTF-8 buffer cached inside `_key_obj`, which we own.
+        unsafe { std::slice::from_raw_parts(self.key, self.key_len) }
+    }
+}
+
+/// UTF-8 of a `str` (or subclass); `None` for lone surrogates.
+#[inline]
+pub unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    let mut size: ffi::Py_ssize_t = 0;
+    let data = ffi::PyUnicode_AsUTF8AndSize(ptr, &mut size);
+    if data.is_null() {
+        ffi::PyErr_Clear();
+        None
+    } else {
+        Some(std::slice::from_raw_parts(data as *const u8, size as usize))
+    }
+}
+
+/// `repr(obj)`.
+fn repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    Ok(obj.repr()?.to_string_lossy().into_owned())
+}
+
+/// `repr(str.__str__(s))`: the plain string's repr, also for subclasses.
+unsafe fn str_repr(py: Python<'_>, s: *mut ffi::PyObject) -> PyResult<String> {
+    let plain = Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_FromObject(s))?;
+    repr(&plain)
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// The walker: one output buffer, the ancestor stack for cycle detection,
+/// and a shared scratch stack of dict members (no allocation per dict).
+pub struct Walker<'py> {
+    py: Python<'py>,
+    pub out: Vec<u8>,
+    ancestors: Vec<*mut ffi::PyObject>,
+    entries: Vec<Entry<'py>>,
+    /// A buffer for item bytes, reused across items.
+    spare: Vec<u8>,
+}
+
+impl<'py> Walker<'py> {
+    pub fn new(py: Python<'py>, out: Vec<u8>) -> Self {
+        Walker {
+            py,
+            out,
+            ancestors: Vec::new(),
+            entries: Vec::new(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Append the canonical bytes of `obj` as a root value.
+    pub fn write_root(&mut self, obj: &Bound<'py, PyAny>) -> Result<(), WalkError> {
+        self.ancestors.clear();
+        self.entries.clear();
+        self.value(obj.as_ptr(), 0)
+    }
+
+    /// Cycle check, then depth check, then push `ptr` as an ancestor.
+    #[inline]
+    fn enter(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
+        if self.ancestors.contains(&ptr) {
+            return fail(REASON_CYCLE);
+        }
+        if depth + 1 > MAX_DEPTH {
+            return fail(REASON_DEPTH);
+        }
+        self.ancestors.push(ptr);
+        Ok(())
+    }
+
+    /// `ptr` is a borrowed reference kept alive by the caller; `depth` is
+    /// the depth of its parent container (0 for the root).
+    fn value(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
+        unsafe {
+            let tp = ffi::Py_TYPE(ptr);
+            if tp == addr_of_mut!(ffi::PyUnicode_Type) {
+                return self.string(ptr);
+            }
+            if tp == addr_of_mut!(ffi::PyDict_Type) {
+                return self.dict(ptr, depth);
+            }
+            if tp == addr_of_mut!(ffi::PyList_Type) {
+                return self.list(ptr, depth);
+            }
+            if ptr == ffi::Py_None() {
+                self.out.extend_from_slice(b"null");
+                return Ok(());
+            }
+            if tp == addr_of_mut!(ffi::PyBool_Type) {
+                if ptr == ffi::Py_True() {
+                    self.out.extend_from_slice(b"true");
+                } else {
+                    self.out.extend_from_slice(b"false");
+                }
+                return Ok(());
+            }
+            if tp == addr_of_mut!(ffi::PyLong_Type) {
+                return self.int(ptr);
+            }
+            if tp == addr_of_mut!(ffi::PyFloat_Type) {
+                return self.float(ffi::PyFloat_AS_DOUBLE(ptr));
+            }
+            if tp == addr_of_mut!(ffi::PyTuple_Type) {
+                return self.tuple(ptr, depth);
+            }
+            // subclasses (bool cannot be subclassed)
+            if ffi::PyUnicode_Check(ptr) != 0 {
+                return self.string(ptr);
+            }
+            if ffi::PyLong_Check(ptr) != 0 {
+                return self.int(ptr);
+            }
+            if ffi::PyFloat_Check(ptr) != 0 {
+                let v = ffi::PyFloat_AsDouble(ptr);
+                if v == -1.0 && !ffi::PyErr_Occurred().is_null() {
+                    return Err(PyErr::fetch(self.py).into());
+                }
+                return self.float(v);
+            }
+            if ffi::PyDict_Check(ptr) != 0 {
+                return self.dict(ptr, depth);
+            }
+            if ffi::PyList_Check(ptr) != 0 {
+                return self.list(ptr, depth);
+            }
+            if ffi::PyTuple_Check(ptr) != 0 {
+                return self.tuple(ptr, depth);
+            }
+            let obj = Bound::from_borrowed_ptr(self.py, ptr);
+            self.value_type(&obj, depth)
+        }
+    }
+
+    #[inline]
+    unsafe fn string(&mut self, ptr: *mut ffi::PyObject) -> Result<(), WalkError> {
+        match utf8(ptr) {
+            Some(s) => {
+                canonical::write_str(&mut self.out, s);
+                Ok(())
+            }
+            None => fail(REASON_SURROGATE),
+        }
+    }
+
+    #[inline]
+    unsafe fn int(&mut self, ptr: *mut ffi::PyObject) -> Result<(), WalkError> {
+        let mut overflow: std::os::raw::c_int = 0;
+        let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
+        if overflow != 0 {
+            return fail(canonical::REASON_INT_RANGE);
+        }
+        if v == -1 && !ffi::PyErr_Occurred().is_null() {
+            return Err(PyErr::fetch(self.py).into());
+        }
+        canonical::write_int(&mut self.out, v).or_else(fail)
+    }
+
+    #[inline]
+    fn float(&mut self, v: f64) -> Result<(), WalkError> {
+        canonical::write_f64(&mut self.out, v).or_else(fail)
+    }
+
+    unsafe fn list(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
+        self.enter(ptr, depth)?;
+        self.out.push(b'[');
+        let mut i: ffi::Py_ssize_t = 0;
+        // Re-read the size each step: Python code run by a nested value
+        // (to_dict) may change the list.
+        while i < ffi::PyList_GET_SIZE(ptr) {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            let item = Bound::from_borrowed_ptr(self.py, ffi::PyList_GET_ITEM(ptr, i));
+            if let Err(e) = self.value(item.as_ptr(), depth + 1) {
+                self.ancestors.pop();
+                return Err(e.in_index(i as usize));
+            }
+            i += 1;
+        }
+        self.out.push(b']');
+        self.ancestors.pop();
+        Ok(())
+    }
+
+    unsafe fn tuple(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
+        self.enter(ptr, depth)?;
+        self.out.push(b'[');
+        let n = ffi::PyTuple_GET_SIZE(ptr);
+        for i in 0..n {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            if let Err(e) = self.value(ffi::PyTuple_GET_ITEM(ptr, i), depth + 1) {
+                self.ancestors.pop();
+                return Err(e.in_index(i as usize));
+            }
+        }
+        self.out.push(b']');
+        self.ancestors.pop();
+        Ok(())
+    }
+
+    unsafe fn dict(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
+        self.enter(ptr, depth)?;
+        let start = self.entries.len();
+        let result = self.dict_members(ptr, depth, start);
+        self.entries.truncate(start);
+        self.ancestors.pop();
+        result
+    }
+
+    unsafe fn dict_members(
+        &mut self,
+        ptr: *mut ffi::PyObject,
+        depth: usize,
+        start: usize,
+    ) -> Result<(), WalkError> {
+        let mut pos: ffi::Py_ssize_t = 0;
+        let mut k: *mut ffi::PyObject = std::ptr::null_mut();
+        let mut v: *mut ffi::PyObject = std::ptr::null_mut();
+        while ffi::PyDict_Next(ptr, &mut pos, &mut k, &mut v) != 0 {
+            if ffi::PyUnicode_Check(k) == 0 {
+                let key = Bound::from_borrowed_ptr(self.py, k);
+                return fail(format!("object key {} is not a string", repr(&key)?));
+            }
+            let Some(key) = utf8(k) else {
+                return fail(format!("lone surrogate in object key {}", str_repr(self.py, k)?));
+            };
+            self.entries.push(Entry {
+                key: key.as_ptr(),
+                key_len: key.len(),
+                _key_obj: Bound::from_borrowed_ptr(self.py, k),
+                value: Bound::from_borrowed_ptr(self.py, v),
+            });
+        }
+        let members = &mut self.entries[start..];
+        if members.len() > 1 {
+            members.sort_unstable_by(|a, b| canonical::cmp_utf16(a.key(), b.key()));
+        }
+        self.out.push(b'{');
+        let end = self.entries.len();
+        for i in start..end {
+            if i > start {
+                self.out.push(b',');
+            }
+            let (key, value) = {
+                let e = &self.entries[i];
+                (e.key(), e.value.as_ptr())
+            };
+            // `key` borrows memory owned by the entry, not by `self`.
+            let key: &[u8] = std::slice::from_raw_parts(key.as_ptr(), key.len());
+            canonical::write_str(&mut self.out, key);
+            self.out.push(b':');
+            if let Err(e) = self.value(value, depth + 1) {
+                return Err(e.in_key(std::str::from_utf8_unchecked(key)));
+            }
+        }
+        self.out.push(b'}');
+        Ok(())
+    }
+
+    /// Value types: items splice their cached bytes, others walk `to_dict()`.
+    fn value_type(&mut self, obj: &Bound<'py, PyAny>, depth: usize) -> Result<(), WalkError> {
+        let py = self.py;
+        if has_item_cache(obj)? {
+            let tuple = self.item_tuple(obj)?;
+            // SAFETY: item_tuple returns a checked `(bytes, bytes)` tuple.
+            let bytes = unsafe { bytes_of(ffi::PyTuple_GET_ITEM(tuple.as_ptr(), 0)) };
+            self.out.extend_from_slice(bytes);
+            return Ok(());
+        }
+        match obj.getattr_opt(intern!(py, "to_dict"))? {
+            Some(to_dict) if to_dict.is_callable() => {
+                let ptr = obj.as_ptr();
+                if self.ancestors.contains(&ptr) {
+                    return fail(REASON_VALUE_CYCLE);
+                }
+                self.ancestors.push(ptr);
+                let result = match to_dict.call0() {
+                    Ok(d) => self.value(d.as_ptr(), depth),
+                    Err(e) => Err(e.into()),
+                };
+                self.ancestors.pop();
+                result
+            }
+            _ => fail(format!("unsupported type {}", type_name(obj))),
+        }
+    }
+
+    /// The item's `(canonical_bytes, sha256_digest)`, filling `_cj` on first
+    /// use. The item is canonicalized as a root of its own (depth restarts),
+    /// sharing the ancestor stack so cycles through items are caught; error
+    /// paths continue those of the enclosing walk.
+    pub fn item_tuple(&mut self, item: &Bound<'py, PyAny>) -> Result<Bound<'py, PyTuple>, WalkError> {
+        let py = self.py;
+        match item.getattr(intern!(py, "_cj")) {
+            Ok(cj) => {
+                if unsafe { read_cache(cj.as_ptr()) }.is_some() {
+                    return Ok(cj.cast_into::<PyTuple>().map_err(PyErr::from)?);
+                }
+            }
+            // A slot never set counts as empty.
+            Err(e) if e.is_instance_of::<PyAttributeError>(py) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let ptr = item.as_ptr();
+        if self.ancestors.contains(&ptr) {
+            return fail(REASON_ITEM_CYCLE);
+        }
+        self.ancestors.push(ptr);
+        let mut buf = std::mem::take(&mut self.spare);
+        buf.clear();
+        let saved = std::mem::replace(&mut self.out, buf);
+        let result = match item.call_method0(intern!(py, "to_dict")) {
+            Ok(d) => self.value(d.as_ptr(), 0),
+            Err(e) => Err(e.into()),
+        };
+        let bytes = std::mem::replace(&mut self.out, saved);
+        self.ancestors.pop();
+        let tuple = result.and_then(|()| {
+            let digest = sha256(&bytes);
+            let b = PyBytes::new(py, &bytes);
+            let h = PyBytes::new(py, &digest);
+            let tuple = PyTuple::new(py, [b.into_any(), h.into_any()])?;
+            store_cache(item, &tuple)?;
+            Ok(tuple)
+        });
+        if bytes.capacity() <= SPARE_LIMIT {
+            self.spare = bytes;
+        }
+        tuple
+    }
+}
+
+/// A spare item buffer larger than this is dropped rather than kept.
+const SPARE_LIMIT: usize = 1 << 20;
+
+/// `hasattr(type(value), "_cj") and hasattr(value, "to_dict")`: conversation
+/// items and `ToolSpec`.
+pub fn has_item_cache(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
+    Ok(obj.get_type().hasattr(intern!(py, "_cj"))? && obj.hasattr(intern!(py, "to_dict"))?)
+}
+
+// ---------------------------------------------------------------------------
+// the per-item cache
+
+/// An item's `(canonical_bytes, sha256_digest)` pair.
+#[inline]
+pub unsafe fn bytes_of<'a>(ptr: *mut ffi::PyObject) -> &'a [u8] {
+    let data = ffi::PyBytes_AS_STRING(ptr) as *const u8;
+    std::slice::from_raw_parts(data, ffi::Py_SIZE(ptr) as usize)
+}
+
+/// A well-formed `_cj` value: `(bytes, 32-byte bytes)`; returns the
+/// canonical length and the digest.
+#[inline]
+pub unsafe fn read_cache(ptr: *mut ffi::PyObject) -> Option<(usize, [u8; 32])> {
+    if ffi::PyTuple_CheckExact(ptr) == 0 || ffi::PyTuple_GET_SIZE(ptr) != 2 {
+        return None;
+    }
+    let b = ffi::PyTuple_GET_ITEM(ptr, 0);
+    let d = ffi::PyTuple_GET_ITEM(ptr, 1);
+    if ffi::PyBytes_CheckExact(b) == 0 || ffi::PyBytes_CheckExact(d) == 0 {
+        return None;
+    }
+    let digest = bytes_of(d);
+    if digest.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest);
+    Some((ffi::Py_SIZE(b) as usize, out))
+}
+
+/// Store `value` in the frozen item's `_cj` slot (`object.__setattr__`).
+pub fn store_cache(item: &Bound<'_, PyAny>, value: &Bound<'_, PyTuple>) -> PyResult<()> {
+    let py = item.py();
+    let name = intern!(py, "_cj");
+    let rc = unsafe { ffi::PyObject_GenericSetAttr(item.as_ptr(), name.as_ptr(), value.as_ptr()) };
+    if rc < 0 {
+        Err(PyErr::fetch(py))
+    } else {
+        Ok(())
+    }
+}
+
+/// `item_canonical(item)`: the cached pair, computed and stored on first use.
+pub fn item_canonical<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+    let py = item.py();
+    if !has_item_cache(item)? {
+        return Err(canonicalization_error(
+            py,
+            "$",
+            format!("{} has no canonical cache slot", type_name(item)),
+        ));
+    }
+    let mut walker = Walker::new(py, Vec::new());
+    walker.item_tuple(item).map_err(|e| e.into_pyerr(py))
+}

@@ -1,0 +1,118 @@
+//! Mapping core errors to the Python classes of `ctxengine.errors`, once,
+//! and keeping panics from crossing the boundary.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use ctxengine_core::CoreError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+
+static CANONICALIZATION: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static CONTEXT_OVERFLOW: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static POLICY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static ORPHANED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static ESTIMATOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static CONTEXT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+fn class<'py>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    name: &str,
+) -> PyResult<&'py Bound<'py, PyType>> {
+    cell.import(py, "ctxengine.errors", name)
+}
+
+fn instantiate<'py, A>(
+    py: Python<'py>,
+    cell: &'static PyOnceLock<Py<PyType>>,
+    name: &str,
+    args: A,
+) -> PyErr
+where
+    A: pyo3::call::PyCallArgs<'py>,
+{
+    match class(py, cell, name).and_then(|cls| cls.call1(args)) {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(err) => err,
+    }
+}
+
+/// The Python exception for a core error.
+pub fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
+    match err {
+        CoreError::Canonicalization { path, reason } => {
+            instantiate(py, &CANONICALIZATION, "CanonicalizationError", (path, reason))
+        }
+        CoreError::ContextOverflow {
+            budget_class,
+            tokens,
+            cap,
+            detail,
+        } => instantiate(
+            py,
+            &CONTEXT_OVERFLOW,
+            "ContextOverflow",
+            (budget_class, tokens, cap, detail),
+        ),
+        CoreError::Policy { key, reason } => {
+            instantiate(py, &POLICY, "PolicyError", (key, reason))
+        }
+        CoreError::OrphanedToolPair {
+            call_id,
+            index,
+            reason,
+        } => instantiate(
+            py,
+            &ORPHANED,
+            "OrphanedToolPair",
+            (call_id, index, reason),
+        ),
+        CoreError::Estimator(message) => {
+            instantiate(py, &ESTIMATOR, "EstimatorError", (message,))
+        }
+    }
+}
+
+/// `EstimatorError(message)`.
+pub fn estimator_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    to_pyerr(py, CoreError::estimator(message))
+}
+
+/// `CanonicalizationError(path, reason)`.
+pub fn canonicalization_error(py: Python<'_>, path: &str, reason: impl Into<String>) -> PyErr {
+    to_pyerr(py, CoreError::canonicalization(path, reason))
+}
+
+/// Extension for `Result<T, CoreError>`.
+pub trait IntoPy<T> {
+    fn into_py(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for Result<T, CoreError> {
+    #[inline]
+    fn into_py(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_pyerr(py, e))
+    }
+}
+
+/// Run `f`, turning a Rust panic into `ctxengine.errors.ContextError`
+/// rather than letting pyo3 raise its `PanicException` (a BaseException).
+#[inline]
+pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let detail = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            let message = format!("internal error in ctxengine._core: {detail}");
+            match class(py, &CONTEXT_ERROR, "ContextError").and_then(|cls| cls.call1((message,))) {
+                Ok(exc) => Err(PyErr::from_value(exc)),
+                Err(err) => Err(err),
+            }
+        }
+    }
+}
