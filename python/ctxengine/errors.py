@@ -112,6 +112,25 @@ class ProjectionContractError(ContextError):
     """A phase projection with a missing or extra symbol."""
 
 
+class StoreError(ContextError):
+    """A store that cannot be opened or used: an unknown URL scheme, a schema
+    newer than this code, a closed store, a write that kept losing races."""
+
+
+class WorkingStateLimitExceeded(ContextError):
+    """A working-state transition that would break a cap: ``field`` would hold ``attempted``
+    (entries or tokens) where ``limit`` is the most allowed. Nothing is evicted to make room."""
+
+    def __init__(self, field: str, limit: int, attempted: int, detail: str = "") -> None:
+        message = f"working state {field}: {attempted} exceeds the limit of {limit}"
+        if detail:
+            message = f"{message} ({detail})"
+        super().__init__(message)
+        self.field = field
+        self.limit = limit
+        self.attempted = attempted
+
+
 __all__ = [
     "BackendError",
     "CanonicalizationError",
@@ -129,4 +148,6 @@ __all__ = [
     "ProtocolStateError",
     "StaleConfirmation",
     "StoreCorruption",
+    "StoreError",
+    "WorkingStateLimitExceeded",
 ]

@@ -1,0 +1,61 @@
+"""Store adapters and ``open_store(url)``.
+
+URLs:
+
+* ``memory://`` -> ``MemoryStore``
+* ``sqlite:///abs/path/to/file.db`` -> ``SQLiteStore("/abs/path/to/file.db")``
+  (three slashes and an absolute path, as in ``file://`` URLs);
+  ``sqlite:///:memory:`` -> a private in-memory database
+* ``postgresql://...`` or ``postgres://...`` -> ``PostgresStore(url)``
+  (any libpq URI, passed through unchanged)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+from ..clock import Clock
+from ..errors import StoreError
+from ..events import Store
+from .memory import MemoryStore
+from .postgres import PostgresStore
+from .sqlite import SQLiteStore
+
+
+def _sqlite_path(url: str) -> str:
+    rest = url[len("sqlite://") :]
+    if rest in ("/:memory:", ":memory:"):
+        return ":memory:"
+    if not rest.startswith("/") or rest == "/" or "?" in rest or "#" in rest:
+        raise StoreError(f"SQLite store URL {url!r}: expected sqlite:///absolute/path or sqlite:///:memory:")
+    return unquote(rest)
+
+
+async def open_store(url: str, *, clock: Clock | None = None, **options: Any) -> Store:
+    """Open (and create or check the schema of) the store that ``url`` names.
+
+    ``options`` go to the adapter's constructor (e.g. ``busy_timeout`` for
+    SQLite, ``max_size`` for PostgreSQL).
+    """
+    if not isinstance(url, str):
+        raise StoreError(f"store URL must be a str, got {type(url).__name__}")
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme == "memory":
+        if url.rstrip("/") != "memory:":
+            raise StoreError(f"memory store URL {url!r}: expected exactly memory://")
+        return await MemoryStore(clock=clock, **options).open()
+    if scheme == "sqlite":
+        if not url.startswith("sqlite://"):
+            raise StoreError(f"SQLite store URL {url!r}: expected sqlite:///absolute/path")
+        return await SQLiteStore(_sqlite_path(url), clock=clock, **options).open()
+    if scheme in ("postgresql", "postgres"):
+        return await PostgresStore(url, clock=clock, **options).open()
+    shown = url.split("@")[-1] if "@" in url else url  # never echo credentials
+    raise StoreError(
+        f"unknown store URL scheme {scheme or '<none>'!r} in {shown!r}; "
+        "expected memory://, sqlite:///path or postgresql://..."
+    )
+
+
+__all__ = ["MemoryStore", "PostgresStore", "SQLiteStore", "open_store"]

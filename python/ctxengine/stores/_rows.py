@@ -1,0 +1,317 @@
+"""What every adapter shares: the stored row layout, encoding, fail-closed decoding,
+idempotency and lease checks, and the per-task transaction slot.
+
+Adapters store events as flat rows in ``EVENT_COLUMNS`` order and hand rows
+read back to ``decode_event``, which raises ``StoreCorruption`` naming the
+session and sequence instead of ever skipping a row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from ..canonical import canonical_json
+from ..clock import Clock
+from ..errors import IdempotencyConflict, LeaseLost, ModelValidationError, StoreCorruption
+from ..events import (
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    Event,
+    Lease,
+    NewEvent,
+    RawCheckpoint,
+    Visibility,
+    check_checkpoint_kind,
+    check_event_type,
+    check_trigger,
+)
+
+EVENT_COLUMNS = (
+    "session_id",
+    "sequence",
+    "type",
+    "payload",
+    "derivation_key",
+    "run_id",
+    "actor",
+    "visibility_scope",
+    "visibility_id",
+    "created_at",
+    "schema_version",
+)
+CHECKPOINT_COLUMNS = ("version", "kind", "trigger", "payload", "created_at", "schema_version")
+
+# Stored row: one value per column above. ``created_at`` is a datetime
+# (memory, PostgreSQL) or ISO-8601 text (SQLite).
+Row = Sequence[Any]
+
+
+def payload_text(payload: dict[str, Any]) -> str:
+    """The canonical JSON text a payload is stored (and compared) as."""
+    return canonical_json(payload).decode("utf-8")
+
+
+def utc_now(clock: Clock) -> datetime:
+    now = clock.now()
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ModelValidationError(type(clock).__name__, "now()", "returned a naive datetime; need UTC")
+    return now.astimezone(UTC)
+
+
+def event_row(new: NewEvent, text: str, sequence: int, created_at: Any) -> tuple[Any, ...]:
+    """The row to insert for ``new`` at ``sequence``."""
+    return (
+        new.session_id,
+        sequence,
+        new.type,
+        text,
+        new.derivation_key,
+        new.run_id,
+        new.actor,
+        new.visibility.scope,
+        new.visibility.id,
+        created_at,
+        SCHEMA_VERSION,
+    )
+
+
+def _timestamp(value: object) -> datetime:
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        raise ValueError(f"expected a timestamp, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"timestamp {value.isoformat()} has no timezone")
+    return value.astimezone(UTC)
+
+
+def _schema_version(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"bad schema_version {value!r}")
+    if value > SCHEMA_VERSION:
+        raise ValueError(f"schema_version {value} is newer than this code understands ({SCHEMA_VERSION})")
+    return value
+
+
+def _json_object(text: object) -> dict[str, Any]:
+    if not isinstance(text, str):
+        raise ValueError(f"payload is {type(text).__name__}, not JSON text")
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"payload is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"payload is a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _optional_str(name: str, value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{name} is {type(value).__name__}, not text")
+    return value
+
+
+def _str(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} is {value!r}, not non-empty text")
+    return value
+
+
+def decode_event(row: Row) -> Event:
+    """An ``Event`` from a stored row; ``StoreCorruption`` naming session and sequence if it is bad."""
+    session_id = str(row[0]) if len(row) > 0 else "<unknown>"
+    raw_sequence = row[1] if len(row) > 1 else None
+    sequence = raw_sequence if isinstance(raw_sequence, int) and not isinstance(raw_sequence, bool) else None
+    try:
+        if len(row) != len(EVENT_COLUMNS):
+            raise ValueError(f"row has {len(row)} columns, expected {len(EVENT_COLUMNS)}")
+        if sequence is None or sequence < 1:
+            raise ValueError(f"bad sequence {raw_sequence!r}")
+        # The version comes first: a newer row may be laid out differently.
+        version = _schema_version(row[10])
+        event_type = row[2]
+        if event_type not in EVENT_TYPES:
+            raise ValueError(f"unknown event type {event_type!r}")
+        try:
+            visibility = Visibility(row[7], row[8])
+        except ModelValidationError as exc:
+            raise ValueError(f"bad visibility: {exc}") from None
+        return Event(
+            session_id=session_id,
+            sequence=sequence,
+            type=event_type,
+            payload=_json_object(row[3]),
+            derivation_key=_str("derivation_key", row[4]),
+            run_id=_optional_str("run_id", row[5]),
+            actor=_str("actor", row[6]),
+            visibility=visibility,
+            created_at=_timestamp(row[9]),
+            schema_version=version,
+        )
+    except ValueError as exc:
+        raise StoreCorruption(session_id, sequence, str(exc)) from None
+
+
+def repeat_of(stored_row: Row, new: NewEvent, text: str) -> Event:
+    """The stored event when ``new`` repeats it exactly; ``IdempotencyConflict`` when it differs."""
+    stored = decode_event(stored_row)
+    if stored.type == new.type and stored_row[3] == text:
+        return stored
+    if stored.type != new.type:
+        what = f"type ({stored.type!r}, now {new.type!r})"
+    else:
+        what = "payload"
+    raise IdempotencyConflict(
+        f"session {new.session_id!r} derivation key {new.derivation_key!r}: already stored at "
+        f"sequence {stored.sequence} with a different {what}"
+    )
+
+
+def type_filter(types: Iterable[str] | None) -> tuple[str, ...] | None:
+    """Validated, de-duplicated event types to filter on; None means all."""
+    if types is None:
+        return None
+    if isinstance(types, str):  # a lone str would iterate as characters
+        types = (types,)
+    return tuple(sorted({check_event_type(t, "EventLog.read") for t in types}))
+
+
+def check_ints(where: str, **values: object) -> None:
+    """``ModelValidationError`` naming the first argument that is not an int (None is allowed)."""
+    for name, value in values.items():
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ModelValidationError(where, name, f"expected int, got {type(value).__name__}")
+
+
+# --------------------------------------------------------------------------
+# checkpoints
+
+
+def check_checkpoint_write(
+    run_id: str, payload: dict[str, Any], trigger: str, lease: Lease, kind: str
+) -> tuple[str, str]:
+    """Validate a checkpoint write before touching the store; returns (kind, payload text)."""
+    check_run_id(run_id)
+    check_trigger(trigger)
+    checked_kind = check_checkpoint_kind(kind)
+    if not isinstance(lease, Lease):
+        raise ModelValidationError("checkpoint", "lease", f"expected Lease, got {type(lease).__name__}")
+    if not isinstance(payload, dict):
+        raise ModelValidationError("checkpoint", "payload", f"expected dict, got {type(payload).__name__}")
+    return checked_kind, payload_text(payload)
+
+
+def check_run_id(run_id: object) -> str:
+    if not isinstance(run_id, str) or not run_id:
+        raise ModelValidationError("checkpoint", "run_id", f"expected non-empty str, got {run_id!r}")
+    return run_id
+
+
+def check_claim(run_id: object, owner: object) -> None:
+    check_run_id(run_id)
+    if not isinstance(owner, str) or not owner:
+        raise ModelValidationError("Lease", "owner", f"expected non-empty str, got {owner!r}")
+
+
+def check_lease(run_id: str, lease: Lease, current: tuple[str, int] | None) -> None:
+    """``LeaseLost`` unless ``lease`` is the run's current lease."""
+    if current is None:
+        raise LeaseLost(f"run {run_id!r}: lease epoch {lease.epoch} of {lease.owner!r} was never claimed")
+    owner, epoch = current
+    if (owner, epoch) != (lease.owner, lease.epoch):
+        raise LeaseLost(
+            f"run {run_id!r}: lease epoch {lease.epoch} of {lease.owner!r} is fenced by "
+            f"epoch {epoch} of {owner!r}"
+        )
+
+
+def no_base_for_delta(run_id: str) -> ModelValidationError:
+    return ModelValidationError(
+        "checkpoint", "kind", f"run {run_id!r} has no full snapshot for a delta to follow"
+    )
+
+
+def decode_checkpoint(run_id: str, row: Row) -> RawCheckpoint:
+    """A ``RawCheckpoint`` from a stored row in ``CHECKPOINT_COLUMNS`` order, failing closed."""
+    raw_version = row[0] if row else None
+    version = raw_version if isinstance(raw_version, int) and not isinstance(raw_version, bool) else None
+    try:
+        if len(row) != len(CHECKPOINT_COLUMNS):
+            raise ValueError(f"row has {len(row)} columns, expected {len(CHECKPOINT_COLUMNS)}")
+        if version is None or version < 1:
+            raise ValueError(f"bad version {raw_version!r}")
+        _schema_version(row[5])
+        try:
+            kind = check_checkpoint_kind(row[1])
+            trigger = check_trigger(row[2])
+        except ModelValidationError as exc:
+            raise ValueError(str(exc)) from None
+        return RawCheckpoint(
+            version=version,
+            kind=kind,
+            trigger=trigger,
+            payload=_json_object(row[3]),
+            created_at=_timestamp(row[4]),
+        )
+    except ValueError as exc:
+        raise StoreCorruption(run_id, version, f"checkpoint row of run {run_id!r}: {exc}") from None
+
+
+# --------------------------------------------------------------------------
+# transactions
+
+T = TypeVar("T")
+
+
+class TransactionSlot(Generic[T]):
+    """Which transaction handle (if any) the current task is inside, per store.
+
+    A ``ContextVar`` so that only code running inside ``async with
+    store.transaction()`` (and tasks it spawns) joins the transaction, while
+    other tasks sharing the store wait for it to finish. It maps store ->
+    handle, so a transaction on one store nested in another's does not hide
+    the outer one.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._var: ContextVar[tuple[tuple[object, T], ...]] = ContextVar(name, default=())
+
+    def get(self, owner: object) -> T | None:
+        for bound_owner, handle in reversed(self._var.get()):  # innermost first
+            if bound_owner is owner:
+                return handle
+        return None
+
+    @contextmanager
+    def bind(self, owner: object, handle: T) -> Iterator[None]:
+        token = self._var.set((*self._var.get(), (owner, handle)))
+        try:
+            yield
+        finally:
+            self._var.reset(token)
+
+
+__all__ = [
+    "CHECKPOINT_COLUMNS",
+    "EVENT_COLUMNS",
+    "Row",
+    "TransactionSlot",
+    "check_checkpoint_write",
+    "check_claim",
+    "check_lease",
+    "check_ints",
+    "check_run_id",
+    "decode_checkpoint",
+    "decode_event",
+    "event_row",
+    "no_base_for_delta",
+    "payload_text",
+    "repeat_of",
+    "type_filter",
+    "utc_now",
+]

@@ -1,0 +1,248 @@
+"""``MemoryStore``: the in-process store for tests, demos and single-run tools.
+
+It keeps the same stored-row layout as the durable adapters (canonical JSON
+text, decoded on every read) so it fails, and succeeds, exactly where they do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from ..clock import Clock, SystemClock
+from ..errors import ModelValidationError, StoreError
+from ..events import (
+    SCHEMA_VERSION,
+    CheckpointKind,
+    Event,
+    Lease,
+    NewEvent,
+    RawCheckpoint,
+    check_event_type,
+)
+from ..model import Principal
+from . import _rows
+
+_Undo = Callable[[], None]
+_TXN: _rows.TransactionSlot[list[_Undo]] = _rows.TransactionSlot("ctxengine.stores.memory.transaction")
+
+
+class MemoryStore:
+    """Events and checkpoints in dicts; ``transaction()`` rolls back through an undo log."""
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._events: dict[str, list[tuple[Any, ...]]] = {}
+        self._keys: dict[tuple[str, str], int] = {}
+        self._leases: dict[str, tuple[str, int]] = {}
+        self._checkpoints: dict[str, list[tuple[Any, ...]]] = {}
+        # Serializes a transaction against everyone outside it: without it a
+        # concurrent task could read (or append after) uncommitted events.
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self.events = MemoryEventLog(self)
+        self.checkpoints = MemoryCheckpointStore(self)
+
+    async def open(self) -> MemoryStore:
+        return self
+
+    async def close(self) -> None:
+        if _TXN.get(self) is not None:
+            raise StoreError("MemoryStore: close() inside its own transaction")
+        self._closed = True
+
+    async def __aenter__(self) -> MemoryStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        outer = _TXN.get(self)
+        if outer is not None:
+            # Nested: a savepoint. Its own undo steps run if it fails, and
+            # join the outer transaction's if it succeeds.
+            undo: list[_Undo] = []
+            with _TXN.bind(self, undo):
+                try:
+                    yield
+                except BaseException:
+                    _undo_all(undo)
+                    raise
+            outer.extend(undo)
+            return
+        async with self._lock:
+            undo = []
+            with _TXN.bind(self, undo):
+                try:
+                    yield
+                except BaseException:
+                    _undo_all(undo)
+                    raise
+
+    @asynccontextmanager
+    async def _op(self) -> AsyncIterator[list[_Undo] | None]:
+        """Run one operation: inside the caller's transaction, or alone under the lock."""
+        if self._closed:
+            raise StoreError("MemoryStore is closed")
+        undo = _TXN.get(self)
+        if undo is not None:
+            yield undo
+        else:
+            async with self._lock:
+                yield None
+
+    # -- test hook -----------------------------------------------------------
+
+    def _inject_row(self, row: tuple[Any, ...]) -> None:
+        """Store a raw event row as is (tests use it to plant corrupt rows)."""
+        self._events.setdefault(str(row[0]), []).append(tuple(row))
+
+
+class MemoryEventLog:
+    def __init__(self, store: MemoryStore) -> None:
+        self._s = store
+
+    async def append(self, event: NewEvent) -> Event:
+        if not isinstance(event, NewEvent):
+            raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
+        text = _rows.payload_text(event.payload)
+        s = self._s
+        async with s._op() as undo:
+            rows = s._events.get(event.session_id, [])
+            existing = s._keys.get((event.session_id, event.derivation_key))
+            if existing is not None:
+                return _rows.repeat_of(rows[existing - 1], event, text)
+            sequence = len(rows) + 1
+            row = _rows.event_row(event, text, sequence, _rows.utc_now(s._clock))
+            decoded = _rows.decode_event(row)
+            s._events.setdefault(event.session_id, []).append(row)
+            key = (event.session_id, event.derivation_key)
+            s._keys[key] = sequence
+            if undo is not None:
+
+                def forget() -> None:
+                    s._events[event.session_id].pop()
+                    del s._keys[key]
+
+                undo.append(forget)
+            return decoded
+
+    async def read(
+        self,
+        session_id: str,
+        after: int = 0,
+        types: Iterable[str] | None = None,
+        *,
+        before: int | None = None,
+    ) -> list[Event]:
+        wanted = _rows.type_filter(types)
+        _rows.check_ints("EventLog.read", after=after, before=before)
+        async with self._s._op():
+            rows = list(self._s._events.get(session_id, ()))
+        out = []
+        for row in rows[max(after, 0) :]:
+            if before is not None and row[1] >= before:
+                break
+            if wanted is None or row[2] in wanted:
+                out.append(_rows.decode_event(row))
+        return out
+
+    async def latest_before(
+        self,
+        session_id: str,
+        before_sequence: int,
+        event_type: str,
+        principal: Principal | None = None,
+    ) -> Event | None:
+        check_event_type(event_type, "EventLog.latest_before")
+        _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
+        async with self._s._op():
+            rows = list(self._s._events.get(session_id, ()))
+        for row in reversed(rows[: max(before_sequence - 1, 0)]):
+            if row[2] == event_type:
+                event = _rows.decode_event(row)
+                if event.visibility.allows(principal):
+                    return event
+        return None
+
+
+class MemoryCheckpointStore:
+    def __init__(self, store: MemoryStore) -> None:
+        self._s = store
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        _rows.check_claim(run_id, owner)
+        s = self._s
+        async with s._op() as undo:
+            previous = s._leases.get(run_id)
+            lease = Lease(owner, (previous[1] if previous else 0) + 1)
+            s._leases[run_id] = (lease.owner, lease.epoch)
+            if undo is not None:
+                undo.append(lambda: _restore(s._leases, run_id, previous))
+            return lease
+
+    async def write(
+        self,
+        run_id: str,
+        payload: dict[str, Any],
+        *,
+        trigger: str,
+        lease: Lease,
+        kind: CheckpointKind = "full",
+    ) -> int:
+        checked_kind, text = _rows.check_checkpoint_write(run_id, payload, trigger, lease, kind)
+        s = self._s
+        async with s._op() as undo:
+            _rows.check_lease(run_id, lease, s._leases.get(run_id))
+            rows = s._checkpoints.setdefault(run_id, [])
+            if checked_kind == "delta" and not any(r[1] == "full" for r in rows):
+                raise _rows.no_base_for_delta(run_id)
+            version = len(rows) + 1
+            rows.append((version, checked_kind, trigger, text, _rows.utc_now(s._clock), SCHEMA_VERSION))
+            if undo is not None:
+                undo.append(lambda: _drop_last(rows))
+            return version
+
+    async def latest_raw(self, run_id: str) -> list[RawCheckpoint]:
+        async with self._s._op():
+            rows = list(self._s._checkpoints.get(run_id, ()))
+        fulls = [i for i, r in enumerate(rows) if r[1] == "full"]
+        if not fulls:
+            return []
+        return [_rows.decode_checkpoint(run_id, r) for r in rows[fulls[-1] :]]
+
+    async def delete(self, run_id: str) -> None:
+        s = self._s
+        async with s._op() as undo:
+            lease = s._leases.pop(run_id, None)
+            rows = s._checkpoints.pop(run_id, None)
+            if undo is not None:
+
+                def put_back() -> None:
+                    _restore(s._leases, run_id, lease)
+                    _restore(s._checkpoints, run_id, rows)
+
+                undo.append(put_back)
+
+
+def _undo_all(undo: list[_Undo]) -> None:
+    for step in reversed(undo):
+        step()
+
+
+def _drop_last(rows: list[tuple[Any, ...]]) -> None:
+    rows.pop()
+
+
+def _restore(table: dict[str, Any], key: str, value: Any) -> None:
+    if value is None:
+        table.pop(key, None)
+    else:
+        table[key] = value
+
+
+__all__ = ["MemoryCheckpointStore", "MemoryEventLog", "MemoryStore"]

@@ -1,0 +1,460 @@
+"""``PostgresStore``: the store for many workers on many machines (psycopg 3, pooled).
+
+Concurrency control is the unique constraints, not locks: an append reads the
+session's greatest sequence and inserts the next one; when another writer
+took that sequence first, the insert fails on ``(session_id, sequence)`` and
+the append retries from the top, where it either sees the winner's row for
+its own derivation key (an idempotent repeat) or a new greatest sequence.
+Each attempt runs in its own transaction, or in a savepoint when it joins a
+caller's ``store.transaction()``, so a lost race never poisons the caller's
+transaction. Connections run in autocommit mode; every write is an explicit
+``conn.transaction()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection, errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from ..clock import Clock, SystemClock
+from ..errors import ModelValidationError, StoreError
+from ..events import (
+    SCHEMA_VERSION,
+    CheckpointKind,
+    Event,
+    Lease,
+    NewEvent,
+    RawCheckpoint,
+    check_event_type,
+)
+from ..model import Principal
+from . import _rows
+
+STORE_SCHEMA_VERSION = 1
+#: Lost sequence races before an append gives up. Each loss means another
+#: writer committed, so this bounds contention, not latency.
+MAX_APPEND_ATTEMPTS = 200
+# pg_advisory_xact_lock key serializing schema creation across processes
+# (CREATE TABLE IF NOT EXISTS alone races on the catalog).
+_MIGRATION_LOCK = 0x63747865_6E67  # "ctxeng"
+
+_EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
+_CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
+
+_DDL = (
+    """
+    CREATE TABLE ctxengine_events (
+        session_id       TEXT        NOT NULL,
+        sequence         BIGINT      NOT NULL CHECK (sequence >= 1),
+        type             TEXT        NOT NULL,
+        payload          TEXT        NOT NULL,
+        derivation_key   TEXT        NOT NULL,
+        run_id           TEXT,
+        actor            TEXT        NOT NULL,
+        visibility_scope TEXT        NOT NULL,
+        visibility_id    TEXT,
+        created_at       TIMESTAMPTZ NOT NULL,
+        schema_version   INTEGER     NOT NULL,
+        CONSTRAINT ctxengine_events_sequence_key PRIMARY KEY (session_id, sequence),
+        CONSTRAINT ctxengine_events_derivation_key UNIQUE (session_id, derivation_key)
+    )
+    """,
+    "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
+    """
+    CREATE TABLE ctxengine_checkpoint_leases (
+        run_id TEXT   NOT NULL PRIMARY KEY,
+        owner  TEXT   NOT NULL,
+        epoch  BIGINT NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE ctxengine_checkpoints (
+        run_id         TEXT        NOT NULL,
+        version        BIGINT      NOT NULL CHECK (version >= 1),
+        kind           TEXT        NOT NULL,
+        trigger        TEXT        NOT NULL,
+        payload        TEXT        NOT NULL,
+        lease_epoch    BIGINT      NOT NULL,
+        created_at     TIMESTAMPTZ NOT NULL,
+        schema_version INTEGER     NOT NULL,
+        PRIMARY KEY (run_id, version)
+    )
+    """,
+)
+
+Conn = AsyncConnection[Any]
+R = TypeVar("R")
+_TXN: _rows.TransactionSlot[Conn] = _rows.TransactionSlot("ctxengine.stores.postgres.transaction")
+
+
+def describe_dsn(dsn: str) -> str:
+    """The DSN without secrets, for error messages."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    return f"postgresql://{parts.get('user') or ''}@{host}:{port}/{parts.get('dbname') or ''}"
+
+
+async def _fetchone(conn: Conn, sql: str, params: Iterable[Any] = ()) -> tuple[Any, ...] | None:
+    cur = await conn.execute(sql, tuple(params))
+    row: tuple[Any, ...] | None = await cur.fetchone()
+    return row
+
+
+async def _fetchall(conn: Conn, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+    cur = await conn.execute(sql, tuple(params))
+    rows: list[tuple[Any, ...]] = await cur.fetchall()
+    return rows
+
+
+async def _migrate(conn: Conn, where: str) -> None:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
+            "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        row = await _fetchone(conn, "SELECT version FROM ctxengine_schema_version WHERE component = 'store'")
+        if row is None:
+            for statement in _DDL:
+                await conn.execute(statement)
+            await conn.execute(
+                "INSERT INTO ctxengine_schema_version (component, version) VALUES ('store', %s)",
+                (STORE_SCHEMA_VERSION,),
+            )
+        elif row[0] > STORE_SCHEMA_VERSION:
+            raise StoreError(
+                f"PostgreSQL store {where} has schema version {row[0]}; this code understands "
+                f"up to {STORE_SCHEMA_VERSION}"
+            )
+
+
+async def _append(conn: Conn, new: NewEvent, text: str, created_at: datetime) -> tuple[tuple[Any, ...], bool]:
+    for _ in range(MAX_APPEND_ATTEMPTS):
+        try:
+            async with conn.transaction():  # a savepoint inside a caller's transaction
+                stored = await _fetchone(
+                    conn,
+                    f"SELECT {_EVENT_COLS} FROM ctxengine_events "
+                    "WHERE session_id = %s AND derivation_key = %s",
+                    (new.session_id, new.derivation_key),
+                )
+                if stored is not None:
+                    return stored, False
+                last = await _fetchone(
+                    conn,
+                    "SELECT COALESCE(MAX(sequence), 0) FROM ctxengine_events WHERE session_id = %s",
+                    (new.session_id,),
+                )
+                assert last is not None
+                row = await _fetchone(
+                    conn,
+                    f"INSERT INTO ctxengine_events ({_EVENT_COLS}) "
+                    f"VALUES ({', '.join(['%s'] * len(_rows.EVENT_COLUMNS))}) RETURNING {_EVENT_COLS}",
+                    _rows.event_row(new, text, int(last[0]) + 1, created_at),
+                )
+                assert row is not None
+                return row, True
+        except errors.UniqueViolation:
+            # Another writer committed this sequence (or this key) first.
+            await asyncio.sleep(0)
+    raise StoreError(
+        f"session {new.session_id!r}: append of derivation key {new.derivation_key!r} lost "
+        f"{MAX_APPEND_ATTEMPTS} sequence races in a row"
+    )
+
+
+async def _read(
+    conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...] | None
+) -> list[Event]:
+    sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND sequence > %s"
+    params: list[Any] = [session_id, after]
+    if before is not None:
+        sql += " AND sequence < %s"
+        params.append(before)
+    if types is not None:
+        sql += " AND type = ANY(%s)"
+        params.append(list(types))
+    sql += " ORDER BY sequence"
+    return [_rows.decode_event(row) for row in await _fetchall(conn, sql, params)]
+
+
+async def _latest_before(
+    conn: Conn, session_id: str, before: int, event_type: str, principal: Principal | None
+) -> Event | None:
+    base = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND type = %s AND sequence < %s"
+    if principal is None:
+        row = await _fetchone(
+            conn, base + " ORDER BY sequence DESC LIMIT 1", (session_id, event_type, before)
+        )
+        return None if row is None else _rows.decode_event(row)
+    # The newest row the principal may see, found by the database...
+    candidate = await _fetchone(
+        conn,
+        base + " AND (visibility_scope = 'session'"
+        " OR (visibility_scope = 'tenant' AND visibility_id = %s)"
+        " OR (visibility_scope = 'principal' AND visibility_id = %s))"
+        " ORDER BY sequence DESC LIMIT 1",
+        (session_id, event_type, before, principal.tenant_id, principal.principal_id),
+    )
+    floor = 0 if candidate is None else int(candidate[1])
+    # ...then every row of that type above it is decoded too, so a corrupt
+    # row that the SQL filter passed over still fails closed; a row that
+    # committed in between and is visible wins.
+    newer = await _fetchall(
+        conn, base + " AND sequence > %s ORDER BY sequence DESC", (session_id, event_type, before, floor)
+    )
+    for row in newer:
+        event = _rows.decode_event(row)
+        if event.visibility.allows(principal):
+            return event
+    if candidate is None:
+        return None
+    event = _rows.decode_event(candidate)
+    return event if event.visibility.allows(principal) else None
+
+
+class PostgresStore:
+    """Events and checkpoints in PostgreSQL, through an ``AsyncConnectionPool``.
+
+    The pool opens (and the schema is created or checked) on ``open()`` or
+    first use; ``close()`` closes it.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        clock: Clock | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 30.0,
+    ) -> None:
+        self.dsn = dsn
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._min_size = min_size
+        self._max_size = max_size
+        self._timeout = timeout
+        self._pool: AsyncConnectionPool[Conn] | None = None
+        self._opening = asyncio.Lock()
+        self._closed = False
+        self.events = PostgresEventLog(self)
+        self.checkpoints = PostgresCheckpointStore(self)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({describe_dsn(self.dsn)!r})"
+
+    async def _ready(self) -> AsyncConnectionPool[Conn]:
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._pool is None:
+                pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+                    self.dsn,
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    timeout=self._timeout,
+                    kwargs={"autocommit": True},
+                    open=False,
+                )
+                try:
+                    await pool.open(wait=True, timeout=self._timeout)
+                    async with pool.connection() as conn:
+                        await _migrate(conn, describe_dsn(self.dsn))
+                except PoolTimeout as exc:
+                    await pool.close()
+                    raise StoreError(f"cannot connect to {describe_dsn(self.dsn)}: {exc}") from exc
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+            return self._pool
+
+    async def open(self) -> PostgresStore:
+        """Connect and create or check the schema now rather than on first use."""
+        await self._ready()
+        return self
+
+    async def close(self) -> None:
+        if _TXN.get(self) is not None:
+            raise StoreError(f"{self!r}: close() inside its own transaction")
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def __aenter__(self) -> PostgresStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _call(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
+        """Run ``fn(conn, *args)`` on the caller's transaction connection or a pooled one."""
+        conn = _TXN.get(self)
+        if conn is not None:
+            return await fn(conn, *args)
+        pool = await self._ready()
+        async with pool.connection() as pooled:
+            return await fn(pooled, *args)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        conn = _TXN.get(self)
+        if conn is not None:  # nested: a savepoint inside the outer transaction
+            async with conn.transaction():
+                yield
+            return
+        pool = await self._ready()
+        async with pool.connection() as conn, conn.transaction():
+            with _TXN.bind(self, conn):
+                yield
+
+
+class PostgresEventLog:
+    def __init__(self, store: PostgresStore) -> None:
+        self._s = store
+
+    async def append(self, event: NewEvent) -> Event:
+        if not isinstance(event, NewEvent):
+            raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
+        text = _rows.payload_text(event.payload)
+        created_at = _rows.utc_now(self._s._clock)
+        row, inserted = await self._s._call(_append, event, text, created_at)
+        return _rows.decode_event(row) if inserted else _rows.repeat_of(row, event, text)
+
+    async def read(
+        self,
+        session_id: str,
+        after: int = 0,
+        types: Iterable[str] | None = None,
+        *,
+        before: int | None = None,
+    ) -> list[Event]:
+        wanted = _rows.type_filter(types)
+        _rows.check_ints("EventLog.read", after=after, before=before)
+        return await self._s._call(_read, session_id, after, before, wanted)
+
+    async def latest_before(
+        self,
+        session_id: str,
+        before_sequence: int,
+        event_type: str,
+        principal: Principal | None = None,
+    ) -> Event | None:
+        check_event_type(event_type, "EventLog.latest_before")
+        _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
+        return await self._s._call(_latest_before, session_id, before_sequence, event_type, principal)
+
+
+async def _claim(conn: Conn, run_id: str, owner: str) -> int:
+    row = await _fetchone(
+        conn,
+        "INSERT INTO ctxengine_checkpoint_leases (run_id, owner, epoch) VALUES (%s, %s, 1) "
+        "ON CONFLICT (run_id) DO UPDATE SET owner = EXCLUDED.owner, "
+        "epoch = ctxengine_checkpoint_leases.epoch + 1 RETURNING epoch",
+        (run_id, owner),
+    )
+    assert row is not None
+    return int(row[0])
+
+
+async def _write_checkpoint(
+    conn: Conn, run_id: str, lease: Lease, kind: str, trigger: str, text: str, created_at: datetime
+) -> int:
+    async with conn.transaction():
+        # FOR UPDATE: a concurrent claim waits for this write (or this write
+        # sees the claim), so a fenced lease can never slip a version in.
+        current = await _fetchone(
+            conn,
+            "SELECT owner, epoch FROM ctxengine_checkpoint_leases WHERE run_id = %s FOR UPDATE",
+            (run_id,),
+        )
+        _rows.check_lease(run_id, lease, None if current is None else (current[0], int(current[1])))
+        if kind == "delta":
+            base = await _fetchone(
+                conn,
+                "SELECT 1 FROM ctxengine_checkpoints WHERE run_id = %s AND kind = 'full' LIMIT 1",
+                (run_id,),
+            )
+            if base is None:
+                raise _rows.no_base_for_delta(run_id)
+        last = await _fetchone(
+            conn, "SELECT COALESCE(MAX(version), 0) FROM ctxengine_checkpoints WHERE run_id = %s", (run_id,)
+        )
+        assert last is not None
+        version = int(last[0]) + 1
+        await conn.execute(
+            "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
+            "created_at, schema_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (run_id, version, kind, trigger, text, lease.epoch, created_at, SCHEMA_VERSION),
+        )
+        return version
+
+
+async def _latest_raw(conn: Conn, run_id: str) -> list[RawCheckpoint]:
+    rows = await _fetchall(
+        conn,
+        f"SELECT {_CHECKPOINT_COLS} FROM ctxengine_checkpoints WHERE run_id = %s AND version >= "
+        "(SELECT MAX(version) FROM ctxengine_checkpoints WHERE run_id = %s AND kind = 'full') "
+        "ORDER BY version",
+        (run_id, run_id),
+    )
+    return [_rows.decode_checkpoint(run_id, row) for row in rows]
+
+
+async def _delete(conn: Conn, run_id: str) -> None:
+    async with conn.transaction():
+        await conn.execute("DELETE FROM ctxengine_checkpoints WHERE run_id = %s", (run_id,))
+        await conn.execute("DELETE FROM ctxengine_checkpoint_leases WHERE run_id = %s", (run_id,))
+
+
+class PostgresCheckpointStore:
+    def __init__(self, store: PostgresStore) -> None:
+        self._s = store
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        _rows.check_claim(run_id, owner)
+        return Lease(owner, await self._s._call(_claim, run_id, owner))
+
+    async def write(
+        self,
+        run_id: str,
+        payload: dict[str, Any],
+        *,
+        trigger: str,
+        lease: Lease,
+        kind: CheckpointKind = "full",
+    ) -> int:
+        checked_kind, text = _rows.check_checkpoint_write(run_id, payload, trigger, lease, kind)
+        created_at = _rows.utc_now(self._s._clock)
+        return await self._s._call(_write_checkpoint, run_id, lease, checked_kind, trigger, text, created_at)
+
+    async def latest_raw(self, run_id: str) -> list[RawCheckpoint]:
+        return await self._s._call(_latest_raw, run_id)
+
+    async def delete(self, run_id: str) -> None:
+        await self._s._call(_delete, run_id)
+
+
+__all__ = [
+    "MAX_APPEND_ATTEMPTS",
+    "STORE_SCHEMA_VERSION",
+    "PostgresCheckpointStore",
+    "PostgresEventLog",
+    "PostgresStore",
+    "describe_dsn",
+]

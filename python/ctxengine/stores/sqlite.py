@@ -1,0 +1,524 @@
+"""``SQLiteStore``: the embedded default store (one file, many processes).
+
+Concurrency rules, and why:
+
+* WAL journal: readers never block the writer and vice versa.
+* Every write transaction opens with ``BEGIN IMMEDIATE``. A deferred
+  transaction that reads and then writes must upgrade its lock; when another
+  connection got there first the upgrade fails at once with SQLITE_BUSY
+  without consulting ``busy_timeout``. Taking the write lock up front makes
+  waiting writers queue on ``busy_timeout`` instead.
+* ``UNIQUE(session_id, sequence)`` and ``UNIQUE(session_id, derivation_key)``
+  back the invariants even if some other writer skips this code.
+* sqlite3 blocks, so each store owns one connection driven by one worker
+  thread; the event loop never waits on the file lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from ..clock import Clock, SystemClock
+from ..errors import ModelValidationError, StoreError
+from ..events import (
+    SCHEMA_VERSION,
+    CheckpointKind,
+    Event,
+    Lease,
+    NewEvent,
+    RawCheckpoint,
+    check_event_type,
+)
+from ..model import Principal
+from . import _rows
+
+STORE_SCHEMA_VERSION = 1
+
+_EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
+_CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
+
+_DDL = (
+    """
+    CREATE TABLE ctxengine_events (
+        session_id       TEXT    NOT NULL,
+        sequence         INTEGER NOT NULL CHECK (sequence >= 1),
+        type             TEXT    NOT NULL,
+        payload          TEXT    NOT NULL,
+        derivation_key   TEXT    NOT NULL,
+        run_id           TEXT,
+        actor            TEXT    NOT NULL,
+        visibility_scope TEXT    NOT NULL,
+        visibility_id    TEXT,
+        created_at       TEXT    NOT NULL,
+        schema_version   INTEGER NOT NULL,
+        PRIMARY KEY (session_id, sequence),
+        UNIQUE (session_id, derivation_key)
+    ) WITHOUT ROWID
+    """,
+    # latest_before and plan reconstruction look events up by type.
+    "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
+    """
+    CREATE TABLE ctxengine_checkpoint_leases (
+        run_id TEXT    NOT NULL PRIMARY KEY,
+        owner  TEXT    NOT NULL,
+        epoch  INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE ctxengine_checkpoints (
+        run_id         TEXT    NOT NULL,
+        version        INTEGER NOT NULL CHECK (version >= 1),
+        kind           TEXT    NOT NULL,
+        trigger        TEXT    NOT NULL,
+        payload        TEXT    NOT NULL,
+        lease_epoch    INTEGER NOT NULL,
+        created_at     TEXT    NOT NULL,
+        schema_version INTEGER NOT NULL,
+        PRIMARY KEY (run_id, version)
+    ) WITHOUT ROWID
+    """,
+)
+
+Synchronous = Literal["FULL", "NORMAL"]
+R = TypeVar("R")
+
+
+@dataclass
+class _Txn:
+    """The connection of an open ``store.transaction()`` and its savepoint depth."""
+
+    conn: sqlite3.Connection
+    depth: int = 0
+
+
+_TXN: _rows.TransactionSlot[_Txn] = _rows.TransactionSlot("ctxengine.stores.sqlite.transaction")
+
+
+# --------------------------------------------------------------------------
+# blocking helpers: these run on the store's worker thread only
+
+
+def _connect(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite3.Connection:
+    # isolation_level=None: the module never opens transactions behind our
+    # back, so every transaction here is the BEGIN IMMEDIATE we issue.
+    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        _migrate(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _migrate(conn: sqlite3.Connection, path: str) -> None:
+    def run() -> None:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
+            "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        row = conn.execute(
+            "SELECT version FROM ctxengine_schema_version WHERE component = 'store'"
+        ).fetchone()
+        if row is None:
+            for statement in _DDL:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO ctxengine_schema_version (component, version) VALUES ('store', ?)",
+                (STORE_SCHEMA_VERSION,),
+            )
+        elif not isinstance(row[0], int) or row[0] > STORE_SCHEMA_VERSION:
+            raise StoreError(
+                f"SQLite store {path!r} has schema version {row[0]!r}; this code understands "
+                f"up to {STORE_SCHEMA_VERSION}"
+            )
+
+    _in_write_txn(conn, True, run)
+
+
+def _in_write_txn(conn: sqlite3.Connection, own: bool, body: Callable[[], R]) -> R:
+    """Run ``body`` in a ``BEGIN IMMEDIATE`` transaction, or in the caller's when ``own`` is False."""
+    if not own:
+        return body()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = body()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _alone(fn: Callable[..., R], conn: sqlite3.Connection, *args: Any) -> R:
+    """Run ``fn`` as its own transaction, outside any ``store.transaction()``."""
+    _rollback(conn)  # only a transaction orphaned by a cancelled task can be open here
+    return fn(conn, True, *args)
+
+
+def _begin(conn: sqlite3.Connection) -> None:
+    _rollback(conn)
+    conn.execute("BEGIN IMMEDIATE")
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def _rollback_to(conn: sqlite3.Connection, savepoint: str) -> None:
+    conn.execute(f"ROLLBACK TO {savepoint}")
+    conn.execute(f"RELEASE {savepoint}")
+
+
+def _append(
+    conn: sqlite3.Connection, own: bool, new: NewEvent, text: str, created_at: str
+) -> tuple[_rows.Row, bool]:
+    """Insert at the next sequence; returns (row, True) or, for a known key, (stored row, False)."""
+
+    def body() -> tuple[_rows.Row, bool]:
+        stored = conn.execute(
+            f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND derivation_key = ?",
+            (new.session_id, new.derivation_key),
+        ).fetchone()
+        if stored is not None:
+            return stored, False
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(sequence), 0) FROM ctxengine_events WHERE session_id = ?",
+            (new.session_id,),
+        ).fetchone()
+        row = _rows.event_row(new, text, last + 1, created_at)
+        conn.execute(
+            f"INSERT INTO ctxengine_events ({_EVENT_COLS}) VALUES ({', '.join('?' * len(row))})", row
+        )
+        return row, True
+
+    return _in_write_txn(conn, own, body)
+
+
+def _read(
+    conn: sqlite3.Connection,
+    own: bool,
+    session_id: str,
+    after: int,
+    before: int | None,
+    types: tuple[str, ...] | None,
+) -> list[Event]:
+    sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND sequence > ?"
+    params: list[Any] = [session_id, after]
+    if before is not None:
+        sql += " AND sequence < ?"
+        params.append(before)
+    if types is not None:
+        sql += f" AND type IN ({', '.join('?' * len(types))})"
+        params.extend(types)
+    sql += " ORDER BY sequence"
+    return [_rows.decode_event(row) for row in conn.execute(sql, params)]
+
+
+def _latest_before(
+    conn: sqlite3.Connection,
+    own: bool,
+    session_id: str,
+    before: int,
+    event_type: str,
+    principal: Principal | None,
+) -> Event | None:
+    # Newest first; every row passed over is decoded, so a corrupt row
+    # between the boundary and the visible answer still fails closed.
+    cursor = conn.execute(
+        f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND type = ? AND sequence < ? "
+        "ORDER BY sequence DESC",
+        (session_id, event_type, before),
+    )
+    try:
+        for row in cursor:
+            event = _rows.decode_event(row)
+            if event.visibility.allows(principal):
+                return event
+        return None
+    finally:
+        cursor.close()
+
+
+def _claim(conn: sqlite3.Connection, own: bool, run_id: str, owner: str) -> int:
+    def body() -> int:
+        row = conn.execute(
+            "SELECT epoch FROM ctxengine_checkpoint_leases WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        epoch = 1 if row is None else int(row[0]) + 1
+        conn.execute(
+            "INSERT INTO ctxengine_checkpoint_leases (run_id, owner, epoch) VALUES (?, ?, ?) "
+            "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch",
+            (run_id, owner, epoch),
+        )
+        return epoch
+
+    return _in_write_txn(conn, own, body)
+
+
+def _write_checkpoint(
+    conn: sqlite3.Connection,
+    own: bool,
+    run_id: str,
+    lease: Lease,
+    kind: str,
+    trigger: str,
+    text: str,
+    created_at: str,
+) -> int:
+    def body() -> int:
+        current = conn.execute(
+            "SELECT owner, epoch FROM ctxengine_checkpoint_leases WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        _rows.check_lease(run_id, lease, None if current is None else (current[0], current[1]))
+        if kind == "delta":
+            base = conn.execute(
+                "SELECT 1 FROM ctxengine_checkpoints WHERE run_id = ? AND kind = 'full' LIMIT 1", (run_id,)
+            ).fetchone()
+            if base is None:
+                raise _rows.no_base_for_delta(run_id)
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(version), 0) FROM ctxengine_checkpoints WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        version = int(last) + 1
+        conn.execute(
+            "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
+            "created_at, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (run_id, version, kind, trigger, text, lease.epoch, created_at, SCHEMA_VERSION),
+        )
+        return version
+
+    return _in_write_txn(conn, own, body)
+
+
+def _latest_raw(conn: sqlite3.Connection, own: bool, run_id: str) -> list[RawCheckpoint]:
+    rows = conn.execute(
+        f"SELECT {_CHECKPOINT_COLS} FROM ctxengine_checkpoints WHERE run_id = ? AND version >= "
+        "(SELECT MAX(version) FROM ctxengine_checkpoints WHERE run_id = ? AND kind = 'full') "
+        "ORDER BY version",
+        (run_id, run_id),
+    ).fetchall()
+    return [_rows.decode_checkpoint(run_id, row) for row in rows]
+
+
+def _delete(conn: sqlite3.Connection, own: bool, run_id: str) -> None:
+    def body() -> None:
+        conn.execute("DELETE FROM ctxengine_checkpoints WHERE run_id = ?", (run_id,))
+        conn.execute("DELETE FROM ctxengine_checkpoint_leases WHERE run_id = ?", (run_id,))
+
+    _in_write_txn(conn, own, body)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="microseconds")
+
+
+# --------------------------------------------------------------------------
+# the store
+
+
+class SQLiteStore:
+    """Events and checkpoints in one SQLite file (or ``":memory:"``).
+
+    ``busy_timeout`` (seconds) is how long a writer waits for another
+    process's write lock. ``synchronous="FULL"`` (the default) makes an
+    acknowledged append survive power loss; ``"NORMAL"`` keeps it across
+    process crashes only, for more throughput.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        busy_timeout: float = 30.0,
+        synchronous: Synchronous = "FULL",
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ModelValidationError(
+                "SQLiteStore", "synchronous", f"expected FULL or NORMAL, got {synchronous!r}"
+            )
+        self.path = os.fspath(path)
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._busy_timeout = busy_timeout
+        self._synchronous: Synchronous = synchronous
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        # One connection serves every task of this store; the lock keeps a
+        # task outside a transaction from reading or writing through the
+        # connection while another task's transaction is open on it.
+        self._lock = asyncio.Lock()
+        self.events = SQLiteEventLog(self)
+        self.checkpoints = SQLiteCheckpointStore(self)
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    async def _run(self, fn: Callable[..., R], *args: Any) -> R:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def _connection(self) -> sqlite3.Connection:
+        """The open connection; opens (and migrates) it on first use. Call under ``_lock``."""
+        if self._closed:
+            raise StoreError(f"{self!r} is closed")
+        if self._conn is None:
+            self._conn = await self._run(_connect, self.path, self._busy_timeout, self._synchronous)
+        return self._conn
+
+    async def open(self) -> SQLiteStore:
+        """Open the file and create or check the schema now rather than on first use."""
+        async with self._lock:
+            await self._connection()
+        return self
+
+    async def close(self) -> None:
+        if _TXN.get(self) is not None:
+            raise StoreError(f"{self!r}: close() inside its own transaction")
+        async with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await self._run(conn.close)
+        self._executor.shutdown(wait=False)
+
+    async def __aenter__(self) -> SQLiteStore:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _call(self, fn: Callable[..., R], *args: Any) -> R:
+        """Run ``fn(conn, own_txn, *args)`` in the caller's transaction or on its own."""
+        txn = _TXN.get(self)
+        if txn is not None:
+            return await self._run(fn, txn.conn, False, *args)
+        async with self._lock:
+            conn = await self._connection()
+            return await self._run(_alone, fn, conn, *args)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        txn = _TXN.get(self)
+        if txn is not None:  # nested: a savepoint inside the outer transaction
+            async with self._savepoint(txn):
+                yield
+            return
+        async with self._lock:
+            conn = await self._connection()
+            try:
+                await self._run(_begin, conn)
+                with _TXN.bind(self, _Txn(conn)):
+                    yield
+            except BaseException:
+                # Queued behind anything still running on the worker thread,
+                # so it also undoes a BEGIN whose await was cancelled.
+                await self._run(_rollback, conn)
+                raise
+            await self._run(_commit, conn)
+
+    @asynccontextmanager
+    async def _savepoint(self, txn: _Txn) -> AsyncIterator[None]:
+        name = f"ctxengine_savepoint_{txn.depth}"
+        txn.depth += 1
+        try:
+            await self._run(txn.conn.execute, f"SAVEPOINT {name}")
+            try:
+                yield
+            except BaseException:
+                await self._run(_rollback_to, txn.conn, name)
+                raise
+            await self._run(txn.conn.execute, f"RELEASE {name}")
+        finally:
+            txn.depth -= 1
+
+
+class SQLiteEventLog:
+    def __init__(self, store: SQLiteStore) -> None:
+        self._s = store
+
+    async def append(self, event: NewEvent) -> Event:
+        if not isinstance(event, NewEvent):
+            raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
+        text = _rows.payload_text(event.payload)
+        created_at = _iso(_rows.utc_now(self._s._clock))
+        row, inserted = await self._s._call(_append, event, text, created_at)
+        return _rows.decode_event(row) if inserted else _rows.repeat_of(row, event, text)
+
+    async def read(
+        self,
+        session_id: str,
+        after: int = 0,
+        types: Iterable[str] | None = None,
+        *,
+        before: int | None = None,
+    ) -> list[Event]:
+        wanted = _rows.type_filter(types)
+        _rows.check_ints("EventLog.read", after=after, before=before)
+        return await self._s._call(_read, session_id, after, before, wanted)
+
+    async def latest_before(
+        self,
+        session_id: str,
+        before_sequence: int,
+        event_type: str,
+        principal: Principal | None = None,
+    ) -> Event | None:
+        check_event_type(event_type, "EventLog.latest_before")
+        _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
+        return await self._s._call(_latest_before, session_id, before_sequence, event_type, principal)
+
+
+class SQLiteCheckpointStore:
+    def __init__(self, store: SQLiteStore) -> None:
+        self._s = store
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        _rows.check_claim(run_id, owner)
+        epoch = await self._s._call(_claim, run_id, owner)
+        return Lease(owner, epoch)
+
+    async def write(
+        self,
+        run_id: str,
+        payload: dict[str, Any],
+        *,
+        trigger: str,
+        lease: Lease,
+        kind: CheckpointKind = "full",
+    ) -> int:
+        checked_kind, text = _rows.check_checkpoint_write(run_id, payload, trigger, lease, kind)
+        created_at = _iso(_rows.utc_now(self._s._clock))
+        return await self._s._call(_write_checkpoint, run_id, lease, checked_kind, trigger, text, created_at)
+
+    async def latest_raw(self, run_id: str) -> list[RawCheckpoint]:
+        return await self._s._call(_latest_raw, run_id)
+
+    async def delete(self, run_id: str) -> None:
+        await self._s._call(_delete, run_id)
+
+
+__all__ = ["STORE_SCHEMA_VERSION", "SQLiteCheckpointStore", "SQLiteEventLog", "SQLiteStore"]
