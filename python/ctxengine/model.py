@@ -1,5 +1,8 @@
 """Value types: frozen, slotted, hashable, JSON round-trippable.
 
+Conversation items also carry ``_rc``, the builder's cache of their
+rendered form (see ``ctxengine.builder``).
+
 Conversation items carry a private ``_cj`` slot that caches
 ``(canonical_json_bytes, sha256_digest)`` of ``to_dict()``. Both backends
 fill it the first time an item is canonicalized, hashed or estimated, and
@@ -12,14 +15,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 from .errors import ModelValidationError
 
 JSON = Any
 
 
-class TrustLevel(str, enum.Enum):
+class TrustLevel(enum.StrEnum):
     """Who authored a piece of content, most trusted first."""
 
     PLATFORM = "platform"
@@ -45,7 +48,7 @@ _TRUST_ORDER = tuple(TrustLevel)
 
 def _trust(type_name: str, value: object) -> TrustLevel:
     try:
-        return TrustLevel(value)
+        return TrustLevel(value)  # type: ignore[arg-type]  # validated here
     except ValueError:
         raise ModelValidationError(type_name, "trust", f"unknown trust level {value!r}") from None
 
@@ -121,8 +124,8 @@ class FileRef:
         )
 
 
-ContentPart = Union[TextPart, FileRef]
-Content = Union[str, tuple[ContentPart, ...]]
+ContentPart = TextPart | FileRef
+Content = str | tuple[ContentPart, ...]
 
 
 def _content(type_name: str, value: object) -> Content:
@@ -209,6 +212,7 @@ class SystemMessage(_Item):
     trust: TrustLevel = TrustLevel.PLATFORM
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "system_message"
     __hash__ = _Item.__hash__
 
@@ -242,6 +246,7 @@ class UserMessage(_Item):
     principal_id: str | None = None
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "user_message"
     __hash__ = _Item.__hash__
 
@@ -278,6 +283,7 @@ class AssistantMessage(_Item):
     trust: TrustLevel = TrustLevel.EXTERNAL_UNTRUSTED
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "assistant_message"
     __hash__ = _Item.__hash__
 
@@ -311,6 +317,7 @@ class ToolCall(_Item):
     arguments: dict[str, Any]
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "tool_call"
     __hash__ = _Item.__hash__
 
@@ -351,6 +358,7 @@ class ToolResult(_Item):
     trust: TrustLevel = TrustLevel.INTERNAL_TOOL
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "tool_result"
     __hash__ = _Item.__hash__
 
@@ -393,6 +401,7 @@ class ReasoningItem(_Item):
     payload: dict[str, Any]
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "reasoning"
     __hash__ = _Item.__hash__
 
@@ -411,7 +420,7 @@ class ReasoningItem(_Item):
         return cls(_get(d, n, "provider"), _get(d, n, "payload"), seq=_get(d, n, "seq", None))
 
 
-ConversationItem = Union[SystemMessage, UserMessage, AssistantMessage, ToolCall, ToolResult, ReasoningItem]
+ConversationItem = SystemMessage | UserMessage | AssistantMessage | ToolCall | ToolResult | ReasoningItem
 
 ITEM_TYPES: dict[str, type[Any]] = {
     cls.kind: cls
@@ -594,8 +603,315 @@ class RunContext:
         )
 
 
+# --------------------------------------------------------------------------
+# working state and the run checkpoint
+
+TASK_STATUSES = ("open", "in_progress", "completed")
+
+
+def _tuple_of(type_name: str, name: str, value: object, kind: type) -> tuple[Any, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise ModelValidationError(type_name, name, f"expected a sequence, got {type(value).__name__}")
+    for i, entry in enumerate(value):
+        if not isinstance(entry, kind):
+            raise ModelValidationError(
+                type_name, f"{name}[{i}]", f"expected {kind.__name__}, got {type(entry).__name__}"
+            )
+    return tuple(value)
+
+
+@dataclass(frozen=True, slots=True)
+class StateEntry:
+    """One constraint, fact or open question, with who wrote it."""
+
+    entry_id: str
+    text: str
+    trust: TrustLevel = TrustLevel.EXTERNAL_UNTRUSTED
+
+    def __post_init__(self) -> None:
+        _require("StateEntry", "entry_id", self.entry_id, str)
+        _require("StateEntry", "text", self.text, str)
+        object.__setattr__(self, "trust", _trust("StateEntry", self.trust))
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"entry_id": self.entry_id, "text": self.text, "trust": self.trust.value}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StateEntry:
+        n = "StateEntry"
+        return cls(_get(d, n, "entry_id"), _get(d, n, "text"), _get(d, n, "trust", "external_untrusted"))
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    task_id: str
+    text: str
+    status: str = "open"
+    trust: TrustLevel = TrustLevel.EXTERNAL_UNTRUSTED
+
+    def __post_init__(self) -> None:
+        _require("Task", "task_id", self.task_id, str)
+        _require("Task", "text", self.text, str)
+        if self.status not in TASK_STATUSES:
+            raise ModelValidationError(
+                "Task", "status", f"expected one of {TASK_STATUSES}, got {self.status!r}"
+            )
+        object.__setattr__(self, "trust", _trust("Task", self.trust))
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"task_id": self.task_id, "text": self.text, "status": self.status, "trust": self.trust.value}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Task:
+        n = "Task"
+        return cls(
+            _get(d, n, "task_id"),
+            _get(d, n, "text"),
+            _get(d, n, "status", "open"),
+            _get(d, n, "trust", "external_untrusted"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkingState:
+    """The run's structured state: rendered in Region B, never compacted away."""
+
+    objective: str | None = None
+    constraints: tuple[StateEntry, ...] = ()
+    tasks: tuple[Task, ...] = ()
+    established_facts: tuple[StateEntry, ...] = ()
+    open_questions: tuple[StateEntry, ...] = ()
+    next_action: str | None = None
+
+    def __post_init__(self) -> None:
+        n = "WorkingState"
+        if self.objective is not None:
+            _require(n, "objective", self.objective, str)
+        if self.next_action is not None:
+            _require(n, "next_action", self.next_action, str)
+        object.__setattr__(self, "constraints", _tuple_of(n, "constraints", self.constraints, StateEntry))
+        object.__setattr__(self, "tasks", _tuple_of(n, "tasks", self.tasks, Task))
+        object.__setattr__(
+            self, "established_facts", _tuple_of(n, "established_facts", self.established_facts, StateEntry)
+        )
+        object.__setattr__(
+            self, "open_questions", _tuple_of(n, "open_questions", self.open_questions, StateEntry)
+        )
+
+    def is_empty(self) -> bool:
+        return self == WorkingState()
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "objective": self.objective,
+            "constraints": [e.to_dict() for e in self.constraints],
+            "tasks": [t.to_dict() for t in self.tasks],
+            "established_facts": [e.to_dict() for e in self.established_facts],
+            "open_questions": [e.to_dict() for e in self.open_questions],
+            "next_action": self.next_action,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WorkingState:
+        n = "WorkingState"
+        return cls(
+            objective=_get(d, n, "objective", None),
+            constraints=tuple(StateEntry.from_dict(e) for e in _get(d, n, "constraints", [])),
+            tasks=tuple(Task.from_dict(t) for t in _get(d, n, "tasks", [])),
+            established_facts=tuple(StateEntry.from_dict(e) for e in _get(d, n, "established_facts", [])),
+            open_questions=tuple(StateEntry.from_dict(e) for e in _get(d, n, "open_questions", [])),
+            next_action=_get(d, n, "next_action", None),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ElidedSpan:
+    """A typed pointer to untrusted content that compaction removed without summarizing it."""
+
+    item_id: str
+    trust: TrustLevel
+    byte_length: int
+    event_id: int | None = None
+    artifact_ref: str | None = None
+
+    def __post_init__(self) -> None:
+        _require("ElidedSpan", "item_id", self.item_id, str)
+        object.__setattr__(self, "trust", _trust("ElidedSpan", self.trust))
+        _require("ElidedSpan", "byte_length", self.byte_length, int)
+        _optional_int("ElidedSpan", "event_id", self.event_id)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "item_id": self.item_id,
+            "trust": self.trust.value,
+            "byte_length": self.byte_length,
+            "event_id": self.event_id,
+            "artifact_ref": self.artifact_ref,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ElidedSpan:
+        n = "ElidedSpan"
+        return cls(
+            _get(d, n, "item_id"),
+            _get(d, n, "trust"),
+            _get(d, n, "byte_length"),
+            _get(d, n, "event_id", None),
+            _get(d, n, "artifact_ref", None),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgePassage:
+    """A retrieved passage; under pressure the lowest-scored drop first, whole."""
+
+    passage_id: str
+    text: str
+    score: float = 0.0
+    source: str = "knowledge"
+
+    def __post_init__(self) -> None:
+        _require("KnowledgePassage", "passage_id", self.passage_id, str)
+        _require("KnowledgePassage", "text", self.text, str)
+        _require("KnowledgePassage", "score", self.score, (int, float))
+        _require("KnowledgePassage", "source", self.source, str)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"passage_id": self.passage_id, "text": self.text, "score": self.score, "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> KnowledgePassage:
+        n = "KnowledgePassage"
+        return cls(
+            _get(d, n, "passage_id"),
+            _get(d, n, "text"),
+            _get(d, n, "score", 0.0),
+            _get(d, n, "source", "knowledge"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SkillBody:
+    """A skill the model loaded from the catalog; its body rides in Region B."""
+
+    name: str
+    body: str
+
+    def __post_init__(self) -> None:
+        _require("SkillBody", "name", self.name, str)
+        _require("SkillBody", "body", self.body, str)
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {"name": self.name, "body": self.body}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SkillBody:
+        return cls(_get(d, "SkillBody", "name"), _get(d, "SkillBody", "body"))
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A run's materialized state (rebuildable from the log; not the record).
+
+    ``conversation`` holds the retained history and the current turn in
+    event order. ``reasoning`` holds this run's opaque provider continuations,
+    kept apart so compaction and cross-run carry can never touch them; the
+    builder replays each just before the item that followed it.
+    ``corrections`` are memory corrections: the memory snapshot is frozen in
+    the prefix, so a correction rides in the body and never yields.
+    """
+
+    run_id: str
+    version: int = 1
+    conversation: tuple[ConversationItem, ...] = ()
+    compacted_summary: str | None = None
+    summary_source_event_ids: tuple[int, ...] = ()
+    summary_elided: tuple[ElidedSpan, ...] = ()
+    replaced_through_sequence: int = 0
+    summary_depth: int = 0
+    working_state: WorkingState = field(default_factory=WorkingState)
+    knowledge: tuple[KnowledgePassage, ...] = ()
+    recall: tuple[str, ...] = ()
+    loaded_skills: tuple[SkillBody, ...] = ()
+    reasoning: tuple[ReasoningItem, ...] = ()
+    corrections: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = "Checkpoint"
+        _require(n, "run_id", self.run_id, str)
+        _require(n, "version", self.version, int)
+        conv_types = (SystemMessage, UserMessage, AssistantMessage, ToolCall, ToolResult, ReasoningItem)
+        object.__setattr__(self, "conversation", _tuple_of(n, "conversation", self.conversation, conv_types))  # type: ignore[arg-type]
+        if self.compacted_summary is not None:
+            _require(n, "compacted_summary", self.compacted_summary, str)
+        object.__setattr__(
+            self,
+            "summary_source_event_ids",
+            _tuple_of(n, "summary_source_event_ids", self.summary_source_event_ids, int),
+        )
+        object.__setattr__(
+            self, "summary_elided", _tuple_of(n, "summary_elided", self.summary_elided, ElidedSpan)
+        )
+        _require(n, "replaced_through_sequence", self.replaced_through_sequence, int)
+        _require(n, "summary_depth", self.summary_depth, int)
+        _require(n, "working_state", self.working_state, WorkingState)
+        object.__setattr__(self, "knowledge", _tuple_of(n, "knowledge", self.knowledge, KnowledgePassage))
+        object.__setattr__(self, "recall", _tuple_of(n, "recall", self.recall, str))
+        object.__setattr__(
+            self, "loaded_skills", _tuple_of(n, "loaded_skills", self.loaded_skills, SkillBody)
+        )
+        object.__setattr__(self, "reasoning", _tuple_of(n, "reasoning", self.reasoning, ReasoningItem))
+        object.__setattr__(self, "corrections", _tuple_of(n, "corrections", self.corrections, str))
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "run_id": self.run_id,
+            "version": self.version,
+            "conversation": [item.to_dict() for item in self.conversation],
+            "compacted_summary": self.compacted_summary,
+            "summary_source_event_ids": list(self.summary_source_event_ids),
+            "summary_elided": [span.to_dict() for span in self.summary_elided],
+            "replaced_through_sequence": self.replaced_through_sequence,
+            "summary_depth": self.summary_depth,
+            "working_state": self.working_state.to_dict(),
+            "knowledge": [p.to_dict() for p in self.knowledge],
+            "recall": list(self.recall),
+            "loaded_skills": [s.to_dict() for s in self.loaded_skills],
+            "reasoning": [r.to_dict() for r in self.reasoning],
+            "corrections": list(self.corrections),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Checkpoint:
+        n = "Checkpoint"
+        return cls(
+            run_id=_get(d, n, "run_id"),
+            version=_get(d, n, "version", 1),
+            conversation=tuple(item_from_dict(i) for i in _get(d, n, "conversation", [])),
+            compacted_summary=_get(d, n, "compacted_summary", None),
+            summary_source_event_ids=tuple(_get(d, n, "summary_source_event_ids", [])),
+            summary_elided=tuple(ElidedSpan.from_dict(s) for s in _get(d, n, "summary_elided", [])),
+            replaced_through_sequence=_get(d, n, "replaced_through_sequence", 0),
+            summary_depth=_get(d, n, "summary_depth", 0),
+            working_state=WorkingState.from_dict(_get(d, n, "working_state", {})),
+            knowledge=tuple(KnowledgePassage.from_dict(p) for p in _get(d, n, "knowledge", [])),
+            recall=tuple(_get(d, n, "recall", [])),
+            loaded_skills=tuple(SkillBody.from_dict(s) for s in _get(d, n, "loaded_skills", [])),
+            reasoning=tuple(ReasoningItem.from_dict(r) for r in _get(d, n, "reasoning", [])),
+            corrections=tuple(_get(d, n, "corrections", [])),
+        )
+
+
 __all__ = [
+    "TASK_STATUSES",
     "AgentSpec",
+    "Checkpoint",
+    "ElidedSpan",
+    "KnowledgePassage",
+    "SkillBody",
+    "StateEntry",
+    "Task",
+    "WorkingState",
     "AssistantMessage",
     "Content",
     "ContentPart",

@@ -1,0 +1,81 @@
+"""SPEC section 11, assembly rows: fifty-turn and 10,000-item sessions, many sessions.
+
+Medians per backend; `benches/report.py` prints the ratios.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import ctxengine as ce
+from ctxengine import backends
+from ctxengine.builder import ContextBuilder
+from ctxengine.model import Checkpoint, WorkingState
+from ctxengine.plan import ContextPlan, ContextPlanner
+from ctxengine.synthetic import synthetic_session
+
+AGENT = ce.AgentSpec("bench-agent", "v1", "You are a benchmark agent.")
+ALICE = ce.Principal("alice", "acme", frozenset({"search"}))
+TOOLS = (ce.ToolSpec("search", "Search.", {"type": "object", "properties": {"q": {"type": "string"}}}),)
+CLOCK = ce.FixedClock(datetime(2026, 11, 29, 12, tzinfo=UTC))
+
+
+def _setup(window: int) -> tuple[ContextBuilder, ContextPlan]:
+    planner = ContextPlanner(None, estimator=ce.TokenEstimator(), clock=CLOCK)
+    model = ce.ResolvedModel("bench", "model", window, 16_384, 8_192)
+    plan = planner.draft("s1", 1, AGENT, model, TOOLS, policy_version="pv1")
+    return ContextBuilder(planner, clock=CLOCK), plan
+
+
+def _case(n_items: int, tag: str = "s") -> tuple[ce.RunContext, Checkpoint]:
+    items = synthetic_session(n_items, tag=tag)
+    seed = items[-4].seq
+    assert seed is not None
+    cp = Checkpoint("r1", conversation=tuple(items), working_state=WorkingState(objective="benchmark"))
+    return ce.RunContext("r1", "s1", seed), cp
+
+
+@pytest.fixture(params=backends.BACKENDS)
+def backend_name(request: pytest.FixtureRequest) -> Any:
+    previous = backends.backend()
+    ce.use_backend(request.param)
+    yield request.param
+    ce.use_backend(previous)
+
+
+def bench_assemble_fifty_turns(benchmark: Any, backend_name: str) -> None:
+    builder, plan = _setup(200_000)
+    run, cp = _case(200)
+    builder.assemble(run, cp, AGENT, ALICE, plan=plan)
+    result = benchmark(builder.assemble, run, cp, AGENT, ALICE, plan=plan)
+    assert result.pressure.fits
+
+
+def bench_assemble_10k_items(benchmark: Any, backend_name: str) -> None:
+    builder, plan = _setup(200_000)
+    run, cp = _case(10_000)
+    builder.assemble(run, cp, AGENT, ALICE, plan=plan)
+    result = benchmark(builder.assemble, run, cp, AGENT, ALICE, plan=plan)
+    assert result.pressure.history_cut > 0
+
+
+def bench_many_sessions_interleaved(benchmark: Any, backend_name: str) -> None:
+    """1,000 fifty-turn sessions, assembled round-robin; extra_info has assembles/s."""
+    builder, plan = _setup(200_000)
+    n_sessions = 1_000 if backend_name == "rust" else 100
+    cases = [_case(200, tag=f"s{i}") for i in range(n_sessions)]
+
+    def round_robin() -> None:
+        for run, cp in cases:
+            builder.assemble(run, cp, AGENT, ALICE, plan=plan)
+
+    round_robin()  # first touch: every item's caches filled once
+    start = time.perf_counter()
+    benchmark.pedantic(round_robin, rounds=3, iterations=1)
+    elapsed = time.perf_counter() - start
+    benchmark.extra_info["sessions"] = n_sessions
+    benchmark.extra_info["assembles_per_s"] = round(3 * n_sessions / elapsed, 1)
