@@ -108,6 +108,11 @@ def test_keys_sort_by_utf16_code_units(backend: str, mapping: dict[str, int]) ->
         (1.2345e21, b"1.2345e+21"),
         (9007199254740993.0, b"9007199254740992"),
         (float(2**60), b"1152921504606847000"),  # shortest digits, then zeros
+        # ties between two shortest candidates go to the even digit (ECMA-262 Number::toString)
+        (562949953421312.2, b"562949953421312.2"),  # exactly ...312.25
+        (85378352326445.12, b"85378352326445.12"),  # exactly ...445.125
+        (958727946751178.2, b"958727946751178.2"),
+        (-562949953421312.2, b"-562949953421312.2"),
     ],
 )
 def test_float_layout(backend: str, value: float, expected: bytes) -> None:

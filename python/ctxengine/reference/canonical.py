@@ -167,9 +167,7 @@ def _write_other(value: object, sink: _Sink, depth: int, active: set[int]) -> No
     """Subclasses of the JSON types, then value types."""
     if isinstance(value, str):
         sink.parts.append(_quote(str.__str__(value)))  # the string data, not Enum.__str__
-    elif isinstance(value, bool):  # pragma: no cover - bool cannot be subclassed
-        sink.parts.append("true" if value else "false")
-    elif isinstance(value, int):
+    elif isinstance(value, int):  # bool cannot be subclassed: the exact check caught it
         sink.parts.append(_format_int(int.__int__(value)))
     elif isinstance(value, float):
         sink.parts.append(_format_finite(float.__float__(value)))

@@ -39,7 +39,9 @@ fn floor_product(tokens: i64, ratio: f64, key: &str) -> CoreResult<i64> {
     if !product.is_finite() {
         return Err(CoreError::policy(key, "ratio must be a finite number"));
     }
-    if product >= 9.223_372_036_854_775_807e18 || product < -9.223_372_036_854_775_808e18 {
+    // i64 spans [-2^63, 2^63).
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if !(-LIMIT..LIMIT).contains(&product) {
         return Err(overflowed());
     }
     Ok(product as i64)
@@ -59,7 +61,9 @@ pub fn allocate_tokens(b: &BudgetInput) -> CoreResult<Allocation> {
         .reserve_tokens
         .min(b.default_output_reserve)
         .min(b.max_output_tokens);
-    let taken = reserve.checked_add(b.prefix_tokens).ok_or_else(overflowed)?;
+    let taken = reserve
+        .checked_add(b.prefix_tokens)
+        .ok_or_else(overflowed)?;
     let body = b.context_window.checked_sub(taken).ok_or_else(overflowed)?;
     if body <= 0 {
         return Err(CoreError::overflow(

@@ -137,8 +137,8 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// Flags (bit 7 of each byte) the bytes that need escaping: < 0x20, `"`
-/// or `\\`. The lowest flag is exact (borrows only run upwards from a
-/// flagged byte), so `trailing_zeros / 8` is the first such byte.
+/// or `\\`. Exact as a whole (zero iff no byte needs escaping); single
+/// flags above a flagged byte may be spurious, so callers recheck bytes.
 #[inline(always)]
 fn escape_mask(x: u64) -> u64 {
     let below_space = x.wrapping_sub(ONES * 0x20) & !x;
@@ -151,64 +151,135 @@ fn escape_mask(x: u64) -> u64 {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// For every byte, its JSON string form padded to 8 bytes and that form's
+/// length: the byte itself (1), a short escape (2) or `\\u00xx` (6).
+const ESCAPED: ([[u8; 8]; 256], [u8; 256]) = {
+    let mut seq = [[0u8; 8]; 256];
+    let mut len = [1u8; 256];
+    let mut b = 0usize;
+    while b < 256 {
+        seq[b][0] = b as u8;
+        let short = match b as u8 {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            0x08 => b'b',
+            0x0c => b'f',
+            b'\n' => b'n',
+            b'\r' => b'r',
+            b'\t' => b't',
+            _ => 0,
+        };
+        if short != 0 {
+            seq[b] = [b'\\', short, 0, 0, 0, 0, 0, 0];
+            len[b] = 2;
+        } else if b < 0x20 {
+            seq[b] = [b'\\', b'u', b'0', b'0', HEX[b >> 4], HEX[b & 15], 0, 0];
+            len[b] = 6;
+        }
+        b += 1;
+    }
+    (seq, len)
+};
+
+/// Append `bytes` escaped, without a branch per byte: each byte's padded
+/// form is stored whole and the cursor advances by its length. Used for
+/// the blocks that hold escapes (dense escapes defeat branch prediction).
 #[inline]
-fn write_escape(out: &mut Vec<u8>, b: u8) {
-    match b {
-        b'"' => out.extend_from_slice(b"\\\""),
-        b'\\' => out.extend_from_slice(b"\\\\"),
-        0x08 => out.extend_from_slice(b"\\b"),
-        0x0c => out.extend_from_slice(b"\\f"),
-        b'\n' => out.extend_from_slice(b"\\n"),
-        b'\r' => out.extend_from_slice(b"\\r"),
-        b'\t' => out.extend_from_slice(b"\\t"),
-        _ => out.extend_from_slice(&[
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[(b >> 4) as usize],
-            HEX[(b & 15) as usize],
-        ]),
+fn write_escaped_block(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.reserve(bytes.len() * 6 + 8);
+    let (seq, len) = (&ESCAPED.0, &ESCAPED.1);
+    let mut at = out.len();
+    // SAFETY: capacity for 6 bytes per input byte plus the 8-byte overhang
+    // of the last store was reserved above; only written bytes are kept.
+    unsafe {
+        let base = out.as_mut_ptr();
+        for &b in bytes {
+            std::ptr::write_unaligned(base.add(at) as *mut [u8; 8], seq[b as usize]);
+            at += len[b as usize] as usize;
+        }
+        out.set_len(at);
     }
 }
 
-#[inline(always)]
-fn needs_escape(b: u8) -> bool {
-    b < 0x20 || b == b'"' || b == b'\\'
+/// Append a 16-byte block whose escapes are flagged in `mask` (bit k for
+/// byte k): per escape, one 16-byte store of the clean bytes before it and
+/// one 8-byte store of its padded form; a branch per escape, not per byte.
+#[inline]
+fn write_block_with_escapes(out: &mut Vec<u8>, bytes: &[u8], mut mask: u32) {
+    let mut block = [0u8; 32];
+    block[..16].copy_from_slice(&bytes[..16]);
+    out.reserve(16 * 6 + 16);
+    let (seq, len) = (&ESCAPED.0, &ESCAPED.1);
+    let mut at = out.len();
+    let mut seg = 0usize;
+    // SAFETY: at most 96 bytes are kept and stores overhang by at most 16,
+    // within the reserve above; reads stay inside the 32-byte `block`.
+    unsafe {
+        let base = out.as_mut_ptr();
+        while mask != 0 {
+            let p = mask.trailing_zeros() as usize;
+            let clean = std::ptr::read_unaligned(block.as_ptr().add(seg) as *const [u8; 16]);
+            std::ptr::write_unaligned(base.add(at) as *mut [u8; 16], clean);
+            at += p - seg;
+            let b = block[p] as usize;
+            std::ptr::write_unaligned(base.add(at) as *mut [u8; 8], seq[b]);
+            at += len[b] as usize;
+            seg = p + 1;
+            mask &= mask - 1;
+        }
+        let clean = std::ptr::read_unaligned(block.as_ptr().add(seg) as *const [u8; 16]);
+        std::ptr::write_unaligned(base.add(at) as *mut [u8; 16], clean);
+        at += 16 - seg;
+        out.set_len(at);
+    }
 }
 
 /// Append `s` (valid UTF-8) as a JSON string: quotes, minimal escapes, the
-/// rest verbatim. Scans eight bytes a step and copies clean runs in bulk.
+/// rest verbatim. Scans 16 bytes a step (SSE2, part of every x86-64) or 8
+/// (portable); clean runs are copied in bulk, blocks with escapes go
+/// through [`write_escaped_block`].
 pub fn write_str(out: &mut Vec<u8>, s: &[u8]) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     let n = s.len();
     let mut start = 0; // first byte not yet copied
     let mut i = 0;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of the x86-64 baseline; the unaligned loads
+        // stay within `s`.
+        unsafe {
+            let limit = _mm_set1_epi8(0x1f);
+            let quote = _mm_set1_epi8(b'"' as i8);
+            let backslash = _mm_set1_epi8(b'\\' as i8);
+            while i + 16 <= n {
+                let x = _mm_loadu_si128(s.as_ptr().add(i) as *const __m128i);
+                // x <= 0x1f (unsigned) <=> min(x, 0x1f) == x
+                let control = _mm_cmpeq_epi8(_mm_min_epu8(x, limit), x);
+                let special = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
+                let mask = _mm_movemask_epi8(_mm_or_si128(control, special)) as u32;
+                if mask != 0 {
+                    out.extend_from_slice(&s[start..i]);
+                    write_block_with_escapes(out, &s[i..i + 16], mask);
+                    start = i + 16;
+                }
+                i += 16;
+            }
+        }
+    }
     while i + 8 <= n {
         let mut chunk = [0u8; 8];
         chunk.copy_from_slice(&s[i..i + 8]);
-        let m = escape_mask(u64::from_le_bytes(chunk));
-        if m == 0 {
-            i += 8;
-            continue;
-        }
-        let j = i + (m.trailing_zeros() / 8) as usize;
-        out.extend_from_slice(&s[start..j]);
-        write_escape(out, s[j]);
-        start = j + 1;
-        i = j + 1;
-    }
-    while i < n {
-        let b = s[i];
-        if needs_escape(b) {
+        if escape_mask(u64::from_le_bytes(chunk)) != 0 {
             out.extend_from_slice(&s[start..i]);
-            write_escape(out, b);
-            start = i + 1;
+            write_escaped_block(out, &s[i..i + 8]);
+            start = i + 8;
         }
-        i += 1;
+        i += 8;
     }
-    out.extend_from_slice(&s[start..]);
+    out.extend_from_slice(&s[start..i]);
+    write_escaped_block(out, &s[i..]);
     out.push(b'"');
 }
 
@@ -245,21 +316,107 @@ pub fn write_int(out: &mut Vec<u8>, v: i64) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// A fixed stack buffer for `core::fmt` output.
-struct StackBuf {
-    buf: [u8; 40],
-    len: usize,
+/// Digits (no leading or trailing zeros), their count and the decimal
+/// point position `n` (value = 0.d1d2...dk × 10^n) of Ryu's shortest
+/// round-trip output for a finite, non-zero `v`.
+///
+/// Ryu picks the shortest digit string that round-trips and, among those,
+/// the one nearest the value, ties to even: the digits ECMAScript's
+/// `Number.prototype.toString` (and Python's `repr`) use. Only its layout
+/// differs, so it is re-laid here.
+fn shortest_digits(v: f64) -> ([u8; 24], usize, i32) {
+    let mut buf = ryu::Buffer::new();
+    let text = buf.format_finite(v).as_bytes();
+    let (mantissa, exp) = match text.iter().position(|&c| c == b'e' || c == b'E') {
+        Some(p) => (&text[..p], parse_exponent(&text[p + 1..])),
+        None => (text, 0),
+    };
+    let mut digits = [0u8; 24];
+    let mut k = 0usize;
+    let mut point: i32 = 0;
+    let mut seen_point = false;
+    for &c in mantissa {
+        match c {
+            b'.' => seen_point = true,
+            b'0'..=b'9' => {
+                if !seen_point {
+                    point += 1;
+                }
+                if k == 0 && c == b'0' {
+                    // a leading zero: the point moves left instead
+                    point -= 1;
+                } else if k < digits.len() {
+                    digits[k] = c;
+                    k += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    while k > 1 && digits[k - 1] == b'0' {
+        k -= 1;
+    }
+    (digits, k, point + exp)
 }
 
-impl std::fmt::Write for StackBuf {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            return Err(std::fmt::Error);
+/// The common case without Ryu: `v` (positive) is `m / 10^f` for an
+/// integer `m < 2^50` and at most three fraction digits `f`. Then that
+/// decimal is the shortest round-trip one and the nearest: its last digit
+/// sits at 10^-f, while the doubles near `v` are under 10^-f / 4 apart, so
+/// no other decimal as short rounds to `v`.
+#[inline]
+fn short_decimal(v: f64) -> Option<([u8; 24], usize, i32)> {
+    const POW10: [f64; 4] = [1.0, 10.0, 100.0, 1000.0];
+    const LIMIT: f64 = (1u64 << 50) as f64;
+    for (f, &p) in POW10.iter().enumerate() {
+        let scaled = v * p;
+        if scaled >= LIMIT {
+            return None;
         }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
+        if scaled.fract() == 0.0 && scaled / p == v {
+            let mut m = scaled as u64;
+            if m == 0 {
+                return None;
+            }
+            let mut f = f as i32;
+            while f > 0 && m.is_multiple_of(10) {
+                m /= 10;
+                f -= 1;
+            }
+            let mut digits = [0u8; 24];
+            let mut tmp = [0u8; 20];
+            let mut t = tmp.len();
+            while m > 0 {
+                t -= 1;
+                tmp[t] = b'0' + (m % 10) as u8;
+                m /= 10;
+            }
+            let mut k = tmp.len() - t;
+            digits[..k].copy_from_slice(&tmp[t..]);
+            let point = k as i32 - f;
+            while k > 1 && digits[k - 1] == b'0' {
+                k -= 1;
+            }
+            return Some((digits, k, point));
+        }
+    }
+    None
+}
+
+fn parse_exponent(text: &[u8]) -> i32 {
+    let mut exp: i32 = 0;
+    let mut negative = false;
+    for &c in text {
+        match c {
+            b'-' => negative = true,
+            b'0'..=b'9' => exp = exp * 10 + (c - b'0') as i32,
+            _ => {}
+        }
+    }
+    if negative {
+        -exp
+    } else {
+        exp
     }
 }
 
@@ -281,46 +438,9 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) -> Result<(), &'static str> {
         out.push(b'0');
         return Ok(());
     }
-    // Rust's `{:e}` yields the shortest round-trip digits, nearest to the
-    // value: `d[.ddd]e<exp>`.
-    let mut sb = StackBuf {
-        buf: [0; 40],
-        len: 0,
-    };
-    if write!(sb, "{:e}", v.abs()).is_err() {
-        return Err("float formatting failed");
-    }
-    let text = &sb.buf[..sb.len];
-    let epos = match text.iter().position(|&c| c == b'e') {
-        Some(p) => p,
-        None => return Err("float formatting failed"),
-    };
-    let mut digits = [0u8; 24];
-    let mut k = 0usize;
-    for &c in &text[..epos] {
-        if c.is_ascii_digit() {
-            if k == digits.len() {
-                return Err("float formatting failed");
-            }
-            digits[k] = c;
-            k += 1;
-        }
-    }
-    let mut exp: i32 = 0;
-    let mut neg_exp = false;
-    for &c in &text[epos + 1..] {
-        match c {
-            b'-' => neg_exp = true,
-            b'0'..=b'9' => exp = exp * 10 + (c - b'0') as i32,
-            _ => return Err("float formatting failed"),
-        }
-    }
-    if neg_exp {
-        exp = -exp;
-    }
+    let (digits, k, n) = short_decimal(v.abs()).unwrap_or_else(|| shortest_digits(v.abs()));
     let digits = &digits[..k];
     let k = k as i32;
-    let n = exp + 1; // the decimal point position
     if v < 0.0 {
         out.push(b'-');
     }
@@ -432,6 +552,8 @@ mod tests {
     }
 
     #[test]
+    // The literals are exact binary values on purpose (ties, boundaries).
+    #[allow(clippy::excessive_precision)]
     fn floats_follow_ecmascript() {
         let cases: &[(f64, &str)] = &[
             (0.0, "0"),
@@ -455,6 +577,11 @@ mod tests {
             (0.000001234, "0.000001234"),
             (1e300, "1e+300"),
             (-1e-300, "-1e-300"),
+            // two shortest candidates: the nearer one, ties to even
+            (562949953421312.25, "562949953421312.2"),
+            (-562949953421312.25, "-562949953421312.2"),
+            (70368744177664.125, "70368744177664.12"),
+            (85378352326445.125, "85378352326445.12"),
             (123e18, "123000000000000000000"),
         ];
         for &(v, want) in cases {
@@ -472,7 +599,10 @@ mod tests {
     #[test]
     fn strings_escape_minimally() {
         assert_eq!(s(""), "\"\"");
-        assert_eq!(s("plain text that is long enough"), "\"plain text that is long enough\"");
+        assert_eq!(
+            s("plain text that is long enough"),
+            "\"plain text that is long enough\""
+        );
         assert_eq!(s("a\"b\\c"), "\"a\\\"b\\\\c\"");
         assert_eq!(
             s("\u{8}\u{c}\n\r\t\u{0}\u{1f}\u{7f}"),
@@ -480,11 +610,20 @@ mod tests {
         );
         assert_eq!(s("€𝄞/é"), "\"€𝄞/é\"");
         // escapes at every offset of a chunk
-        for pos in 0..20 {
-            let mut text = "x".repeat(20);
-            text.replace_range(pos..pos + 1, "\n");
-            let want = format!("\"{}\\n{}\"", "x".repeat(pos), "x".repeat(19 - pos));
-            assert_eq!(s(&text), want);
+        for len in [1usize, 7, 8, 15, 16, 17, 31, 32, 33, 50] {
+            for pos in 0..len {
+                for (raw, esc) in [
+                    ("\n", "\\n"),
+                    ("\"", "\\\""),
+                    ("\\", "\\\\"),
+                    ("\u{1f}", "\\u001f"),
+                ] {
+                    let mut text = "é".repeat(len);
+                    text.replace_range(pos * 2..pos * 2 + 2, raw);
+                    let want = format!("\"{}{esc}{}\"", "é".repeat(pos), "é".repeat(len - 1 - pos));
+                    assert_eq!(s(&text), want);
+                }
+            }
         }
     }
 
@@ -503,21 +642,45 @@ mod tests {
 
     #[test]
     fn keys_sort_by_utf16_code_units() {
-        let mut keys = vec!["\u{FFFF}", "\u{1F600}", "a", "", "ab", "\u{E000}", "\u{D7FF}", "b"];
+        let mut keys = vec![
+            "\u{FFFF}",
+            "\u{1F600}",
+            "a",
+            "",
+            "ab",
+            "\u{E000}",
+            "\u{D7FF}",
+            "b",
+        ];
         keys.sort_by(|a, b| cmp_utf16(a.as_bytes(), b.as_bytes()));
         assert_eq!(
             keys,
-            vec!["", "a", "ab", "b", "\u{D7FF}", "\u{1F600}", "\u{E000}", "\u{FFFF}"]
+            vec![
+                "",
+                "a",
+                "ab",
+                "b",
+                "\u{D7FF}",
+                "\u{1F600}",
+                "\u{E000}",
+                "\u{FFFF}"
+            ]
         );
     }
 
     #[test]
     fn values_canonicalize_with_paths() {
         let v = Value::Object(vec![
-            ("b".into(), Value::Array(vec![Value::Int(1), Value::Float(2.5), Value::Null])),
+            (
+                "b".into(),
+                Value::Array(vec![Value::Int(1), Value::Float(2.5), Value::Null]),
+            ),
             ("a".into(), Value::Bool(true)),
         ]);
-        assert_eq!(canonical_json(&v).unwrap(), b"{\"a\":true,\"b\":[1,2.5,null]}");
+        assert_eq!(
+            canonical_json(&v).unwrap(),
+            b"{\"a\":true,\"b\":[1,2.5,null]}"
+        );
         let bad = Value::Object(vec![(
             "x".into(),
             Value::Array(vec![Value::Int(0), Value::Float(f64::NAN)]),
@@ -605,6 +768,16 @@ mod tests {
             fn key_order_is_utf16(a in "\\PC{0,6}", b in "\\PC{0,6}") {
                 let want = a.encode_utf16().cmp(b.encode_utf16());
                 prop_assert_eq!(cmp_utf16(a.as_bytes(), b.as_bytes()), want);
+            }
+
+            #[test]
+            fn short_decimals_agree_with_ryu(m in 1u64..(1 << 50), f in 0i32..4) {
+                let v = m as f64 / 10f64.powi(f);
+                if let Some(fast) = short_decimal(v) {
+                    let slow = shortest_digits(v);
+                    prop_assert_eq!(&fast.0[..fast.1], &slow.0[..slow.1]);
+                    prop_assert_eq!((fast.1, fast.2), (slow.1, slow.2));
+                }
             }
 
             #[test]

@@ -1,9 +1,35 @@
 //! Tool-pair validation and the deterministic history cut (ADR 0001):
 //! one backward pass for the fit, one forward pass for pair reach.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::error::{CoreError, CoreResult};
+
+/// FNV-1a over the call id bytes: call ids are short, and this map lives
+/// for one call, so a keyed hasher buys nothing here.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
 
 pub const REASON_DUPLICATE_CALL: &str = "duplicate tool call id";
 pub const REASON_RESULT_WITHOUT_CALL: &str = "tool result without an earlier unanswered call";
@@ -23,41 +49,84 @@ pub const NO_RESULT: usize = usize::MAX;
 /// Check pairing in scan order; on success, the index of each call's result
 /// ([`NO_RESULT`] for items that are not calls).
 pub fn validate_tool_pairs(roles: &[ToolRole<'_>]) -> CoreResult<Vec<usize>> {
-    let mut result_of = vec![NO_RESULT; roles.len()];
-    // call_id -> (call index, answered)
-    let mut calls: HashMap<&str, (usize, bool)> = HashMap::new();
-    let mut open = 0usize;
-    for (i, role) in roles.iter().enumerate() {
-        match *role {
+    let mut result_of = Vec::new();
+    validate_tool_pairs_into(roles.iter().copied(), &mut result_of)?;
+    Ok(result_of)
+}
+
+/// [`validate_tool_pairs`] over any sequence of roles, writing the result
+/// index of each call into a caller-owned buffer (cleared first).
+pub fn validate_tool_pairs_into<'a>(
+    roles: impl ExactSizeIterator<Item = ToolRole<'a>>,
+    result_of: &mut Vec<usize>,
+) -> CoreResult<()> {
+    let mut v = PairValidator::new(result_of, 0);
+    for role in roles {
+        v.push(role)?;
+    }
+    v.finish()
+}
+
+/// Tool-pair validation fed one item at a time, for callers that learn
+/// the roles in a pass of their own.
+pub struct PairValidator<'a, 'b> {
+    /// call_id -> (call index, answered)
+    calls: HashMap<&'a str, (usize, bool), BuildHasherDefault<Fnv>>,
+    open: usize,
+    result_of: &'b mut Vec<usize>,
+}
+
+impl<'a, 'b> PairValidator<'a, 'b> {
+    /// `result_of` is cleared; `calls_hint` sizes the id map.
+    pub fn new(result_of: &'b mut Vec<usize>, calls_hint: usize) -> Self {
+        result_of.clear();
+        PairValidator {
+            calls: HashMap::with_capacity_and_hasher(calls_hint, BuildHasherDefault::default()),
+            open: 0,
+            result_of,
+        }
+    }
+
+    /// The next item's role; the first violation in scan order is an error.
+    #[inline]
+    pub fn push(&mut self, role: ToolRole<'a>) -> CoreResult<()> {
+        let i = self.result_of.len();
+        self.result_of.push(NO_RESULT);
+        match role {
             ToolRole::Other => {}
-            ToolRole::Call(id) => {
-                if calls.contains_key(id) {
-                    return Err(CoreError::orphan(id, i, REASON_DUPLICATE_CALL));
+            ToolRole::Call(id) => match self.calls.entry(id) {
+                Entry::Occupied(_) => return Err(CoreError::orphan(id, i, REASON_DUPLICATE_CALL)),
+                Entry::Vacant(slot) => {
+                    slot.insert((i, false));
+                    self.open += 1;
                 }
-                calls.insert(id, (i, false));
-                open += 1;
-            }
-            ToolRole::Result(id) => match calls.get_mut(id) {
+            },
+            ToolRole::Result(id) => match self.calls.get_mut(id) {
                 Some((call, answered)) if !*answered => {
                     *answered = true;
-                    result_of[*call] = i;
-                    open -= 1;
+                    self.result_of[*call] = i;
+                    self.open -= 1;
                 }
                 _ => return Err(CoreError::orphan(id, i, REASON_RESULT_WITHOUT_CALL)),
             },
         }
+        Ok(())
     }
-    if open > 0 {
-        // The unanswered call with the lowest index.
-        for (i, role) in roles.iter().enumerate() {
-            if let ToolRole::Call(id) = *role {
-                if result_of[i] == NO_RESULT {
-                    return Err(CoreError::orphan(id, i, REASON_CALL_WITHOUT_RESULT));
-                }
+
+    /// After the last item: a call never answered (the lowest index) is an error.
+    pub fn finish(self) -> CoreResult<()> {
+        if self.open > 0 {
+            if let Some((id, (i, _))) = self
+                .calls
+                .iter()
+                .filter(|(_, (_, answered))| !answered)
+                .min_by_key(|(_, (i, _))| *i)
+            {
+                return Err(CoreError::orphan(id, *i, REASON_CALL_WITHOUT_RESULT));
             }
         }
+        Ok(())
     }
-    Ok(result_of)
 }
 
 /// 1 + the last index whose `seq` is known and `<= summary_floor`; 0 if none.
@@ -129,14 +198,14 @@ pub fn select_history(
     let result_of = validate_tool_pairs(&roles)?;
     let seqs: Vec<Option<i64>> = items.iter().map(|it| it.seq).collect();
     let raw: Vec<i64> = items.iter().map(|it| it.raw).collect();
-    Ok(cut_after_validation(
+    cut_after_validation(
         &raw,
         &seqs,
         &result_of,
         summary_floor,
         history_tokens,
         corrected,
-    )?)
+    )
 }
 
 /// Steps 2-4 of the cut, once the pairs are known valid.
@@ -255,7 +324,8 @@ mod tests {
                 _ => false,
             })
         };
-        let fits = |c: usize| correct(items[c..].iter().map(|it| it.raw).sum(), e, a) <= history_tokens;
+        let fits =
+            |c: usize| correct(items[c..].iter().map(|it| it.raw).sum(), e, a) <= history_tokens;
         // the largest suffix that fits, respects the floor and splits no pair
         (0..=n)
             .find(|&c| c >= floor && fits(c) && !splits(c))

@@ -40,7 +40,9 @@ impl Profile {
     pub fn raw(&self, len: usize) -> CoreResult<i64> {
         let q = (len as f64 / self.bytes_per_token).ceil();
         if q >= 4.0e18 {
-            return Err(CoreError::estimator("raw estimate overflows a 64-bit integer"));
+            return Err(CoreError::estimator(
+                "raw estimate overflows a 64-bit integer",
+            ));
         }
         Ok(q as i64 + self.framing_tokens)
     }
@@ -76,7 +78,8 @@ impl Hash for MemoKey {
         // The digest is already uniformly distributed.
         let mut head = [0u8; 8];
         head.copy_from_slice(&self.digest[..8]);
-        let tag = ((self.model as u64) << 32 | self.kind as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let tag =
+            ((self.model as u64) << 32 | self.kind as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         state.write_u64(u64::from_le_bytes(head) ^ tag);
     }
 }
@@ -118,11 +121,14 @@ struct Node {
 /// `OrderedDict` with `move_to_end` / `popitem(last=False)`).
 #[derive(Debug, Clone)]
 pub struct Memo {
+    /// Invariant: `map[nodes[i].key] == i` for every slot `i`.
     map: HashMap<MemoKey, u32, BuildHasherDefault<PassThrough>>,
     nodes: Vec<Node>,
     head: u32,
     tail: u32,
     capacity: usize,
+    /// The slot of the last lookup or insert.
+    last: u32,
     pub hits: u64,
     pub misses: u64,
 }
@@ -135,6 +141,7 @@ impl Memo {
             head: NIL,
             tail: NIL,
             capacity,
+            last: NIL,
             hits: 0,
             misses: 0,
         }
@@ -146,6 +153,13 @@ impl Memo {
 
     pub fn len(&self) -> usize {
         self.map.len()
+    }
+
+    /// Make room for up to `additional` new entries (never past capacity).
+    pub fn reserve(&mut self, additional: usize) {
+        let room = self.capacity.saturating_sub(self.map.len()).min(additional);
+        self.map.reserve(room);
+        self.nodes.reserve(room);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -184,10 +198,32 @@ impl Memo {
         self.head = i;
     }
 
+    /// The slot of `key`, trying slot `guess` before the hash map. A batch
+    /// seen before looks its items up in insertion order, so the slot after
+    /// the previous one is usually right, and checking it reads memory in
+    /// sequence instead of probing at random. (By the invariant a slot
+    /// holding `key` is the entry of `key`.)
+    #[inline]
+    fn slot(&self, key: &MemoKey, guess: u32) -> Option<u32> {
+        if let Some(n) = self.nodes.get(guess as usize) {
+            if n.key == *key {
+                return Some(guess);
+            }
+        }
+        self.map.get(key).copied()
+    }
+
     /// The memoized value of `key`, counting a hit; `None` counts nothing.
     #[inline]
     pub fn get(&mut self, key: &MemoKey) -> Option<i64> {
-        let i = *self.map.get(key)?;
+        self.get_near(key, NIL)
+    }
+
+    /// [`Memo::get`] with a slot guess (see [`Memo::slot`]).
+    #[inline]
+    fn get_near(&mut self, key: &MemoKey, guess: u32) -> Option<i64> {
+        let i = self.slot(key, guess)?;
+        self.last = i;
         self.hits += 1;
         if self.head != i {
             self.unlink(i);
@@ -212,6 +248,7 @@ impl Memo {
             });
             self.map.insert(key, i);
             self.push_front(i);
+            self.last = i;
         } else {
             // Reuse the least recently used slot.
             let i = self.tail;
@@ -223,6 +260,7 @@ impl Memo {
             n.value = value;
             self.map.insert(key, i);
             self.push_front(i);
+            self.last = i;
         }
     }
 
@@ -233,7 +271,8 @@ impl Memo {
         key: MemoKey,
         compute: impl FnOnce() -> CoreResult<i64>,
     ) -> CoreResult<i64> {
-        if let Some(v) = self.get(&key) {
+        let guess = self.last.wrapping_add(1);
+        if let Some(v) = self.get_near(&key, guess) {
             return Ok(v);
         }
         let v = compute()?;
@@ -284,11 +323,7 @@ pub struct EstimatorState {
 }
 
 impl EstimatorState {
-    pub fn new(
-        default: Profile,
-        profiles: Vec<(String, Profile)>,
-        memo_capacity: usize,
-    ) -> Self {
+    pub fn new(default: Profile, profiles: Vec<(String, Profile)>, memo_capacity: usize) -> Self {
         EstimatorState {
             default,
             profiles,
@@ -352,8 +387,8 @@ impl EstimatorState {
         id
     }
 
-    /// The raw estimate of canonical bytes of length `len` and digest
-    /// `digest`, through the memo.
+    /// The raw estimate of canonical bytes with digest `digest`, through
+    /// the memo; `len` is asked for only on a miss.
     #[inline]
     pub fn raw(
         &mut self,
@@ -361,14 +396,14 @@ impl EstimatorState {
         profile: Profile,
         kind: u32,
         digest: &[u8; 32],
-        len: usize,
+        len: impl FnOnce() -> usize,
     ) -> CoreResult<i64> {
         let key = MemoKey {
             model,
             kind,
             digest: *digest,
         };
-        self.memo.get_or_insert_with(key, || profile.raw(len))
+        self.memo.get_or_insert_with(key, || profile.raw(len()))
     }
 
     pub fn reconciled(&self, model_id: &str) -> Reconciled {
@@ -535,7 +570,9 @@ mod tests {
             let mut oracle: Vec<u8> = Vec::new(); // MRU first
             let (mut hits, mut misses) = (0u64, 0u64);
             for _ in 0..2000 {
-                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 let k = ((state >> 33) % 10) as u8;
                 m.get_or_insert_with(key(k), || Ok(k as i64)).unwrap();
                 if let Some(p) = oracle.iter().position(|&x| x == k) {

@@ -7,14 +7,17 @@
 use std::os::raw::c_int;
 use std::ptr::addr_of_mut;
 
-use ctxengine_core::hash::sha256;
+use ctxengine_core::hash::sha256_spans;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyString, PyTuple, PyType};
 
-use crate::conversions::{has_item_cache, read_cache, utf8, Walker};
+use ctxengine_core::cut::{PairValidator, ToolRole};
+
+use crate::conversions::{has_item_cache, make_cache, store_cache, utf8, Walker};
+use crate::errors::to_pyerr;
 
 static TOOL_CALL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static TOOL_RESULT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -73,7 +76,7 @@ pub struct Types {
 /// The member-slot offset of `name` on instances of `tp`, when reading the
 /// slot is exactly what `getattr` would do: generic attribute access and a
 /// plain object member descriptor.
-fn slot_offset(py: Python<'_>, ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResult<Attr> {
+fn slot_offset(ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResult<Attr> {
     unsafe {
         let tp = ty.as_ptr() as *mut ffi::PyTypeObject;
         // libpython's own function: its address is unique.
@@ -87,19 +90,29 @@ fn slot_offset(py: Python<'_>, ty: &Bound<'_, PyType>, name: &Bound<'_, PyString
         if ffi::Py_TYPE(descr.as_ptr()) != addr_of_mut!(ffi::PyMemberDescr_Type) {
             return Ok(Attr::Lookup);
         }
-        let member = (*(descr.as_ptr() as *mut ffi::PyMemberDescrObject)).d_member;
+        let descr = descr.as_ptr() as *mut ffi::PyMemberDescrObject;
+        // The descriptor must describe this layout (a base of the type), as
+        // the descriptor's own __get__ would check.
+        let owner = (*descr).d_common.d_type;
+        if owner.is_null() || ffi::PyType_IsSubtype(tp, owner) == 0 {
+            return Ok(Attr::Lookup);
+        }
+        let member = (*descr).d_member;
         if member.is_null() || (*member).type_code != ffi::Py_T_OBJECT_EX {
             return Ok(Attr::Lookup);
         }
-        let _ = py;
         Ok(Attr::Slot((*member).offset))
     }
 }
 
 impl Types {
     pub fn new(py: Python<'_>) -> PyResult<Self> {
-        let tool_call = TOOL_CALL.import(py, "ctxengine.model", "ToolCall")?.as_ptr();
-        let tool_result = TOOL_RESULT.import(py, "ctxengine.model", "ToolResult")?.as_ptr();
+        let tool_call = TOOL_CALL
+            .import(py, "ctxengine.model", "ToolCall")?
+            .as_ptr();
+        let tool_result = TOOL_RESULT
+            .import(py, "ctxengine.model", "ToolResult")?
+            .as_ptr();
         Ok(Types {
             infos: Vec::with_capacity(8),
             last: usize::MAX,
@@ -117,6 +130,35 @@ impl Types {
                 self.kinds.len() - 1
             }
         }
+    }
+
+    /// `1 +` the last index in `from..count` whose item's `seq` is known and
+    /// `<= floor`, read backwards up to the first hit; 0 if none.
+    pub fn floor_bound_from(
+        &mut self,
+        items: &Items<'_>,
+        from: usize,
+        count: usize,
+        floor: i64,
+    ) -> PyResult<usize> {
+        let mut i = count;
+        while i > from {
+            i -= 1;
+            let Some(item) = items.get(i) else {
+                continue;
+            };
+            let t = self.info(&item)?;
+            let info = &self.infos[t];
+            if matches!(info.sort, Sort::Item | Sort::Object) {
+                let seq = read_attr(&item, info.seq, intern!(item.py(), "seq"))?;
+                if let Some(v) = seq.and_then(|v| saturating_i64(&v)) {
+                    if v <= floor {
+                        return Ok(i + 1);
+                    }
+                }
+            }
+        }
+        Ok(0)
     }
 
     #[inline]
@@ -166,7 +208,10 @@ impl Types {
             // Items use their class `kind`; other value types theirs when
             // they have `to_dict()`; anything else is "json".
             let kind = match ty.getattr_opt(intern!(py, "kind"))? {
-                Some(k) if k.is_instance_of::<PyString>() && (item || obj.hasattr(intern!(py, "to_dict"))?) => {
+                Some(k)
+                    if k.is_instance_of::<PyString>()
+                        && (item || obj.hasattr(intern!(py, "to_dict"))?) =>
+                {
                     let k = k.cast_into::<PyString>()?;
                     let k = k.to_str()?.to_owned();
                     self.kind_index(&k)
@@ -187,9 +232,9 @@ impl Types {
                 sort: if item { Sort::Item } else { Sort::Object },
                 kind,
                 role,
-                cj: slot_offset(py, &ty, intern!(py, "_cj"))?,
-                seq: slot_offset(py, &ty, intern!(py, "seq"))?,
-                call_id: slot_offset(py, &ty, intern!(py, "call_id"))?,
+                cj: slot_offset(&ty, intern!(py, "_cj"))?,
+                seq: slot_offset(&ty, intern!(py, "seq"))?,
+                call_id: slot_offset(&ty, intern!(py, "call_id"))?,
             }
         };
         self.infos.push(info);
@@ -206,7 +251,7 @@ fn read_attr<'py>(
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     match how {
         Attr::Slot(offset) => unsafe {
-            let p = *((obj.as_ptr() as *mut u8).offset(offset) as *mut *mut ffi::PyObject);
+            let p = slot_value(obj.as_ptr(), offset);
             Ok(Bound::from_borrowed_ptr_or_opt(obj.py(), p))
         },
         Attr::Lookup => obj.getattr_opt(name),
@@ -247,7 +292,10 @@ impl<'py> Items<'py> {
                 Items::List(l) => {
                     let p = l.as_ptr();
                     if (i as ffi::Py_ssize_t) < ffi::PyList_GET_SIZE(p) {
-                        Some(Bound::from_borrowed_ptr(l.py(), ffi::PyList_GET_ITEM(p, i as ffi::Py_ssize_t)))
+                        Some(Bound::from_borrowed_ptr(
+                            l.py(),
+                            ffi::PyList_GET_ITEM(p, i as ffi::Py_ssize_t),
+                        ))
                     } else {
                         None
                     }
@@ -255,7 +303,10 @@ impl<'py> Items<'py> {
                 Items::Tuple(t) => {
                     let p = t.as_ptr();
                     if (i as ffi::Py_ssize_t) < ffi::PyTuple_GET_SIZE(p) {
-                        Some(Bound::from_borrowed_ptr(t.py(), ffi::PyTuple_GET_ITEM(p, i as ffi::Py_ssize_t)))
+                        Some(Bound::from_borrowed_ptr(
+                            t.py(),
+                            ffi::PyTuple_GET_ITEM(p, i as ffi::Py_ssize_t),
+                        ))
                     } else {
                         None
                     }
@@ -280,20 +331,101 @@ impl<'py> Items<'py> {
 pub struct Facts {
     /// Index into `Types::kinds`.
     pub kind: usize,
-    pub len: usize,
     pub digest: [u8; 32],
+    /// The canonical length, unless `bytes` is set.
+    len: usize,
+    /// A borrowed `bytes` object whose size is the canonical length: the
+    /// warm path reads it only on a memo miss (it is the one object of an
+    /// item the memo does not need). Valid while no Python code runs.
+    bytes: *mut ffi::PyObject,
 }
+
+impl Facts {
+    fn known(kind: usize, len: usize, digest: [u8; 32]) -> Self {
+        Facts {
+            kind,
+            digest,
+            len,
+            bytes: std::ptr::null_mut(),
+        }
+    }
+
+    /// The canonical length (call with the GIL held, before Python code
+    /// has run since the scan).
+    #[inline]
+    pub fn len(&self) -> usize {
+        if self.bytes.is_null() {
+            self.len
+        } else {
+            unsafe {
+                if ffi::PyBytes_Check(self.bytes) != 0 {
+                    ffi::Py_SIZE(self.bytes) as usize
+                } else {
+                    0
+                }
+            }
+        }
+    }
+}
+
+/// The digest of a filled `_cj` cache `(bytes, 32-byte bytes)` and its
+/// (unchecked) canonical bytes object; `None` when not filled.
+#[inline]
+unsafe fn read_digest(cj: *mut ffi::PyObject) -> Option<([u8; 32], *mut ffi::PyObject)> {
+    if ffi::PyTuple_CheckExact(cj) == 0 || ffi::PyTuple_GET_SIZE(cj) != 2 {
+        return None;
+    }
+    let d = ffi::PyTuple_GET_ITEM(cj, 1);
+    if ffi::PyBytes_CheckExact(d) == 0 || ffi::Py_SIZE(d) != 32 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    std::ptr::copy_nonoverlapping(
+        ffi::PyBytes_AS_STRING(d) as *const u8,
+        digest.as_mut_ptr(),
+        32,
+    );
+    Some((digest, ffi::PyTuple_GET_ITEM(cj, 0)))
+}
+
+/// Per-item buffers, kept per thread between calls: a 10,000-item history
+/// needs about a megabyte of them, and fresh allocations that size are
+/// mapped and faulted in anew on every call.
+#[derive(Default)]
+pub struct Buffers {
+    pub facts: Vec<Facts>,
+    pub result_of: Vec<usize>,
+    pub raws: Vec<i64>,
+}
+
+thread_local! {
+    static BUFFERS: std::cell::Cell<Option<Box<Buffers>>> = const { std::cell::Cell::new(None) };
+}
+
+/// Buffers this large are not kept.
+const KEEP_ITEMS: usize = 1 << 20;
 
 /// Everything one pass learns about a history.
 pub struct Scan<'py> {
-    pub roles: Vec<Role>,
     /// The call ids of the items whose role is not `Other`, in order (owned,
     /// so the cut can borrow `&str`s).
     pub call_ids: Vec<Bound<'py, PyAny>>,
-    pub seqs: Vec<Option<i64>>,
-    pub facts: Vec<Facts>,
+    pub buf: Box<Buffers>,
     /// Values whose facts still need canonicalization: (index, value).
     pending: Vec<(usize, Bound<'py, PyAny>)>,
+}
+
+impl Drop for Scan<'_> {
+    fn drop(&mut self) {
+        let mut buf = std::mem::take(&mut self.buf);
+        if buf.facts.capacity() <= KEEP_ITEMS {
+            buf.facts.clear();
+            buf.result_of.clear();
+            buf.raws.clear();
+            // Re-entrant calls (Python code run mid-scan) simply allocate.
+            BUFFERS.with(|b| b.set(Some(buf)));
+        }
+    }
 }
 
 /// An int as i64, saturating beyond the range (only comparisons use it).
@@ -321,34 +453,52 @@ pub fn saturating_i64(obj: &Bound<'_, PyAny>) -> Option<i64> {
 /// What a pass collects.
 #[derive(Clone, Copy)]
 pub struct Want {
+    /// Validate tool pairs (and fill `result_of`, one entry per item).
     pub pairs: bool,
-    pub seqs: bool,
+    /// Kind, length and digest per item.
     pub facts: bool,
 }
 
-/// One pass over `items`. Facts of items with a filled cache are read
-/// here; the rest wait for [`Scan::finish_facts`] (so a pairing error is
-/// raised before any canonicalization, as the contract orders it).
-pub fn scan<'py>(py: Python<'py>, types: &mut Types, items: &Items<'py>, want: Want) -> PyResult<Scan<'py>> {
+#[inline(always)]
+unsafe fn slot_value(obj: *mut ffi::PyObject, offset: isize) -> *mut ffi::PyObject {
+    *((obj as *mut u8).offset(offset) as *mut *mut ffi::PyObject)
+}
+
+/// One pass over `items`, validating tool pairs on the way (an
+/// `OrphanedToolPair` is raised from here). Facts of items with a filled
+/// cache are read here; the rest wait for [`Scan::finish_facts`], so a
+/// pairing error comes before any canonicalization, as the contract orders.
+pub fn scan<'py>(
+    py: Python<'py>,
+    types: &mut Types,
+    items: &Items<'py>,
+    want: Want,
+) -> PyResult<Scan<'py>> {
     let n = items.len();
+    let mut buf = BUFFERS.with(|b| b.take()).unwrap_or_default();
+    if want.facts {
+        buf.facts.reserve(n);
+    }
+    let mut result_of = std::mem::take(&mut buf.result_of);
     let mut s = Scan {
-        roles: Vec::with_capacity(if want.pairs { n } else { 0 }),
         call_ids: Vec::new(),
-        seqs: Vec::with_capacity(if want.seqs { n } else { 0 }),
-        facts: Vec::with_capacity(if want.facts { n } else { 0 }),
+        buf,
         pending: Vec::new(),
     };
+    // Calls are typically a quarter of a history.
+    let mut pairs = PairValidator::new(&mut result_of, if want.pairs { n / 4 + 8 } else { 0 });
     let cj_name = intern!(py, "_cj");
-    let seq_name = intern!(py, "seq");
     let call_id_name = intern!(py, "call_id");
     let mut i = 0;
     while let Some(item) = items.get(i) {
         let t = types.info(&item)?;
         let info = &types.infos[t];
         let (sort, kind, role) = (info.sort, info.kind, info.role);
-        let (cj_how, seq_how, call_id_how) = (info.cj, info.seq, info.call_id);
+        let (cj_how, call_id_how) = (info.cj, info.call_id);
         if want.pairs {
-            if role != Role::Other {
+            let tool_role = if role == Role::Other {
+                ToolRole::Other
+            } else {
                 let id = read_attr(&item, call_id_how, call_id_name)?
                     .ok_or_else(|| pyo3::exceptions::PyAttributeError::new_err("call_id"))?;
                 let id = if id.is_instance_of::<PyString>() {
@@ -356,92 +506,136 @@ pub fn scan<'py>(py: Python<'py>, types: &mut Types, items: &Items<'py>, want: W
                 } else {
                     id.str()?.into_any()
                 };
+                // SAFETY: the UTF-8 buffer lives inside the str object, which
+                // `call_ids` owns for as long as the Scan (and the validator,
+                // dropped at the end of this function) lives; CPython's
+                // UTF-8 of a str is valid UTF-8.
+                let text: &str = match unsafe { utf8(id.as_ptr()) } {
+                    Some(b) => unsafe {
+                        std::str::from_utf8_unchecked(std::slice::from_raw_parts(
+                            b.as_ptr(),
+                            b.len(),
+                        ))
+                    },
+                    None => "",
+                };
                 s.call_ids.push(id);
-            }
-            s.roles.push(role);
-        }
-        if want.seqs {
-            let seq = if matches!(sort, Sort::Item | Sort::Object) {
-                read_attr(&item, seq_how, seq_name)?.and_then(|v| saturating_i64(&v))
-            } else {
-                None
+                if role == Role::Call {
+                    ToolRole::Call(text)
+                } else {
+                    ToolRole::Result(text)
+                }
             };
-            s.seqs.push(seq);
+            pairs.push(tool_role).map_err(|e| to_pyerr(py, e))?;
         }
         if want.facts {
             let cached = if sort == Sort::Item {
                 read_attr(&item, cj_how, cj_name)
                     .ok()
                     .flatten()
-                    .and_then(|cj| unsafe { read_cache(cj.as_ptr()) })
+                    .and_then(|cj| unsafe { read_digest(cj.as_ptr()) })
             } else {
                 None
             };
             match cached {
-                Some((len, digest)) => s.facts.push(Facts { kind, len, digest }),
+                Some((digest, bytes)) => s.buf.facts.push(Facts {
+                    kind,
+                    digest,
+                    len: 0,
+                    bytes,
+                }),
                 None => {
-                    s.facts.push(Facts {
-                        kind,
-                        len: 0,
-                        digest: [0; 32],
-                    });
+                    s.buf.facts.push(Facts::known(kind, 0, [0; 32]));
                     s.pending.push((i, item));
                 }
             }
         }
         i += 1;
     }
+    if want.pairs {
+        pairs.finish().map_err(|e| to_pyerr(py, e))?;
+    }
+    s.buf.result_of = result_of;
     Ok(s)
 }
 
 impl<'py> Scan<'py> {
-    /// The core's view of the pairing roles, borrowing the call ids.
-    pub fn tool_roles(&self) -> Vec<ctxengine_core::cut::ToolRole<'_>> {
-        use ctxengine_core::cut::ToolRole;
-        let mut ids = self.call_ids.iter();
-        self.roles
-            .iter()
-            .map(|r| match r {
-                Role::Other => ToolRole::Other,
-                Role::Call | Role::Result => {
-                    let id = ids
-                        .next()
-                        .and_then(|b| unsafe { utf8(b.as_ptr()) })
-                        .and_then(|s| std::str::from_utf8(s).ok())
-                        .unwrap_or("");
-                    if *r == Role::Call {
-                        ToolRole::Call(id)
-                    } else {
-                        ToolRole::Result(id)
-                    }
-                }
-            })
-            .collect()
-    }
-
     /// Canonicalize what the pass could not read from a cache, filling the
-    /// `_cj` caches of items seen for the first time.
+    /// `_cj` caches of items seen for the first time. All canonical bytes go
+    /// to one buffer first; a large batch is then hashed on every core with
+    /// the GIL released, and the caches are stored in order. (After an
+    /// error, the items before the failing one still get their caches.)
     pub fn finish_facts(&mut self, py: Python<'py>, types: &mut Types) -> PyResult<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let mut walker = Walker::new(py, Vec::with_capacity(1024));
-        for (i, item) in std::mem::take(&mut self.pending) {
-            let t = types.info(&item)?;
-            let sort = types.infos[t].sort;
-            let f = &mut self.facts[i];
-            if sort == Sort::Item {
-                let tuple = walker.item_tuple(&item).map_err(|e| e.into_pyerr(py))?;
-                let (len, digest) = unsafe { read_cache(tuple.as_ptr()) }.unwrap_or((0, [0; 32]));
-                f.len = len;
-                f.digest = digest;
-            } else {
-                walker.out.clear();
-                walker.write_root(&item).map_err(|e| e.into_pyerr(py))?;
-                f.len = walker.out.len();
-                f.digest = sha256(&walker.out);
+        // Python code runs below: settle the borrowed lengths first.
+        for f in &mut self.buf.facts {
+            if !f.bytes.is_null() {
+                f.len = f.len();
+                f.bytes = std::ptr::null_mut();
             }
         }
-        Ok(())
+        let mut walker = Walker::new(py, Vec::new());
+        let mut big = BIG.with(|b| b.take());
+        big.clear();
+        // (fact index, the item when its cache is to be stored, span)
+        let mut spans: Vec<(usize, Option<Bound<'py, PyAny>>, usize, usize)> =
+            Vec::with_capacity(self.pending.len());
+        let mut failure: Option<PyErr> = None;
+        for (i, item) in std::mem::take(&mut self.pending) {
+            let t = types.info(&item)?;
+            let start = big.len();
+            let result = if types.infos[t].sort == Sort::Item {
+                walker.item_bytes_into(&item, &mut big).map(|()| Some(item))
+            } else {
+                walker.root_into(&item, &mut big).map(|()| None)
+            };
+            match result {
+                Ok(store) => spans.push((i, store, start, big.len())),
+                Err(e) => {
+                    big.truncate(start);
+                    failure = Some(e.into_pyerr(py));
+                    break;
+                }
+            }
+        }
+        let ranges: Vec<(usize, usize)> = spans.iter().map(|s| (s.2, s.3)).collect();
+        let digests = if big.len() >= PARALLEL_HASH_BYTES {
+            let threads = hash_threads();
+            py.detach(|| sha256_spans(&big, &ranges, threads))
+        } else {
+            sha256_spans(&big, &ranges, 1)
+        };
+        for ((i, store, a, b), digest) in spans.into_iter().zip(digests) {
+            if let Some(item) = store {
+                let tuple = make_cache(py, &big[a..b], &digest)?;
+                store_cache(&item, &tuple)?;
+            }
+            let f = &mut self.buf.facts[i];
+            *f = Facts::known(f.kind, b - a, digest);
+        }
+        if big.capacity() <= KEEP_BIG_BYTES {
+            BIG.with(|b| b.set(big));
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
+}
+
+/// A batch of fresh canonical bytes at least this large is hashed in parallel.
+const PARALLEL_HASH_BYTES: usize = 256 * 1024;
+/// The fresh-bytes buffer is kept between calls up to this size.
+const KEEP_BIG_BYTES: usize = 64 * 1024 * 1024;
+
+thread_local! {
+    static BIG: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Threads for parallel hashing: the machine's cores, at most four.
+fn hash_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
 }

@@ -12,8 +12,8 @@ use ctxengine_core::canonical::{
     self, PathError, MAX_DEPTH, REASON_CYCLE, REASON_DEPTH, REASON_ITEM_CYCLE, REASON_SURROGATE,
     REASON_VALUE_CYCLE,
 };
-use ctxengine_core::hash::sha256;
-use pyo3::exceptions::PyAttributeError;
+use ctxengine_core::hash::{sha256, StreamHasher};
+use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -118,6 +118,10 @@ pub struct Walker<'py> {
     entries: Vec<Entry<'py>>,
     /// A buffer for item bytes, reused across items.
     spare: Vec<u8>,
+    /// Hand `out` to `stream` whenever it reaches this length.
+    flush_at: usize,
+    /// Hashes flushed output on a worker thread (payload_hash of a large value).
+    stream: Option<StreamHasher>,
 }
 
 impl<'py> Walker<'py> {
@@ -128,6 +132,56 @@ impl<'py> Walker<'py> {
             ancestors: Vec::new(),
             entries: Vec::new(),
             spare: Vec::new(),
+            flush_at: usize::MAX,
+            stream: None,
+        }
+    }
+
+    /// Hash the output while walking: once it reaches `start_at` bytes, full
+    /// chunks go to a worker thread that hashes them while the walk goes on.
+    pub fn streaming(mut self, start_at: usize) -> Self {
+        self.flush_at = start_at;
+        self
+    }
+
+    #[cold]
+    fn flush(&mut self) {
+        let stream = self.stream.get_or_insert_with(StreamHasher::new);
+        let full = std::mem::take(&mut self.out);
+        // Chunk buffers stay below the allocator's mmap threshold, so they
+        // are reused rather than mapped and faulted in each time.
+        self.out = stream.push(full, STREAM_CHUNK + STREAM_CHUNK / 4);
+        self.flush_at = STREAM_CHUNK;
+    }
+
+    #[inline(always)]
+    fn maybe_flush(&mut self) {
+        if self.out.len() >= self.flush_at {
+            self.flush();
+        }
+    }
+
+    /// The SHA-256 of everything written (streamed or not). Returns the
+    /// output buffer (holding only the unflushed tail when streaming).
+    pub fn finish_hash(mut self) -> PyResult<([u8; 32], Vec<u8>)> {
+        let out = std::mem::take(&mut self.out);
+        match self.stream.take() {
+            Some(stream) => {
+                let (digest, spare) = stream
+                    .finish(&out)
+                    .ok_or_else(|| PyRuntimeError::new_err("the hashing thread failed"))?;
+                // Keep the larger buffer (usually the first, big one).
+                Ok((
+                    digest,
+                    if spare.capacity() > out.capacity() {
+                        spare
+                    } else {
+                        out
+                    },
+                ))
+            }
+            None if out.len() >= DETACH_HASH_BYTES => Ok((self.py.detach(|| sha256(&out)), out)),
+            None => Ok((sha256(&out), out)),
         }
     }
 
@@ -258,6 +312,7 @@ impl<'py> Walker<'py> {
                 self.ancestors.pop();
                 return Err(e.in_index(i as usize));
             }
+            self.maybe_flush();
             i += 1;
         }
         self.out.push(b']');
@@ -277,6 +332,7 @@ impl<'py> Walker<'py> {
                 self.ancestors.pop();
                 return Err(e.in_index(i as usize));
             }
+            self.maybe_flush();
         }
         self.out.push(b']');
         self.ancestors.pop();
@@ -307,7 +363,10 @@ impl<'py> Walker<'py> {
                 return fail(format!("object key {} is not a string", repr(&key)?));
             }
             let Some(key) = utf8(k) else {
-                return fail(format!("lone surrogate in object key {}", str_repr(self.py, k)?));
+                return fail(format!(
+                    "lone surrogate in object key {}",
+                    str_repr(self.py, k)?
+                ));
             };
             self.entries.push(Entry {
                 key: key.as_ptr(),
@@ -337,6 +396,7 @@ impl<'py> Walker<'py> {
             if let Err(e) = self.value(value, depth + 1) {
                 return Err(e.in_key(std::str::from_utf8_unchecked(key)));
             }
+            self.maybe_flush();
         }
         self.out.push(b'}');
         Ok(())
@@ -374,7 +434,10 @@ impl<'py> Walker<'py> {
     /// use. The item is canonicalized as a root of its own (depth restarts),
     /// sharing the ancestor stack so cycles through items are caught; error
     /// paths continue those of the enclosing walk.
-    pub fn item_tuple(&mut self, item: &Bound<'py, PyAny>) -> Result<Bound<'py, PyTuple>, WalkError> {
+    pub fn item_tuple(
+        &mut self,
+        item: &Bound<'py, PyAny>,
+    ) -> Result<Bound<'py, PyTuple>, WalkError> {
         let py = self.py;
         match item.getattr(intern!(py, "_cj")) {
             Ok(cj) => {
@@ -386,34 +449,75 @@ impl<'py> Walker<'py> {
             Err(e) if e.is_instance_of::<PyAttributeError>(py) => {}
             Err(e) => return Err(e.into()),
         }
-        let ptr = item.as_ptr();
-        if self.ancestors.contains(&ptr) {
-            return fail(REASON_ITEM_CYCLE);
-        }
-        self.ancestors.push(ptr);
-        let mut buf = std::mem::take(&mut self.spare);
-        buf.clear();
-        let saved = std::mem::replace(&mut self.out, buf);
-        let result = match item.call_method0(intern!(py, "to_dict")) {
-            Ok(d) => self.value(d.as_ptr(), 0),
-            Err(e) => Err(e.into()),
-        };
-        let bytes = std::mem::replace(&mut self.out, saved);
-        self.ancestors.pop();
-        let tuple = result.and_then(|()| {
-            let digest = sha256(&bytes);
-            let b = PyBytes::new(py, &bytes);
-            let h = PyBytes::new(py, &digest);
-            let tuple = PyTuple::new(py, [b.into_any(), h.into_any()])?;
+        let mut bytes = std::mem::take(&mut self.spare);
+        bytes.clear();
+        let result = self.item_bytes_into(item, &mut bytes).and_then(|()| {
+            let tuple = make_cache(py, &bytes, &sha256(&bytes))?;
             store_cache(item, &tuple)?;
             Ok(tuple)
         });
         if bytes.capacity() <= SPARE_LIMIT {
             self.spare = bytes;
         }
-        tuple
+        result
+    }
+
+    /// Append the canonical bytes of `item.to_dict()` to `out`, the item a
+    /// root of its own (see [`Walker::item_tuple`]). On error `out` may hold
+    /// a partial tail.
+    pub fn item_bytes_into(
+        &mut self,
+        item: &Bound<'py, PyAny>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), WalkError> {
+        let ptr = item.as_ptr();
+        if self.ancestors.contains(&ptr) {
+            return fail(REASON_ITEM_CYCLE);
+        }
+        self.ancestors.push(ptr);
+        // `out` is not the stream: no flushing while it stands in.
+        let flush_at = std::mem::replace(&mut self.flush_at, usize::MAX);
+        let saved = std::mem::replace(&mut self.out, std::mem::take(out));
+        let result = match item.call_method0(intern!(self.py, "to_dict")) {
+            Ok(d) => self.value(d.as_ptr(), 0),
+            Err(e) => Err(e.into()),
+        };
+        *out = std::mem::replace(&mut self.out, saved);
+        self.flush_at = flush_at;
+        self.ancestors.pop();
+        result
+    }
+
+    /// Append the canonical bytes of a root value to `out`.
+    pub fn root_into(
+        &mut self,
+        value: &Bound<'py, PyAny>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), WalkError> {
+        let flush_at = std::mem::replace(&mut self.flush_at, usize::MAX);
+        let saved = std::mem::replace(&mut self.out, std::mem::take(out));
+        let result = self.write_root(value);
+        *out = std::mem::replace(&mut self.out, saved);
+        self.flush_at = flush_at;
+        result
     }
 }
+
+/// The `_cj` tuple `(bytes, digest)`.
+pub fn make_cache<'py>(
+    py: Python<'py>,
+    bytes: &[u8],
+    digest: &[u8; 32],
+) -> PyResult<Bound<'py, PyTuple>> {
+    let b = PyBytes::new(py, bytes);
+    let h = PyBytes::new(py, digest);
+    PyTuple::new(py, [b.into_any(), h.into_any()])
+}
+
+/// Streamed hashing sends chunks of this size after the first.
+const STREAM_CHUNK: usize = 64 * 1024;
+/// Hashing at least this many bytes in one piece releases the GIL.
+const DETACH_HASH_BYTES: usize = 512 * 1024;
 
 /// A spare item buffer larger than this is dropped rather than kept.
 const SPARE_LIMIT: usize = 1 << 20;

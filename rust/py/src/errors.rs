@@ -41,9 +41,12 @@ where
 /// The Python exception for a core error.
 pub fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
     match err {
-        CoreError::Canonicalization { path, reason } => {
-            instantiate(py, &CANONICALIZATION, "CanonicalizationError", (path, reason))
-        }
+        CoreError::Canonicalization { path, reason } => instantiate(
+            py,
+            &CANONICALIZATION,
+            "CanonicalizationError",
+            (path, reason),
+        ),
         CoreError::ContextOverflow {
             budget_class,
             tokens,
@@ -55,22 +58,13 @@ pub fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
             "ContextOverflow",
             (budget_class, tokens, cap, detail),
         ),
-        CoreError::Policy { key, reason } => {
-            instantiate(py, &POLICY, "PolicyError", (key, reason))
-        }
+        CoreError::Policy { key, reason } => instantiate(py, &POLICY, "PolicyError", (key, reason)),
         CoreError::OrphanedToolPair {
             call_id,
             index,
             reason,
-        } => instantiate(
-            py,
-            &ORPHANED,
-            "OrphanedToolPair",
-            (call_id, index, reason),
-        ),
-        CoreError::Estimator(message) => {
-            instantiate(py, &ESTIMATOR, "EstimatorError", (message,))
-        }
+        } => instantiate(py, &ORPHANED, "OrphanedToolPair", (call_id, index, reason)),
+        CoreError::Estimator(message) => instantiate(py, &ESTIMATOR, "EstimatorError", (message,)),
     }
 }
 

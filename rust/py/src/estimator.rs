@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple, PyType};
 
 use crate::batch::{scan, Facts, Items, Types, Want};
-use crate::errors::{estimator_error, IntoPy};
+use crate::errors::{estimator_error, guard, IntoPy};
 
 /// An int that is not a bool.
 fn is_int(obj: &Bound<'_, PyAny>) -> bool {
@@ -46,7 +46,10 @@ fn check_bytes_per_token(py: Python<'_>, value: &Bound<'_, PyAny>, place: &str) 
     if !(number.is_finite() && number > 0.0) {
         return Err(estimator_error(
             py,
-            format!("{place}: must be a positive finite number, got {}", repr(value)?),
+            format!(
+                "{place}: must be a positive finite number, got {}",
+                repr(value)?
+            ),
         ));
     }
     Ok(number)
@@ -62,7 +65,10 @@ fn check_count(py: Python<'_>, value: &Bound<'_, PyAny>, place: &str) -> PyResul
     }
     match value.extract::<i64>() {
         Ok(v) if v >= 0 => Ok(v),
-        Ok(v) => Err(estimator_error(py, format!("{place}: must not be negative, got {v}"))),
+        Ok(v) => Err(estimator_error(
+            py,
+            format!("{place}: must not be negative, got {v}"),
+        )),
         Err(_) => Err(estimator_error(
             py,
             format!("{place}: out of range, got {}", repr(value)?),
@@ -70,9 +76,12 @@ fn check_count(py: Python<'_>, value: &Bound<'_, PyAny>, place: &str) -> PyResul
     }
 }
 
+/// The `(key, value)` pairs of a mapping.
+type Members<'py> = Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>;
+
 /// `(key, value)` pairs of a dict or any `collections.abc.Mapping`, or
 /// `None` when `obj` is not a mapping.
-fn mapping_items<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>>> {
+fn mapping_items<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Members<'py>>> {
     if let Ok(d) = obj.cast::<PyDict>() {
         return Ok(Some(d.iter().collect()));
     }
@@ -96,7 +105,11 @@ fn two<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, Boun
     Ok(None)
 }
 
-fn check_profiles(py: Python<'_>, profiles: &Bound<'_, PyAny>, place: &str) -> PyResult<Vec<(String, Profile)>> {
+fn check_profiles(
+    py: Python<'_>,
+    profiles: &Bound<'_, PyAny>,
+    place: &str,
+) -> PyResult<Vec<(String, Profile)>> {
     let mut out: Vec<(String, Profile)> = Vec::new();
     if profiles.is_none() {
         return Ok(out);
@@ -121,8 +134,13 @@ fn check_profiles(py: Python<'_>, profiles: &Bound<'_, PyAny>, place: &str) -> P
                 format!("{place}[{prefix_repr}]: expected (bytes_per_token, framing_tokens)"),
             ));
         };
-        let bpt = check_bytes_per_token(py, &bpt, &format!("{place}[{prefix_repr}].bytes_per_token"))?;
-        let framing = check_count(py, &framing, &format!("{place}[{prefix_repr}].framing_tokens"))?;
+        let bpt =
+            check_bytes_per_token(py, &bpt, &format!("{place}[{prefix_repr}].bytes_per_token"))?;
+        let framing = check_count(
+            py,
+            &framing,
+            &format!("{place}[{prefix_repr}].framing_tokens"),
+        )?;
         let key = prefix.str()?.to_str()?.to_owned();
         let profile = Profile::new(bpt, framing).into_py(py)?;
         match out.iter_mut().find(|(k, _)| *k == key) {
@@ -147,55 +165,77 @@ impl TokenEstimator {
     }
 
     /// Raw estimates of gathered facts, under one lock.
-    pub fn raw_batch(&self, model_id: &str, kinds: &[String], facts: &[Facts]) -> Result<Vec<i64>, CoreError> {
+    pub fn raw_batch(
+        &self,
+        model_id: &str,
+        kinds: &[String],
+        facts: &[Facts],
+    ) -> Result<Vec<i64>, CoreError> {
         let mut st = self.lock();
         let (model, profile) = st.model(model_id);
         let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
         facts
             .iter()
-            .map(|f| st.raw(model, profile, kind_ids[f.kind], &f.digest, f.len))
+            .map(|f| st.raw(model, profile, kind_ids[f.kind], &f.digest, || f.len()))
             .collect()
     }
 
-    /// Raw estimates and the model's reconciled sums, under one lock.
-    pub fn raw_batch_with_sums(
+    /// Raw estimates (into `raws`) and the model's reconciled sums, under one lock.
+    pub fn raw_batch_into(
         &self,
         model_id: &str,
         kinds: &[String],
         facts: &[Facts],
-    ) -> Result<(Vec<i64>, Reconciled), CoreError> {
+        raws: &mut Vec<i64>,
+    ) -> Result<Reconciled, CoreError> {
+        raws.clear();
+        raws.reserve(facts.len());
         let mut st = self.lock();
+        st.memo_mut().reserve(facts.len());
         let (model, profile) = st.model(model_id);
         let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
-        let raws = facts
-            .iter()
-            .map(|f| st.raw(model, profile, kind_ids[f.kind], &f.digest, f.len))
-            .collect::<Result<Vec<i64>, CoreError>>()?;
-        Ok((raws, st.reconciled(model_id)))
+        for f in facts {
+            raws.push(st.raw(model, profile, kind_ids[f.kind], &f.digest, || f.len())?);
+        }
+        Ok(st.reconciled(model_id))
     }
 
-    fn facts_of<'py>(py: Python<'py>, values: &Items<'py>) -> PyResult<(Vec<String>, Vec<Facts>)> {
+    pub(crate) fn facts_of<'py>(
+        py: Python<'py>,
+        values: &Items<'py>,
+    ) -> PyResult<(Vec<String>, Vec<Facts>)> {
         let mut types = Types::new(py)?;
         let want = Want {
             pairs: false,
-            seqs: false,
             facts: true,
         };
         let mut s = scan(py, &mut types, values, want)?;
         s.finish_facts(py, &mut types)?;
-        Ok((types.kinds, s.facts))
+        Ok((types.kinds, std::mem::take(&mut s.buf.facts)))
     }
 
-    fn sum_corrected<'py>(&self, py: Python<'py>, values: &Items<'py>, model_id: &str) -> PyResult<i128> {
+    fn sum_corrected<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Items<'py>,
+        model_id: &str,
+    ) -> PyResult<i128> {
         let (kinds, facts) = Self::facts_of(py, values)?;
-        let (raws, sums) = self.raw_batch_with_sums(model_id, &kinds, &facts).into_py(py)?;
+        let mut raws = Vec::new();
+        let sums = self
+            .raw_batch_into(model_id, &kinds, &facts, &mut raws)
+            .into_py(py)?;
         let mut total: i64 = 0;
         for r in raws {
-            total = total
-                .checked_add(r)
-                .ok_or_else(|| estimator_error(py, "raw estimate sum overflows a 64-bit integer"))?;
+            total = total.checked_add(r).ok_or_else(|| {
+                estimator_error(py, "raw estimate sum overflows a 64-bit integer")
+            })?;
         }
-        Ok(ctxengine_core::estimate::corrected(total, sums.estimated, sums.actual))
+        Ok(ctxengine_core::estimate::corrected(
+            total,
+            sums.estimated,
+            sums.actual,
+        ))
     }
 
     fn from_parts(
@@ -229,7 +269,10 @@ const SNAPSHOT_KEYS: [&str; 6] = [
 #[pymethods]
 impl TokenEstimator {
     #[new]
-    #[pyo3(signature = (*, bytes_per_token = None, framing_tokens = None, profiles = None, memo_capacity = None))]
+    #[pyo3(
+        signature = (*, bytes_per_token = None, framing_tokens = None, profiles = None, memo_capacity = None),
+        text_signature = "(*, bytes_per_token=3.0, framing_tokens=4, profiles=None, memo_capacity=100000)"
+    )]
     fn new(
         py: Python<'_>,
         bytes_per_token: Option<&Bound<'_, PyAny>>,
@@ -255,43 +298,69 @@ impl TokenEstimator {
 
     /// `ceil(len(canonical) / bytes_per_token) + framing_tokens`, memoized.
     fn raw(&self, py: Python<'_>, value: &Bound<'_, PyAny>, model_id: &str) -> PyResult<i64> {
-        let (kinds, facts) = Self::facts_of(py, &Items::Other(vec![value.clone()]))?;
-        let raws = self.raw_batch(model_id, &kinds, &facts).into_py(py)?;
-        Ok(raws[0])
+        guard(py, || {
+            let (kinds, facts) = Self::facts_of(py, &Items::Other(vec![value.clone()]))?;
+            let raws = self.raw_batch(model_id, &kinds, &facts).into_py(py)?;
+            raws.first()
+                .copied()
+                .ok_or_else(|| estimator_error(py, "no estimate"))
+        })
     }
 
     /// The raw estimate of each item, in one batched call.
-    fn raw_estimates(&self, py: Python<'_>, items: &Bound<'_, PyAny>, model_id: &str) -> PyResult<Vec<i64>> {
-        let values = Items::new(items)?;
-        let (kinds, facts) = Self::facts_of(py, &values)?;
-        self.raw_batch(model_id, &kinds, &facts).into_py(py)
+    fn raw_estimates(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        model_id: &str,
+    ) -> PyResult<Vec<i64>> {
+        guard(py, || {
+            let values = Items::new(items)?;
+            let (kinds, facts) = Self::facts_of(py, &values)?;
+            self.raw_batch(model_id, &kinds, &facts).into_py(py)
+        })
     }
 
     /// `corrected(sum of raw estimates)`.
     fn estimate(&self, py: Python<'_>, items: &Bound<'_, PyAny>, model_id: &str) -> PyResult<i128> {
-        let values = Items::new(items)?;
-        self.sum_corrected(py, &values, model_id)
+        guard(py, || self.sum_corrected(py, &Items::new(items)?, model_id))
     }
 
     /// `corrected(raw(text))`.
-    fn estimate_text(&self, py: Python<'_>, text: &Bound<'_, PyAny>, model_id: &str) -> PyResult<i128> {
+    fn estimate_text(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        model_id: &str,
+    ) -> PyResult<i128> {
         if !text.is_instance_of::<PyString>() {
             return Err(estimator_error(
                 py,
                 format!("text: expected a str, got {}", type_name(text)),
             ));
         }
-        self.sum_corrected(py, &Items::Other(vec![text.clone()]), model_id)
+        guard(py, || {
+            self.sum_corrected(py, &Items::Other(vec![text.clone()]), model_id)
+        })
     }
 
     /// `corrected(sum of raw estimates of the tool specs)`.
-    fn estimate_tools(&self, py: Python<'_>, tools: &Bound<'_, PyAny>, model_id: &str) -> PyResult<i128> {
-        let values = Items::new(tools)?;
-        self.sum_corrected(py, &values, model_id)
+    fn estimate_tools(
+        &self,
+        py: Python<'_>,
+        tools: &Bound<'_, PyAny>,
+        model_id: &str,
+    ) -> PyResult<i128> {
+        guard(py, || self.sum_corrected(py, &Items::new(tools)?, model_id))
     }
 
     /// `raw_sum`, scaled up by the model's reconciled factor exactly in integers.
-    fn corrected(&self, py: Python<'_>, raw_sum: &Bound<'_, PyAny>, model_id: &str) -> PyResult<i128> {
+    fn corrected(
+        &self,
+        py: Python<'_>,
+        raw_sum: &Bound<'_, PyAny>,
+        model_id: &str,
+    ) -> PyResult<i128> {
         if !is_int(raw_sum) {
             return Err(estimator_error(
                 py,
@@ -321,14 +390,25 @@ impl TokenEstimator {
                 format!("model_id: expected a str, got {}", type_name(model_id)),
             ));
         };
-        let e = if is_int(estimated) { estimated.extract::<i64>().ok() } else { None };
+        let e = if is_int(estimated) {
+            estimated.extract::<i64>().ok()
+        } else {
+            None
+        };
         let Some(e) = e.filter(|v| *v > 0) else {
             return Err(estimator_error(
                 py,
-                format!("estimated: expected a positive int, got {}", repr(estimated)?),
+                format!(
+                    "estimated: expected a positive int, got {}",
+                    repr(estimated)?
+                ),
             ));
         };
-        let a = if is_int(actual) { actual.extract::<i64>().ok() } else { None };
+        let a = if is_int(actual) {
+            actual.extract::<i64>().ok()
+        } else {
+            None
+        };
         let Some(a) = a.filter(|v| *v >= 0) else {
             return Err(estimator_error(
                 py,
@@ -386,7 +466,11 @@ impl TokenEstimator {
 
     /// Rebuild an estimator from `snapshot()` output (either backend's).
     #[classmethod]
-    fn restore(_cls: &Bound<'_, PyType>, py: Python<'_>, snapshot: &Bound<'_, PyAny>) -> PyResult<Self> {
+    fn restore(
+        _cls: &Bound<'_, PyType>,
+        py: Python<'_>,
+        snapshot: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
         let Some(members) = mapping_items(snapshot)? else {
             return Err(estimator_error(
                 py,
@@ -397,8 +481,14 @@ impl TokenEstimator {
         let mut found: Vec<Option<Bound<'_, PyAny>>> = vec![None; SNAPSHOT_KEYS.len()];
         let mut unknown: Vec<String> = Vec::new();
         for (key, value) in &members {
-            let name = key.cast::<PyString>().ok().and_then(|k| k.to_str().ok().map(str::to_owned));
-            match name.as_deref().and_then(|n| SNAPSHOT_KEYS.iter().position(|k| *k == n)) {
+            let name = key
+                .cast::<PyString>()
+                .ok()
+                .and_then(|k| k.to_str().ok().map(str::to_owned));
+            match name
+                .as_deref()
+                .and_then(|n| SNAPSHOT_KEYS.iter().position(|k| *k == n))
+            {
                 Some(i) => found[i] = Some(value.clone()),
                 None => unknown.push(key.str()?.to_string_lossy().into_owned()),
             }
@@ -409,11 +499,17 @@ impl TokenEstimator {
             }
         }
         if !missing.is_empty() {
-            return Err(estimator_error(py, format!("snapshot: missing {}", missing.join(", "))));
+            return Err(estimator_error(
+                py,
+                format!("snapshot: missing {}", missing.join(", ")),
+            ));
         }
         if !unknown.is_empty() {
             unknown.sort();
-            return Err(estimator_error(py, format!("snapshot: unknown key {}", unknown.join(", "))));
+            return Err(estimator_error(
+                py,
+                format!("snapshot: unknown key {}", unknown.join(", ")),
+            ));
         }
         let field = |name: &str| -> Bound<'_, PyAny> {
             let i = SNAPSHOT_KEYS.iter().position(|k| *k == name).unwrap_or(0);
@@ -437,16 +533,25 @@ impl TokenEstimator {
         )?;
         let corrections = field("corrections");
         let Some(corrections) = mapping_items(&corrections)? else {
-            return Err(estimator_error(py, "snapshot.corrections: expected a mapping"));
+            return Err(estimator_error(
+                py,
+                "snapshot.corrections: expected a mapping",
+            ));
         };
         let mut restored: Vec<(String, Reconciled)> = Vec::new();
         for (model_id, sums) in corrections {
             let place = format!("snapshot.corrections[{}]", repr(&model_id)?);
             let Ok(model_id) = model_id.cast::<PyString>() else {
-                return Err(estimator_error(py, format!("{place}: model id is not a string")));
+                return Err(estimator_error(
+                    py,
+                    format!("{place}: model id is not a string"),
+                ));
             };
             let Some((e, a)) = two(&sums)? else {
-                return Err(estimator_error(py, format!("{place}: expected [estimated, actual]")));
+                return Err(estimator_error(
+                    py,
+                    format!("{place}: expected [estimated, actual]"),
+                ));
             };
             let e = check_count(py, &e, &format!("{place}.estimated"))?;
             let a = check_count(py, &a, &format!("{place}.actual"))?;
@@ -485,7 +590,11 @@ impl TokenEstimator {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let (default, profiles, capacity) = {
             let st = self.lock();
-            (st.default_profile(), st.profiles().to_vec(), st.memo().capacity())
+            (
+                st.default_profile(),
+                st.profiles().to_vec(),
+                st.memo().capacity(),
+            )
         };
         let p = PyDict::new(py);
         for (prefix, profile) in profiles {

@@ -13,21 +13,22 @@ use std::cell::Cell;
 
 use ctxengine_core::budget::{self, BudgetInput};
 use ctxengine_core::cut;
-use ctxengine_core::estimate::corrected;
+use ctxengine_core::estimate::{corrected, Reconciled};
 use ctxengine_core::hash::{hex, sha256};
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use batch::{saturating_i64, scan, Items, Types, Want};
 use conversions::{has_item_cache, item_canonical as item_cache, Walker};
 use errors::{guard, IntoPy};
 use estimator::TokenEstimator;
 
-/// Hashing at least this many bytes releases the GIL.
-const DETACH_HASH_BYTES: usize = 512 * 1024;
+/// `payload_hash` of a value whose canonical bytes pass this size hashes
+/// them on a second thread while the walk goes on.
+const STREAM_FROM_BYTES: usize = 256 * 1024;
 /// A scratch buffer larger than this is not kept between calls.
 const KEEP_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 
@@ -73,7 +74,10 @@ fn is_exact_plain(value: &Bound<'_, PyAny>) -> bool {
 
 /// RFC 8785 canonical JSON bytes of `value`.
 #[pyfunction]
-fn canonical_json<'py>(py: Python<'py>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+fn canonical_json<'py>(
+    py: Python<'py>,
+    value: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyBytes>> {
     guard(py, || {
         let buf = canonical_bytes(py, value)?;
         let out = PyBytes::new(py, &buf);
@@ -91,12 +95,13 @@ fn payload_hash(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String> {
             let digest = item_cache(value)?.get_item(1)?;
             return Ok(hex(&sha256_from(&digest)?));
         }
-        let buf = canonical_bytes(py, value)?;
-        let digest = if buf.len() >= DETACH_HASH_BYTES {
-            py.detach(|| sha256(&buf))
-        } else {
-            sha256(&buf)
-        };
+        let mut buf = SCRATCH.with(Cell::take);
+        buf.clear();
+        let mut walker = Walker::new(py, buf).streaming(STREAM_FROM_BYTES);
+        if let Err(e) = walker.write_root(value) {
+            return Err(e.into_pyerr(py));
+        }
+        let (digest, buf) = walker.finish_hash()?;
         give_back(buf);
         Ok(hex(&digest))
     })
@@ -159,11 +164,9 @@ fn validate_tool_pairs(py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<()>
         let mut types = Types::new(py)?;
         let want = Want {
             pairs: true,
-            seqs: false,
             facts: false,
         };
-        let s = scan(py, &mut types, &values, want)?;
-        cut::validate_tool_pairs(&s.tool_roles()).into_py(py)?;
+        scan(py, &mut types, &values, want)?;
         Ok(())
     })
 }
@@ -171,7 +174,10 @@ fn validate_tool_pairs(py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<()>
 /// The cut index: `items[cut:]` is the largest retained suffix that fits
 /// `history_tokens`, keeps items with `seq <= summary_floor` out and
 /// splits no tool pair.
+/// `raw`, when given, are the items' raw estimates already measured (one
+/// per item); the estimator then only corrects.
 #[pyfunction]
+#[pyo3(signature = (items, summary_floor, history_tokens, estimator, model_id, raw = None))]
 fn select_history(
     py: Python<'_>,
     items: &Bound<'_, PyAny>,
@@ -179,6 +185,7 @@ fn select_history(
     history_tokens: i128,
     estimator: &Bound<'_, PyAny>,
     model_id: &str,
+    raw: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<usize> {
     guard(py, || {
         let floor = if summary_floor.is_none() {
@@ -187,7 +194,11 @@ fn select_history(
             saturating_i64(summary_floor).ok_or_else(|| {
                 PyTypeError::new_err(format!(
                     "summary_floor must be an int, got {}",
-                    summary_floor.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                    summary_floor
+                        .get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
                 ))
             })?
         };
@@ -196,45 +207,180 @@ fn select_history(
         let own = estimator.cast::<TokenEstimator>().ok();
         let want = Want {
             pairs: true,
-            seqs: true,
-            facts: own.is_some(),
+            facts: own.is_some() && raw.is_none(),
         };
+        // 1. the pairs (OrphanedToolPair), and cached facts on the way
         let mut s = scan(py, &mut types, &values, want)?;
-        let result_of = cut::validate_tool_pairs(&s.tool_roles()).into_py(py)?;
+        let count = s.buf.result_of.len();
 
-        if let Some(est) = own {
-            // Fast path: one lock for the whole batch, correction in Rust.
-            s.finish_facts(py, &mut types)?;
-            let (raws, sums) = est
-                .get()
-                .raw_batch_with_sums(model_id, &types.kinds, &s.facts)
-                .into_py(py)?;
-            return cut::cut_after_validation(&raws, &s.seqs, &result_of, floor, history_tokens, |sum| {
-                corrected(sum, sums.estimated, sums.actual)
-            })
-            .into_py(py);
-        }
+        // 3. the fit, over measured, own or any estimator's raw estimates
+        let fit = match (raw, own) {
+            (Some(raw), _) => {
+                let n = raw.len()?;
+                if n != count {
+                    return Err(PyValueError::new_err(format!(
+                        "raw has {n} estimates for {count} items"
+                    )));
+                }
+                let raws: Vec<i64> = raw.extract()?;
+                match own {
+                    Some(est) => {
+                        let sums = est.get().lock().reconciled(model_id);
+                        own_fit(&raws, sums, history_tokens)?
+                    }
+                    None => generic_fit(py, estimator, &raws, history_tokens, model_id)?,
+                }
+            }
+            (None, Some(est)) => {
+                // One lock for the whole batch, the correction in Rust.
+                s.finish_facts(py, &mut types)?;
+                let buf = &mut *s.buf;
+                let sums = est
+                    .get()
+                    .raw_batch_into(model_id, &types.kinds, &buf.facts, &mut buf.raws)
+                    .into_py(py)?;
+                own_fit(&buf.raws, sums, history_tokens)?
+            }
+            (None, None) => {
+                let raws: Vec<i64> = estimator
+                    .call_method1(
+                        intern!(py, "raw_estimates"),
+                        (values.to_object(py)?, model_id),
+                    )?
+                    .extract()?;
+                if raws.len() != count {
+                    return Err(PyTypeError::new_err(
+                        "raw_estimates returned the wrong number of estimates",
+                    ));
+                }
+                generic_fit(py, estimator, &raws, history_tokens, model_id)?
+            }
+        };
 
-        // Any estimator with raw_estimates() and corrected().
-        let raws: Vec<i64> = estimator
-            .call_method1(intern!(py, "raw_estimates"), (values.to_object(py)?, model_id))?
-            .extract()?;
-        if raws.len() != s.seqs.len() {
-            return Err(PyTypeError::new_err("raw_estimates returned the wrong number of estimates"));
+        // 2. the floor bound: 1 + the last index with seq <= summary_floor.
+        // Only an index at or after the fit can move the cut, so only the
+        // items from the fit on are read (backwards, up to the first hit).
+        let floor_bound = types.floor_bound_from(&values, fit, count, floor)?;
+
+        // 4. never split a tool pair
+        Ok(cut::pair_reach(fit.max(floor_bound), &s.buf.result_of))
+    })
+}
+
+/// The fit with this module's own correction (exact integers, no calls).
+fn own_fit(raws: &[i64], sums: Reconciled, history_tokens: i128) -> PyResult<usize> {
+    cut::fit_index(
+        raws,
+        history_tokens,
+        |sum| Ok::<i128, PyErr>(corrected(sum, sums.estimated, sums.actual)),
+        overflow_error,
+    )
+}
+
+fn overflow_error() -> PyErr {
+    PyOverflowError::new_err("raw estimate sum overflows a 64-bit integer")
+}
+
+/// The fit through any estimator's `corrected()`.
+fn generic_fit(
+    py: Python<'_>,
+    estimator: &Bound<'_, PyAny>,
+    raws: &[i64],
+    history_tokens: i128,
+    model_id: &str,
+) -> PyResult<usize> {
+    let corrected_name = intern!(py, "corrected");
+    cut::fit_index(
+        raws,
+        history_tokens,
+        |sum| {
+            estimator
+                .call_method1(corrected_name, (sum, model_id))?
+                .extract::<i128>()
+        },
+        overflow_error,
+    )
+}
+
+/// Each item's cached rendered form for `region_class` (`item._rc`, a dict
+/// or None), else `render(item, region_class)`; then the raw estimate of
+/// each rendered item, in one batch.
+#[pyfunction]
+fn render_measure<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyAny>,
+    region_class: &Bound<'py, PyAny>,
+    render: &Bound<'py, PyAny>,
+    estimator: &Bound<'py, PyAny>,
+    model_id: &str,
+) -> PyResult<(Bound<'py, PyList>, Vec<i64>)> {
+    guard(py, || {
+        let values = Items::new(items)?;
+        let rc_name = intern!(py, "_rc");
+        let get_name = intern!(py, "get");
+        let mut rendered: Vec<Bound<'py, PyAny>> = Vec::with_capacity(values.len());
+        let mut i = 0;
+        while let Some(item) = values.get(i) {
+            let cache = item.getattr(rc_name)?;
+            let hit = if cache.is_none() {
+                None
+            } else if let Ok(d) = cache.cast_exact::<PyDict>() {
+                d.get_item(region_class)?
+            } else {
+                Some(cache.call_method1(get_name, (region_class,))?)
+            };
+            match hit {
+                Some(h) if !h.is_none() => rendered.push(h),
+                _ => rendered.push(render.call1((&item, region_class))?),
+            }
+            i += 1;
         }
-        let floor_bound = cut::floor_bound(&s.seqs, floor);
-        let corrected_name = intern!(py, "corrected");
-        let fit = cut::fit_index(
-            &raws,
-            history_tokens,
-            |sum| {
-                estimator
-                    .call_method1(corrected_name, (sum, model_id))?
-                    .extract::<i128>()
-            },
-            || PyTypeError::new_err("raw estimate sum overflows a 64-bit integer"),
-        )?;
-        Ok(cut::pair_reach(fit.max(floor_bound), &result_of))
+        let list = PyList::new(py, &rendered)?;
+        let raws = match estimator.cast::<TokenEstimator>() {
+            Ok(est) => {
+                let (kinds, facts) = TokenEstimator::facts_of(py, &Items::Other(rendered))?;
+                let mut raws = Vec::with_capacity(facts.len());
+                est.get()
+                    .raw_batch_into(model_id, &kinds, &facts, &mut raws)
+                    .into_py(py)?;
+                raws
+            }
+            Err(_) => estimator
+                .call_method1(intern!(py, "raw_estimates"), (&list, model_id))?
+                .extract()?,
+        };
+        Ok((list, raws))
+    })
+}
+
+/// Hex SHA-256 over the 32-byte canonical digests of `values`, in order.
+#[pyfunction]
+fn digest_list(py: Python<'_>, values: &Bound<'_, PyAny>) -> PyResult<String> {
+    guard(py, || {
+        let values = Items::new(values)?;
+        let cj_name = intern!(py, "_cj");
+        let mut flat: Vec<u8> = Vec::with_capacity(values.len() * 32);
+        let mut i = 0;
+        while let Some(value) = values.get(i) {
+            let cached = if is_exact_plain(&value) {
+                None
+            } else {
+                match value.getattr_opt(cj_name) {
+                    Ok(Some(cj)) => unsafe { conversions::read_cache(cj.as_ptr()) },
+                    _ => None,
+                }
+            };
+            match cached {
+                Some((_, digest)) => flat.extend_from_slice(&digest),
+                None => {
+                    let tuple = item_cache(&value)?;
+                    let digest = tuple.get_item(1)?;
+                    flat.extend_from_slice(&sha256_from(&digest)?);
+                }
+            }
+            i += 1;
+        }
+        Ok(hex(&sha256(&flat)))
     })
 }
 
@@ -247,7 +393,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(allocate_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(select_history, m)?)?;
     m.add_function(wrap_pyfunction!(validate_tool_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(render_measure, m)?)?;
+    m.add_function(wrap_pyfunction!(digest_list, m)?)?;
     m.add_class::<TokenEstimator>()?;
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

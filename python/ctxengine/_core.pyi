@@ -1,0 +1,99 @@
+"""Type stub of ``ctxengine._core``, the Rust backend (ADR 0001).
+
+The pure-Python twin is ``ctxengine.reference``; both export exactly these
+names with byte-identical results.
+"""
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, final
+
+__all__ = [
+    "TokenEstimator",
+    "allocate_tokens",
+    "canonical_json",
+    "digest_list",
+    "item_canonical",
+    "payload_hash",
+    "render_measure",
+    "select_history",
+    "validate_tool_pairs",
+]
+
+__version__: str
+
+def canonical_json(value: object) -> bytes:
+    """RFC 8785 canonical JSON bytes of ``value``; raises ``CanonicalizationError``."""
+
+def payload_hash(value: object) -> str:
+    """Lowercase SHA-256 hex of ``canonical_json(value)`` (items reuse their cached digest)."""
+
+def item_canonical(item: object) -> tuple[bytes, bytes]:
+    """``(canonical_bytes, sha256_digest)`` of an item's ``to_dict()``, cached in its ``_cj`` slot."""
+
+def allocate_tokens(
+    context_window: int,
+    max_output_tokens: int,
+    default_output_reserve: int,
+    prefix_tokens: int,
+    reserve_tokens: int,
+    margin_ratio: float,
+    tool_results_ratio: float,
+    working_state_tokens: int,
+    history_floor: int,
+    prefix_ceiling: int,
+) -> tuple[int, int, int, int, int]:
+    """``(reserve, body, usable, tool_results, history)``; raises ``ContextOverflow``."""
+
+def select_history(
+    items: Iterable[object],
+    summary_floor: int | None,
+    history_tokens: int,
+    estimator: Any,
+    model_id: str,
+    raw: Sequence[int] | None = None,
+) -> int:
+    """The cut index: ``items[cut:]`` is retained; raises ``OrphanedToolPair``.
+
+    ``raw``, when given, are the items' raw estimates already measured.
+    """
+
+def render_measure(
+    items: Iterable[Any],
+    region_class: str,
+    render: Callable[[Any, str], Any],
+    estimator: Any,
+    model_id: str,
+) -> tuple[list[Any], list[int]]:
+    """Each item's cached rendered form (``item._rc``) or ``render(item, region_class)``, and raws."""
+
+def digest_list(values: Iterable[object]) -> str:
+    """Hex SHA-256 over the values' 32-byte canonical digests, in order."""
+
+def validate_tool_pairs(items: Iterable[object]) -> None:
+    """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""
+
+@final
+class TokenEstimator:
+    """Per-model token estimates with a bounded LRU memo and reconciled corrections."""
+
+    def __new__(
+        cls,
+        *,
+        bytes_per_token: float = 3.0,
+        framing_tokens: int = 4,
+        profiles: Mapping[str, tuple[float, int]] | None = None,
+        memo_capacity: int = 100000,
+    ) -> TokenEstimator: ...
+    def raw(self, value: object, model_id: str) -> int: ...
+    def raw_estimates(self, items: Iterable[object], model_id: str) -> list[int]: ...
+    def estimate(self, items: Iterable[object], model_id: str) -> int: ...
+    def estimate_text(self, text: str, model_id: str) -> int: ...
+    def estimate_tools(self, tools: Iterable[object], model_id: str) -> int: ...
+    def corrected(self, raw_sum: int, model_id: str) -> int: ...
+    def reconcile(self, model_id: str, estimated: int, actual: int) -> None: ...
+    def correction(self, model_id: str) -> float: ...
+    def error_ratio(self, model_id: str) -> float: ...
+    def snapshot(self) -> dict[str, Any]: ...
+    @classmethod
+    def restore(cls, snapshot: Mapping[str, Any]) -> TokenEstimator: ...
+    def memo_stats(self) -> dict[str, int]: ...
