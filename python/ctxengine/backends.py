@@ -40,8 +40,18 @@ class Backend(Protocol):
         prefix_ceiling: int,
     ) -> tuple[int, int, int, int, int]: ...
     def select_history(
-        self, items: Any, summary_floor: int, history_tokens: int, estimator: Any, model_id: str
+        self,
+        items: Any,
+        summary_floor: int,
+        history_tokens: int,
+        estimator: Any,
+        model_id: str,
+        raw: Any = None,
     ) -> int: ...
+    def render_measure(
+        self, items: Any, region_class: str, render: Any, estimator: Any, model_id: str
+    ) -> tuple[list[Any], list[int]]: ...
+    def digest_list(self, values: Any) -> str: ...
     def validate_tool_pairs(self, items: Any) -> None: ...
 
 

@@ -17,15 +17,17 @@ corrections, the current turn's tool pairs and runtime metadata.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from . import backends
 from .canonical import payload_hash
 from .clock import Clock, SystemClock
 from .errors import ContextError, ContextOverflow
 from .estimator import Estimator
-from .history import select_history, validate_tool_pairs
+from .history import validate_tool_pairs
 from .model import (
     AgentSpec,
     Checkpoint,
@@ -50,7 +52,10 @@ from .render import (
     render_working_state,
     tool_result_pointer,
 )
-from .request import ModelRequest, RenderedItem, items_sha256
+from .request import ModelRequest, RenderedItem
+
+RECALL_TITLE = "Recalled memory:"
+CORRECTIONS_TITLE = "Memory corrections (these override the memory snapshot):"
 
 PRESSURE_REASONS = (
     "fits",
@@ -100,24 +105,6 @@ class Assembly:
     pressure: Pressure
 
 
-class _FixedRaw:
-    """Hands the builder's already-measured raw estimates to ``select_history``."""
-
-    __slots__ = ("_estimator", "_raw")
-
-    def __init__(self, estimator: Estimator, raw: list[int]) -> None:
-        self._estimator = estimator
-        self._raw = raw
-
-    def raw_estimates(self, items: Sequence[object], model_id: str) -> list[int]:
-        if len(items) != len(self._raw):  # pragma: no cover - internal misuse
-            raise ContextError("raw estimates do not match the items")
-        return self._raw
-
-    def corrected(self, raw_sum: int, model_id: str) -> int:
-        return self._estimator.corrected(raw_sum, model_id)
-
-
 @dataclass(slots=True)
 class _Body:
     """Region B as it is being measured and yielded (raw token units)."""
@@ -134,15 +121,21 @@ class _Body:
     recall_raw: int = 0
     corrections: list[RenderedItem] = field(default_factory=list)
     metadata: list[RenderedItem] = field(default_factory=list)
+    turn_items: list[ConversationItem] = field(default_factory=list)
     turn: list[RenderedItem] = field(default_factory=list)
 
 
 def split_turn(conversation: Sequence[ConversationItem], seed_sequence: int) -> int:
-    """Index of the first current-turn item: history is everything with ``seq < seed_sequence``."""
-    boundary = len(conversation)
-    for i, item in enumerate(conversation):
-        if item.seq is None or item.seq >= seed_sequence:
-            boundary = i
+    """Index of the first current-turn item: history is everything with ``seq < seed_sequence``.
+
+    Scans back from the end (the turn is short); ``Checkpoint`` guarantees
+    that sequences increase, so everything before the boundary is history.
+    """
+    boundary = 0
+    for i in range(len(conversation) - 1, -1, -1):
+        seq = conversation[i].seq
+        if seq is not None and seq < seed_sequence:
+            boundary = i + 1
             break
     for item in conversation[boundary:]:
         if item.seq is not None and item.seq < seed_sequence:
@@ -182,6 +175,7 @@ class ContextBuilder:
         clock: Clock | None = None,
         surface: str = "api",
         prefix_cache_size: int = 256,
+        block_cache_size: int = 4096,
     ) -> None:
         self.planner = planner
         self.estimator: Estimator = estimator if estimator is not None else planner.estimator
@@ -189,6 +183,9 @@ class ContextBuilder:
         self.surface = surface
         self._prefixes: OrderedDict[tuple[str, str], tuple[tuple[RenderedItem, ...], str]] = OrderedDict()
         self._prefix_cache_size = prefix_cache_size
+        self._blocks: OrderedDict[tuple[Any, ...], RenderedItem] = OrderedDict()
+        self._groups: OrderedDict[tuple[Any, ...], tuple[RenderedItem, ...]] = OrderedDict()
+        self._block_cache_size = block_cache_size
 
     # -- public ------------------------------------------------------------------
 
@@ -263,38 +260,68 @@ class ContextBuilder:
             self._prefixes.move_to_end(key)
         return hit
 
+    def _cached(self, key: tuple[Any, ...], make: Callable[[], RenderedItem]) -> RenderedItem:
+        """Renders of per-build blocks (working state, metadata, summary...) by their inputs."""
+        hit = self._blocks.get(key)
+        if hit is None:
+            hit = self._blocks[key] = make()
+            if len(self._blocks) > self._block_cache_size:
+                self._blocks.popitem(last=False)
+        return hit
+
     def _render_body(self, run: RunContext, cp: Checkpoint, principal: Principal) -> _Body:
         conversation = cp.conversation
         boundary = split_turn(conversation, run.seed_sequence)
         body = _Body()
         if cp.compacted_summary is not None or cp.summary_elided:
-            body.summary = render_summary(
-                cp.compacted_summary or "", cp.summary_elided, cp.summary_source_event_ids
+            key = ("summary", cp.compacted_summary, cp.summary_elided)
+            body.summary = list(
+                self._cached_group(
+                    key,
+                    lambda: render_summary(
+                        cp.compacted_summary or "", cp.summary_elided, cp.summary_source_event_ids
+                    ),
+                )
             )
         body.history_items = list(conversation[:boundary])
-        body.history = [render_item(item, "history") for item in body.history_items]
-        body.skills = [render_skill(skill) for skill in cp.loaded_skills]
-        body.working_state = [render_working_state(cp.working_state)]
+        body.skills = [
+            self._cached(("skill", skill), partial(render_skill, skill)) for skill in cp.loaded_skills
+        ]
+        state = cp.working_state
+        body.working_state = [self._cached(("working_state", state), lambda: render_working_state(state))]
         passages = sorted(cp.knowledge, key=lambda p: (-p.score, p.passage_id))
-        body.knowledge = [(p, render_knowledge(p), 0) for p in passages]
+        body.knowledge = [
+            (p, self._cached(("knowledge", p), partial(render_knowledge, p)), 0) for p in passages
+        ]
         body.recall_lines = list(cp.recall)
         if cp.recall:
-            body.recall = [render_lines("recall", "Recalled memory:", cp.recall)]
+            body.recall = [
+                self._cached(("recall", cp.recall), lambda: render_lines("recall", RECALL_TITLE, cp.recall))
+            ]
         if cp.corrections:
             body.corrections = [
-                render_lines(
-                    "memory_corrections",
-                    "Memory corrections (these override the memory snapshot):",
-                    cp.corrections,
+                self._cached(
+                    ("corrections", cp.corrections),
+                    lambda: render_lines("memory_corrections", CORRECTIONS_TITLE, cp.corrections),
                 )
             ]
-        body.metadata = [render_metadata(self.clock.now(), principal, self.surface)]
+        now = self.clock.now()
+        meta_key = ("metadata", now.replace(second=0, microsecond=0), principal, self.surface)
+        body.metadata = [self._cached(meta_key, lambda: render_metadata(now, principal, self.surface))]
         turn = merge_reasoning(conversation[boundary:], cp.reasoning)
         validate_tool_pairs([item for item in turn if not isinstance(item, ReasoningItem)])
-        for i, item in enumerate(turn):
-            current_user = i == 0 and isinstance(item, UserMessage)
-            body.turn.append(render_item(item, "current_user" if current_user else "current_turn"))
+        body.turn_items = turn
         return body
+
+    def _cached_group(
+        self, key: tuple[Any, ...], make: Callable[[], list[RenderedItem]]
+    ) -> tuple[RenderedItem, ...]:
+        hit = self._groups.get(key)
+        if hit is None:
+            hit = self._groups[key] = tuple(make())
+            if len(self._groups) > self._block_cache_size:
+                self._groups.popitem(last=False)
+        return hit
 
     def _fit(
         self,
@@ -306,37 +333,47 @@ class ContextBuilder:
         b: _Body,
     ) -> Assembly:
         est = self.estimator
+        core = backends.active()
         model_id = plan.model_id
         budget = plan.budget
         policy = self.planner.policy
         usable = budget.usable_body_tokens
         steps: list[str] = []
 
-        # One batched measurement of everything rendered.
-        groups: list[list[RenderedItem]] = [
+        # The long groups (history, the turn) render and measure in one backend
+        # call each, from the items' render caches; the short blocks in one more.
+        b.history, b.history_raw = core.render_measure(b.history_items, "history", render_item, est, model_id)
+        turn_items = b.turn_items
+        first_user = bool(turn_items) and isinstance(turn_items[0], UserMessage)
+        head, head_raw = core.render_measure(
+            turn_items[:1] if first_user else [], "current_user", render_item, est, model_id
+        )
+        rest, rest_raw = core.render_measure(
+            turn_items[1:] if first_user else turn_items, "current_turn", render_item, est, model_id
+        )
+        b.turn = head + rest
+        turn_raw = sum(head_raw) + sum(rest_raw)
+        small: list[list[RenderedItem]] = [
             b.summary,
-            b.history,
             b.skills,
             b.working_state,
             [r for _, r, _ in b.knowledge],
             b.recall,
             b.corrections,
             b.metadata,
-            b.turn,
         ]
-        flat = [item for group in groups for item in group]
+        flat = [item for group in small for item in group]
         raw = est.raw_estimates(flat, model_id)
         sums: list[int] = []
-        pos = 0
         per_group: list[list[int]] = []
-        for group in groups:
+        pos = 0
+        for group in small:
             chunk = raw[pos : pos + len(group)]
             per_group.append(chunk)
             sums.append(sum(chunk))
             pos += len(group)
-        summary_raw, _, skills_raw, ws_raw, _, recall_raw, corr_raw, meta_raw, turn_raw = sums
-        b.history_raw = per_group[1]
-        b.knowledge = [(p, r, n) for (p, r, _), n in zip(b.knowledge, per_group[4], strict=True)]
+        summary_raw, skills_raw, ws_raw, _, recall_raw, corr_raw, meta_raw = sums
+        b.knowledge = [(p, r, n) for (p, r, _), n in zip(b.knowledge, per_group[3], strict=True)]
         b.recall_raw = recall_raw
 
         def c(raw_sum: int) -> int:
@@ -391,9 +428,14 @@ class ContextBuilder:
             recall_dropped += 1
         if recall_dropped:
             steps.append(f"recall_lines_dropped:{recall_dropped}")
-        results = [i for i, item in enumerate(b.history_items) if isinstance(item, ToolResult)]
-        result_raw = sum(b.history_raw[i] for i in results)
         tool_cap = budget.tool_result_tokens
+        # Tool results are part of history, so while the whole history is within
+        # the tool-result cap and nothing is over, no result needs looking at.
+        results: list[int] = []
+        result_raw = 0
+        if c(history_raw) > tool_cap or over() or c(history_raw) > history_cap:
+            results = [i for i, item in enumerate(b.history_items) if isinstance(item, ToolResult)]
+            result_raw = sum(b.history_raw[i] for i in results)
         next_result = 0
 
         def truncate_next() -> bool:
@@ -431,12 +473,8 @@ class ContextBuilder:
         history_budget = max(0, min(history_cap, usable - c(other_raw)))
         cut = 0
         if b.history_items:
-            cut = select_history(
-                b.history_items,
-                cp.replaced_through_sequence,
-                history_budget,
-                _FixedRaw(est, b.history_raw),  # type: ignore[arg-type]
-                model_id,
+            cut = core.select_history(
+                b.history_items, cp.replaced_through_sequence, history_budget, est, model_id, b.history_raw
             )
         if cut > 0:
             steps.append(f"history_cut:{cut}")
@@ -455,7 +493,6 @@ class ContextBuilder:
             *b.metadata,
             *b.turn,
         ]
-        _check_order(body_items)
         body_raw = other_raw + history_raw - sum(b.history_raw[:cut])
         body_tokens = c(body_raw)
         prefix_tokens = plan.prefix_tokens
@@ -467,7 +504,7 @@ class ContextBuilder:
         max_out = reserve if run.max_output_tokens is None else min(reserve, run.max_output_tokens)
         metadata = {
             "prefix_sha256": prefix_sha,
-            "body_sha256": items_sha256(body_items),
+            "body_sha256": core.digest_list(body_items),
             "plan_prefix_sha256": plan.prefix_sha256,
             "epoch": plan.epoch,
             "session_id": run.session_id,
@@ -506,21 +543,27 @@ class ContextBuilder:
     def _drop_recall_line(self, b: _Body, model_id: str) -> None:
         b.recall_lines.pop()
         if b.recall_lines:
-            b.recall = [render_lines("recall", "Recalled memory:", b.recall_lines)]
+            b.recall = [render_lines("recall", RECALL_TITLE, b.recall_lines)]
             b.recall_raw = self.estimator.raw(b.recall[0], model_id)
         else:
             b.recall = []
             b.recall_raw = 0
 
 
-def _check_order(items: Sequence[RenderedItem]) -> None:
-    """The body follows the region table's total order (and every class is declared)."""
-    last = -1
-    for item in items:
-        rank = order_of(item.region_class)
-        if rank < last:
-            raise ContextError(f"assembly order violated at {item.region_class!r}")
-        last = rank
+# The body is laid out group by group in this order; it must be the table's.
+BODY_ORDER = (
+    "compacted_summary",
+    "history",
+    "skill_bodies",
+    "working_state",
+    "knowledge",
+    "recall",
+    "memory_corrections",
+    "runtime_metadata",
+    "current_user",
+    "current_turn",
+)
+assert [order_of(c) for c in BODY_ORDER] == sorted(order_of(c) for c in BODY_ORDER)
 
 
 __all__ = ["PRESSURE_REASONS", "Assembly", "ContextBuilder", "Pressure", "merge_reasoning", "split_turn"]

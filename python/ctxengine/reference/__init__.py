@@ -8,6 +8,7 @@ extension is not built; select it with ``CTXENGINE_BACKEND=python`` or
 
 from __future__ import annotations
 
+from .assembly import digest_list, render_measure
 from .budget import allocate_tokens
 from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
@@ -17,8 +18,10 @@ __all__ = [
     "TokenEstimator",
     "allocate_tokens",
     "canonical_json",
+    "digest_list",
     "item_canonical",
     "payload_hash",
+    "render_measure",
     "select_history",
     "validate_tool_pairs",
 ]

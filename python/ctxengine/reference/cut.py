@@ -47,11 +47,13 @@ def select_history(
     history_tokens: int,
     estimator: Any,
     model_id: str,
+    raw: Sequence[int] | None = None,
 ) -> int:
     """The cut index: ``items[cut:]`` is the largest suffix that fits and keeps pairs whole.
 
     ``estimator`` is any object with ``raw_estimates(items, model_id)`` and
-    ``corrected(raw_sum, model_id)``.
+    ``corrected(raw_sum, model_id)``; ``raw``, when given, are the items'
+    raw estimates already measured (one per item).
     """
     if not isinstance(items, (list, tuple)):
         items = list(items)
@@ -67,7 +69,10 @@ def select_history(
             break
 
     # The smallest c whose suffix fits; suffix sums only grow going backwards.
-    raw = estimator.raw_estimates(items, model_id)
+    if raw is None:
+        raw = estimator.raw_estimates(items, model_id)
+    elif len(raw) != count:
+        raise ValueError(f"raw has {len(raw)} estimates for {count} items")
     fit = count
     raw_sum = 0
     for index in range(count - 1, -1, -1):
