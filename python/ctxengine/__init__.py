@@ -13,7 +13,9 @@ from .backends import backend, use_backend
 from .budget import BudgetPolicy, ContextBudget, allocate, check_prefix_class
 from .builder import Assembly, ContextBuilder, Pressure
 from .canonical import canonical_json, payload_hash
+from .checkpoints import CheckpointWriter, latest_checkpoint, write_checkpoint
 from .clock import Clock, FixedClock, SystemClock
+from .compaction import CompactionResult, StructuredCompactor
 from .errors import (
     BackendError,
     CanonicalizationError,
@@ -31,10 +33,12 @@ from .errors import (
     ProtocolStateError,
     StaleConfirmation,
     StoreCorruption,
+    WorkingStateLimitExceeded,
 )
 from .estimator import Estimator, TokenEstimator
 from .events import Event, Lease, NewEvent, Visibility
 from .history import select_history, validate_tool_pairs
+from .loop import ContextLoop
 from .model import (
     AgentSpec,
     AssistantMessage,
@@ -64,6 +68,12 @@ from .plan import ContextPlan, ContextPlanner, SkillEntry, ToolDecision, ToolGat
 from .request import ModelRequest, RenderedItem
 from .session import append_item, session_history
 from .stores import MemoryStore, PostgresStore, SQLiteStore, open_store
+from .working_state import (
+    UPDATE_WORKING_STATE_TOOL,
+    WorkingStateLimits,
+    WorkingStateManager,
+    carry_working_state,
+)
 
 __version__ = "0.1.0"
 
@@ -144,4 +154,16 @@ __all__ = [
     "use_backend",
     "validate_tool_pairs",
     "__version__",
+    # issue 5: compaction, checkpoints, working state, the runtime loop
+    "UPDATE_WORKING_STATE_TOOL",
+    "CheckpointWriter",
+    "CompactionResult",
+    "ContextLoop",
+    "StructuredCompactor",
+    "WorkingStateLimitExceeded",
+    "WorkingStateLimits",
+    "WorkingStateManager",
+    "carry_working_state",
+    "latest_checkpoint",
+    "write_checkpoint",
 ]

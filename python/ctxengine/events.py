@@ -61,7 +61,7 @@ CHECKPOINT_TRIGGERS: frozenset[str] = frozenset(
         "compaction",
         "final_completion",
         "final_failure",
-        # Version 1 written by ContextLoop.seed_checkpoint (issue 5; adr 0002).
+        # Version 1, written by ContextLoop.seed_checkpoint (adr 0005).
         "seeded",
     }
 )

@@ -841,7 +841,17 @@ class Checkpoint:
         _require(n, "run_id", self.run_id, str)
         _require(n, "version", self.version, int)
         conv_types = (SystemMessage, UserMessage, AssistantMessage, ToolCall, ToolResult, ReasoningItem)
-        object.__setattr__(self, "conversation", _tuple_of(n, "conversation", self.conversation, conv_types))  # type: ignore[arg-type]
+        conversation = _tuple_of(n, "conversation", self.conversation, conv_types)  # type: ignore[arg-type]
+        object.__setattr__(self, "conversation", conversation)
+        last = None
+        for i, item in enumerate(conversation):
+            # Event order: the builder's history/turn split relies on it.
+            if item.seq is not None:
+                if last is not None and item.seq <= last:
+                    raise ModelValidationError(
+                        n, f"conversation[{i}]", f"seq {item.seq} does not follow seq {last}"
+                    )
+                last = item.seq
         if self.compacted_summary is not None:
             _require(n, "compacted_summary", self.compacted_summary, str)
         object.__setattr__(

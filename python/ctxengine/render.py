@@ -25,7 +25,6 @@ from .model import (
     Principal,
     ReasoningItem,
     SkillBody,
-    StateEntry,
     SystemMessage,
     ToolCall,
     ToolResult,
@@ -184,32 +183,49 @@ def render_skill(skill: SkillBody) -> RenderedItem:
     return RenderedItem("skill_bodies", "system", text=f"Skill {skill.name}:\n{skill.body}")
 
 
-def _entry(entry: StateEntry) -> str:
-    return envelope(
-        entry.text,
-        trust=entry.trust,
-        source=f"working_state:{entry.entry_id}",
-        digest=_value_digest(entry.to_dict()),
-    )
+def _one_line(text: str) -> str:
+    # An entry is one line, so no entry can forge the next one's "- [id]" prefix.
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _section(label: str, lines: list[tuple[TrustLevel, str]]) -> list[str]:
+    """A section whose consecutive same-trust lines share one envelope."""
+    out = [f"{label}:"]
+    run: list[str] = []
+    run_trust: TrustLevel | None = None
+
+    def flush() -> None:
+        if run and run_trust is not None:
+            body = "\n".join(run)
+            digest = _value_digest(["working_state", label, run_trust.value, body])
+            out.append(envelope(body, trust=run_trust, source=f"working_state:{label}", digest=digest))
+
+    for trust, line in lines:
+        if trust is not run_trust:
+            flush()
+            run = []
+            run_trust = trust
+        run.append(line)
+    flush()
+    return out
 
 
 def render_working_state(state: WorkingState) -> RenderedItem:
+    """The working-state block. Objective and next action carry no author, so
+    they are fenced as model-authored; entries are fenced by their own trust."""
+    untrusted = TrustLevel.EXTERNAL_UNTRUSTED
     lines = ["Working state:"]
-    lines.append(f"objective: {state.objective}" if state.objective else "objective: (none)")
+    lines += _section("objective", [(untrusted, _one_line(state.objective))] if state.objective else [])
     for label, entries in (
         ("constraints", state.constraints),
         ("established facts", state.established_facts),
         ("open questions", state.open_questions),
     ):
-        lines.append(f"{label}:")
-        lines.extend(f"- [{e.entry_id}] {_entry(e)}" for e in entries)
-    lines.append("tasks:")
-    for task in state.tasks:
-        text = envelope(
-            task.text, trust=task.trust, source=f"task:{task.task_id}", digest=_value_digest(task.to_dict())
-        )
-        lines.append(f"- [{task.task_id}] ({task.status}) {text}")
-    lines.append(f"next action: {state.next_action}" if state.next_action else "next action: (none)")
+        lines += _section(label, [(e.trust, f"- [{e.entry_id}] {_one_line(e.text)}") for e in entries])
+    lines += _section(
+        "tasks", [(t.trust, f"- [{t.task_id}] ({t.status}) {_one_line(t.text)}") for t in state.tasks]
+    )
+    lines += _section("next action", [(untrusted, _one_line(state.next_action))] if state.next_action else [])
     return RenderedItem("working_state", "system", text="\n".join(lines))
 
 

@@ -1,0 +1,131 @@
+"""The runtime port (issue 5, acceptance 6): compaction of a 10,000-item history, and
+``latest_checkpoint`` through a full snapshot plus a 7-delta chain.
+
+``bench_compaction_10k`` runs once per backend, warm (items already
+canonicalized and rendered, the estimate memo filled: a worker compacting a
+checkpoint it has been building) and cold (fresh items, fresh estimator: a
+new worker compacting a checkpoint it just seeded from the log).
+``bench_latest_through_7_deltas`` reads a 1,000-item run back through its
+newest full snapshot and seven deltas, on the memory and SQLite stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+import ctxengine as ce
+from ctxengine import backends
+from ctxengine.budget import allocate
+from ctxengine.checkpoints import latest_checkpoint, write_checkpoint
+from ctxengine.compaction import StructuredCompactor
+from ctxengine.events import Store
+from ctxengine.model import Checkpoint, ResolvedModel, UserMessage, WorkingState
+from ctxengine.stores import MemoryStore, SQLiteStore
+from ctxengine.synthetic import synthetic_session
+
+T = TypeVar("T")
+MODEL = ResolvedModel("bench", "model-200k", 200_000, 16_384, 8_192)
+HISTORY_ITEMS = 10_000
+CHAIN_BASE_ITEMS = 1_000
+
+
+@pytest.fixture
+def use(request: pytest.FixtureRequest) -> Iterator[str]:
+    previous = backends.backend()
+    ce.use_backend(request.param)
+    try:
+        yield request.param
+    finally:
+        ce.use_backend(previous)
+
+
+def _checkpoint(tag: str) -> tuple[Checkpoint, int]:
+    items = synthetic_session(HISTORY_ITEMS, tag=tag)
+    seed = HISTORY_ITEMS + 1
+    conversation = (*items, UserMessage("and now?", seq=seed))
+    return Checkpoint("bench", conversation=conversation, working_state=WorkingState(objective="o")), seed
+
+
+@pytest.mark.parametrize("use", backends.BACKENDS, indirect=True)
+def bench_compaction_10k_warm(benchmark: Any, use: str) -> None:
+    cp, seed = _checkpoint(f"compact-warm-{use}")
+    compactor = StructuredCompactor(ce.TokenEstimator())
+    budget = allocate(MODEL, 2_000)
+
+    def run() -> Any:
+        return compactor.compact(
+            cp, budget, "history_requires_compaction", model_id=MODEL.model_id, seed_sequence=seed
+        )
+
+    new, result = benchmark(run)
+    assert result.replaced_items > HISTORY_ITEMS // 2 and new.summary_depth == 1
+    benchmark.extra_info.update(replaced=result.replaced_items, elided=len(result.elided))
+
+
+@pytest.mark.parametrize("use", backends.BACKENDS, indirect=True)
+def bench_compaction_10k_cold(benchmark: Any, use: str) -> None:
+    budget = allocate(MODEL, 2_000)
+    rounds = 0
+
+    def fresh() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        nonlocal rounds
+        rounds += 1
+        cp, seed = _checkpoint(f"compact-cold-{use}-{rounds}")
+        compactor = StructuredCompactor(ce.TokenEstimator())
+        return (compactor, cp, seed), {}
+
+    def run(compactor: StructuredCompactor, cp: Checkpoint, seed: int) -> Any:
+        return compactor.compact(
+            cp, budget, "history_requires_compaction", model_id=MODEL.model_id, seed_sequence=seed
+        )
+
+    _, result = benchmark.pedantic(run, setup=fresh, rounds=5)
+    assert result.replaced_items > HISTORY_ITEMS // 2
+
+
+# -- latest() through a 7-delta chain --------------------------------------------------
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    event_loop = asyncio.new_event_loop()
+    yield event_loop
+    event_loop.close()
+
+
+def _run(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    return loop.run_until_complete(coro)
+
+
+async def _chain(store: Store) -> Checkpoint:
+    """Version 9 (full) then versions 10..16 (deltas): a turn growing four items a step."""
+    lease = await store.checkpoints.claim("bench", "w")
+    items = synthetic_session(CHAIN_BASE_ITEMS + 8 * 4, tag="chain")
+    cp = Checkpoint("bench")
+    for version in range(1, 17):
+        cp = replace(
+            cp, conversation=tuple(items[: CHAIN_BASE_ITEMS + 4 * (version - 8)]) if version > 8 else ()
+        )
+        cp = replace(cp, working_state=WorkingState(next_action=f"step {version}"))
+        assert await write_checkpoint(store, "bench", cp, trigger="tool_completed", lease=lease) == version
+    rows = await store.checkpoints.latest_raw("bench")
+    assert [r["kind"] for r in rows] == ["full"] + ["delta"] * 7
+    return replace(cp, version=16)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def bench_latest_through_7_deltas(
+    benchmark: Any, loop: asyncio.AbstractEventLoop, tmp_path: Path, kind: str
+) -> None:
+    store: Store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "chain.db")
+    expected = _run(loop, _chain(store))
+    latest = benchmark(lambda: _run(loop, latest_checkpoint(store, "bench")))
+    assert latest == expected
+    benchmark.extra_info["items"] = len(expected.conversation)
+    _run(loop, store.close())
