@@ -25,18 +25,17 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ..clock import Clock, SystemClock
-from ..errors import ModelValidationError, StoreError
+from ..errors import StoreError
 from ..events import (
     SCHEMA_VERSION,
-    CheckpointKind,
     Event,
     Lease,
     NewEvent,
     RawCheckpoint,
-    check_event_type,
 )
 from ..model import Principal
 from . import _rows
+from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 
 STORE_SCHEMA_VERSION = 1
 #: Lost sequence races before an append gives up. Each loss means another
@@ -324,42 +323,6 @@ class PostgresStore:
                 yield
 
 
-class PostgresEventLog:
-    def __init__(self, store: PostgresStore) -> None:
-        self._s = store
-
-    async def append(self, event: NewEvent) -> Event:
-        if not isinstance(event, NewEvent):
-            raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
-        text = _rows.payload_text(event.payload)
-        created_at = _rows.utc_now(self._s._clock)
-        row, inserted = await self._s._call(_append, event, text, created_at)
-        return _rows.decode_event(row) if inserted else _rows.repeat_of(row, event, text)
-
-    async def read(
-        self,
-        session_id: str,
-        after: int = 0,
-        types: Iterable[str] | None = None,
-        *,
-        before: int | None = None,
-    ) -> list[Event]:
-        wanted = _rows.type_filter(types)
-        _rows.check_ints("EventLog.read", after=after, before=before)
-        return await self._s._call(_read, session_id, after, before, wanted)
-
-    async def latest_before(
-        self,
-        session_id: str,
-        before_sequence: int,
-        event_type: str,
-        principal: Principal | None = None,
-    ) -> Event | None:
-        check_event_type(event_type, "EventLog.latest_before")
-        _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
-        return await self._s._call(_latest_before, session_id, before_sequence, event_type, principal)
-
-
 async def _claim(conn: Conn, run_id: str, owner: str) -> int:
     row = await _fetchone(
         conn,
@@ -422,32 +385,28 @@ async def _delete(conn: Conn, run_id: str) -> None:
         await conn.execute("DELETE FROM ctxengine_checkpoint_leases WHERE run_id = %s", (run_id,))
 
 
-class PostgresCheckpointStore:
-    def __init__(self, store: PostgresStore) -> None:
-        self._s = store
+def _identity(moment: datetime) -> datetime:
+    return moment  # psycopg stores an aware datetime as timestamptz
 
-    async def claim(self, run_id: str, owner: str) -> Lease:
-        _rows.check_claim(run_id, owner)
-        return Lease(owner, await self._s._call(_claim, run_id, owner))
 
-    async def write(
-        self,
-        run_id: str,
-        payload: dict[str, Any],
-        *,
-        trigger: str,
-        lease: Lease,
-        kind: CheckpointKind = "full",
-    ) -> int:
-        checked_kind, text = _rows.check_checkpoint_write(run_id, payload, trigger, lease, kind)
-        created_at = _rows.utc_now(self._s._clock)
-        return await self._s._call(_write_checkpoint, run_id, lease, checked_kind, trigger, text, created_at)
+_OPS = SqlOps(
+    append=_append,
+    read=_read,
+    latest_before=_latest_before,
+    claim=_claim,
+    write_checkpoint=_write_checkpoint,
+    latest_raw=_latest_raw,
+    delete=_delete,
+    timestamp=_identity,
+)
 
-    async def latest_raw(self, run_id: str) -> list[RawCheckpoint]:
-        return await self._s._call(_latest_raw, run_id)
 
-    async def delete(self, run_id: str) -> None:
-        await self._s._call(_delete, run_id)
+class PostgresEventLog(SqlEventLog):
+    _ops = _OPS
+
+
+class PostgresCheckpointStore(SqlCheckpointStore):
+    _ops = _OPS
 
 
 __all__ = [

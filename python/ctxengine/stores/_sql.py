@@ -1,0 +1,112 @@
+"""The event log and checkpoint port over a SQL store (SQLite and PostgreSQL).
+
+Both adapters validate the same way and differ only in the statements they
+run and how they store a timestamp, so the ports are written once and each
+adapter supplies its ``SqlOps``. ``store._call(fn, *args)`` runs ``fn`` on
+the adapter's connection (a worker thread for SQLite, the pool for
+PostgreSQL), joining the current transaction if there is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..errors import ModelValidationError
+from ..events import CheckpointKind, Event, Lease, NewEvent, RawCheckpoint, check_event_type
+from ..model import Principal
+from . import _rows
+
+
+@dataclass(frozen=True, slots=True)
+class SqlOps:
+    append: Callable[..., Any]
+    read: Callable[..., Any]
+    latest_before: Callable[..., Any]
+    claim: Callable[..., Any]
+    write_checkpoint: Callable[..., Any]
+    latest_raw: Callable[..., Any]
+    delete: Callable[..., Any]
+    timestamp: Callable[[datetime], Any]
+
+
+class SqlEventLog:
+    _ops: SqlOps
+
+    def __init__(self, store: Any) -> None:
+        self._s = store
+
+    async def append(self, event: NewEvent) -> Event:
+        if not isinstance(event, NewEvent):
+            raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
+        text = _rows.payload_text(event.payload)
+        created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
+        row, inserted = await self._s._call(self._ops.append, event, text, created_at)
+        return _rows.decode_event(row) if inserted else _rows.repeat_of(row, event, text)
+
+    async def read(
+        self,
+        session_id: str,
+        after: int = 0,
+        types: Iterable[str] | None = None,
+        *,
+        before: int | None = None,
+    ) -> list[Event]:
+        wanted = _rows.type_filter(types)
+        _rows.check_ints("EventLog.read", after=after, before=before)
+        events: list[Event] = await self._s._call(self._ops.read, session_id, after, before, wanted)
+        return events
+
+    async def latest_before(
+        self,
+        session_id: str,
+        before_sequence: int,
+        event_type: str,
+        principal: Principal | None = None,
+    ) -> Event | None:
+        check_event_type(event_type, "EventLog.latest_before")
+        _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
+        found: Event | None = await self._s._call(
+            self._ops.latest_before, session_id, before_sequence, event_type, principal
+        )
+        return found
+
+
+class SqlCheckpointStore:
+    _ops: SqlOps
+
+    def __init__(self, store: Any) -> None:
+        self._s = store
+
+    async def claim(self, run_id: str, owner: str) -> Lease:
+        _rows.check_claim(run_id, owner)
+        epoch: int = await self._s._call(self._ops.claim, run_id, owner)
+        return Lease(owner, epoch)
+
+    async def write(
+        self,
+        run_id: str,
+        payload: dict[str, Any],
+        *,
+        trigger: str,
+        lease: Lease,
+        kind: CheckpointKind = "full",
+    ) -> int:
+        checked_kind, text = _rows.check_checkpoint_write(run_id, payload, trigger, lease, kind)
+        created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
+        version: int = await self._s._call(
+            self._ops.write_checkpoint, run_id, lease, checked_kind, trigger, text, created_at
+        )
+        return version
+
+    async def latest_raw(self, run_id: str) -> list[RawCheckpoint]:
+        rows: list[RawCheckpoint] = await self._s._call(self._ops.latest_raw, run_id)
+        return rows
+
+    async def delete(self, run_id: str) -> None:
+        await self._s._call(self._ops.delete, run_id)
+
+
+__all__ = ["SqlCheckpointStore", "SqlEventLog", "SqlOps"]
