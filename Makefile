@@ -8,7 +8,7 @@ export CTXENGINE_REQUIRE_POSTGRES ?= 1
 help:
 	@echo "make demo   install, then run the demo on the embedded SQLite store"
 	@echo "make test   install, cargo test, lints, then pytest under both backends"
-	@echo "make bench  release build, benchmarks, ratios against the reference backend"
+	@echo "make bench  release build, benchmarks, ratios; ctxengine bench tables and plot in bench-out/"
 
 # PostgreSQL server binaries for the integration suite (the harness starts a
 # private server on a temp dir and a free port; nothing listens system-wide).
@@ -43,11 +43,14 @@ pytest:
 
 test: install cargo-test lint pytest
 
-bench: install
+# The peers extra (LangChain, matplotlib) lets `ctxengine bench` compare and plot.
+bench: system-deps
+	$(PIP) install -q --disable-pip-version-check -e '.[test,peers]'
 	$(PYTHON) -m pytest benches --benchmark-enable --benchmark-only -q \
 		--benchmark-columns=median,mean,stddev,rounds --benchmark-sort=name -p no:randomly \
 		--benchmark-json=.bench.json
 	$(PYTHON) benches/report.py .bench.json
+	$(PYTHON) -m ctxengine bench --out bench-out
 
 clean:
 	cargo clean
