@@ -243,7 +243,7 @@ def test_history_cut_requests_compaction_and_build_refuses(backend: str) -> None
     assert not p.fits and p.compactable and p.reason == "history_requires_compaction" and p.history_cut > 0
     # The cut never splits a pair and leaves the current turn whole.
     ce.validate_tool_pairs([i for i in items[p.history_cut : seed_index]])
-    with pytest.raises(ce.ContextOverflow):
+    with pytest.raises(ce.ContextOverflow, match="compact before building"):
         builder.build(run_at(items, seed_index), checkpoint_for(items), AGENT, ALICE, plan=plan)
 
 
@@ -260,6 +260,8 @@ def test_fixed_body_that_cannot_fit_is_reported_not_truncated(backend: str) -> N
     with pytest.raises(ce.ContextOverflow) as info:
         builder.build(ce.RunContext("r1", "s1", 1), checkpoint_for(items), AGENT, ALICE, plan=plan)
     assert info.value.budget_class == "fixed_body_exceeds_context_window"
+    # The error compares what was compared: the body against the usable body.
+    assert info.value.cap == plan.budget.usable_body_tokens and info.value.tokens > info.value.cap
 
 
 def test_working_state_over_cap_is_reported(backend: str) -> None:

@@ -424,3 +424,24 @@ def test_large_payload_hash_after_fork() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert core.payload_hash(payload) == want
+
+
+def test_type_facts_follow_class_changes() -> None:
+    """The binding keeps per-type facts between calls; a class change shows."""
+
+    @dataclass(frozen=True, slots=True)
+    class Note:
+        text: str
+        kind: ClassVar[str] = "note"
+
+        def to_dict(self) -> dict[str, Any]:
+            return {"text": self.text}
+
+    notes = [Note("a"), Note("bb")]
+    mine, theirs = core.TokenEstimator(), ref.TokenEstimator()
+    for _ in range(2):
+        for est in (mine, theirs):
+            est.raw_estimates(notes, MODEL)
+        Note.kind = "memo"  # type: ignore[misc]  # a new memo key: misses again
+    assert mine.memo_stats() == theirs.memo_stats()
+    assert mine.memo_stats()["misses"] == 4

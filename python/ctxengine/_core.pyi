@@ -12,6 +12,7 @@ __all__ = [
     "allocate_tokens",
     "canonical_json",
     "digest_list",
+    "fit_body",
     "item_canonical",
     "payload_hash",
     "render_measure",
@@ -68,6 +69,31 @@ def render_measure(
 
 def digest_list(values: Iterable[object]) -> str:
     """Hex SHA-256 over the values' 32-byte canonical digests, in order."""
+
+def fit_body(
+    history_items: Sequence[Any],
+    turn_items: Sequence[Any],
+    first_user: bool,
+    summary: Sequence[Any],
+    skills: Sequence[Any],
+    working_state: Sequence[Any],
+    knowledge: Sequence[tuple[str, Any]],
+    recall_lines: Sequence[str],
+    recall: Sequence[Any],
+    corrections: Sequence[Any],
+    metadata: Sequence[Any],
+    limits: Sequence[int | None],
+    render: Callable[[Any, str], Any],
+    render_recall: Callable[[list[str]], Any],
+    pointer: Callable[[Any], Any],
+    estimator: Any,
+    model_id: str,
+) -> tuple[list[Any], int, str, bool, int, int, list[str], str]:
+    """Region B measured, capped, yielded and cut in one call (``reference.assembly.fit_body``).
+
+    Returns ``(body, body_raw, reason, compactable, cut, history_budget,
+    yield_steps, body_sha256)``.
+    """
 
 def validate_tool_pairs(items: Iterable[object]) -> None:
     """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""

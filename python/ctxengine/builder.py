@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -32,11 +32,9 @@ from .model import (
     AgentSpec,
     Checkpoint,
     ConversationItem,
-    KnowledgePassage,
     Principal,
     ReasoningItem,
     RunContext,
-    ToolResult,
     UserMessage,
 )
 from .plan import ContextPlan, ContextPlanner
@@ -103,26 +101,6 @@ class Pressure:
 class Assembly:
     request: ModelRequest
     pressure: Pressure
-
-
-@dataclass(slots=True)
-class _Body:
-    """Region B as it is being measured and yielded (raw token units)."""
-
-    summary: list[RenderedItem] = field(default_factory=list)
-    history_items: list[ConversationItem] = field(default_factory=list)
-    history: list[RenderedItem] = field(default_factory=list)
-    history_raw: list[int] = field(default_factory=list)
-    skills: list[RenderedItem] = field(default_factory=list)
-    working_state: list[RenderedItem] = field(default_factory=list)
-    knowledge: list[tuple[KnowledgePassage, RenderedItem, int]] = field(default_factory=list)
-    recall_lines: list[str] = field(default_factory=list)
-    recall: list[RenderedItem] = field(default_factory=list)
-    recall_raw: int = 0
-    corrections: list[RenderedItem] = field(default_factory=list)
-    metadata: list[RenderedItem] = field(default_factory=list)
-    turn_items: list[ConversationItem] = field(default_factory=list)
-    turn: list[RenderedItem] = field(default_factory=list)
 
 
 def split_turn(conversation: Sequence[ConversationItem], seed_sequence: int) -> int:
@@ -213,12 +191,20 @@ class ContextBuilder:
         assembly = self.assemble(run, checkpoint, agent, principal, plan=plan)
         p = assembly.pressure
         if not p.fits:
-            raise ContextOverflow(
-                p.reason,
-                p.total_tokens if p.reason != "history_requires_compaction" else p.history_budget_tokens,
-                p.capacity_tokens,
-                f"history cut at {p.history_cut}; compactable={p.compactable}",
-            )
+            used = plan if plan is not None else self.planner.cached(run.session_id)
+            usable = used.budget.usable_body_tokens if used is not None else p.capacity_tokens
+            if p.reason == "history_requires_compaction":
+                raise ContextOverflow(
+                    p.reason,
+                    p.body_tokens,
+                    usable,
+                    message=(
+                        f"{p.reason}: the {p.history_cut} oldest history items do not fit the history "
+                        f"budget of {p.history_budget_tokens} tokens; compact before building"
+                    ),
+                )
+            # Every other reason is a body measured against the usable body.
+            raise ContextOverflow(p.reason, p.body_tokens, usable, f"compactable={p.compactable}")
         return assembly.request
 
     def assemble(
@@ -241,8 +227,7 @@ class ContextBuilder:
         if agent.agent_id != plan.agent_id:
             raise ContextError(f"agent {agent.agent_id!r} does not match the plan's agent {plan.agent_id!r}")
         prefix, prefix_sha = self._prefix(plan)
-        body = self._render_body(run, checkpoint, principal)
-        return self._fit(run, checkpoint, plan, prefix, prefix_sha, body)
+        return self._fit(run, checkpoint, plan, principal, prefix, prefix_sha)
 
     # -- stages ------------------------------------------------------------------
 
@@ -260,6 +245,122 @@ class ContextBuilder:
             self._prefixes.move_to_end(key)
         return hit
 
+    def _fit(
+        self,
+        run: RunContext,
+        cp: Checkpoint,
+        plan: ContextPlan,
+        principal: Principal,
+        prefix: tuple[RenderedItem, ...],
+        prefix_sha: str,
+    ) -> Assembly:
+        conversation = cp.conversation
+        boundary = split_turn(conversation, run.seed_sequence)
+        turn = conversation[boundary:]
+        if cp.reasoning:
+            turn = tuple(merge_reasoning(turn, cp.reasoning))
+            validate_tool_pairs([item for item in turn if not isinstance(item, ReasoningItem)])
+        else:
+            validate_tool_pairs(turn)
+        summary: tuple[RenderedItem, ...] = ()
+        if cp.compacted_summary is not None or cp.summary_elided:
+            summary = self._cached_group(
+                ("summary", cp.compacted_summary, cp.summary_elided),
+                lambda: render_summary(
+                    cp.compacted_summary or "", cp.summary_elided, cp.summary_source_event_ids
+                ),
+            )
+        state = cp.working_state
+        passages = sorted(cp.knowledge, key=lambda p: (-p.score, p.passage_id)) if cp.knowledge else ()
+        now = self.clock.now()
+        meta_key = ("metadata", now.replace(second=0, microsecond=0), principal, self.surface)
+        budget = plan.budget
+        policy = self.planner.policy
+        # The allocator splits the usable body into working state, tool results
+        # and history; conversation history carries its tool results, so its
+        # cap is the two classes together (the tool-result cap binds separately).
+        limits = (
+            budget.usable_body_tokens,
+            budget.history_tokens + budget.tool_result_tokens,
+            budget.tool_result_tokens,
+            budget.working_state_tokens,
+            policy.skill_bodies_items,
+            budget.skill_body_tokens,
+            policy.knowledge_items,
+            budget.knowledge_tokens,
+            budget.retrieved_context_tokens,
+            cp.replaced_through_sequence,
+            int(cp.summary_depth < 2),
+        )
+        body, body_raw, reason, compactable, cut, history_budget, steps, body_sha = (
+            backends.active().fit_body(
+                conversation[:boundary],
+                turn,
+                bool(turn) and isinstance(turn[0], UserMessage),
+                summary,
+                [self._cached(("skill", skill), partial(render_skill, skill)) for skill in cp.loaded_skills],
+                [self._cached(("working_state", state), partial(render_working_state, state))],
+                [
+                    (p.passage_id, self._cached(("knowledge", p), partial(render_knowledge, p)))
+                    for p in passages
+                ],
+                cp.recall,
+                [self._cached(("recall", cp.recall), partial(_render_recall, cp.recall))]
+                if cp.recall
+                else [],
+                [self._cached(("corrections", cp.corrections), partial(_render_corrections, cp.corrections))]
+                if cp.corrections
+                else [],
+                [self._cached(meta_key, partial(render_metadata, now, principal, self.surface))],
+                limits,
+                render_item,
+                _render_recall,
+                tool_result_pointer,
+                self.estimator,
+                plan.model_id,
+            )
+        )
+        body_tokens = self.estimator.corrected(body_raw, plan.model_id)
+        prefix_tokens = plan.prefix_tokens
+        reserve = budget.reserve_output_tokens
+        capacity = budget.total_tokens - reserve
+        total = prefix_tokens + body_tokens
+        if reason == "fits" and total > capacity:  # defensive: margin arithmetic guarantees this
+            reason = "body_exceeds_context_window"
+        max_out = reserve if run.max_output_tokens is None else min(reserve, run.max_output_tokens)
+        metadata = {
+            "prefix_sha256": prefix_sha,
+            "body_sha256": body_sha,
+            "plan_prefix_sha256": plan.prefix_sha256,
+            "epoch": plan.epoch,
+            "session_id": run.session_id,
+            "run_id": run.run_id,
+            "step": run.step,
+            "model_id": plan.model_id,
+            "total_tokens": total,
+            "prefix_tokens": prefix_tokens,
+            "body_tokens": body_tokens,
+            "capacity_tokens": capacity,
+            "reserve_tokens": reserve,
+        }
+        request = ModelRequest(
+            prefix, tuple(body), plan.tool_specs, max_out, plan.cache_breakpoints, metadata
+        )
+        pressure = Pressure(
+            reason == "fits",
+            compactable,
+            reason,
+            total,
+            prefix_tokens,
+            body_tokens,
+            reserve,
+            capacity,
+            cut,
+            history_budget,
+            tuple(steps),
+        )
+        return Assembly(request, pressure)
+
     def _cached(self, key: tuple[Any, ...], make: Callable[[], RenderedItem]) -> RenderedItem:
         """Renders of per-build blocks (working state, metadata, summary...) by their inputs."""
         hit = self._blocks.get(key)
@@ -268,50 +369,6 @@ class ContextBuilder:
             if len(self._blocks) > self._block_cache_size:
                 self._blocks.popitem(last=False)
         return hit
-
-    def _render_body(self, run: RunContext, cp: Checkpoint, principal: Principal) -> _Body:
-        conversation = cp.conversation
-        boundary = split_turn(conversation, run.seed_sequence)
-        body = _Body()
-        if cp.compacted_summary is not None or cp.summary_elided:
-            key = ("summary", cp.compacted_summary, cp.summary_elided)
-            body.summary = list(
-                self._cached_group(
-                    key,
-                    lambda: render_summary(
-                        cp.compacted_summary or "", cp.summary_elided, cp.summary_source_event_ids
-                    ),
-                )
-            )
-        body.history_items = list(conversation[:boundary])
-        body.skills = [
-            self._cached(("skill", skill), partial(render_skill, skill)) for skill in cp.loaded_skills
-        ]
-        state = cp.working_state
-        body.working_state = [self._cached(("working_state", state), lambda: render_working_state(state))]
-        passages = sorted(cp.knowledge, key=lambda p: (-p.score, p.passage_id))
-        body.knowledge = [
-            (p, self._cached(("knowledge", p), partial(render_knowledge, p)), 0) for p in passages
-        ]
-        body.recall_lines = list(cp.recall)
-        if cp.recall:
-            body.recall = [
-                self._cached(("recall", cp.recall), lambda: render_lines("recall", RECALL_TITLE, cp.recall))
-            ]
-        if cp.corrections:
-            body.corrections = [
-                self._cached(
-                    ("corrections", cp.corrections),
-                    lambda: render_lines("memory_corrections", CORRECTIONS_TITLE, cp.corrections),
-                )
-            ]
-        now = self.clock.now()
-        meta_key = ("metadata", now.replace(second=0, microsecond=0), principal, self.surface)
-        body.metadata = [self._cached(meta_key, lambda: render_metadata(now, principal, self.surface))]
-        turn = merge_reasoning(conversation[boundary:], cp.reasoning)
-        validate_tool_pairs([item for item in turn if not isinstance(item, ReasoningItem)])
-        body.turn_items = turn
-        return body
 
     def _cached_group(
         self, key: tuple[Any, ...], make: Callable[[], list[RenderedItem]]
@@ -323,231 +380,13 @@ class ContextBuilder:
                 self._groups.popitem(last=False)
         return hit
 
-    def _fit(
-        self,
-        run: RunContext,
-        cp: Checkpoint,
-        plan: ContextPlan,
-        prefix: tuple[RenderedItem, ...],
-        prefix_sha: str,
-        b: _Body,
-    ) -> Assembly:
-        est = self.estimator
-        core = backends.active()
-        model_id = plan.model_id
-        budget = plan.budget
-        policy = self.planner.policy
-        usable = budget.usable_body_tokens
-        steps: list[str] = []
 
-        # The long groups (history, the turn) render and measure in one backend
-        # call each, from the items' render caches; the short blocks in one more.
-        b.history, b.history_raw = core.render_measure(b.history_items, "history", render_item, est, model_id)
-        turn_items = b.turn_items
-        first_user = bool(turn_items) and isinstance(turn_items[0], UserMessage)
-        head, head_raw = core.render_measure(
-            turn_items[:1] if first_user else [], "current_user", render_item, est, model_id
-        )
-        rest, rest_raw = core.render_measure(
-            turn_items[1:] if first_user else turn_items, "current_turn", render_item, est, model_id
-        )
-        b.turn = head + rest
-        turn_raw = sum(head_raw) + sum(rest_raw)
-        small: list[list[RenderedItem]] = [
-            b.summary,
-            b.skills,
-            b.working_state,
-            [r for _, r, _ in b.knowledge],
-            b.recall,
-            b.corrections,
-            b.metadata,
-        ]
-        flat = [item for group in small for item in group]
-        raw = est.raw_estimates(flat, model_id)
-        sums: list[int] = []
-        per_group: list[list[int]] = []
-        pos = 0
-        for group in small:
-            chunk = raw[pos : pos + len(group)]
-            per_group.append(chunk)
-            sums.append(sum(chunk))
-            pos += len(group)
-        summary_raw, skills_raw, ws_raw, _, recall_raw, corr_raw, meta_raw = sums
-        b.knowledge = [(p, r, n) for (p, r, _), n in zip(b.knowledge, per_group[3], strict=True)]
-        b.recall_raw = recall_raw
+def _render_recall(lines: Sequence[str]) -> RenderedItem:
+    return render_lines("recall", RECALL_TITLE, lines)
 
-        def c(raw_sum: int) -> int:
-            return est.corrected(raw_sum, model_id)
 
-        reason = "fits"
-        compactable = False
-        fixed_raw = skills_raw + ws_raw + corr_raw + meta_raw + turn_raw
-        if c(ws_raw) > budget.working_state_tokens:
-            reason = "working_state_exceeds_cap"
-        elif len(b.skills) > policy.skill_bodies_items or c(skills_raw) > budget.skill_body_tokens:
-            reason = "skill_bodies_exceed_cap"
-        elif c(fixed_raw) > usable:
-            reason = "fixed_body_exceeds_context_window"
-        elif c(fixed_raw + summary_raw) > usable:
-            reason = "body_exceeds_context_window"
-            compactable = cp.summary_depth < 2
-
-        # Class caps first (absolute, independent of pressure).
-        while len(b.knowledge) > policy.knowledge_items or (
-            b.knowledge and c(sum(n for _, _, n in b.knowledge)) > budget.knowledge_tokens
-        ):
-            dropped = b.knowledge.pop()
-            steps.append(f"knowledge_over_cap:{dropped[0].passage_id}")
-        over_cap = 0
-        while b.recall_lines and c(b.recall_raw) > budget.retrieved_context_tokens:
-            self._drop_recall_line(b, model_id)
-            over_cap += 1
-        if over_cap:
-            steps.append(f"recall_lines_over_cap:{over_cap}")
-
-        # The allocator splits the usable body into working state, tool results
-        # and history; conversation history carries its tool results, so its
-        # cap is the two classes together (the tool-result cap binds separately).
-        history_cap = budget.history_tokens + budget.tool_result_tokens
-        # Running sums (raw units) so every rung is O(1) per step, never a re-sum.
-        knowledge_raw = sum(n for _, _, n in b.knowledge)
-        history_raw = sum(b.history_raw)
-        base_raw = fixed_raw + summary_raw
-
-        def over() -> bool:
-            return c(base_raw + knowledge_raw + b.recall_raw + history_raw) > usable
-
-        # The ladder, each rung only while the body is still over.
-        while b.knowledge and over():
-            dropped = b.knowledge.pop()
-            knowledge_raw -= dropped[2]
-            steps.append(f"knowledge_dropped:{dropped[0].passage_id}")
-        recall_dropped = 0
-        while b.recall_lines and over():
-            self._drop_recall_line(b, model_id)
-            recall_dropped += 1
-        if recall_dropped:
-            steps.append(f"recall_lines_dropped:{recall_dropped}")
-        tool_cap = budget.tool_result_tokens
-        # Tool results are part of history, so while the whole history is within
-        # the tool-result cap and nothing is over, no result needs looking at.
-        results: list[int] = []
-        result_raw = 0
-        if c(history_raw) > tool_cap or over() or c(history_raw) > history_cap:
-            results = [i for i, item in enumerate(b.history_items) if isinstance(item, ToolResult)]
-            result_raw = sum(b.history_raw[i] for i in results)
-        next_result = 0
-
-        def truncate_next() -> bool:
-            """Truncate the oldest untruncated history tool result; False when none is left."""
-            nonlocal next_result, result_raw, history_raw
-            while next_result < len(results):
-                i = results[next_result]
-                next_result += 1
-                item = b.history_items[i]
-                assert isinstance(item, ToolResult)
-                pointer = tool_result_pointer(item)
-                new_raw = est.raw(pointer, model_id)
-                if new_raw < b.history_raw[i]:
-                    result_raw += new_raw - b.history_raw[i]
-                    history_raw += new_raw - b.history_raw[i]
-                    b.history[i] = pointer
-                    b.history_raw[i] = new_raw
-                    return True
-            return False
-
-        # The tool-result class cap (absolute, like the other caps)...
-        over_cap = 0
-        while c(result_raw) > tool_cap and truncate_next():
-            over_cap += 1
-        if over_cap:
-            steps.append(f"tool_results_over_cap:{over_cap}")
-        # ...then rung 3 of the ladder, while the body or the history class is over.
-        truncated = 0
-        while (over() or c(history_raw) > history_cap) and truncate_next():
-            truncated += 1
-        if truncated:
-            steps.append(f"tool_results_truncated:{truncated}")
-
-        other_raw = base_raw + knowledge_raw + b.recall_raw
-        history_budget = max(0, min(history_cap, usable - c(other_raw)))
-        cut = 0
-        if b.history_items:
-            cut = core.select_history(
-                b.history_items, cp.replaced_through_sequence, history_budget, est, model_id, b.history_raw
-            )
-        if cut > 0:
-            steps.append(f"history_cut:{cut}")
-            if reason == "fits":
-                reason = "history_requires_compaction"
-                compactable = True
-
-        body_items: list[RenderedItem] = [
-            *b.summary,
-            *b.history[cut:],
-            *b.skills,
-            *b.working_state,
-            *(r for _, r, _ in b.knowledge),
-            *b.recall,
-            *b.corrections,
-            *b.metadata,
-            *b.turn,
-        ]
-        body_raw = other_raw + history_raw - sum(b.history_raw[:cut])
-        body_tokens = c(body_raw)
-        prefix_tokens = plan.prefix_tokens
-        reserve = budget.reserve_output_tokens
-        capacity = budget.total_tokens - reserve
-        total = prefix_tokens + body_tokens
-        if reason == "fits" and total > capacity:  # defensive: margin arithmetic guarantees this
-            reason = "body_exceeds_context_window"
-        max_out = reserve if run.max_output_tokens is None else min(reserve, run.max_output_tokens)
-        metadata = {
-            "prefix_sha256": prefix_sha,
-            "body_sha256": core.digest_list(body_items),
-            "plan_prefix_sha256": plan.prefix_sha256,
-            "epoch": plan.epoch,
-            "session_id": run.session_id,
-            "run_id": run.run_id,
-            "step": run.step,
-            "model_id": model_id,
-            "total_tokens": total,
-            "prefix_tokens": prefix_tokens,
-            "body_tokens": body_tokens,
-            "capacity_tokens": capacity,
-            "reserve_tokens": reserve,
-        }
-        request = ModelRequest(
-            prefix=prefix,
-            body=tuple(body_items),
-            tools=plan.tool_specs,
-            max_output_tokens=max_out,
-            cache_breakpoints=plan.cache_breakpoints,
-            metadata=metadata,
-        )
-        pressure = Pressure(
-            fits=reason == "fits",
-            compactable=compactable,
-            reason=reason,
-            total_tokens=total,
-            prefix_tokens=prefix_tokens,
-            body_tokens=body_tokens,
-            reserve_tokens=reserve,
-            capacity_tokens=capacity,
-            history_cut=cut,
-            history_budget_tokens=history_budget,
-            yield_steps=tuple(steps),
-        )
-        return Assembly(request, pressure)
-
-    def _drop_recall_line(self, b: _Body, model_id: str) -> None:
-        b.recall_lines.pop()
-        if b.recall_lines:
-            b.recall = [render_lines("recall", RECALL_TITLE, b.recall_lines)]
-            b.recall_raw = self.estimator.raw(b.recall[0], model_id)
-        else:
-            b.recall = []
-            b.recall_raw = 0
+def _render_corrections(lines: Sequence[str]) -> RenderedItem:
+    return render_lines("memory_corrections", CORRECTIONS_TITLE, lines)
 
 
 # The body is laid out group by group in this order; it must be the table's.

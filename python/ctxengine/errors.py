@@ -26,10 +26,13 @@ class CanonicalizationError(ContextError, ValueError):
 class ContextOverflow(ContextError):
     """A budget class does not fit: ``budget_class`` used ``tokens`` of ``cap``."""
 
-    def __init__(self, budget_class: str, tokens: int, cap: int, detail: str = "") -> None:
-        message = f"{budget_class}: {tokens} tokens exceeds cap of {cap}"
-        if detail:
-            message = f"{message} ({detail})"
+    def __init__(
+        self, budget_class: str, tokens: int, cap: int, detail: str = "", *, message: str | None = None
+    ) -> None:
+        if message is None:
+            message = f"{budget_class}: {tokens} tokens exceeds cap of {cap}"
+            if detail:
+                message = f"{message} ({detail})"
         super().__init__(message)
         self.budget_class = budget_class
         self.tokens = tokens

@@ -8,7 +8,7 @@ extension is not built; select it with ``CTXENGINE_BACKEND=python`` or
 
 from __future__ import annotations
 
-from .assembly import digest_list, render_measure
+from .assembly import digest_list, fit_body, render_measure
 from .budget import allocate_tokens
 from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
@@ -19,6 +19,7 @@ __all__ = [
     "allocate_tokens",
     "canonical_json",
     "digest_list",
+    "fit_body",
     "item_canonical",
     "payload_hash",
     "render_measure",

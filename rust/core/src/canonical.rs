@@ -235,39 +235,160 @@ fn write_block_with_escapes(out: &mut Vec<u8>, bytes: &[u8], mut mask: u32) {
 }
 
 /// Append `s` (valid UTF-8) as a JSON string: quotes, minimal escapes, the
-/// rest verbatim. Scans 16 bytes a step (SSE2, part of every x86-64) or 8
-/// (portable); clean runs are copied in bulk, blocks with escapes go
-/// through [`write_escaped_block`].
+/// rest verbatim. Each block is stored to the output as it is scanned (32
+/// bytes a step with AVX2, 16 with SSE2, part of every x86-64; 8 portably),
+/// so clean text is read once and written once; blocks with escapes go
+/// through [`write_block_with_escapes`], the short tail through
+/// [`write_escaped_block`].
 pub fn write_str(out: &mut Vec<u8>, s: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if s.len() >= 32 && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present (checked just above).
+            unsafe { write_str_avx2(out, s) };
+            return;
+        }
+        // SAFETY: SSE2 is part of the x86-64 baseline.
+        unsafe { write_str_sse2(out, s, 0, true) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    write_str_portable(out, s);
+}
+
+/// The SSE2 step: escape bits of a 16-byte block (bit k for byte k).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn special16(x: std::arch::x86_64::__m128i) -> u32 {
+    use std::arch::x86_64::*;
+    let limit = _mm_set1_epi8(0x1f);
+    let quote = _mm_set1_epi8(b'"' as i8);
+    let backslash = _mm_set1_epi8(b'\\' as i8);
+    // x <= 0x1f (unsigned) <=> min(x, 0x1f) == x
+    let control = _mm_cmpeq_epi8(_mm_min_epu8(x, limit), x);
+    let special = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
+    _mm_movemask_epi8(_mm_or_si128(control, special)) as u32
+}
+
+/// `write_str` from byte `from` of `s` on (the opening quote first when
+/// `open`), 16 bytes a step.
+///
+/// # Safety
+/// SSE2 must be available (it is on every x86-64).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+unsafe fn write_str_sse2(out: &mut Vec<u8>, s: &[u8], from: usize, open: bool) {
+    use std::arch::x86_64::*;
+    let n = s.len();
+    let mut i = from;
+    // Room for the rest verbatim plus one block's overhang.
+    out.reserve(n - i + 2 + 16);
+    if open {
+        out.push(b'"');
+    }
+    let mut base = out.as_mut_ptr();
+    let mut w = out.len();
+    while i + 16 <= n {
+        let x = _mm_loadu_si128(s.as_ptr().add(i) as *const __m128i);
+        let mask = special16(x);
+        if mask == 0 {
+            // SAFETY: w + 16 <= len + (n - i) + 16 <= capacity.
+            _mm_storeu_si128(base.add(w) as *mut __m128i, x);
+            w += 16;
+        } else {
+            out.set_len(w);
+            write_block_with_escapes(out, &s[i..i + 16], mask);
+            out.reserve(n - i + 2 + 16);
+            base = out.as_mut_ptr();
+            w = out.len();
+        }
+        i += 16;
+    }
+    // The tail (under 16 bytes): two overlapping words checked at once and,
+    // when clean, stored as they are (within the reserve above).
+    let r = n - i;
+    let p = s.as_ptr();
+    if r >= 8 {
+        let a = std::ptr::read_unaligned(p.add(i) as *const u64);
+        let b = std::ptr::read_unaligned(p.add(n - 8) as *const u64);
+        if escape_mask(a) | escape_mask(b) == 0 {
+            std::ptr::write_unaligned(base.add(w) as *mut u64, a);
+            std::ptr::write_unaligned(base.add(w + r - 8) as *mut u64, b);
+            out.set_len(w + r);
+            out.push(b'"');
+            return;
+        }
+    } else if r >= 4 {
+        // The upper half filled with a byte that needs no escape.
+        const PAD: u64 = 0x6161_6161 << 32;
+        let a = std::ptr::read_unaligned(p.add(i) as *const u32);
+        let b = std::ptr::read_unaligned(p.add(n - 4) as *const u32);
+        if escape_mask(a as u64 | PAD) | escape_mask(b as u64 | PAD) == 0 {
+            std::ptr::write_unaligned(base.add(w) as *mut u32, a);
+            std::ptr::write_unaligned(base.add(w + r - 4) as *mut u32, b);
+            out.set_len(w + r);
+            out.push(b'"');
+            return;
+        }
+    }
+    out.set_len(w);
+    write_escaped_block(out, &s[i..]);
+    out.push(b'"');
+}
+
+/// `write_str` 32 bytes a step.
+///
+/// # Safety
+/// AVX2 must be available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn write_str_avx2(out: &mut Vec<u8>, s: &[u8]) {
+    use std::arch::x86_64::*;
+    let n = s.len();
+    out.reserve(n + 2 + 32);
+    out.push(b'"');
+    let limit = _mm256_set1_epi8(0x1f);
+    let quote = _mm256_set1_epi8(b'"' as i8);
+    let backslash = _mm256_set1_epi8(b'\\' as i8);
+    let mut base = out.as_mut_ptr();
+    let mut w = out.len();
+    let mut i = 0;
+    while i + 32 <= n {
+        let x = _mm256_loadu_si256(s.as_ptr().add(i) as *const __m256i);
+        let control = _mm256_cmpeq_epi8(_mm256_min_epu8(x, limit), x);
+        let special = _mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, backslash));
+        let mask = _mm256_movemask_epi8(_mm256_or_si256(control, special)) as u32;
+        if mask == 0 {
+            // SAFETY: w + 32 <= len + (n - i) + 32 <= capacity.
+            _mm256_storeu_si256(base.add(w) as *mut __m256i, x);
+            w += 32;
+        } else {
+            out.set_len(w);
+            for (half, bits) in [(0usize, mask & 0xffff), (16, mask >> 16)] {
+                let block = &s[i + half..i + half + 16];
+                if bits == 0 {
+                    out.extend_from_slice(block);
+                } else {
+                    write_block_with_escapes(out, block, bits);
+                }
+            }
+            out.reserve(n - i + 2 + 32);
+            base = out.as_mut_ptr();
+            w = out.len();
+        }
+        i += 32;
+    }
+    out.set_len(w);
+    write_str_sse2(out, s, i, false);
+}
+
+/// `write_str` 8 bytes a step, without SIMD.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn write_str_portable(out: &mut Vec<u8>, s: &[u8]) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     let n = s.len();
     let mut start = 0; // first byte not yet copied
     let mut i = 0;
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::*;
-        // SAFETY: SSE2 is part of the x86-64 baseline; the unaligned loads
-        // stay within `s`.
-        unsafe {
-            let limit = _mm_set1_epi8(0x1f);
-            let quote = _mm_set1_epi8(b'"' as i8);
-            let backslash = _mm_set1_epi8(b'\\' as i8);
-            while i + 16 <= n {
-                let x = _mm_loadu_si128(s.as_ptr().add(i) as *const __m128i);
-                // x <= 0x1f (unsigned) <=> min(x, 0x1f) == x
-                let control = _mm_cmpeq_epi8(_mm_min_epu8(x, limit), x);
-                let special = _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash));
-                let mask = _mm_movemask_epi8(_mm_or_si128(control, special)) as u32;
-                if mask != 0 {
-                    out.extend_from_slice(&s[start..i]);
-                    write_block_with_escapes(out, &s[i..i + 16], mask);
-                    start = i + 16;
-                }
-                i += 16;
-            }
-        }
-    }
     while i + 8 <= n {
         let mut chunk = [0u8; 8];
         chunk.copy_from_slice(&s[i..i + 8]);
@@ -546,9 +667,12 @@ mod tests {
     }
 
     fn s(text: &str) -> String {
-        let mut out = Vec::new();
+        let mut out = vec![b'>'];
         write_str(&mut out, text.as_bytes());
-        String::from_utf8(out).unwrap()
+        let mut portable = vec![b'>'];
+        write_str_portable(&mut portable, text.as_bytes());
+        assert_eq!(out, portable);
+        String::from_utf8(out[1..].to_vec()).unwrap()
     }
 
     #[test]
@@ -609,8 +733,19 @@ mod tests {
             "\"\\b\\f\\n\\r\\t\\u0000\\u001f\u{7f}\""
         );
         assert_eq!(s("€𝄞/é"), "\"€𝄞/é\"");
+        // every tail length, clean or with an escape anywhere
+        for len in 0usize..70 {
+            let clean = "abcdefghij".repeat(7)[..len].to_string();
+            assert_eq!(s(&clean), format!("\"{clean}\""));
+            for pos in 0..len {
+                let mut text = clean.clone();
+                text.replace_range(pos..pos + 1, "\t");
+                let want = format!("\"{}\\t{}\"", &clean[..pos], &clean[pos + 1..]);
+                assert_eq!(s(&text), want);
+            }
+        }
         // escapes at every offset of a chunk
-        for len in [1usize, 7, 8, 15, 16, 17, 31, 32, 33, 50] {
+        for len in [1usize, 7, 8, 15, 16, 17, 31, 32, 33, 50, 63, 64, 65, 100] {
             for pos in 0..len {
                 for (raw, esc) in [
                     ("\n", "\\n"),
@@ -759,6 +894,9 @@ mod tests {
             fn strings_round_trip(text in "\\PC*|[\\x00-\\x7f]*") {
                 let mut out = Vec::new();
                 write_str(&mut out, text.as_bytes());
+                let mut portable = Vec::new();
+                write_str_portable(&mut portable, text.as_bytes());
+                prop_assert_eq!(&out, &portable);
                 let json = String::from_utf8(out).unwrap();
                 prop_assert!(!json[1..json.len() - 1].bytes().any(|b| b < 0x20));
                 prop_assert_eq!(unescape(&json), text);

@@ -112,20 +112,25 @@ const NIL: u32 = u32::MAX;
 struct Node {
     key: MemoKey,
     value: i64,
-    prev: u32, // towards the most recently used
+    prev: u32, // towards the most recently used (from the head: the least)
     next: u32, // towards the least recently used
 }
 
 /// A bounded LRU map: a hit moves the entry to the front, an insert beyond
 /// `capacity` drops the least recently used entry (the semantics of an
 /// `OrderedDict` with `move_to_end` / `popitem(last=False)`).
+///
+/// The recency list is circular: the least recently used entry is the one
+/// before the head. So using that entry — what a history seen before does
+/// item after item, in the order it was first measured — only moves the
+/// head back by one, writing no entry.
 #[derive(Debug, Clone)]
 pub struct Memo {
     /// Invariant: `map[nodes[i].key] == i` for every slot `i`.
     map: HashMap<MemoKey, u32, BuildHasherDefault<PassThrough>>,
     nodes: Vec<Node>,
+    /// The most recently used entry (NIL when empty).
     head: u32,
-    tail: u32,
     capacity: usize,
     /// The slot of the last lookup or insert.
     last: u32,
@@ -139,7 +144,6 @@ impl Memo {
             map: HashMap::default(),
             nodes: Vec::new(),
             head: NIL,
-            tail: NIL,
             capacity,
             last: NIL,
             hits: 0,
@@ -166,36 +170,53 @@ impl Memo {
         self.map.is_empty()
     }
 
+    /// Take `i` out of the list (not the only entry).
     fn unlink(&mut self, i: u32) {
         let (prev, next) = {
             let n = &self.nodes[i as usize];
             (n.prev, n.next)
         };
-        if prev == NIL {
+        self.nodes[prev as usize].next = next;
+        self.nodes[next as usize].prev = prev;
+        if self.head == i {
             self.head = next;
-        } else {
-            self.nodes[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.nodes[next as usize].prev = prev;
         }
     }
 
+    /// Put `i` (not in the list) in front, as the most recently used.
     fn push_front(&mut self, i: u32) {
-        let old = self.head;
-        {
+        let head = self.head;
+        if head == NIL {
             let n = &mut self.nodes[i as usize];
-            n.prev = NIL;
-            n.next = old;
-        }
-        if old == NIL {
-            self.tail = i;
+            n.prev = i;
+            n.next = i;
         } else {
-            self.nodes[old as usize].prev = i;
+            let tail = self.nodes[head as usize].prev;
+            {
+                let n = &mut self.nodes[i as usize];
+                n.prev = tail;
+                n.next = head;
+            }
+            self.nodes[tail as usize].next = i;
+            self.nodes[head as usize].prev = i;
         }
         self.head = i;
+    }
+
+    /// Make `i` (in the list) the most recently used.
+    #[inline]
+    fn touch(&mut self, i: u32) {
+        let head = self.head;
+        if head == i {
+            return;
+        }
+        if self.nodes[head as usize].prev == i {
+            // The least recently used: the circle just turns.
+            self.head = i;
+            return;
+        }
+        self.unlink(i);
+        self.push_front(i);
     }
 
     /// The slot of `key`, trying slot `guess` before the hash map. A batch
@@ -225,10 +246,7 @@ impl Memo {
         let i = self.slot(key, guess)?;
         self.last = i;
         self.hits += 1;
-        if self.head != i {
-            self.unlink(i);
-            self.push_front(i);
-        }
+        self.touch(i);
         Some(self.nodes[i as usize].value)
     }
 
@@ -250,16 +268,15 @@ impl Memo {
             self.push_front(i);
             self.last = i;
         } else {
-            // Reuse the least recently used slot.
-            let i = self.tail;
-            self.unlink(i);
+            // Reuse the least recently used slot, which then comes first.
+            let i = self.nodes[self.head as usize].prev;
             let old = self.nodes[i as usize].key;
             self.map.remove(&old);
             let n = &mut self.nodes[i as usize];
             n.key = key;
             n.value = value;
             self.map.insert(key, i);
-            self.push_front(i);
+            self.head = i;
             self.last = i;
         }
     }
@@ -284,7 +301,7 @@ impl Memo {
     pub fn keys_mru(&self) -> Vec<MemoKey> {
         let mut out = Vec::with_capacity(self.map.len());
         let mut i = self.head;
-        while i != NIL {
+        while i != NIL && out.len() < self.map.len() {
             out.push(self.nodes[i as usize].key);
             i = self.nodes[i as usize].next;
         }

@@ -1,7 +1,8 @@
 //! SHA-256 payload hashing (the `sha2` crate; it detects the CPU's SHA
 //! extensions at run time).
 
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 
 use sha2::{Digest, Sha256};
 
@@ -75,18 +76,23 @@ pub fn sha256_spans(data: &[u8], spans: &[(usize, usize)], threads: usize) -> Ve
 }
 
 enum Msg {
+    /// A stream is starting: be ready (the first message wakes the thread).
+    Wake,
+    /// Continue from this state (what the producer hashed inline so far).
+    Start(Sha256),
     Chunk(Vec<u8>),
     Finish,
-    Reset,
 }
 
 /// The long-lived hashing thread: spawned once, then woken per stream, so
-/// a stream pays neither a thread start nor a cold CPU.
+/// a stream pays no thread start.
 struct Worker {
     /// The process that started it: a forked child has no such thread.
     pid: u32,
     tx: mpsc::Sender<Msg>,
-    /// The hash state after `Msg::Finish` (the worker starts afresh).
+    /// Set by the thread when it has taken the stream's `Wake`.
+    ready: Arc<AtomicBool>,
+    /// The hash state after `Msg::Finish`.
     done: mpsc::Receiver<Sha256>,
     recycled: mpsc::Receiver<Vec<u8>>,
 }
@@ -96,12 +102,16 @@ impl Worker {
         let (tx, rx) = mpsc::channel::<Msg>();
         let (done_tx, done) = mpsc::channel::<Sha256>();
         let (back_tx, recycled) = mpsc::channel::<Vec<u8>>();
+        let ready = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&ready);
         std::thread::Builder::new()
             .name("ctxengine-sha256".into())
             .spawn(move || {
                 let mut h = Sha256::new();
                 for msg in rx {
                     match msg {
+                        Msg::Wake => flag.store(true, Ordering::Release),
+                        Msg::Start(state) => h = state,
                         Msg::Chunk(mut chunk) => {
                             h.update(&chunk);
                             chunk.clear();
@@ -110,7 +120,6 @@ impl Worker {
                         Msg::Finish => {
                             let _ = done_tx.send(std::mem::take(&mut h));
                         }
-                        Msg::Reset => h = Sha256::new(),
                     }
                 }
             })
@@ -118,6 +127,7 @@ impl Worker {
         Some(Worker {
             pid: std::process::id(),
             tx,
+            ready,
             done,
             recycled,
         })
@@ -126,15 +136,38 @@ impl Worker {
 
 static WORKER: Mutex<Option<Worker>> = Mutex::new(None);
 
-/// One SHA-256 over a byte stream produced in chunks, hashed on a worker
-/// thread while the producer makes the next chunk. Chunks are hashed in the
-/// order pushed; buffers come back for reuse. When the worker is busy with
-/// another stream (or cannot be started), chunks are hashed inline.
+/// The worker's answer. It is due within a chunk's hashing time, so the
+/// caller polls a little before sleeping: waking a sleeping thread can cost
+/// more than that (in a virtual machine especially). Polling yields the
+/// CPU, in case the worker waits for this very one.
+fn wait<T>(rx: &mpsc::Receiver<T>) -> Option<T> {
+    let start = std::time::Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(v) => return Some(v),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) => {}
+        }
+        if start.elapsed() > std::time::Duration::from_millis(1) {
+            return rx.recv().ok();
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// One SHA-256 over a byte stream produced in chunks. The producer hashes
+/// chunks itself until the worker thread, woken when the stream starts, is
+/// up; from then on the worker hashes them (continuing from the producer's
+/// state) while the producer makes the next one. So a stream is never
+/// slower than hashing inline by more than a message, and a long one costs
+/// little more than its hashing. Buffers come back for reuse. When the
+/// worker is busy with another stream (or cannot be started), everything
+/// is hashed inline.
 pub struct StreamHasher {
     worker: Option<MutexGuard<'static, Option<Worker>>>,
     inline: Sha256,
-    /// Chunks went to the worker and the stream is not finished yet.
-    open: bool,
+    /// The worker holds the state: chunks go to it.
+    handed: bool,
     /// The worker vanished mid-stream (it does not: hashing cannot fail).
     lost: bool,
 }
@@ -148,14 +181,21 @@ impl StreamHasher {
                     // First use, or a forked child: (re)start the thread.
                     *guard = Worker::spawn();
                 }
-                guard.is_some().then_some(guard)
+                match guard.as_ref() {
+                    Some(w) => {
+                        w.ready.store(false, Ordering::Relaxed);
+                        // Wake it now: it gets going while we produce.
+                        w.tx.send(Msg::Wake).is_ok().then_some(guard)
+                    }
+                    None => None,
+                }
             }
             Err(_) => None,
         };
         StreamHasher {
             worker,
             inline: Sha256::new(),
-            open: false,
+            handed: false,
             lost: false,
         }
     }
@@ -164,33 +204,49 @@ impl StreamHasher {
         self.worker.as_ref().and_then(|g| g.as_ref())
     }
 
-    /// Queue `chunk`; returns an empty buffer (a returned one, or a new one
-    /// of `capacity`) to fill next.
-    pub fn push(&mut self, chunk: Vec<u8>, capacity: usize) -> Vec<u8> {
-        let unsent = match self.worker() {
-            Some(w) => match w.tx.send(Msg::Chunk(chunk)) {
-                Ok(()) => None,
-                Err(mpsc::SendError(Msg::Chunk(chunk))) => Some(chunk),
-                Err(_) => None,
-            },
-            None => Some(chunk),
-        };
-        match unsent {
-            None => {
-                self.open = true;
-                self.worker()
-                    .and_then(|w| w.recycled.try_recv().ok())
-                    .unwrap_or_else(|| Vec::with_capacity(capacity))
+    /// Hash `chunk` (here, or on the worker once it is up); returns an
+    /// empty buffer (this one, a returned one, or a new one of `capacity`)
+    /// to fill next.
+    pub fn push(&mut self, mut chunk: Vec<u8>, capacity: usize) -> Vec<u8> {
+        if !self.handed {
+            let up = self
+                .worker()
+                .is_some_and(|w| w.ready.load(Ordering::Acquire));
+            if !up {
+                self.inline.update(&chunk);
+                chunk.clear();
+                return chunk;
             }
-            Some(mut chunk) => {
-                self.worker = None;
-                if self.open {
-                    self.lost = true;
-                } else {
+            let state = std::mem::take(&mut self.inline);
+            match self.worker().map(|w| w.tx.send(Msg::Start(state))) {
+                Some(Ok(())) => self.handed = true,
+                Some(Err(mpsc::SendError(Msg::Start(state)))) => {
+                    self.inline = state;
+                    self.worker = None;
                     self.inline.update(&chunk);
+                    chunk.clear();
+                    return chunk;
                 }
+                _ => {
+                    self.lost = true;
+                    chunk.clear();
+                    return chunk;
+                }
+            }
+        }
+        match self.worker().map(|w| w.tx.send(Msg::Chunk(chunk))) {
+            Some(Ok(())) => self
+                .worker()
+                .and_then(|w| w.recycled.try_recv().ok())
+                .unwrap_or_else(|| Vec::with_capacity(capacity)),
+            Some(Err(mpsc::SendError(Msg::Chunk(mut chunk)))) => {
+                self.lost = true;
                 chunk.clear();
                 chunk
+            }
+            _ => {
+                self.lost = true;
+                Vec::with_capacity(capacity)
             }
         }
     }
@@ -202,11 +258,11 @@ impl StreamHasher {
         if self.lost {
             return None;
         }
-        let (mut h, spare) = if self.open {
-            self.open = false;
+        let (mut h, spare) = if self.handed {
+            self.handed = false;
             let w = self.worker()?;
             w.tx.send(Msg::Finish).ok()?;
-            let h = w.done.recv().ok()?;
+            let h = wait(&w.done)?;
             let spare = w
                 .recycled
                 .try_iter()
@@ -229,12 +285,123 @@ impl Default for StreamHasher {
 
 impl Drop for StreamHasher {
     fn drop(&mut self) {
-        if self.open {
-            // Abandoned mid-stream (an error in the producer): start clean.
+        if self.handed {
+            // Abandoned mid-stream (an error in the producer): collect the
+            // state, so the worker is idle for the next stream.
             if let Some(w) = self.worker() {
-                let _ = w.tx.send(Msg::Reset);
+                if w.tx.send(Msg::Finish).is_ok() {
+                    let _ = wait(&w.done);
+                }
             }
         }
+    }
+}
+
+/// SHA-256 states after block-aligned prefixes of earlier inputs, so that
+/// hashing an input whose leading part repeats (a body digest list: the
+/// retained history is the same build after build, and grows at its end)
+/// costs a comparison of that part plus hashing the rest. The result is
+/// exactly `sha256(data)`: a state is used only after its whole prefix
+/// compared equal. Bounded: at most `max_bytes` of stored prefixes.
+pub struct PrefixStates {
+    /// Keyed by the input's first eight bytes (a digest: well spread);
+    /// a few entries per key, most recently used first.
+    buckets: std::collections::HashMap<u64, Vec<PrefixState>>,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+struct PrefixState {
+    prefix: Vec<u8>,
+    state: Sha256,
+}
+
+/// Entries kept per key (inputs sharing their first eight bytes).
+const PER_KEY: usize = 4;
+/// Leading parts shorter than this are simply hashed.
+const MIN_PREFIX: usize = 1024;
+const BLOCK: usize = 64;
+
+impl PrefixStates {
+    pub fn new(max_bytes: usize) -> Self {
+        PrefixStates {
+            buckets: std::collections::HashMap::new(),
+            bytes: 0,
+            max_bytes,
+        }
+    }
+
+    /// Bytes of prefixes held.
+    pub fn held_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// `sha256(data)`, where `data[..stable]` is the part expected to repeat.
+    pub fn sha256(&mut self, data: &[u8], stable: usize) -> [u8; 32] {
+        let cut = stable.min(data.len()) / BLOCK * BLOCK;
+        if cut < MIN_PREFIX || cut > self.max_bytes {
+            return sha256(data);
+        }
+        let mut head = [0u8; 8];
+        head.copy_from_slice(&data[..8]);
+        let key = u64::from_le_bytes(head);
+        let bucket = self.buckets.entry(key).or_default();
+        // The longest stored prefix of this input.
+        let found = bucket
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.prefix.len() <= cut && data[..e.prefix.len()] == e.prefix[..])
+            .max_by_key(|(_, e)| e.prefix.len())
+            .map(|(i, _)| i);
+        let mut h = match found {
+            Some(i) => {
+                let e = bucket.remove(i);
+                let mut h = e.state.clone();
+                h.update(&data[e.prefix.len()..cut]);
+                if e.prefix.len() == cut {
+                    bucket.insert(0, e);
+                } else {
+                    // Grown: the entry moves on to the longer prefix.
+                    self.bytes -= e.prefix.len();
+                    let mut prefix = e.prefix;
+                    prefix.extend_from_slice(&data[prefix.len()..cut]);
+                    self.bytes += cut;
+                    bucket.insert(
+                        0,
+                        PrefixState {
+                            prefix,
+                            state: h.clone(),
+                        },
+                    );
+                }
+                h
+            }
+            None => {
+                let mut h = Sha256::new();
+                h.update(&data[..cut]);
+                if bucket.len() >= PER_KEY {
+                    if let Some(old) = bucket.pop() {
+                        self.bytes -= old.prefix.len();
+                    }
+                }
+                bucket.insert(
+                    0,
+                    PrefixState {
+                        prefix: data[..cut].to_vec(),
+                        state: h.clone(),
+                    },
+                );
+                self.bytes += cut;
+                h
+            }
+        };
+        if self.bytes > self.max_bytes {
+            // Over the bound: start over (rare; the working set refills it).
+            self.buckets.clear();
+            self.bytes = 0;
+        }
+        h.update(&data[cut..]);
+        h.finalize().into()
     }
 }
 
@@ -292,6 +459,37 @@ mod tests {
         drop(two.push(b"ab".to_vec(), 16));
         assert_eq!(two.finish(b"c").map(|r| r.0), Some(sha256(b"abc")));
         assert_eq!(one.finish(b"z").map(|r| r.0), Some(sha256(b"xyz")));
+    }
+
+    #[test]
+    fn prefix_states_hash_exactly() {
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i * 31 % 253) as u8).collect();
+        let mut p = PrefixStates::new(1 << 20);
+        for (n, stable) in [
+            (5_000usize, 4_000usize),
+            (5_000, 4_000), // repeat: from the stored state
+            (9_000, 8_500), // grown
+            (9_000, 8_500),
+            (7_000, 6_999),   // shorter than stored: an earlier entry fits
+            (3_000, 500),     // too short to store
+            (20_000, 20_000), // all stable
+            (100, 64),
+        ] {
+            assert_eq!(p.sha256(&data[..n], stable), sha256(&data[..n]));
+        }
+        // same first bytes, different prefixes
+        let mut other = data.clone();
+        other[2_000] ^= 1;
+        assert_eq!(p.sha256(&other[..9_000], 8_500), sha256(&other[..9_000]));
+        assert_eq!(p.sha256(&data[..9_000], 8_500), sha256(&data[..9_000]));
+        // the bound holds
+        let mut small = PrefixStates::new(10_000);
+        for k in 0..50u8 {
+            let mut d = data[..6_000].to_vec();
+            d[0] = k;
+            assert_eq!(small.sha256(&d, 6_000), sha256(&d));
+            assert!(small.held_bytes() <= 10_000);
+        }
     }
 
     #[test]

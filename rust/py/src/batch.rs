@@ -1,8 +1,10 @@
 //! One pass over a history: for every item its kind, canonical length and
 //! digest (from the `_cj` cache when filled), its `seq` and its tool-pair
-//! role. Type-level facts are looked up once per type and call; slotted
-//! attributes of plain slotted classes are read straight from the member
-//! slot (exactly what `getattr` does for them, without the lookup).
+//! role. Type-level facts are kept per type between calls (re-read when
+//! the type's attribute version changes); slotted attributes of plain
+//! slotted classes are read straight from the member slot (exactly what
+//! `getattr` does for them, without the lookup), and while no Python code
+//! can run, without taking references.
 
 use std::os::raw::c_int;
 use std::ptr::addr_of_mut;
@@ -32,7 +34,7 @@ pub enum Role {
 
 /// How a value of some type is canonicalized and estimated.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Sort {
+pub(crate) enum Sort {
     /// `str` and subclasses: kind "text".
     Text,
     /// dict, list, tuple, numbers, None: kind "json".
@@ -45,32 +47,99 @@ enum Sort {
 
 /// How to read one attribute of instances of a type.
 #[derive(Clone, Copy)]
-enum Attr {
+pub(crate) enum Attr {
     /// A `__slots__` member: the object pointer at this offset (NULL if unset).
     Slot(isize),
     /// Anything else: a real `getattr`.
     Lookup,
 }
 
-struct TypeInfo {
+pub(crate) struct TypeInfo {
+    /// Holds a strong reference while cached (released by `Types::forget`),
+    /// so the pointer cannot be reused by another type.
     tp: *mut ffi::PyTypeObject,
-    sort: Sort,
+    /// The type's attribute version when these facts were read (`None`:
+    /// CPython assigned none, so they are re-read on every call).
+    version: Option<std::os::raw::c_uint>,
+    /// The `Types::generation` that last checked `version`.
+    checked: u64,
+    pub sort: Sort,
     /// Index into `Types::kinds`.
-    kind: usize,
-    role: Role,
-    cj: Attr,
-    seq: Attr,
-    call_id: Attr,
+    pub kind: usize,
+    pub role: Role,
+    /// The class `kind` is `"tool_result"`.
+    pub tool_result: bool,
+    pub cj: Attr,
+    pub seq: Attr,
+    pub call_id: Attr,
+    /// The builder's render cache.
+    pub rc: Attr,
 }
 
-/// Type-level facts, cached per type pointer for one call, and the
-/// distinct kind names met.
+/// Type-level facts, cached per type pointer, and the distinct kind names
+/// met. The facts are kept between calls (per thread) and trusted while the
+/// type's attribute version tag is unchanged: CPython gives a type a new
+/// tag whenever an attribute of it or of a base is set or deleted.
 pub struct Types {
-    infos: Vec<TypeInfo>,
-    last: usize,
+    pub(crate) infos: Vec<TypeInfo>,
+    /// Types checked in this call: (type, index into `infos`), the first
+    /// `recent_len` slots (a history alternates between a few types).
+    recent: [(*mut ffi::PyTypeObject, usize); RECENT],
+    recent_len: usize,
     pub kinds: Vec<String>,
     tool_call: *mut ffi::PyTypeObject,
     tool_result: *mut ffi::PyTypeObject,
+    generation: u64,
+}
+
+/// What a `Types` leaves for the next call on this thread.
+struct TypeCache {
+    infos: Vec<TypeInfo>,
+    kinds: Vec<String>,
+    generation: u64,
+}
+
+thread_local! {
+    static TYPE_CACHE: std::cell::Cell<Option<TypeCache>> = const { std::cell::Cell::new(None) };
+}
+
+const RECENT: usize = 8;
+
+/// More distinct types than this and the cache starts over.
+const MAX_CACHED_TYPES: usize = 128;
+
+/// The valid attribute version tag of a type.
+#[inline]
+unsafe fn version_of(tp: *mut ffi::PyTypeObject) -> Option<std::os::raw::c_uint> {
+    if (*tp).tp_flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0 {
+        Some((*tp).tp_version_tag)
+    } else {
+        None
+    }
+}
+
+impl Drop for Types {
+    fn drop(&mut self) {
+        // A re-entrant call (Python code run mid-call) may have left its
+        // own cache meanwhile; this one, the outer, replaces it.
+        let cache = TypeCache {
+            infos: std::mem::take(&mut self.infos),
+            kinds: std::mem::take(&mut self.kinds),
+            generation: self.generation,
+        };
+        if let Some(old) = TYPE_CACHE.with(|c| c.replace(Some(cache))) {
+            forget_types(old.infos);
+        }
+    }
+}
+
+/// Release the type references of dropped facts (the GIL is held: every
+/// `Types` lives inside a call from Python).
+fn forget_types(infos: Vec<TypeInfo>) {
+    for info in infos {
+        // SAFETY: the strong reference taken when the facts were cached.
+        unsafe { ffi::Py_DECREF(info.tp as *mut ffi::PyObject) };
+    }
 }
 
 /// The member-slot offset of `name` on instances of `tp`, when reading the
@@ -113,12 +182,31 @@ impl Types {
         let tool_result = TOOL_RESULT
             .import(py, "ctxengine.model", "ToolResult")?
             .as_ptr();
+        let (infos, kinds, generation) = match TYPE_CACHE.with(|c| c.take()) {
+            Some(c) if c.kinds.len() <= MAX_CACHED_TYPES => (c.infos, c.kinds, c.generation + 1),
+            Some(c) => {
+                // Many kind names met: start over (kind indices are per cache).
+                forget_types(c.infos);
+                (
+                    Vec::with_capacity(8),
+                    vec!["text".to_owned(), "json".to_owned()],
+                    c.generation + 1,
+                )
+            }
+            None => (
+                Vec::with_capacity(8),
+                vec!["text".to_owned(), "json".to_owned()],
+                1,
+            ),
+        };
         Ok(Types {
-            infos: Vec::with_capacity(8),
-            last: usize::MAX,
-            kinds: vec!["text".to_owned(), "json".to_owned()],
+            infos,
+            recent: [(std::ptr::null_mut(), 0); RECENT],
+            recent_len: 0,
+            kinds,
             tool_call: tool_call as *mut ffi::PyTypeObject,
             tool_result: tool_result as *mut ffi::PyTypeObject,
+            generation,
         })
     }
 
@@ -136,6 +224,7 @@ impl Types {
     /// `<= floor`, read backwards up to the first hit; 0 if none.
     pub fn floor_bound_from(
         &mut self,
+        py: Python<'_>,
         items: &Items<'_>,
         from: usize,
         count: usize,
@@ -144,41 +233,118 @@ impl Types {
         let mut i = count;
         while i > from {
             i -= 1;
-            let Some(item) = items.get(i) else {
+            let p = items.ptr(i);
+            if p.is_null() {
                 continue;
+            }
+            // SAFETY: a live item (the sequence holds it; the fast path
+            // runs no Python code).
+            let tp = unsafe { ffi::Py_TYPE(p) };
+            let t = match self.recent(tp) {
+                Some(t) => t,
+                None => self.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?,
             };
-            let t = self.info(&item)?;
             let info = &self.infos[t];
-            if matches!(info.sort, Sort::Item | Sort::Object) {
-                let seq = read_attr(&item, info.seq, intern!(item.py(), "seq"))?;
-                if let Some(v) = seq.and_then(|v| saturating_i64(&v)) {
-                    if v <= floor {
-                        return Ok(i + 1);
-                    }
+            if !matches!(info.sort, Sort::Item | Sort::Object) {
+                continue;
+            }
+            let seq = match info.seq {
+                // SAFETY: a slot of this type's layout; ints convert in C.
+                Attr::Slot(offset) => unsafe { seq_value(slot_value(p, offset)) },
+                Attr::Lookup => {
+                    let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                    read_attr(&item, Attr::Lookup, intern!(py, "seq"))?
+                        .and_then(|v| saturating_i64(&v))
+                }
+            };
+            if let Some(v) = seq {
+                if v <= floor {
+                    return Ok(i + 1);
                 }
             }
         }
         Ok(0)
     }
 
-    #[inline]
-    fn info(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    /// The facts of a type already checked in this call (no Python code).
+    #[inline(always)]
+    pub(crate) fn recent(&self, tp: *mut ffi::PyTypeObject) -> Option<usize> {
+        self.recent[..self.recent_len]
+            .iter()
+            .find(|r| r.0 == tp)
+            .map(|r| r.1)
+    }
+
+    #[inline(always)]
+    pub(crate) fn info(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
         let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
-        if let Some(t) = self.infos.get(self.last) {
-            if t.tp == tp {
-                return Ok(self.last);
+        for &(hit, at) in &self.recent[..self.recent_len] {
+            if hit == tp {
+                return Ok(at);
             }
         }
+        self.info_checked(obj, tp)
+    }
+
+    /// A type not met yet in this call: cached facts still valid, or new ones.
+    #[inline(never)]
+    fn info_checked(
+        &mut self,
+        obj: &Bound<'_, PyAny>,
+        tp: *mut ffi::PyTypeObject,
+    ) -> PyResult<usize> {
         let i = match self.infos.iter().position(|t| t.tp == tp) {
-            Some(i) => i,
+            Some(i) if self.infos[i].checked == self.generation => i,
+            Some(i) => {
+                let info = &mut self.infos[i];
+                // SAFETY: a live type (the object's).
+                match (info.version, unsafe { version_of(tp) }) {
+                    (Some(v), Some(now)) if v == now => {
+                        info.checked = self.generation;
+                        i
+                    }
+                    _ => {
+                        // Changed since: read the facts again.
+                        let old = self.infos.swap_remove(i);
+                        forget_types(vec![old]);
+                        self.recent_len = 0;
+                        self.info_slow(obj, tp)?
+                    }
+                }
+            }
             None => self.info_slow(obj, tp)?,
         };
-        self.last = i;
+        if self.recent_len < RECENT {
+            self.recent[self.recent_len] = (tp, i);
+            self.recent_len += 1;
+        }
         Ok(i)
     }
 
     #[cold]
     fn info_slow(&mut self, obj: &Bound<'_, PyAny>, tp: *mut ffi::PyTypeObject) -> PyResult<usize> {
+        if self.infos.len() >= MAX_CACHED_TYPES {
+            // (Kinds stay: this call's facts index them.)
+            forget_types(std::mem::take(&mut self.infos));
+            self.recent_len = 0;
+        }
+        let mut info = self.read_info(obj, tp)?;
+        // SAFETY: a live type; the reference is released by forget_types.
+        unsafe {
+            ffi::Py_INCREF(tp as *mut ffi::PyObject);
+            // Read after the lookups above, which assign a tag if none.
+            info.version = version_of(tp);
+        }
+        info.checked = self.generation;
+        self.infos.push(info);
+        Ok(self.infos.len() - 1)
+    }
+
+    fn read_info(
+        &mut self,
+        obj: &Bound<'_, PyAny>,
+        tp: *mut ffi::PyTypeObject,
+    ) -> PyResult<TypeInfo> {
         let py = obj.py();
         let ptr = obj.as_ptr();
         let plain_json = unsafe {
@@ -191,12 +357,16 @@ impl Types {
         };
         let simple = |sort, kind| TypeInfo {
             tp,
+            version: None,
+            checked: 0,
             sort,
             kind,
             role: Role::Other,
+            tool_result: false,
             cj: Attr::Lookup,
             seq: Attr::Lookup,
             call_id: Attr::Lookup,
+            rc: Attr::Lookup,
         };
         let info = if unsafe { ffi::PyUnicode_Check(ptr) } != 0 {
             simple(Sort::Text, 0)
@@ -229,22 +399,25 @@ impl Types {
             };
             TypeInfo {
                 tp,
+                version: None,
+                checked: 0,
                 sort: if item { Sort::Item } else { Sort::Object },
                 kind,
                 role,
+                tool_result: kind != 1 && self.kinds[kind] == "tool_result",
                 cj: slot_offset(&ty, intern!(py, "_cj"))?,
                 seq: slot_offset(&ty, intern!(py, "seq"))?,
                 call_id: slot_offset(&ty, intern!(py, "call_id"))?,
+                rc: slot_offset(&ty, intern!(py, "_rc"))?,
             }
         };
-        self.infos.push(info);
-        Ok(self.infos.len() - 1)
+        Ok(info)
     }
 }
 
 /// Read an attribute: the slot directly, or `getattr` (None when absent).
 #[inline]
-fn read_attr<'py>(
+pub(crate) fn read_attr<'py>(
     obj: &Bound<'py, PyAny>,
     how: Attr,
     name: &Bound<'py, PyString>,
@@ -256,6 +429,53 @@ fn read_attr<'py>(
         },
         Attr::Lookup => obj.getattr_opt(name),
     }
+}
+
+/// The tool-pair role of an item and its id's hash: Python's own hash of
+/// the id as an exact `str` (cached in the string object after the first
+/// use). Non-`str` ids are converted with `str()`, as the reference does.
+/// `keep` takes a reference to each id string: the role borrows its text.
+#[inline(always)]
+pub(crate) fn tool_role<'a, 'py>(
+    item: &Bound<'py, PyAny>,
+    role: Role,
+    how: Attr,
+    keep: &mut Vec<Bound<'py, PyAny>>,
+) -> PyResult<(ToolRole<'a>, u64)> {
+    if role == Role::Other {
+        return Ok((ToolRole::Other, 0));
+    }
+    let py = item.py();
+    let id = read_attr(item, how, intern!(py, "call_id"))?
+        .ok_or_else(|| pyo3::exceptions::PyAttributeError::new_err("call_id"))?;
+    let id = if unsafe { ffi::PyUnicode_CheckExact(id.as_ptr()) } != 0 {
+        id
+    } else {
+        let text = if id.is_instance_of::<PyString>() {
+            id
+        } else {
+            id.str()?.into_any()
+        };
+        // SAFETY: a str (or subclass): an exact copy of its text.
+        unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_FromObject(text.as_ptr()))? }
+    };
+    // SAFETY: an exact str.
+    let hash = unsafe { str_hash(id.as_ptr()) };
+    // SAFETY: the UTF-8 buffer lives inside the str object, which `keep`
+    // owns for as long as the caller's validator lives; CPython's UTF-8 of
+    // a str is valid UTF-8.
+    let text: &'a str = match unsafe { utf8(id.as_ptr()) } {
+        Some(b) => unsafe {
+            std::str::from_utf8_unchecked(std::slice::from_raw_parts(b.as_ptr(), b.len()))
+        },
+        None => "",
+    };
+    keep.push(id);
+    Ok(match role {
+        Role::Call => ToolRole::Call(text),
+        _ => ToolRole::Result(text),
+    })
+    .map(|r| (r, hash))
 }
 
 /// A list, a tuple, or the items of any other iterable; indexed access that
@@ -282,6 +502,34 @@ impl<'py> Items<'py> {
             Items::List(l) => l.len(),
             Items::Tuple(t) => t.len(),
             Items::Other(v) => v.len(),
+        }
+    }
+
+    /// The item at `i` without a reference (null past the end): valid while
+    /// no Python code runs.
+    #[inline(always)]
+    pub fn ptr(&self, i: usize) -> *mut ffi::PyObject {
+        // SAFETY: bounds checked against the current size.
+        unsafe {
+            match self {
+                Items::List(l) => {
+                    let p = l.as_ptr();
+                    if (i as ffi::Py_ssize_t) < ffi::PyList_GET_SIZE(p) {
+                        ffi::PyList_GET_ITEM(p, i as ffi::Py_ssize_t)
+                    } else {
+                        std::ptr::null_mut()
+                    }
+                }
+                Items::Tuple(t) => {
+                    let p = t.as_ptr();
+                    if (i as ffi::Py_ssize_t) < ffi::PyTuple_GET_SIZE(p) {
+                        ffi::PyTuple_GET_ITEM(p, i as ffi::Py_ssize_t)
+                    } else {
+                        std::ptr::null_mut()
+                    }
+                }
+                Items::Other(v) => v.get(i).map_or(std::ptr::null_mut(), |b| b.as_ptr()),
+            }
         }
     }
 
@@ -341,7 +589,19 @@ pub struct Facts {
 }
 
 impl Facts {
-    fn known(kind: usize, len: usize, digest: [u8; 32]) -> Self {
+    /// Facts whose length is read from `bytes` when asked: the caller keeps
+    /// `bytes` alive (through the `_cj` tuple holding it) while they are used.
+    #[inline]
+    pub(crate) fn of_bytes(kind: usize, digest: [u8; 32], bytes: *mut ffi::PyObject) -> Self {
+        Facts {
+            kind,
+            digest,
+            len: 0,
+            bytes,
+        }
+    }
+
+    pub(crate) fn known(kind: usize, len: usize, digest: [u8; 32]) -> Self {
         Facts {
             kind,
             digest,
@@ -371,7 +631,7 @@ impl Facts {
 /// The digest of a filled `_cj` cache `(bytes, 32-byte bytes)` and its
 /// (unchecked) canonical bytes object; `None` when not filled.
 #[inline]
-unsafe fn read_digest(cj: *mut ffi::PyObject) -> Option<([u8; 32], *mut ffi::PyObject)> {
+pub(crate) unsafe fn read_digest(cj: *mut ffi::PyObject) -> Option<([u8; 32], *mut ffi::PyObject)> {
     if ffi::PyTuple_CheckExact(cj) == 0 || ffi::PyTuple_GET_SIZE(cj) != 2 {
         return None;
     }
@@ -386,6 +646,37 @@ unsafe fn read_digest(cj: *mut ffi::PyObject) -> Option<([u8; 32], *mut ffi::PyO
         32,
     );
     Some((digest, ffi::PyTuple_GET_ITEM(cj, 0)))
+}
+
+/// Push the facts of a filled `_cj` cache `(bytes, 32-byte bytes)`, the
+/// digest copied straight into place; false (nothing pushed) when not
+/// filled.
+///
+/// # Safety
+/// `cj` must be a live object; `facts` must have spare capacity.
+#[inline(always)]
+unsafe fn push_cached(facts: &mut Vec<Facts>, kind: usize, cj: *mut ffi::PyObject) -> bool {
+    if ffi::PyTuple_CheckExact(cj) == 0 || ffi::PyTuple_GET_SIZE(cj) != 2 {
+        return false;
+    }
+    let d = ffi::PyTuple_GET_ITEM(cj, 1);
+    if ffi::PyBytes_CheckExact(d) == 0 || ffi::Py_SIZE(d) != 32 {
+        return false;
+    }
+    if facts.len() == facts.capacity() {
+        facts.reserve(1);
+    }
+    let slot = facts.as_mut_ptr().add(facts.len());
+    std::ptr::addr_of_mut!((*slot).kind).write(kind);
+    std::ptr::addr_of_mut!((*slot).len).write(0);
+    std::ptr::addr_of_mut!((*slot).bytes).write(ffi::PyTuple_GET_ITEM(cj, 0));
+    std::ptr::copy_nonoverlapping(
+        ffi::PyBytes_AS_STRING(d) as *const u8,
+        std::ptr::addr_of_mut!((*slot).digest) as *mut u8,
+        32,
+    );
+    facts.set_len(facts.len() + 1);
+    true
 }
 
 /// Per-item buffers, kept per thread between calls: a 10,000-item history
@@ -425,6 +716,30 @@ impl Drop for Scan<'_> {
             // Re-entrant calls (Python code run mid-scan) simply allocate.
             BUFFERS.with(|b| b.set(Some(buf)));
         }
+    }
+}
+
+/// `seq` read from a slot: an int (not a bool) as a saturating i64; None
+/// for an unset slot, None or anything else.
+///
+/// # Safety
+/// `v` must be null or a live object.
+#[inline(always)]
+unsafe fn seq_value(v: *mut ffi::PyObject) -> Option<i64> {
+    if v.is_null() || ffi::PyLong_Check(v) == 0 || ffi::PyBool_Check(v) != 0 {
+        return None;
+    }
+    let mut overflow: c_int = 0;
+    let n = ffi::PyLong_AsLongLongAndOverflow(v, &mut overflow);
+    if overflow > 0 {
+        Some(i64::MAX)
+    } else if overflow < 0 {
+        Some(i64::MIN)
+    } else if n == -1 && !ffi::PyErr_Occurred().is_null() {
+        ffi::PyErr_Clear();
+        None
+    } else {
+        Some(n)
     }
 }
 
@@ -488,66 +803,100 @@ pub fn scan<'py>(
     // Calls are typically a quarter of a history.
     let mut pairs = PairValidator::new(&mut result_of, if want.pairs { n / 4 + 8 } else { 0 });
     let cj_name = intern!(py, "_cj");
-    let call_id_name = intern!(py, "call_id");
+    // The fast path reads items, slots and call id strings without taking
+    // references: nothing can free them while no Python code runs. Before
+    // any step that may run Python code, `pin` takes references to the
+    // call ids the validator borrows so far and settles the fact lengths.
+    let mut borrowed: Vec<*mut ffi::PyObject> = Vec::new();
     let mut i = 0;
-    while let Some(item) = items.get(i) {
-        let t = types.info(&item)?;
+    loop {
+        let p = items.ptr(i);
+        if p.is_null() {
+            break;
+        }
+        // SAFETY: a live object (the sequence holds it, and no Python code
+        // has run since it was read).
+        let tp = unsafe { ffi::Py_TYPE(p) };
+        let t = match types.recent(tp) {
+            Some(t) => t,
+            None => {
+                s.pin(py, &mut borrowed);
+                // SAFETY: as above; from here on a reference is held.
+                types.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?
+            }
+        };
         let info = &types.infos[t];
         let (sort, kind, role) = (info.sort, info.kind, info.role);
         let (cj_how, call_id_how) = (info.cj, info.call_id);
         if want.pairs {
-            let tool_role = if role == Role::Other {
-                ToolRole::Other
-            } else {
-                let id = read_attr(&item, call_id_how, call_id_name)?
-                    .ok_or_else(|| pyo3::exceptions::PyAttributeError::new_err("call_id"))?;
-                let id = if id.is_instance_of::<PyString>() {
-                    id
-                } else {
-                    id.str()?.into_any()
-                };
-                // SAFETY: the UTF-8 buffer lives inside the str object, which
-                // `call_ids` owns for as long as the Scan (and the validator,
-                // dropped at the end of this function) lives; CPython's
-                // UTF-8 of a str is valid UTF-8.
-                let text: &str = match unsafe { utf8(id.as_ptr()) } {
-                    Some(b) => unsafe {
-                        std::str::from_utf8_unchecked(std::slice::from_raw_parts(
-                            b.as_ptr(),
-                            b.len(),
+            // SAFETY: a slot of this type's layout; an exact str's hash and
+            // UTF-8 run no Python code.
+            let fast = match (role, call_id_how) {
+                (Role::Other, _) => Some((ToolRole::Other, 0)),
+                (_, Attr::Slot(offset)) => unsafe {
+                    let id = slot_value(p, offset);
+                    if !id.is_null() && ffi::PyUnicode_CheckExact(id) != 0 {
+                        let hash = str_hash(id);
+                        let text = utf8_str(id);
+                        borrowed.push(id);
+                        Some((
+                            if role == Role::Call {
+                                ToolRole::Call(text)
+                            } else {
+                                ToolRole::Result(text)
+                            },
+                            hash,
                         ))
-                    },
-                    None => "",
-                };
-                s.call_ids.push(id);
-                if role == Role::Call {
-                    ToolRole::Call(text)
-                } else {
-                    ToolRole::Result(text)
+                    } else {
+                        None
+                    }
+                },
+                _ => None,
+            };
+            let (tool_role, hash) = match fast {
+                Some(r) => r,
+                None => {
+                    s.pin(py, &mut borrowed);
+                    // SAFETY: as above.
+                    let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                    tool_role(&item, role, call_id_how, &mut s.call_ids)?
                 }
             };
-            pairs.push(tool_role).map_err(|e| to_pyerr(py, e))?;
+            pairs
+                .push_hashed(tool_role, hash)
+                .map_err(|e| to_pyerr(py, e))?;
         }
         if want.facts {
-            let cached = if sort == Sort::Item {
-                read_attr(&item, cj_how, cj_name)
-                    .ok()
-                    .flatten()
-                    .and_then(|cj| unsafe { read_digest(cj.as_ptr()) })
-            } else {
-                None
-            };
-            match cached {
-                Some((digest, bytes)) => s.buf.facts.push(Facts {
-                    kind,
-                    digest,
-                    len: 0,
-                    bytes,
-                }),
-                None => {
-                    s.buf.facts.push(Facts::known(kind, 0, [0; 32]));
-                    s.pending.push((i, item));
+            let cached = match (sort, cj_how) {
+                // SAFETY: a slot of this type's layout; push_cached checks.
+                (Sort::Item, Attr::Slot(offset)) => unsafe {
+                    let cj = slot_value(p, offset);
+                    !cj.is_null() && push_cached(&mut s.buf.facts, kind, cj)
+                },
+                (Sort::Item, Attr::Lookup) => {
+                    s.pin(py, &mut borrowed);
+                    // SAFETY: as above.
+                    let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                    // The tuple may live no longer than this read (a
+                    // property): its length is taken while it is held.
+                    let cj = read_attr(&item, cj_how, cj_name).ok().flatten();
+                    let pushed = cj.as_ref().is_some_and(|cj| unsafe {
+                        push_cached(&mut s.buf.facts, kind, cj.as_ptr())
+                    });
+                    if let Some(f) = s.buf.facts.last_mut().filter(|_| pushed) {
+                        f.len = f.len();
+                        f.bytes = std::ptr::null_mut();
+                    }
+                    drop(cj);
+                    pushed
                 }
+                _ => false,
+            };
+            if !cached {
+                s.buf.facts.push(Facts::known(kind, 0, [0; 32]));
+                // SAFETY: as above.
+                s.pending
+                    .push((i, unsafe { Bound::from_borrowed_ptr(py, p) }));
             }
         }
         i += 1;
@@ -559,7 +908,53 @@ pub fn scan<'py>(
     Ok(s)
 }
 
+/// Python's hash of an exact str: the one cached in the object (computed
+/// and cached on first use, running no Python code).
+///
+/// # Safety
+/// `id` must be a live exact str.
+#[inline(always)]
+unsafe fn str_hash(id: *mut ffi::PyObject) -> u64 {
+    let cached = (*(id as *mut ffi::PyASCIIObject)).hash;
+    (if cached == -1 {
+        ffi::PyObject_Hash(id)
+    } else {
+        cached
+    }) as u64
+}
+
+/// The UTF-8 text of a str as `&str` of any lifetime (the caller keeps the
+/// string alive); "" for lone surrogates.
+///
+/// # Safety
+/// `id` must be a live str.
+#[inline(always)]
+unsafe fn utf8_str<'a>(id: *mut ffi::PyObject) -> &'a str {
+    match utf8(id) {
+        // CPython's UTF-8 of a str is valid UTF-8.
+        Some(b) => std::str::from_utf8_unchecked(std::slice::from_raw_parts(b.as_ptr(), b.len())),
+        None => "",
+    }
+}
+
 impl<'py> Scan<'py> {
+    /// Before Python code may run mid-pass: take references to the call ids
+    /// read without one, and settle the borrowed fact lengths.
+    #[cold]
+    fn pin(&mut self, py: Python<'py>, borrowed: &mut Vec<*mut ffi::PyObject>) {
+        for id in borrowed.drain(..) {
+            // SAFETY: live strs (no Python code has run since they were read).
+            self.call_ids
+                .push(unsafe { Bound::from_borrowed_ptr(py, id) });
+        }
+        for f in &mut self.buf.facts {
+            if !f.bytes.is_null() {
+                f.len = f.len();
+                f.bytes = std::ptr::null_mut();
+            }
+        }
+    }
+
     /// Canonicalize what the pass could not read from a cache, filling the
     /// `_cj` caches of items seen for the first time. All canonical bytes go
     /// to one buffer first; a large batch is then hashed on every core with
@@ -576,52 +971,68 @@ impl<'py> Scan<'py> {
                 f.bytes = std::ptr::null_mut();
             }
         }
-        let mut walker = Walker::new(py, Vec::new());
-        let mut big = BIG.with(|b| b.take());
-        big.clear();
-        // (fact index, the item when its cache is to be stored, span)
-        let mut spans: Vec<(usize, Option<Bound<'py, PyAny>>, usize, usize)> =
-            Vec::with_capacity(self.pending.len());
-        let mut failure: Option<PyErr> = None;
-        for (i, item) in std::mem::take(&mut self.pending) {
-            let t = types.info(&item)?;
-            let start = big.len();
-            let result = if types.infos[t].sort == Sort::Item {
-                walker.item_bytes_into(&item, &mut big).map(|()| Some(item))
-            } else {
-                walker.root_into(&item, &mut big).map(|()| None)
-            };
-            match result {
-                Ok(store) => spans.push((i, store, start, big.len())),
-                Err(e) => {
-                    big.truncate(start);
-                    failure = Some(e.into_pyerr(py));
-                    break;
-                }
-            }
-        }
-        let ranges: Vec<(usize, usize)> = spans.iter().map(|s| (s.2, s.3)).collect();
-        let digests = if big.len() >= PARALLEL_HASH_BYTES {
-            let threads = hash_threads();
-            py.detach(|| sha256_spans(&big, &ranges, threads))
+        let pending = std::mem::take(&mut self.pending);
+        canonicalize_pending(py, types, &mut self.buf.facts, pending)
+    }
+}
+
+/// Canonicalize `pending` values (fact index, value), filling the `_cj`
+/// caches of items seen for the first time and their facts. All canonical
+/// bytes go to one buffer first; a large batch is then hashed on every core
+/// with the GIL released, and the caches are stored in order. (After an
+/// error, the items before the failing one still get their caches.) The
+/// facts must hold no borrowed lengths: Python code runs here.
+pub(crate) fn canonicalize_pending<'py>(
+    py: Python<'py>,
+    types: &mut Types,
+    facts: &mut [Facts],
+    pending: Vec<(usize, Bound<'py, PyAny>)>,
+) -> PyResult<()> {
+    let mut walker = Walker::new(py, Vec::new());
+    let mut big = BIG.with(|b| b.take());
+    big.clear();
+    // (fact index, the item when its cache is to be stored, span)
+    let mut spans: Vec<(usize, Option<Bound<'py, PyAny>>, usize, usize)> =
+        Vec::with_capacity(pending.len());
+    let mut failure: Option<PyErr> = None;
+    for (i, item) in pending {
+        let t = types.info(&item)?;
+        let start = big.len();
+        let result = if types.infos[t].sort == Sort::Item {
+            walker.item_bytes_into(&item, &mut big).map(|()| Some(item))
         } else {
-            sha256_spans(&big, &ranges, 1)
+            walker.root_into(&item, &mut big).map(|()| None)
         };
-        for ((i, store, a, b), digest) in spans.into_iter().zip(digests) {
-            if let Some(item) = store {
-                let tuple = make_cache(py, &big[a..b], &digest)?;
-                store_cache(&item, &tuple)?;
+        match result {
+            Ok(store) => spans.push((i, store, start, big.len())),
+            Err(e) => {
+                big.truncate(start);
+                failure = Some(e.into_pyerr(py));
+                break;
             }
-            let f = &mut self.buf.facts[i];
-            *f = Facts::known(f.kind, b - a, digest);
         }
-        if big.capacity() <= KEEP_BIG_BYTES {
-            BIG.with(|b| b.set(big));
+    }
+    let ranges: Vec<(usize, usize)> = spans.iter().map(|s| (s.2, s.3)).collect();
+    let digests = if big.len() >= PARALLEL_HASH_BYTES {
+        let threads = hash_threads();
+        py.detach(|| sha256_spans(&big, &ranges, threads))
+    } else {
+        sha256_spans(&big, &ranges, 1)
+    };
+    for ((i, store, a, b), digest) in spans.into_iter().zip(digests) {
+        if let Some(item) = store {
+            let tuple = make_cache(py, &big[a..b], &digest)?;
+            store_cache(&item, &tuple)?;
         }
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        let f = &mut facts[i];
+        *f = Facts::known(f.kind, b - a, digest);
+    }
+    if big.capacity() <= KEEP_BIG_BYTES {
+        BIG.with(|b| b.set(big));
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 

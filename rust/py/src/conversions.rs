@@ -78,6 +78,21 @@ impl Entry<'_> {
     }
 }
 
+/// The member order of a dict's keys: a run of dicts with the same key
+/// objects (records in a list) is checked and sorted once. Holds the keys,
+/// so a key pointer met again is the same string.
+struct KeyOrder<'py> {
+    keys: Vec<Bound<'py, PyAny>>,
+    /// For each written position, the index of the member in iteration order.
+    order: Vec<u32>,
+    /// `"key":` of each written position, back to back; `ends` delimits them.
+    text: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+/// Key orders kept per walk.
+const KEY_ORDERS: usize = 8;
+
 /// UTF-8 of a `str` (or subclass); `None` for lone surrogates.
 #[inline]
 pub unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a [u8]> {
@@ -116,6 +131,16 @@ pub struct Walker<'py> {
     pub out: Vec<u8>,
     ancestors: Vec<*mut ffi::PyObject>,
     entries: Vec<Entry<'py>>,
+    /// Key orders of recent dicts (see [`KeyOrder`]).
+    /// (last use, order), the least recently used replaced first.
+    orders: Vec<(u64, std::rc::Rc<KeyOrder<'py>>)>,
+    order_clock: u64,
+    /// Dicts met with and without a recorded order in this walk: orders
+    /// are recorded while that pays (many key sets alternating do not).
+    order_hits: u64,
+    order_misses: u64,
+    /// The last float written and its text (payloads repeat values).
+    last_float: Option<(u64, [u8; 32], usize)>,
     /// A buffer for item bytes, reused across items.
     spare: Vec<u8>,
     /// Hand `out` to `stream` whenever it reaches this length.
@@ -131,6 +156,11 @@ impl<'py> Walker<'py> {
             out,
             ancestors: Vec::new(),
             entries: Vec::new(),
+            orders: Vec::new(),
+            order_clock: 0,
+            order_hits: 0,
+            order_misses: 0,
+            last_float: None,
             spare: Vec::new(),
             flush_at: usize::MAX,
             stream: None,
@@ -138,7 +168,7 @@ impl<'py> Walker<'py> {
     }
 
     /// Hash the output while walking: once it reaches `start_at` bytes, full
-    /// chunks go to a worker thread that hashes them while the walk goes on.
+    /// chunks are hashed as they are made, on a worker thread once it is up.
     pub fn streaming(mut self, start_at: usize) -> Self {
         self.flush_at = start_at;
         self
@@ -294,7 +324,21 @@ impl<'py> Walker<'py> {
 
     #[inline]
     fn float(&mut self, v: f64) -> Result<(), WalkError> {
-        canonical::write_f64(&mut self.out, v).or_else(fail)
+        if let Some((bits, text, len)) = &self.last_float {
+            if v.to_bits() == *bits {
+                self.out.extend_from_slice(&text[..*len]);
+                return Ok(());
+            }
+        }
+        let start = self.out.len();
+        canonical::write_f64(&mut self.out, v).or_else(fail)?;
+        let written = &self.out[start..];
+        if written.len() <= 32 {
+            let mut text = [0u8; 32];
+            text[..written.len()].copy_from_slice(written);
+            self.last_float = Some((v.to_bits(), text, written.len()));
+        }
+        Ok(())
     }
 
     unsafe fn list(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
@@ -358,9 +402,66 @@ impl<'py> Walker<'py> {
         let mut k: *mut ffi::PyObject = std::ptr::null_mut();
         let mut v: *mut ffi::PyObject = std::ptr::null_mut();
         while ffi::PyDict_Next(ptr, &mut pos, &mut k, &mut v) != 0 {
+            self.entries.push(Entry {
+                key: std::ptr::null(),
+                key_len: 0,
+                _key_obj: Bound::from_borrowed_ptr(self.py, k),
+                value: Bound::from_borrowed_ptr(self.py, v),
+            });
+        }
+        let n = self.entries.len() - start;
+        // The same key objects as a recent dict: its order and key text.
+        let hit = self.orders.iter().position(|(_, o)| {
+            o.keys.len() == n
+                && o.keys
+                    .iter()
+                    .zip(&self.entries[start..])
+                    .all(|(a, b)| a.as_ptr() == b._key_obj.as_ptr())
+        });
+        let o = match hit {
+            Some(i) => {
+                self.order_hits += 1;
+                self.order_clock += 1;
+                self.orders[i].0 = self.order_clock;
+                // (Shared: a nested dict may replace the slot meanwhile.)
+                std::rc::Rc::clone(&self.orders[i].1)
+            }
+            None => {
+                self.order_misses += 1;
+                if self.order_misses > 64 && self.order_hits < self.order_misses {
+                    return self.dict_sorted(start, depth);
+                }
+                self.key_order(start)?
+            }
+        };
+        self.out.push(b'{');
+        for j in 0..n {
+            let (at, value) = {
+                let at = o.order[j] as usize;
+                let text = &o.text[o.ends[j] as usize..o.ends[j + 1] as usize];
+                if j > 0 {
+                    self.out.push(b',');
+                }
+                self.out.extend_from_slice(text);
+                (at, self.entries[start + at].value.as_ptr())
+            };
+            if let Err(e) = self.value(value, depth + 1) {
+                let key = utf8(self.entries[start + at]._key_obj.as_ptr()).unwrap_or_default();
+                return Err(e.in_key(std::str::from_utf8_unchecked(key)));
+            }
+            self.maybe_flush();
+        }
+        self.out.push(b'}');
+        Ok(())
+    }
+
+    /// Check the keys of `entries[start..]` (in iteration order: the first
+    /// bad one is the error) and note their UTF-8.
+    unsafe fn check_keys(&mut self, start: usize) -> Result<(), WalkError> {
+        for e in &mut self.entries[start..] {
+            let k = e._key_obj.as_ptr();
             if ffi::PyUnicode_Check(k) == 0 {
-                let key = Bound::from_borrowed_ptr(self.py, k);
-                return fail(format!("object key {} is not a string", repr(&key)?));
+                return fail(format!("object key {} is not a string", repr(&e._key_obj)?));
             }
             let Some(key) = utf8(k) else {
                 return fail(format!(
@@ -368,13 +469,16 @@ impl<'py> Walker<'py> {
                     str_repr(self.py, k)?
                 ));
             };
-            self.entries.push(Entry {
-                key: key.as_ptr(),
-                key_len: key.len(),
-                _key_obj: Bound::from_borrowed_ptr(self.py, k),
-                value: Bound::from_borrowed_ptr(self.py, v),
-            });
+            e.key = key.as_ptr();
+            e.key_len = key.len();
         }
+        Ok(())
+    }
+
+    /// The members of `entries[start..]` sorted in place and written, no
+    /// order recorded.
+    unsafe fn dict_sorted(&mut self, start: usize, depth: usize) -> Result<(), WalkError> {
+        self.check_keys(start)?;
         let members = &mut self.entries[start..];
         if members.len() > 1 {
             members.sort_unstable_by(|a, b| canonical::cmp_utf16(a.key(), b.key()));
@@ -400,6 +504,42 @@ impl<'py> Walker<'py> {
         }
         self.out.push(b'}');
         Ok(())
+    }
+
+    /// Check and sort the keys of `entries[start..]`, recording the order
+    /// (replacing the least recently used one).
+    unsafe fn key_order(&mut self, start: usize) -> Result<std::rc::Rc<KeyOrder<'py>>, WalkError> {
+        self.check_keys(start)?;
+        let n = self.entries.len() - start;
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        let members = &self.entries[start..];
+        if n > 1 {
+            order.sort_unstable_by(|&a, &b| {
+                canonical::cmp_utf16(members[a as usize].key(), members[b as usize].key())
+            });
+        }
+        let mut text = Vec::new();
+        let mut ends = Vec::with_capacity(n + 1);
+        ends.push(0u32);
+        for &i in &order {
+            canonical::write_str(&mut text, members[i as usize].key());
+            text.push(b':');
+            ends.push(text.len() as u32);
+        }
+        let recorded = std::rc::Rc::new(KeyOrder {
+            keys: members.iter().map(|e| e._key_obj.clone()).collect(),
+            order,
+            text,
+            ends,
+        });
+        self.order_clock += 1;
+        let entry = (self.order_clock, std::rc::Rc::clone(&recorded));
+        if self.orders.len() < KEY_ORDERS {
+            self.orders.push(entry);
+        } else if let Some(oldest) = self.orders.iter_mut().min_by_key(|(used, _)| *used) {
+            *oldest = entry;
+        }
+        Ok(recorded)
     }
 
     /// Value types: items splice their cached bytes, others walk `to_dict()`.

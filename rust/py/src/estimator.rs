@@ -151,6 +151,13 @@ fn check_profiles(
     Ok(out)
 }
 
+/// Interned ids for [`TokenEstimator::raw_one`] (ids never change).
+#[derive(Default)]
+pub struct Resolved {
+    model: Option<(u32, Profile)>,
+    kinds: Vec<u32>,
+}
+
 /// Conservative per-model token estimates with a bounded LRU memo and
 /// reconciled correction factors (ADR 0001).
 #[pyclass(frozen, module = "ctxengine._core")]
@@ -200,18 +207,46 @@ impl TokenEstimator {
         Ok(st.reconciled(model_id))
     }
 
+    /// One more raw estimate after a batch (`raw_batch_into`), with the
+    /// model and kind ids resolved once per call instead of per value.
+    pub fn raw_one(
+        &self,
+        resolved: &mut Resolved,
+        model_id: &str,
+        kinds: &[String],
+        fact: &Facts,
+    ) -> Result<i64, CoreError> {
+        let mut st = self.lock();
+        let (model, profile) = match resolved.model {
+            Some(m) => m,
+            None => *resolved.model.insert(st.model(model_id)),
+        };
+        while resolved.kinds.len() < kinds.len() {
+            let id = st.kind(&kinds[resolved.kinds.len()]);
+            resolved.kinds.push(id);
+        }
+        st.raw(
+            model,
+            profile,
+            resolved.kinds[fact.kind],
+            &fact.digest,
+            || fact.len(),
+        )
+    }
+
+    /// The facts of `values`, their kinds indexing `types.kinds`.
     pub(crate) fn facts_of<'py>(
         py: Python<'py>,
+        types: &mut Types,
         values: &Items<'py>,
-    ) -> PyResult<(Vec<String>, Vec<Facts>)> {
-        let mut types = Types::new(py)?;
+    ) -> PyResult<Vec<Facts>> {
         let want = Want {
             pairs: false,
             facts: true,
         };
-        let mut s = scan(py, &mut types, values, want)?;
-        s.finish_facts(py, &mut types)?;
-        Ok((types.kinds, std::mem::take(&mut s.buf.facts)))
+        let mut s = scan(py, types, values, want)?;
+        s.finish_facts(py, types)?;
+        Ok(std::mem::take(&mut s.buf.facts))
     }
 
     fn sum_corrected<'py>(
@@ -220,10 +255,11 @@ impl TokenEstimator {
         values: &Items<'py>,
         model_id: &str,
     ) -> PyResult<i128> {
-        let (kinds, facts) = Self::facts_of(py, values)?;
+        let mut types = Types::new(py)?;
+        let facts = Self::facts_of(py, &mut types, values)?;
         let mut raws = Vec::new();
         let sums = self
-            .raw_batch_into(model_id, &kinds, &facts, &mut raws)
+            .raw_batch_into(model_id, &types.kinds, &facts, &mut raws)
             .into_py(py)?;
         let mut total: i64 = 0;
         for r in raws {
@@ -299,8 +335,9 @@ impl TokenEstimator {
     /// `ceil(len(canonical) / bytes_per_token) + framing_tokens`, memoized.
     fn raw(&self, py: Python<'_>, value: &Bound<'_, PyAny>, model_id: &str) -> PyResult<i64> {
         guard(py, || {
-            let (kinds, facts) = Self::facts_of(py, &Items::Other(vec![value.clone()]))?;
-            let raws = self.raw_batch(model_id, &kinds, &facts).into_py(py)?;
+            let mut types = Types::new(py)?;
+            let facts = Self::facts_of(py, &mut types, &Items::Other(vec![value.clone()]))?;
+            let raws = self.raw_batch(model_id, &types.kinds, &facts).into_py(py)?;
             raws.first()
                 .copied()
                 .ok_or_else(|| estimator_error(py, "no estimate"))
@@ -316,8 +353,9 @@ impl TokenEstimator {
     ) -> PyResult<Vec<i64>> {
         guard(py, || {
             let values = Items::new(items)?;
-            let (kinds, facts) = Self::facts_of(py, &values)?;
-            self.raw_batch(model_id, &kinds, &facts).into_py(py)
+            let mut types = Types::new(py)?;
+            let facts = Self::facts_of(py, &mut types, &values)?;
+            self.raw_batch(model_id, &types.kinds, &facts).into_py(py)
         })
     }
 

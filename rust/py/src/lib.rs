@@ -4,6 +4,7 @@
 //! canonical-JSON writer, core results come back as ints, bytes and
 //! indices, and core errors are mapped once to `ctxengine.errors`.
 
+mod assemble;
 mod batch;
 mod conversions;
 mod errors;
@@ -27,8 +28,9 @@ use errors::{guard, IntoPy};
 use estimator::TokenEstimator;
 
 /// `payload_hash` of a value whose canonical bytes pass this size hashes
-/// them on a second thread while the walk goes on.
-const STREAM_FROM_BYTES: usize = 256 * 1024;
+/// them in chunks as the walk goes on, on a second thread as soon as that
+/// is up (`StreamHasher`): a megabyte costs little more than its hashing.
+const STREAM_FROM_BYTES: usize = 16 * 1024;
 /// A scratch buffer larger than this is not kept between calls.
 const KEEP_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 
@@ -260,7 +262,7 @@ fn select_history(
         // 2. the floor bound: 1 + the last index with seq <= summary_floor.
         // Only an index at or after the fit can move the cut, so only the
         // items from the fit on are read (backwards, up to the first hit).
-        let floor_bound = types.floor_bound_from(&values, fit, count, floor)?;
+        let floor_bound = types.floor_bound_from(py, &values, fit, count, floor)?;
 
         // 4. never split a tool pair
         Ok(cut::pair_reach(fit.max(floor_bound), &s.buf.result_of))
@@ -338,10 +340,11 @@ fn render_measure<'py>(
         let list = PyList::new(py, &rendered)?;
         let raws = match estimator.cast::<TokenEstimator>() {
             Ok(est) => {
-                let (kinds, facts) = TokenEstimator::facts_of(py, &Items::Other(rendered))?;
+                let mut types = Types::new(py)?;
+                let facts = TokenEstimator::facts_of(py, &mut types, &Items::Other(rendered))?;
                 let mut raws = Vec::with_capacity(facts.len());
                 est.get()
-                    .raw_batch_into(model_id, &kinds, &facts, &mut raws)
+                    .raw_batch_into(model_id, &types.kinds, &facts, &mut raws)
                     .into_py(py)?;
                 raws
             }
@@ -395,6 +398,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_tool_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(render_measure, m)?)?;
     m.add_function(wrap_pyfunction!(digest_list, m)?)?;
+    m.add_function(wrap_pyfunction!(assemble::fit_body, m)?)?;
     m.add_class::<TokenEstimator>()?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
