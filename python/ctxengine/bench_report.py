@@ -68,18 +68,20 @@ def spec_rows(r: BenchResults) -> list[Row]:
         value = ref.median_ms / rust.median_ms
         return f"{value:,.1f}x", value
 
-    rows: list[Row] = []
-    text, x = ratio("payload_hash")
-    rows.append(
-        Row(
-            f"`payload_hash`, {payload} chat payload",
-            _ms(get("payload_hash", "rust")),
-            _ms(get("payload_hash", "python")),
-            text,
-            "≥ 20x the reference",
-            _verdict(None if x is None else x >= 20),
-        )
-    )
+    def timed(measure: str, label: str, target: str, max_ms: float | None, min_ratio: float | None) -> Row:
+        """A row comparing one measure on both backends against its absolute and ratio targets."""
+        rust = get(measure, "rust")
+        text, x = ratio(measure)
+        checks = []
+        if max_ms is not None:
+            checks.append(None if rust is None else rust.median_ms <= max_ms)
+        if min_ratio is not None:
+            checks.append(None if x is None else x >= min_ratio)
+        return Row(label, _ms(rust), _ms(get(measure, "python")), text, target, _verdict(*checks))
+
+    rows: list[Row] = [
+        timed("payload_hash", f"`payload_hash`, {payload} chat payload", "≥ 20x the reference", None, 20)
+    ]
     rust_hash, sha = get("payload_hash", "rust"), get("payload_hash", "hashlib")
     over_sha = None if rust_hash is None or sha is None else rust_hash.median_ms / sha.median_ms
     rows.append(
@@ -92,54 +94,12 @@ def spec_rows(r: BenchResults) -> list[Row]:
             _verdict(None if over_sha is None else over_sha <= 3),
         )
     )
-    warm = get("cut_warm", "rust")
-    text, x = ratio("cut_warm")
-    rows.append(
-        Row(
-            f"`select_history`, {n_cut} items, memo warm",
-            _ms(warm),
-            _ms(get("cut_warm", "python")),
-            text,
-            "≤ 1 ms; ≥ 50x",
-            _verdict(None if warm is None else warm.median_ms <= 1, None if x is None else x >= 50),
-        )
-    )
-    cold = get("cut_cold", "rust")
-    text, _ = ratio("cut_cold")
-    rows.append(
-        Row(
-            f"`select_history`, {n_cut} items, memo cold",
-            _ms(cold),
-            _ms(get("cut_cold", "python")),
-            text,
-            "≤ 15 ms",
-            _verdict(None if cold is None else cold.median_ms <= 15),
-        )
-    )
-    fifty = get("assemble_50_turns", "rust")
-    text, x = ratio("assemble_50_turns")
-    rows.append(
-        Row(
-            "`assemble`, fifty-turn session",
-            _ms(fifty),
-            _ms(get("assemble_50_turns", "python")),
-            text,
-            "≤ 1 ms; ≥ 10x",
-            _verdict(None if fifty is None else fifty.median_ms <= 1, None if x is None else x >= 10),
-        )
-    )
-    big = get("assemble_10k", "rust")
-    text, _ = ratio("assemble_10k")
-    rows.append(
-        Row(
-            f"`assemble`, {n_cut}-item session",
-            _ms(big),
-            _ms(get("assemble_10k", "python")),
-            text,
-            "≤ 10 ms",
-            _verdict(None if big is None else big.median_ms <= 10),
-        )
-    )
+    rows += [
+        timed("cut_warm", f"`select_history`, {n_cut} items, memo warm", "≤ 1 ms; ≥ 50x", 1, 50),
+        timed("cut_cold", f"`select_history`, {n_cut} items, memo cold", "≤ 15 ms", 15, None),
+        timed("assemble_50_turns", "`assemble`, fifty-turn session", "≤ 1 ms; ≥ 10x", 1, 10),
+        timed("assemble_10k", f"`assemble`, {n_cut}-item session", "≤ 10 ms", 10, None),
+    ]
     rates = r.rates
     sessions = r.settings.sessions
     rust_rate, ref_rate = rates.get("rust"), rates.get("python")
