@@ -266,9 +266,7 @@ class ContextBuilder:
         if cp.compacted_summary is not None or cp.summary_elided:
             summary = self._cached_group(
                 ("summary", cp.compacted_summary, cp.summary_elided),
-                lambda: render_summary(
-                    cp.compacted_summary or "", cp.summary_elided, cp.summary_source_event_ids
-                ),
+                lambda: render_summary(cp.compacted_summary or "", cp.summary_elided),
             )
         state = cp.working_state
         passages = sorted(cp.knowledge, key=lambda p: (-p.score, p.passage_id)) if cp.knowledge else ()

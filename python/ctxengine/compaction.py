@@ -297,14 +297,12 @@ class StructuredCompactor:
 
         before_blocks: list[RenderedItem] = []
         if cp.compacted_summary is not None or cp.summary_elided:
-            before_blocks = render_summary(
-                cp.compacted_summary or "", cp.summary_elided, cp.summary_source_event_ids
-            )
+            before_blocks = render_summary(cp.compacted_summary or "", cp.summary_elided)
         before_history = [render_item(it, "history") for it in stale if not isinstance(it, ReasoningItem)]
         tokens_before = est.corrected(
             sum(est.raw_estimates([*before_blocks, *before_history], model_id)) + sum(raw), model_id
         )
-        after_blocks = render_summary(summary, listed, source_ids)
+        after_blocks = render_summary(summary, listed)
         tokens_after = est.corrected(
             sum(est.raw_estimates(after_blocks, model_id)) + sum(raw[cut:]), model_id
         )

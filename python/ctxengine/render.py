@@ -150,9 +150,7 @@ def render_prefix(plan: ContextPlan) -> tuple[RenderedItem, ...]:
 # -- Region B blocks -----------------------------------------------------------
 
 
-def render_summary(
-    summary: str, elided: Sequence[ElidedSpan], source_ids: Sequence[int]
-) -> list[RenderedItem]:
+def render_summary(summary: str, elided: Sequence[ElidedSpan]) -> list[RenderedItem]:
     out = [
         RenderedItem(
             "compacted_summary",
