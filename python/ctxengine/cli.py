@@ -1,4 +1,4 @@
-"""The ``ctxengine`` command line (SPEC section 9): ``demo``, ``inspect`` and ``bench``.
+"""The ``ctxengine`` command line (SPEC section 9): ``demo``, ``inspect``, ``migrate`` and ``bench``.
 
 Exit codes: 0 success; 1 an invariant broke (``demo``); 2 bad input or an
 unreachable store (the message names it).
@@ -90,6 +90,25 @@ def _inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from .stores import migrate_store
+
+    report = asyncio.run(migrate_store(args.store, dry_run=args.dry_run))
+    if args.json:
+        print(json.dumps(report.to_dict(), sort_keys=True))
+        return EXIT_OK
+    steps = report.applied if not args.dry_run else report.pending
+    verb = "would apply" if args.dry_run else "applied"
+    print(f"{report.store}: schema level {report.level}, revision {report.from_revision}")
+    if not steps:
+        print("up to date: nothing to migrate")
+    for step in steps:
+        print(f"{verb} migration {step}")
+    if steps and not args.dry_run:
+        print(f"now at revision {report.to_revision}")
+    return EXIT_OK
+
+
 def _sizes(text: str) -> tuple[int, ...]:
     try:
         sizes = tuple(int(part.replace("_", "")) for part in text.split(",") if part.strip())
@@ -145,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("session", metavar="SESSION", help="the session id")
     inspect.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     inspect.set_defaults(run=_inspect)
+
+    migrate = sub.add_parser("migrate", help="apply a store's pending schema migrations (ADR 0009)")
+    migrate.add_argument("store", metavar="URL", help="sqlite:///abs/path or postgresql://...")
+    migrate.add_argument("--dry-run", action="store_true", help="list what would be applied; change nothing")
+    migrate.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    migrate.set_defaults(run=_migrate)
 
     bench = sub.add_parser("bench", help="SPEC section 11 on this machine: both backends and installed peers")
     bench.add_argument("--out", default="bench-out", help="output directory (default bench-out/)")

@@ -80,8 +80,13 @@ class PlanIntegrityError(ContextError):
     """A context plan whose tool names, specs and schema hash disagree."""
 
 
-class StoreCorruption(ContextError):
-    """A stored row that fails to decode, has an unknown type or a newer schema."""
+class StoreError(ContextError):
+    """A store that cannot be opened or used: an unknown URL scheme, a schema
+    newer than this code, a closed store, a write that kept losing races."""
+
+
+class StoreCorruption(StoreError):
+    """A stored row that fails to decode or has an unknown type."""
 
     def __init__(self, session_id: str, sequence: int | None, reason: str) -> None:
         where = f"session {session_id!r}" + (f" sequence {sequence}" if sequence is not None else "")
@@ -89,6 +94,28 @@ class StoreCorruption(ContextError):
         self.session_id = session_id
         self.sequence = sequence
         self.reason = reason
+
+
+class UnsupportedFormat(StoreError):
+    """A stored row written in a newer format than this code reads (fail closed; ADR 0009).
+
+    ``where`` names the row (session and sequence, or run and checkpoint
+    version) and ``needed_version`` the format version a reader must know.
+    """
+
+    def __init__(self, where: str, needed_version: int, what: str = "row") -> None:
+        from .events import FORMAT_VERSION
+
+        super().__init__(
+            f"{where}: {what} is written in format version {needed_version}; this ctxengine reads up to "
+            f"version {FORMAT_VERSION}. Upgrade this worker before it reads the session (nothing was skipped)"
+        )
+        self.where = where
+        self.needed_version = needed_version
+
+
+class FormatDisabled(ContextError):
+    """An event type this deployment does not write yet (the rolling-upgrade switch, ADR 0009)."""
 
 
 class IdempotencyConflict(ContextError):
@@ -115,11 +142,6 @@ class ProjectionContractError(ContextError):
     """A phase projection with a missing or extra symbol."""
 
 
-class StoreError(ContextError):
-    """A store that cannot be opened or used: an unknown URL scheme, a schema
-    newer than this code, a closed store, a write that kept losing races."""
-
-
 class WorkingStateLimitExceeded(ContextError):
     """A working-state transition that would break a cap: ``field`` would hold ``attempted``
     (entries or tokens) where ``limit`` is the most allowed. Nothing is evicted to make room."""
@@ -141,6 +163,7 @@ __all__ = [
     "ContextError",
     "ContextOverflow",
     "EstimatorError",
+    "FormatDisabled",
     "IdempotencyConflict",
     "LeaseLost",
     "ModelValidationError",
@@ -152,5 +175,6 @@ __all__ = [
     "StaleConfirmation",
     "StoreCorruption",
     "StoreError",
+    "UnsupportedFormat",
     "WorkingStateLimitExceeded",
 ]

@@ -22,34 +22,42 @@ Design notes:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypedDict, get_args
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, get_args
 
 from .errors import ModelValidationError
 from .model import Principal
 
-#: Version of the stored row layout this code writes and understands. A row
-#: carrying a greater number was written by newer code and is refused.
-SCHEMA_VERSION = 1
+if TYPE_CHECKING:
+    from .stores.migrations import MigrationReport
 
-EVENT_TYPES: frozenset[str] = frozenset(
+#: The newest stored-format version this code reads and writes (ADR 0009). Rows
+#: carry the version they were written with in their ``schema_version`` column.
+FORMAT_VERSION = 1
+#: The name this constant had before stored formats were versioned per type.
+SCHEMA_VERSION = FORMAT_VERSION
+
+#: Event type -> the format version that introduced it (``ctxengine.stores.formats``).
+EVENT_FORMATS: Mapping[str, int] = MappingProxyType(
     {
-        "conversation.item.appended",
-        "context.plan.created",
-        "context.epoch.rotated",
-        "context.compacted",
-        "context.working_state.updated",
-        "phase.submitted",
-        "phase.artifact.recorded",
-        "phase.revised",
-        "phase.confirmed",
-        "phase.change_requested",
-        "run.checkpoint.seeded",
+        "conversation.item.appended": 1,
+        "context.plan.created": 1,
+        "context.epoch.rotated": 1,
+        "context.compacted": 1,
+        "context.working_state.updated": 1,
+        "phase.submitted": 1,
+        "phase.artifact.recorded": 1,
+        "phase.revised": 1,
+        "phase.confirmed": 1,
+        "phase.change_requested": 1,
+        "run.checkpoint.seeded": 1,
     }
 )
+EVENT_TYPES: frozenset[str] = frozenset(EVENT_FORMATS)
 
 CHECKPOINT_TRIGGERS: frozenset[str] = frozenset(
     {
@@ -175,11 +183,23 @@ class NewEvent:
     run_id: str | None = None
     actor: str = "runtime"
     visibility: Visibility = SESSION_VISIBLE
+    #: The format version of this payload; ``None`` means the type's base version.
+    format_version: int | None = None
 
     def __post_init__(self) -> None:
         n = "NewEvent"
         _nonempty_str(n, "session_id", self.session_id)
         check_event_type(self.type)
+        base = EVENT_FORMATS[self.type]
+        version = base if self.format_version is None else self.format_version
+        if isinstance(version, bool) or not isinstance(version, int) or not base <= version <= FORMAT_VERSION:
+            raise ModelValidationError(
+                n,
+                "format_version",
+                f"expected an int from {base} (where {self.type!r} starts) to {FORMAT_VERSION}, "
+                f"got {self.format_version!r}",
+            )
+        object.__setattr__(self, "format_version", version)
         if not isinstance(self.payload, dict):
             raise ModelValidationError(n, "payload", f"expected dict, got {type(self.payload).__name__}")
         # A shallow copy so a caller mutating its dict after construction
@@ -209,6 +229,11 @@ class Event:
     visibility: Visibility
     created_at: datetime
     schema_version: int = SCHEMA_VERSION
+
+    @property
+    def format_version(self) -> int:
+        """The format version the row was written with (stored as ``schema_version``)."""
+        return self.schema_version
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -321,11 +346,17 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
+    async def migrate(self, *, dry_run: bool = False) -> MigrationReport:
+        """Apply pending schema migrations (ADR 0009); a no-op report where there is no schema."""
+        ...
+
 
 __all__ = [
     "CHECKPOINT_KINDS",
     "CHECKPOINT_TRIGGERS",
+    "EVENT_FORMATS",
     "EVENT_TYPES",
+    "FORMAT_VERSION",
     "SCHEMA_VERSION",
     "SESSION_VISIBLE",
     "VISIBILITY_SCOPES",

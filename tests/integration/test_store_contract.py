@@ -23,6 +23,7 @@ from ctxengine.errors import (
     ModelValidationError,
     StoreCorruption,
     StoreError,
+    UnsupportedFormat,
 )
 from ctxengine.events import EVENT_TYPES, Event, Lease, NewEvent, Store, Visibility
 from ctxengine.model import Principal, ToolCall, ToolResult, UserMessage
@@ -150,16 +151,22 @@ async def test_corrupt_rows_raise_store_corruption(
 ) -> None:
     await store.events.append(new("sess-c", "ok"))
     store_case.inject_event_row(session_id="sess-c", sequence=2, **CORRUPTIONS[corruption])
-    with pytest.raises(StoreCorruption) as err:
+    # A row from a newer writer is not corrupt: it needs an upgrade (ADR 0009).
+    expected = UnsupportedFormat if corruption == "newer-schema" else StoreCorruption
+    with pytest.raises(expected) as err:
         await store.events.read("sess-c")
-    assert (err.value.session_id, err.value.sequence) == ("sess-c", 2)
     assert "sess-c" in str(err.value) and "sequence 2" in str(err.value)
-    if corruption != "unknown-type":
-        # A corrupt row above the answer is never skipped over.
-        with pytest.raises(StoreCorruption):
-            await store.events.latest_before("sess-c", 3, PLAN, Principal("p", "t"))
-        with pytest.raises(StoreCorruption):
-            await store.events.latest_before("sess-c", 3, PLAN)
+    if isinstance(err.value, StoreCorruption):
+        assert (err.value.session_id, err.value.sequence) == ("sess-c", 2)
+    else:
+        assert err.value.needed_version == 999 and "version 999" in str(err.value)
+    # No read path skips the row: typed reads and latest_before fetch it too.
+    with pytest.raises(expected):
+        await store.events.read("sess-c", types=[PLAN])
+    with pytest.raises(expected):
+        await store.events.latest_before("sess-c", 3, PLAN, Principal("p", "t"))
+    with pytest.raises(expected):
+        await store.events.latest_before("sess-c", 3, PLAN)
     # Rows below the corrupt one still read.
     assert [e.sequence for e in await store.events.read("sess-c", before=2)] == [1]
 
@@ -181,9 +188,14 @@ async def test_corrupt_checkpoint_rows_raise_store_corruption(
         "created_at, schema_version) VALUES ('run-9', 2, ?, ?, ?, 1, ?, ?)",
         (row["kind"], row["trigger"], row["payload"], "2025-01-01T00:00:00+00:00", row["schema_version"]),
     )
-    with pytest.raises(StoreCorruption) as err:
-        await store.checkpoints.latest_raw("run-9")
-    assert "run-9" in str(err.value) and err.value.sequence == 2
+    if bad.get("schema_version") == 999:
+        with pytest.raises(UnsupportedFormat) as newer:
+            await store.checkpoints.latest_raw("run-9")
+        assert "run-9" in str(newer.value) and newer.value.needed_version == 999
+    else:
+        with pytest.raises(StoreCorruption) as err:
+            await store.checkpoints.latest_raw("run-9")
+        assert "run-9" in str(err.value) and err.value.sequence == 2
     await case.close_all()
 
 

@@ -20,7 +20,7 @@ from ..clock import Clock
 from ..errors import IdempotencyConflict, LeaseLost, ModelValidationError, StoreCorruption
 from ..events import (
     EVENT_TYPES,
-    SCHEMA_VERSION,
+    FORMAT_VERSION,
     Event,
     Lease,
     NewEvent,
@@ -30,6 +30,7 @@ from ..events import (
     check_event_type,
     check_trigger,
 )
+from . import formats
 
 EVENT_COLUMNS = (
     "session_id",
@@ -76,7 +77,7 @@ def event_row(new: NewEvent, text: str, sequence: int, created_at: Any) -> tuple
         new.visibility.scope,
         new.visibility.id,
         created_at,
-        SCHEMA_VERSION,
+        new.format_version,
     )
 
 
@@ -88,14 +89,6 @@ def _timestamp(value: object) -> datetime:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"timestamp {value.isoformat()} has no timezone")
     return value.astimezone(UTC)
-
-
-def _schema_version(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"bad schema_version {value!r}")
-    if value > SCHEMA_VERSION:
-        raise ValueError(f"schema_version {value} is newer than this code understands ({SCHEMA_VERSION})")
-    return value
 
 
 def _json_object(text: object) -> dict[str, Any]:
@@ -132,11 +125,10 @@ def decode_event(row: Row) -> Event:
             raise ValueError(f"row has {len(row)} columns, expected {len(EVENT_COLUMNS)}")
         if sequence is None or sequence < 1:
             raise ValueError(f"bad sequence {raw_sequence!r}")
-        # The version comes first: a newer row may be laid out differently.
-        version = _schema_version(row[10])
+        # The version comes first: a newer row may be laid out differently, and
+        # an unknown type from a newer writer is "upgrade", not "corrupt".
+        version = formats.row_version(session_id, sequence, row[2], row[10])
         event_type = row[2]
-        if event_type not in EVENT_TYPES:
-            raise ValueError(f"unknown event type {event_type!r}")
         try:
             visibility = Visibility(row[7], row[8])
         except ModelValidationError as exc:
@@ -169,6 +161,22 @@ def repeat_of(stored_row: Row, new: NewEvent, text: str) -> Event:
     raise IdempotencyConflict(
         f"session {new.session_id!r} derivation key {new.derivation_key!r}: already stored at "
         f"sequence {stored.sequence} with a different {what}"
+    )
+
+
+#: Every event type this code knows, for the SQL that must not pass over anything else.
+KNOWN_TYPES: tuple[str, ...] = tuple(sorted(EVENT_TYPES))
+
+
+def must_decode(event_type: object, version: object, wanted: tuple[str, ...] | None) -> bool:
+    """Whether a typed read has to decode a row: it is wanted, or it is a row no type filter may
+    pass over silently (an unknown type, or a newer format: decoding fails closed on it)."""
+    return (
+        wanted is None
+        or event_type in wanted
+        or event_type not in EVENT_TYPES
+        or not isinstance(version, int)
+        or version > FORMAT_VERSION
     )
 
 
@@ -245,7 +253,7 @@ def decode_checkpoint(run_id: str, row: Row) -> RawCheckpoint:
             raise ValueError(f"row has {len(row)} columns, expected {len(CHECKPOINT_COLUMNS)}")
         if version is None or version < 1:
             raise ValueError(f"bad version {raw_version!r}")
-        _schema_version(row[5])
+        formats.checkpoint_version(run_id, version, row[5])
         try:
             kind = check_checkpoint_kind(row[1])
             trigger = check_trigger(row[2])
@@ -299,6 +307,7 @@ class TransactionSlot(Generic[T]):
 __all__ = [
     "CHECKPOINT_COLUMNS",
     "EVENT_COLUMNS",
+    "KNOWN_TYPES",
     "Row",
     "TransactionSlot",
     "check_checkpoint_write",
@@ -309,6 +318,7 @@ __all__ = [
     "decode_checkpoint",
     "decode_event",
     "event_row",
+    "must_decode",
     "no_base_for_delta",
     "payload_text",
     "repeat_of",

@@ -41,6 +41,7 @@ class SqlEventLog:
     async def append(self, event: NewEvent) -> Event:
         if not isinstance(event, NewEvent):
             raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
+        self._s.write_policy.check(event.type, event.format_version)
         text = _rows.payload_text(event.payload)
         created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
         row, inserted = await self._s._call(self._ops.append, event, text, created_at)

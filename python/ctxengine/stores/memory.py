@@ -14,7 +14,6 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..errors import ModelValidationError, StoreError
 from ..events import (
-    SCHEMA_VERSION,
     CheckpointKind,
     Event,
     Lease,
@@ -24,6 +23,8 @@ from ..events import (
 )
 from ..model import Principal
 from . import _rows
+from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .migrations import COMPAT_LEVEL, MigrationReport, latest_revision
 
 _Undo = Callable[[], None]
 _TXN: _rows.TransactionSlot[list[_Undo]] = _rows.TransactionSlot("ctxengine.stores.memory.transaction")
@@ -32,8 +33,11 @@ _TXN: _rows.TransactionSlot[list[_Undo]] = _rows.TransactionSlot("ctxengine.stor
 class MemoryStore:
     """Events and checkpoints in dicts; ``transaction()`` rolls back through an undo log."""
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, *, clock: Clock | None = None, write_policy: WritePolicy | None = None, migrate: bool = True
+    ) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
         self._events: dict[str, list[tuple[Any, ...]]] = {}
         self._keys: dict[tuple[str, str], int] = {}
         self._leases: dict[str, tuple[str, int]] = {}
@@ -47,6 +51,11 @@ class MemoryStore:
 
     async def open(self) -> MemoryStore:
         return self
+
+    async def migrate(self, *, dry_run: bool = False) -> MigrationReport:
+        """A memory store has no schema to migrate; reported for symmetry with the SQL stores."""
+        revision = latest_revision()
+        return MigrationReport("MemoryStore", COMPAT_LEVEL, revision, revision, (), (), dry_run)
 
     async def close(self) -> None:
         if _TXN.get(self) is not None:
@@ -109,6 +118,7 @@ class MemoryEventLog:
     async def append(self, event: NewEvent) -> Event:
         if not isinstance(event, NewEvent):
             raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
+        self._s.write_policy.check(event.type, event.format_version)
         text = _rows.payload_text(event.payload)
         s = self._s
         async with s._op() as undo:
@@ -147,8 +157,10 @@ class MemoryEventLog:
         for row in rows[max(after, 0) :]:
             if before is not None and row[1] >= before:
                 break
-            if wanted is None or row[2] in wanted:
-                out.append(_rows.decode_event(row))
+            if _rows.must_decode(row[2], row[10], wanted):
+                event = _rows.decode_event(row)
+                if wanted is None or event.type in wanted:
+                    out.append(event)
         return out
 
     async def latest_before(
@@ -163,9 +175,9 @@ class MemoryEventLog:
         async with self._s._op():
             rows = list(self._s._events.get(session_id, ()))
         for row in reversed(rows[: max(before_sequence - 1, 0)]):
-            if row[2] == event_type:
+            if _rows.must_decode(row[2], row[10], (event_type,)):
                 event = _rows.decode_event(row)
-                if event.visibility.allows(principal):
+                if event.type == event_type and event.visibility.allows(principal):
                     return event
         return None
 
@@ -202,7 +214,7 @@ class MemoryCheckpointStore:
             if checked_kind == "delta" and not any(r[1] == "full" for r in rows):
                 raise _rows.no_base_for_delta(run_id)
             version = len(rows) + 1
-            rows.append((version, checked_kind, trigger, text, _rows.utc_now(s._clock), SCHEMA_VERSION))
+            rows.append((version, checked_kind, trigger, text, _rows.utc_now(s._clock), CHECKPOINT_FORMAT))
             if undo is not None:
                 undo.append(lambda: _drop_last(rows))
             return version

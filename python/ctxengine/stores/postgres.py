@@ -27,17 +27,17 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from ..clock import Clock, SystemClock
 from ..errors import StoreError
 from ..events import (
-    SCHEMA_VERSION,
+    FORMAT_VERSION,
     Event,
     Lease,
     NewEvent,
     RawCheckpoint,
 )
 from ..model import Principal
-from . import _rows
+from . import _rows, migrations
 from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from .formats import CHECKPOINT_FORMAT, WritePolicy
 
-STORE_SCHEMA_VERSION = 1
 #: Lost sequence races before an append gives up. Each loss means another
 #: writer committed, so this bounds contention, not latency.
 MAX_APPEND_ATTEMPTS = 200
@@ -117,26 +117,68 @@ async def _fetchall(conn: Conn, sql: str, params: Iterable[Any] = ()) -> list[tu
     return rows
 
 
-async def _migrate(conn: Conn, where: str) -> None:
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
-            "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
-        )
-        row = await _fetchone(conn, "SELECT version FROM ctxengine_schema_version WHERE component = 'store'")
-        if row is None:
-            for statement in _DDL:
-                await conn.execute(statement)
+class _DryRun(Exception):
+    """Raised inside the schema transaction of a dry run so that it rolls back."""
+
+    def __init__(self, report: migrations.MigrationReport) -> None:
+        super().__init__("dry run")
+        self.report = report
+
+
+async def _schema(conn: Conn, where: str, apply: bool) -> migrations.MigrationReport:
+    """Create or check the schema and, when ``apply``, migrate it, under an advisory lock.
+
+    ``apply=False`` is a dry run: it reports and rolls everything back.
+    """
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             await conn.execute(
-                "INSERT INTO ctxengine_schema_version (component, version) VALUES ('store', %s)",
-                (STORE_SCHEMA_VERSION,),
+                "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
+                "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
             )
-        elif row[0] > STORE_SCHEMA_VERSION:
-            raise StoreError(
-                f"PostgreSQL store {where} has schema version {row[0]}; this code understands "
-                f"up to {STORE_SCHEMA_VERSION}"
+            found = dict(await _fetchall(conn, "SELECT component, version FROM ctxengine_schema_version"))
+            if migrations.COMPONENT_LEVEL not in found:
+                for statement in _DDL:
+                    await conn.execute(statement)
+                level, revision = migrations.COMPAT_LEVEL, migrations.BASE_REVISION
+                await _set_component(conn, migrations.COMPONENT_LEVEL, level)
+                await _set_component(conn, migrations.COMPONENT_REVISION, revision)
+            else:
+                level = migrations.check_level(where, found[migrations.COMPONENT_LEVEL])
+                revision = migrations.check_revision(
+                    where, found.get(migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
+                )
+            if migrations.COMPONENT_REVISION not in found:
+                # A store from before revisions were tracked is at the base revision.
+                await _set_component(conn, migrations.COMPONENT_REVISION, revision)
+            todo = migrations.pending(revision)
+            for migration in todo:
+                for statement in migration.postgres:
+                    await conn.execute(statement)
+                await _set_component(conn, migrations.COMPONENT_REVISION, migration.revision)
+            report = migrations.MigrationReport(
+                where,
+                level,
+                revision,
+                todo[-1].revision if todo else revision,
+                tuple(migrations.describe(m) for m in todo),
+                tuple(migrations.describe(m) for m in todo) if apply else (),
+                not apply,
             )
+            if not apply:
+                raise _DryRun(report)
+    except _DryRun as dry:
+        return dry.report
+    return report
+
+
+async def _set_component(conn: Conn, component: str, version: int) -> None:
+    await conn.execute(
+        "INSERT INTO ctxengine_schema_version (component, version) VALUES (%s, %s) "
+        "ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
+        (component, version),
+    )
 
 
 async def _append(conn: Conn, new: NewEvent, text: str, created_at: datetime) -> tuple[tuple[Any, ...], bool]:
@@ -183,45 +225,36 @@ async def _read(
         sql += " AND sequence < %s"
         params.append(before)
     if types is not None:
-        sql += " AND type = ANY(%s)"
-        params.append(list(types))
+        # Rows of other types are passed over by SQL only when this code knows
+        # them: an unknown type or a newer format is fetched and fails closed.
+        sql += " AND (type = ANY(%s) OR NOT (type = ANY(%s)) OR schema_version > %s)"
+        params.extend((list(types), list(_rows.KNOWN_TYPES), FORMAT_VERSION))
     sql += " ORDER BY sequence"
-    return [_rows.decode_event(row) for row in await _fetchall(conn, sql, params)]
+    events = (_rows.decode_event(row) for row in await _fetchall(conn, sql, params))
+    return [event for event in events if types is None or event.type in types]
 
 
 async def _latest_before(
     conn: Conn, session_id: str, before: int, event_type: str, principal: Principal | None
 ) -> Event | None:
-    base = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND type = %s AND sequence < %s"
-    if principal is None:
-        row = await _fetchone(
-            conn, base + " ORDER BY sequence DESC LIMIT 1", (session_id, event_type, before)
-        )
-        return None if row is None else _rows.decode_event(row)
-    # The newest row the principal may see, found by the database...
-    candidate = await _fetchone(
-        conn,
-        base + " AND (visibility_scope = 'session'"
-        " OR (visibility_scope = 'tenant' AND visibility_id = %s)"
-        " OR (visibility_scope = 'principal' AND visibility_id = %s))"
-        " ORDER BY sequence DESC LIMIT 1",
-        (session_id, event_type, before, principal.tenant_id, principal.principal_id),
+    # Newest first; every row passed over on the way to the answer is decoded,
+    # so an unknown type, a newer format or a corrupt row of this type between
+    # the boundary and the answer fails closed instead of being skipped.
+    sql = (
+        f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND sequence < %s "
+        "AND (type = %s OR NOT (type = ANY(%s)) OR schema_version > %s) ORDER BY sequence DESC"
     )
-    floor = 0 if candidate is None else int(candidate[1])
-    # ...then every row of that type above it is decoded too, so a corrupt
-    # row that the SQL filter passed over still fails closed; a row that
-    # committed in between and is visible wins.
-    newer = await _fetchall(
-        conn, base + " AND sequence > %s ORDER BY sequence DESC", (session_id, event_type, before, floor)
-    )
-    for row in newer:
-        event = _rows.decode_event(row)
-        if event.visibility.allows(principal):
-            return event
-    if candidate is None:
-        return None
-    event = _rows.decode_event(candidate)
-    return event if event.visibility.allows(principal) else None
+    params = (session_id, before, event_type, list(_rows.KNOWN_TYPES), FORMAT_VERSION)
+    async with conn.cursor() as cur:
+        await cur.execute(sql, params)
+        while True:
+            rows = await cur.fetchmany(64)
+            if not rows:
+                return None
+            for row in rows:
+                event = _rows.decode_event(row)
+                if event.type == event_type and event.visibility.allows(principal):
+                    return event
 
 
 class PostgresStore:
@@ -239,8 +272,13 @@ class PostgresStore:
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 30.0,
+        migrate: bool = True,
+        write_policy: WritePolicy | None = None,
     ) -> None:
         self.dsn = dsn
+        self._auto_migrate = migrate
+        self._pending: tuple[str, ...] = ()
+        self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._min_size = min_size
         self._max_size = max_size
@@ -272,7 +310,8 @@ class PostgresStore:
                 try:
                     await pool.open(wait=True, timeout=self._timeout)
                     async with pool.connection() as conn:
-                        await _migrate(conn, describe_dsn(self.dsn))
+                        report = await _schema(conn, self._where(), self._auto_migrate)
+                    self._pending = () if self._auto_migrate else report.pending
                 except PoolTimeout as exc:
                     await pool.close()
                     raise StoreError(f"cannot connect to {describe_dsn(self.dsn)}: {exc}") from exc
@@ -282,10 +321,29 @@ class PostgresStore:
                 self._pool = pool
             return self._pool
 
+    def _where(self) -> str:
+        return f"PostgreSQL store {describe_dsn(self.dsn)}"
+
     async def open(self) -> PostgresStore:
         """Connect and create or check the schema now rather than on first use."""
         await self._ready()
         return self
+
+    async def migrate(self, *, dry_run: bool = False) -> migrations.MigrationReport:
+        """Apply the pending schema migrations (or, with ``dry_run``, only report them)."""
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            report = await _schema(conn, self._where(), not dry_run)
+        if not dry_run:
+            self._pending = ()
+        return report
+
+    def _check_migrated(self) -> None:
+        if self._pending:
+            raise StoreError(
+                f"{self!r} needs the schema migrations {list(self._pending)}; "
+                "run `ctxengine migrate` (or open it with migrate=True)"
+            )
 
     async def close(self) -> None:
         if _TXN.get(self) is not None:
@@ -307,6 +365,7 @@ class PostgresStore:
         if conn is not None:
             return await fn(conn, *args)
         pool = await self._ready()
+        self._check_migrated()
         async with pool.connection() as pooled:
             return await fn(pooled, *args)
 
@@ -318,6 +377,7 @@ class PostgresStore:
                 yield
             return
         pool = await self._ready()
+        self._check_migrated()
         async with pool.connection() as conn, conn.transaction():
             with _TXN.bind(self, conn):
                 yield
@@ -363,7 +423,7 @@ async def _write_checkpoint(
         await conn.execute(
             "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
             "created_at, schema_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (run_id, version, kind, trigger, text, lease.epoch, created_at, SCHEMA_VERSION),
+            (run_id, version, kind, trigger, text, lease.epoch, created_at, CHECKPOINT_FORMAT),
         )
         return version
 
@@ -411,7 +471,6 @@ class PostgresCheckpointStore(SqlCheckpointStore):
 
 __all__ = [
     "MAX_APPEND_ATTEMPTS",
-    "STORE_SCHEMA_VERSION",
     "PostgresCheckpointStore",
     "PostgresEventLog",
     "PostgresStore",
