@@ -8,14 +8,16 @@ assembled under an absolute token budget. The hot core runs in Rust
 
 from __future__ import annotations
 
-from . import providers
-from .backends import backend, use_backend
-from .budget import BudgetPolicy, ContextBudget, allocate, check_prefix_class
-from .builder import Assembly, ContextBuilder, Pressure
-from .canonical import canonical_json, payload_hash
-from .checkpoints import CheckpointWriter, latest_checkpoint, write_checkpoint
-from .clock import Clock, FixedClock, SystemClock
-from .compaction import CompactionResult, StructuredCompactor
+from typing import TYPE_CHECKING
+
+from . import _aliases, providers
+from .assembly.builder import Assembly, ContextBuilder, Pressure
+from .assembly.request import ModelRequest, RenderedItem
+from .core.backends import backend, use_backend
+from .core.budget import BudgetPolicy, ContextBudget, allocate, check_prefix_class
+from .core.canonical import canonical_json, payload_hash
+from .core.estimator import Estimator, TokenEstimator
+from .core.history import select_history, validate_tool_pairs
 from .errors import (
     BackendError,
     CanonicalizationError,
@@ -35,10 +37,6 @@ from .errors import (
     StoreCorruption,
     WorkingStateLimitExceeded,
 )
-from .estimator import Estimator, TokenEstimator
-from .events import Event, Lease, NewEvent, Visibility
-from .history import select_history, validate_tool_pairs
-from .loop import ContextLoop
 from .model import (
     AgentSpec,
     AssistantMessage,
@@ -64,18 +62,34 @@ from .model import (
     WorkingState,
     item_from_dict,
 )
+from .model.clock import Clock, FixedClock, SystemClock
 from .plan import ContextPlan, ContextPlanner, SkillEntry, ToolDecision, ToolGate
-from .request import ModelRequest, RenderedItem
-from .session import append_item, session_history
-from .stores import MemoryStore, PostgresStore, SQLiteStore, open_store
-from .working_state import (
+from .runtime.checkpoints import CheckpointWriter, latest_checkpoint, write_checkpoint
+from .runtime.compaction import CompactionResult, StructuredCompactor
+from .runtime.loop import ContextLoop
+from .runtime.session import append_item, session_history
+from .runtime.working_state import (
     UPDATE_WORKING_STATE_TOOL,
     WorkingStateLimits,
     WorkingStateManager,
     carry_working_state,
 )
+from .stores import MemoryStore, PostgresStore, SQLiteStore, open_store
+from .stores.events import Event, Lease, NewEvent, Visibility
 
 __version__ = "0.1.0"
+
+# Old module paths (``ctxengine.builder``...) keep importing, with a warning.
+_aliases.install()
+
+if not TYPE_CHECKING:  # hidden from type checkers, so ``ce.<typo>`` stays an error there
+
+    def __getattr__(name: str) -> object:
+        """``ctxengine.<moved module>`` as an attribute, as before the layout (deprecated)."""
+        if f"{__name__}.{name}" in _aliases.MOVED:
+            return _aliases.moved_module(name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AgentSpec",

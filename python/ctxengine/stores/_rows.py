@@ -15,10 +15,10 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from ..canonical import canonical_json
-from ..clock import Clock
+from ..core.canonical import canonical_json
 from ..errors import IdempotencyConflict, LeaseLost, ModelValidationError, StoreCorruption
-from ..events import (
+from ..model.clock import Clock
+from .events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
     Event,

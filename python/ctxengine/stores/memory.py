@@ -11,9 +11,11 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..clock import Clock, SystemClock
 from ..errors import ModelValidationError, StoreError
-from ..events import (
+from ..model import Principal
+from ..model.clock import Clock, SystemClock
+from . import _rows
+from .events import (
     SCHEMA_VERSION,
     CheckpointKind,
     Event,
@@ -22,8 +24,6 @@ from ..events import (
     RawCheckpoint,
     check_event_type,
 )
-from ..model import Principal
-from . import _rows
 
 _Undo = Callable[[], None]
 _TXN: _rows.TransactionSlot[list[_Undo]] = _rows.TransactionSlot("ctxengine.stores.memory.transaction")
