@@ -120,6 +120,22 @@ class StoreError(ContextError):
     newer than this code, a closed store, a write that kept losing races."""
 
 
+class UndeclaredRegionClass(ContextError):
+    """An item class that the region table does not declare."""
+
+
+class PlanningError(ContextError):
+    """Concurrent planners kept disagreeing about the next epoch."""
+
+
+class SessionNotFound(ContextError, LookupError):
+    """The store holds no event for the session."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no events for session {session_id!r} in this store")
+        self.session_id = session_id
+
+
 class WorkingStateLimitExceeded(ContextError):
     """A working-state transition that would break a cap: ``field`` would hold ``attempted``
     (entries or tokens) where ``limit`` is the most allowed. Nothing is evicted to make room."""
@@ -146,11 +162,14 @@ __all__ = [
     "ModelValidationError",
     "OrphanedToolPair",
     "PlanIntegrityError",
+    "PlanningError",
     "PolicyError",
     "ProjectionContractError",
     "ProtocolStateError",
+    "SessionNotFound",
     "StaleConfirmation",
     "StoreCorruption",
     "StoreError",
+    "UndeclaredRegionClass",
     "WorkingStateLimitExceeded",
 ]

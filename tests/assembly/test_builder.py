@@ -13,6 +13,7 @@ import ctxengine as ce
 from builder_fixtures import (
     AGENT,
     ALICE,
+    NOON,
     checkpoint_for,
     checkpoints,
     make_builder,
@@ -301,3 +302,24 @@ def test_build_needs_a_plan() -> None:
     planner, _ = make_plan()
     with pytest.raises(ce.ContextError):
         make_builder(planner).build(ce.RunContext("r1", "s1", 1), checkpoint_for([]), AGENT, ALICE)
+
+
+def test_whether_a_summary_can_be_compacted_again_follows_the_configured_depth_limit(backend: str) -> None:
+    planner, plan = make_plan(24_000)
+    items = session(2)
+    run = run_at(items, len(items) - 4)
+
+    def pressure(builder: ContextBuilder, depth: int) -> Any:
+        cp = checkpoint_for(items, compacted_summary="earlier work. " * 5_000, summary_depth=depth)
+        return builder.assemble(run, cp, AGENT, ALICE, plan=plan).pressure
+
+    default = make_builder(planner)
+    deeper = ContextBuilder(planner, clock=ce.FixedClock(NOON), max_compaction_depth=3)
+    assert default.max_compaction_depth == 2
+    for p in (pressure(default, 1), pressure(default, 2), pressure(deeper, 2)):
+        assert p.reason == "body_exceeds_context_window" and not p.fits
+    assert pressure(default, 1).compactable and not pressure(default, 2).compactable
+    assert pressure(deeper, 2).compactable and not pressure(deeper, 3).compactable
+    for bad in (0, True, "2"):
+        with pytest.raises(ce.ModelValidationError, match="max_compaction_depth"):
+            ContextBuilder(planner, max_compaction_depth=bad)  # type: ignore[arg-type]

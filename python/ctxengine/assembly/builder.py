@@ -30,12 +30,12 @@ from ..errors import ContextError, ContextOverflow
 from ..model import (
     AgentSpec,
     Checkpoint,
-    ConversationItem,
     Principal,
     ReasoningItem,
     RunContext,
     UserMessage,
 )
+from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
 from ..model.clock import Clock, SystemClock
 from ..plan import ContextPlan, ContextPlanner
 from .regions import order_of
@@ -51,6 +51,7 @@ from .render import (
     tool_result_pointer,
 )
 from .request import ModelRequest, RenderedItem
+from .turn import merge_reasoning, split_turn
 
 RECALL_TITLE = "Recalled memory:"
 CORRECTIONS_TITLE = "Memory corrections (these override the memory snapshot):"
@@ -103,45 +104,6 @@ class Assembly:
     pressure: Pressure
 
 
-def split_turn(conversation: Sequence[ConversationItem], seed_sequence: int) -> int:
-    """Index of the first current-turn item: history is everything with ``seq < seed_sequence``.
-
-    Scans back from the end (the turn is short); ``Checkpoint`` guarantees
-    that sequences increase, so everything before the boundary is history.
-    """
-    boundary = 0
-    for i in range(len(conversation) - 1, -1, -1):
-        seq = conversation[i].seq
-        if seq is not None and seq < seed_sequence:
-            boundary = i + 1
-            break
-    for item in conversation[boundary:]:
-        if item.seq is not None and item.seq < seed_sequence:
-            raise ContextError(
-                f"checkpoint conversation is out of order: item seq {item.seq} below the seed "
-                f"sequence {seed_sequence} follows the current turn"
-            )
-    return boundary
-
-
-def merge_reasoning(
-    turn: Sequence[ConversationItem], reasoning: Sequence[ReasoningItem]
-) -> list[ConversationItem]:
-    """Replay each reasoning item just before the first turn item that came after it."""
-    if not reasoning:
-        return list(turn)
-    pending = sorted(reasoning, key=lambda r: r.seq if r.seq is not None else -1)
-    out: list[ConversationItem] = []
-    j = 0
-    for item in turn:
-        while j < len(pending) and item.seq is not None and (pending[j].seq or -1) < item.seq:
-            out.append(pending[j])
-            j += 1
-        out.append(item)
-    out.extend(pending[j:])
-    return out
-
-
 class ContextBuilder:
     """Assembles requests; pure given its inputs (the clock is read once per assembly)."""
 
@@ -154,8 +116,13 @@ class ContextBuilder:
         surface: str = "api",
         prefix_cache_size: int = 256,
         block_cache_size: int = 4096,
+        max_compaction_depth: int = MAX_COMPACTION_DEPTH,
     ) -> None:
         self.planner = planner
+        # Whether compacting again can help depends on the compactor's depth limit.
+        self.max_compaction_depth = check_compaction_depth(
+            "ContextBuilder", "max_compaction_depth", max_compaction_depth
+        )
         self.estimator: Estimator = estimator if estimator is not None else planner.estimator
         self.clock: Clock = clock or planner.clock or SystemClock()
         self.surface = surface
@@ -288,7 +255,7 @@ class ContextBuilder:
             budget.knowledge_tokens,
             budget.retrieved_context_tokens,
             cp.replaced_through_sequence,
-            int(cp.summary_depth < 2),
+            int(cp.summary_depth < self.max_compaction_depth),
         )
         body, body_raw, reason, compactable, cut, history_budget, steps, body_sha = (
             backends.active().fit_body(
@@ -403,4 +370,4 @@ BODY_ORDER = (
 assert [order_of(c) for c in BODY_ORDER] == sorted(order_of(c) for c in BODY_ORDER)
 
 
-__all__ = ["PRESSURE_REASONS", "Assembly", "ContextBuilder", "Pressure", "merge_reasoning", "split_turn"]
+__all__ = ["PRESSURE_REASONS", "Assembly", "ContextBuilder", "Pressure"]

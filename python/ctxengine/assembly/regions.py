@@ -7,7 +7,7 @@ A class missing here fails assembly (``UndeclaredRegionClass``).
 
 from __future__ import annotations
 
-from ..errors import ContextError
+from ..errors import UndeclaredRegionClass
 
 REGION_TABLE: dict[str, str] = {
     # Region A: pinned in the plan, cached by the provider.
@@ -50,10 +50,6 @@ REGION_TABLE: dict[str, str] = {
 }
 
 ORDER: dict[str, int] = {name: i for i, name in enumerate(REGION_TABLE)}
-
-
-class UndeclaredRegionClass(ContextError):
-    """An item class that the region table does not declare."""
 
 
 def region_of(region_class: str) -> str:

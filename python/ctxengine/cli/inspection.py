@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import ContextError
+from ..errors import SessionNotFound
 from ..model import WorkingState
 from ..plan import PLAN_EVENT_TYPES, ContextPlan
 from ..runtime.loop import CONTEXT_COMPACTED
@@ -25,14 +25,6 @@ from ..stores.events import Event, Store
 
 #: Working-state facts shown (the newest); the JSON form has them all.
 SHOWN_FACTS = 5
-
-
-class SessionNotFound(ContextError, LookupError):
-    """The store holds no event for the session."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"no events for session {session_id!r} in this store")
-        self.session_id = session_id
 
 
 @dataclass(frozen=True, slots=True)

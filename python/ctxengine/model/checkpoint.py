@@ -20,6 +20,19 @@ from .items import (
 from .state import WorkingState
 from .trust import TrustLevel, _trust
 
+#: How deep compacted summaries may nest (SPEC section 6): a depth-2 summary is not
+#: summarized again. The builder (which reports whether compacting again can help)
+#: and the compactor (which refuses to go deeper) each take the limit as
+#: configuration, defaulting to this; ``ContextLoop`` checks that they agree.
+MAX_COMPACTION_DEPTH = 2
+
+
+def check_compaction_depth(owner: str, name: str, value: object) -> int:
+    """``value`` as a depth limit (an int >= 1), or ``ModelValidationError`` naming ``owner.name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ModelValidationError(owner, name, f"expected int >= 1, got {value!r}")
+    return value
+
 
 @dataclass(frozen=True, slots=True)
 class ElidedSpan:

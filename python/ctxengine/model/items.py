@@ -13,6 +13,7 @@ identical values, so switching backends never invalidates it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -44,7 +45,29 @@ class _Item:
         return backends.active().item_canonical(self)[1].hex()
 
     def __hash__(self) -> int:
-        return hash(self.canonical_bytes())
+        """Pure Python (no backend) and consistent with the dataclass equality.
+
+        Built from the compared fields' scalar and tuple values: equal items
+        have equal fields, hence equal hashes (``1 == 1.0`` hash alike too).
+        JSON-object fields (``arguments``, ``payload``, ``input_schema``) are
+        left out: they are unhashable and key order does not change equality;
+        leaving them out only costs collisions between items equal elsewhere.
+        """
+        values = [getattr(self, name) for name in _compared_fields(type(self))]
+        return hash((self.kind, *[v for v in values if isinstance(v, _HASHED_TYPES)]))
+
+
+_HASHED_TYPES = (str, int, float, tuple, type(None))
+
+
+_COMPARED_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _compared_fields(cls: type) -> tuple[str, ...]:
+    names = _COMPARED_FIELDS.get(cls)
+    if names is None:
+        names = _COMPARED_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.compare)
+    return names
 
 
 @dataclass(frozen=True, slots=True, eq=True)

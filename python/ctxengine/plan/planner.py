@@ -16,7 +16,7 @@ from typing import Any, cast
 from ..core.budget import BudgetPolicy, allocate, check_prefix_class
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator, TokenEstimator
-from ..errors import ContextError, IdempotencyConflict, ModelValidationError, PlanIntegrityError
+from ..errors import IdempotencyConflict, ModelValidationError, PlanIntegrityError, PlanningError
 from ..model import AgentSpec, Principal, ResolvedModel, ToolSpec
 from ..model.clock import Clock, SystemClock
 from ..stores.events import NewEvent, Visibility
@@ -38,10 +38,6 @@ ROTATION_REASONS = frozenset(
         "agent_prefix_changed",
     }
 )
-
-
-class PlanningError(ContextError):
-    """Concurrent planners kept disagreeing about the next epoch."""
 
 
 class ContextPlanner:

@@ -9,7 +9,7 @@ backend.
 What it reads and what it never reads:
 
 * Input is the run's *history*: conversation items with ``seq`` below the
-  run's seed sequence (``builder.split_turn``). The current turn (the seeding
+  run's seed sequence (``assembly.turn.split_turn``). The current turn (the seeding
   user message, this run's tool pairs) and ``checkpoint.reasoning`` are never
   read. A ``ReasoningItem`` found in the history belongs to an earlier run and
   is never carried across runs, so it is dropped without contributing.
@@ -42,9 +42,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..assembly.builder import split_turn
 from ..assembly.render import render_item, render_summary
 from ..assembly.request import RenderedItem
+from ..assembly.turn import split_turn
 from ..core.budget import ContextBudget
 from ..core.canonical import canonical_json, payload_hash
 from ..core.estimator import Estimator
@@ -61,6 +61,7 @@ from ..model import (
     TrustLevel,
     content_text,
 )
+from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
 
 #: Trust levels whose text may be quoted (as bounded excerpts) in a summary.
 TRUSTED_TEXT: frozenset[TrustLevel] = frozenset(
@@ -205,11 +206,10 @@ def _previous_lines(summary: str | None) -> tuple[list[str], int]:
 class StructuredCompactor:
     """Deterministic, extractive compaction; pure (see the module docstring)."""
 
-    def __init__(self, estimator: Estimator, *, max_depth: int = 2, max_listed_spans: int = 64) -> None:
-        if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
-            raise ModelValidationError(
-                "StructuredCompactor", "max_depth", f"expected int >= 1, got {max_depth!r}"
-            )
+    def __init__(
+        self, estimator: Estimator, *, max_depth: int = MAX_COMPACTION_DEPTH, max_listed_spans: int = 64
+    ) -> None:
+        check_compaction_depth("StructuredCompactor", "max_depth", max_depth)
         if (
             isinstance(max_listed_spans, bool)
             or not isinstance(max_listed_spans, int)

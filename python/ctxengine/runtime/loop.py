@@ -64,6 +64,13 @@ class ContextLoop:
         estimator: Estimator,
         working_state: WorkingStateManager | None = None,
     ) -> None:
+        if builder.max_compaction_depth != compactor.max_depth:
+            raise ModelValidationError(
+                "ContextLoop",
+                "compactor",
+                f"max_depth {compactor.max_depth} != the builder's max_compaction_depth "
+                f"{builder.max_compaction_depth}: one depth limit must govern both",
+            )
         self.store = store
         self.planner = planner
         self.builder = builder
