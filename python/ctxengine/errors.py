@@ -104,7 +104,7 @@ class UnsupportedFormat(StoreError):
     """
 
     def __init__(self, where: str, needed_version: int, what: str = "row") -> None:
-        from .events import FORMAT_VERSION
+        from .stores.events import FORMAT_VERSION
 
         super().__init__(
             f"{where}: {what} is written in format version {needed_version}; this ctxengine reads up to "
@@ -142,6 +142,22 @@ class ProjectionContractError(ContextError):
     """A phase projection with a missing or extra symbol."""
 
 
+class UndeclaredRegionClass(ContextError):
+    """An item class that the region table does not declare."""
+
+
+class PlanningError(ContextError):
+    """Concurrent planners kept disagreeing about the next epoch."""
+
+
+class SessionNotFound(ContextError, LookupError):
+    """The store holds no event for the session."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no events for session {session_id!r} in this store")
+        self.session_id = session_id
+
+
 class WorkingStateLimitExceeded(ContextError):
     """A working-state transition that would break a cap: ``field`` would hold ``attempted``
     (entries or tokens) where ``limit`` is the most allowed. Nothing is evicted to make room."""
@@ -169,12 +185,15 @@ __all__ = [
     "ModelValidationError",
     "OrphanedToolPair",
     "PlanIntegrityError",
+    "PlanningError",
     "PolicyError",
     "ProjectionContractError",
     "ProtocolStateError",
+    "SessionNotFound",
     "StaleConfirmation",
     "StoreCorruption",
     "StoreError",
+    "UndeclaredRegionClass",
     "UnsupportedFormat",
     "WorkingStateLimitExceeded",
 ]

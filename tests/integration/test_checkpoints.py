@@ -23,7 +23,9 @@ from hypothesis import strategies as st
 from storekit import StoreCase
 
 import ctxengine
-from ctxengine.checkpoints import (
+from ctxengine.errors import LeaseLost, ModelValidationError, StoreCorruption
+from ctxengine.model import Checkpoint, UserMessage
+from ctxengine.runtime.checkpoints import (
     DELTA_FORMAT,
     FULL_FORMAT,
     diff,
@@ -32,9 +34,7 @@ from ctxengine.checkpoints import (
     materialize,
     write_checkpoint,
 )
-from ctxengine.errors import LeaseLost, ModelValidationError, StoreCorruption
-from ctxengine.events import Store
-from ctxengine.model import Checkpoint, UserMessage
+from ctxengine.stores.events import Store
 
 RUN = "run-1"
 

@@ -24,8 +24,8 @@ from storekit import postgres_bin
 
 import ctxengine as ce
 from ctxengine.errors import FormatDisabled, ModelValidationError, UnsupportedFormat
-from ctxengine.events import FORMAT_VERSION, NewEvent
 from ctxengine.stores._rows import EVENT_COLUMNS
+from ctxengine.stores.events import FORMAT_VERSION, NewEvent
 from ctxengine.stores.formats import WritePolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "golden"))

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from storekit import STORE_KINDS, StoreCase
 
-from ctxengine.canonical import canonical_json
-from ctxengine.clock import FixedClock
+from ctxengine.core.canonical import canonical_json
 from ctxengine.errors import (
     IdempotencyConflict,
     LeaseLost,
@@ -25,10 +24,11 @@ from ctxengine.errors import (
     StoreError,
     UnsupportedFormat,
 )
-from ctxengine.events import EVENT_TYPES, Event, Lease, NewEvent, Store, Visibility
 from ctxengine.model import Principal, ToolCall, ToolResult, UserMessage
-from ctxengine.session import append_item, session_history
+from ctxengine.model.clock import FixedClock
+from ctxengine.runtime.session import append_item, session_history
 from ctxengine.stores import open_store
+from ctxengine.stores.events import EVENT_TYPES, Event, Lease, NewEvent, Store, Visibility
 
 PLAN = "context.plan.created"
 ROTATED = "context.epoch.rotated"

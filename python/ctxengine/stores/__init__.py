@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from ..clock import Clock
 from ..errors import StoreError
-from ..events import Store
+from ..model.clock import Clock
+from .events import Store
 from .memory import MemoryStore
 from .migrations import MigrationReport
 from .postgres import PostgresStore

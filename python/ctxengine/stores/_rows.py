@@ -15,10 +15,11 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from ..canonical import canonical_json
-from ..clock import Clock
+from ..core.canonical import canonical_json
 from ..errors import IdempotencyConflict, LeaseLost, ModelValidationError, StoreCorruption
-from ..events import (
+from ..model.clock import Clock
+from . import formats
+from .events import (
     EVENT_TYPES,
     FORMAT_VERSION,
     Event,
@@ -30,7 +31,6 @@ from ..events import (
     check_event_type,
     check_trigger,
 )
-from . import formats
 
 EVENT_COLUMNS = (
     "session_id",

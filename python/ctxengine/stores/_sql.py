@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ModelValidationError
-from ..events import CheckpointKind, Event, Lease, NewEvent, RawCheckpoint, check_event_type
 from ..model import Principal
 from . import _rows
+from .events import CheckpointKind, Event, Lease, NewEvent, RawCheckpoint, check_event_type
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import FormatDisabled, ModelValidationError, StoreCorruption, UnsupportedFormat
-from ..events import EVENT_FORMATS, FORMAT_VERSION
+from .events import EVENT_FORMATS, FORMAT_VERSION
 
 #: The first format version: everything written before versions were tracked.
 BASE_FORMAT = 1

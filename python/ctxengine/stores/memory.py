@@ -11,9 +11,11 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..clock import Clock, SystemClock
 from ..errors import ModelValidationError, StoreError
-from ..events import (
+from ..model import Principal
+from ..model.clock import Clock, SystemClock
+from . import _rows
+from .events import (
     CheckpointKind,
     Event,
     Lease,
@@ -21,8 +23,6 @@ from ..events import (
     RawCheckpoint,
     check_event_type,
 )
-from ..model import Principal
-from . import _rows
 from .formats import CHECKPOINT_FORMAT, WritePolicy
 from .migrations import COMPAT_LEVEL, MigrationReport, latest_revision
 

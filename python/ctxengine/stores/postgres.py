@@ -24,18 +24,18 @@ from psycopg import AsyncConnection, errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from ..clock import Clock, SystemClock
 from ..errors import StoreError
-from ..events import (
+from ..model import Principal
+from ..model.clock import Clock, SystemClock
+from . import _rows, migrations
+from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from .events import (
     FORMAT_VERSION,
     Event,
     Lease,
     NewEvent,
     RawCheckpoint,
 )
-from ..model import Principal
-from . import _rows, migrations
-from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 from .formats import CHECKPOINT_FORMAT, WritePolicy
 
 #: Lost sequence races before an append gives up. Each loss means another

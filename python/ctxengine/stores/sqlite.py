@@ -26,18 +26,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from ..clock import Clock, SystemClock
 from ..errors import ModelValidationError, StoreError
-from ..events import (
+from ..model import Principal
+from ..model.clock import Clock, SystemClock
+from . import _rows, migrations
+from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from .events import (
     FORMAT_VERSION,
     Event,
     Lease,
     NewEvent,
     RawCheckpoint,
 )
-from ..model import Principal
-from . import _rows, migrations
-from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 from .formats import CHECKPOINT_FORMAT, WritePolicy
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
