@@ -82,11 +82,25 @@ class PlanIntegrityError(ContextError):
 
 class StoreError(ContextError):
     """A store that cannot be opened or used: an unknown URL scheme, a schema
-    newer than this code, a closed store, a write that kept losing races."""
+    newer than this code, a closed store, a driver failure. Every error a store
+    raises is a ``StoreError`` (ADR 0010); ``retryable`` says whether the same
+    call may succeed later unchanged."""
+
+    retryable = False
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached right now: a lost connection, a server that is
+    down or restarting, a lock or pool wait that ran out (bounded and configurable).
+    Retryable: repeat the call (appends are idempotent on their derivation key)."""
+
+    retryable = True
 
 
 class StoreCorruption(StoreError):
-    """A stored row that fails to decode or has an unknown type."""
+    """A stored row this code cannot read: it fails to decode, has an unknown type, a
+    field of the wrong type, a payload that is not canonical JSON. It fails closed:
+    never skipped. ``session_id`` and ``sequence`` name the row."""
 
     def __init__(self, session_id: str, sequence: int | None, reason: str) -> None:
         where = f"session {session_id!r}" + (f" sequence {sequence}" if sequence is not None else "")
@@ -96,22 +110,55 @@ class StoreCorruption(StoreError):
         self.reason = reason
 
 
-class UnsupportedFormat(StoreError):
+class CheckpointCorruption(StoreCorruption):
+    """A checkpoint row (or chain) this code cannot read, named by run id and version.
+
+    ``session_id``/``sequence`` repeat ``run_id``/``version`` so that code
+    handling any ``StoreCorruption`` finds the row."""
+
+    def __init__(self, run_id: str, version: int | None, reason: str) -> None:
+        StoreError.__init__(
+            self,
+            f"run {run_id!r}"
+            + (f" checkpoint version {version}" if version is not None else "")
+            + f": {reason}",
+        )
+        self.run_id = run_id
+        self.version = version
+        self.session_id = run_id
+        self.sequence = version
+        self.reason = reason
+
+
+class UnsupportedFormat(StoreCorruption):
     """A stored row written in a newer format than this code reads (fail closed; ADR 0009).
 
     ``where`` names the row (session and sequence, or run and checkpoint
     version) and ``needed_version`` the format version a reader must know.
     """
 
-    def __init__(self, where: str, needed_version: int, what: str = "row") -> None:
+    def __init__(
+        self,
+        where: str,
+        needed_version: int,
+        what: str = "row",
+        *,
+        session_id: str = "",
+        sequence: int | None = None,
+    ) -> None:
         from .stores.events import FORMAT_VERSION
 
-        super().__init__(
+        StoreError.__init__(
+            self,
             f"{where}: {what} is written in format version {needed_version}; this ctxengine reads up to "
-            f"version {FORMAT_VERSION}. Upgrade this worker before it reads the session (nothing was skipped)"
+            f"version {FORMAT_VERSION}. Upgrade this worker before it reads the session "
+            "(nothing was skipped)",
         )
         self.where = where
         self.needed_version = needed_version
+        self.session_id = session_id
+        self.sequence = sequence
+        self.reason = f"needs format version {needed_version}"
 
 
 class FormatDisabled(ContextError):
@@ -175,6 +222,7 @@ class WorkingStateLimitExceeded(ContextError):
 __all__ = [
     "BackendError",
     "CanonicalizationError",
+    "CheckpointCorruption",
     "CompactionDepthExceeded",
     "ContextError",
     "ContextOverflow",
@@ -193,6 +241,7 @@ __all__ = [
     "StaleConfirmation",
     "StoreCorruption",
     "StoreError",
+    "StoreUnavailable",
     "UndeclaredRegionClass",
     "UnsupportedFormat",
     "WorkingStateLimitExceeded",

@@ -327,19 +327,46 @@ async def test_a_nested_transaction_is_a_savepoint(store: Store) -> None:
 
 async def test_claim_fences_older_leases(store: Store) -> None:
     first = await store.checkpoints.claim("run-1", "worker-a")
-    assert first == Lease("worker-a", 1)
+    assert first == Lease("worker-a", 1, "run-1")
     assert await store.checkpoints.write("run-1", {"n": 1}, trigger="model_response", lease=first) == 1
     second = await store.checkpoints.claim("run-1", "worker-b")
-    assert second == Lease("worker-b", 2)
+    assert second == Lease("worker-b", 2, "run-1")
     with pytest.raises(LeaseLost) as err:
         await store.checkpoints.write("run-1", {"n": 2}, trigger="tool_completed", lease=first)
     assert "run-1" in str(err.value) and "epoch 1" in str(err.value) and "epoch 2" in str(err.value)
     assert [row["payload"] for row in await store.checkpoints.latest_raw("run-1")] == [{"n": 1}]
     assert await store.checkpoints.write("run-1", {"n": 2}, trigger="tool_completed", lease=second) == 2
-    with pytest.raises(LeaseLost, match="never claimed"):
+    with pytest.raises(LeaseLost, match="claimed for run 'run-1'"):
         await store.checkpoints.write("run-2", {}, trigger="tool_completed", lease=second)
+    with pytest.raises(LeaseLost, match="never claimed"):
+        await store.checkpoints.write("run-2", {}, trigger="tool_completed", lease=Lease("x", 1, "run-2"))
     # Leases are per run.
-    assert await store.checkpoints.claim("run-2", "worker-a") == Lease("worker-a", 1)
+    assert await store.checkpoints.claim("run-2", "worker-a") == Lease("worker-a", 1, "run-2")
+
+
+async def test_a_lease_writes_only_the_run_it_was_claimed_for(store: Store) -> None:
+    x = await store.checkpoints.claim("run-x", "worker")
+    y = await store.checkpoints.claim("run-y", "worker")
+    assert (x.owner, x.epoch) == (y.owner, y.epoch)  # same owner and epoch, different runs
+    with pytest.raises(LeaseLost, match="claimed for run 'run-x'"):
+        await store.checkpoints.write("run-y", {"n": 1}, trigger="model_response", lease=x)
+    assert await store.checkpoints.latest_raw("run-y") == []
+    assert await store.checkpoints.write("run-y", {"n": 1}, trigger="model_response", lease=y) == 1
+
+
+async def test_epochs_survive_delete_so_old_leases_stay_fenced(store: Store) -> None:
+    old = await store.checkpoints.claim("run-d", "worker-a")
+    await store.checkpoints.write("run-d", {"n": 1}, trigger="model_response", lease=old)
+    await store.checkpoints.delete("run-d")
+    assert await store.checkpoints.latest_raw("run-d") == []
+    with pytest.raises(LeaseLost):  # delete fences the current lease too
+        await store.checkpoints.write("run-d", {"n": 2}, trigger="model_response", lease=old)
+    new = await store.checkpoints.claim("run-d", "worker-a")
+    assert new.epoch > old.epoch + 1
+    with pytest.raises(LeaseLost):
+        await store.checkpoints.write("run-d", {"n": 2}, trigger="model_response", lease=old)
+    assert await store.checkpoints.latest_raw("run-d") == []
+    assert await store.checkpoints.write("run-d", {"n": 3}, trigger="model_response", lease=new) == 1
 
 
 async def test_checkpoint_rows_from_the_newest_full_snapshot(store: Store) -> None:

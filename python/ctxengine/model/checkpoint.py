@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelValidationError
-from .checks import JSON, _get, _optional_int, _require, _tuple_of
+from .checks import JSON, _get, _get_list, _optional_int, _require, _tuple_of
 from .items import (
     AssistantMessage,
     ConversationItem,
@@ -207,16 +207,16 @@ class Checkpoint:
         return cls(
             run_id=_get(d, n, "run_id"),
             version=_get(d, n, "version", 1),
-            conversation=tuple(item_from_dict(i) for i in _get(d, n, "conversation", [])),
+            conversation=tuple(item_from_dict(i) for i in _get_list(d, n, "conversation")),
             compacted_summary=_get(d, n, "compacted_summary", None),
-            summary_source_event_ids=tuple(_get(d, n, "summary_source_event_ids", [])),
-            summary_elided=tuple(ElidedSpan.from_dict(s) for s in _get(d, n, "summary_elided", [])),
+            summary_source_event_ids=tuple(_get_list(d, n, "summary_source_event_ids")),
+            summary_elided=tuple(ElidedSpan.from_dict(s) for s in _get_list(d, n, "summary_elided")),
             replaced_through_sequence=_get(d, n, "replaced_through_sequence", 0),
             summary_depth=_get(d, n, "summary_depth", 0),
             working_state=WorkingState.from_dict(_get(d, n, "working_state", {})),
-            knowledge=tuple(KnowledgePassage.from_dict(p) for p in _get(d, n, "knowledge", [])),
-            recall=tuple(_get(d, n, "recall", [])),
-            loaded_skills=tuple(SkillBody.from_dict(s) for s in _get(d, n, "loaded_skills", [])),
-            reasoning=tuple(ReasoningItem.from_dict(r) for r in _get(d, n, "reasoning", [])),
-            corrections=tuple(_get(d, n, "corrections", [])),
+            knowledge=tuple(KnowledgePassage.from_dict(p) for p in _get_list(d, n, "knowledge")),
+            recall=tuple(_get_list(d, n, "recall")),
+            loaded_skills=tuple(SkillBody.from_dict(s) for s in _get_list(d, n, "loaded_skills")),
+            reasoning=tuple(ReasoningItem.from_dict(r) for r in _get_list(d, n, "reasoning")),
+            corrections=tuple(_get_list(d, n, "corrections")),
         )

@@ -30,6 +30,26 @@ def _get(d: dict[str, Any], type_name: str, key: str, default: Any = ...) -> Any
     return default
 
 
+def _get_list(d: dict[str, Any], type_name: str, key: str) -> list[Any]:
+    """``d[key]`` when it is a JSON array; missing means empty; anything else names the field."""
+    value = _get(d, type_name, key, [])
+    if not isinstance(value, list):
+        raise ModelValidationError(type_name, key, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str_set(type_name: str, name: str, value: object) -> frozenset[str]:
+    """A frozenset of strings from any iterable of them; anything else names the field."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise ModelValidationError(
+            type_name, name, f"expected a collection of str, got {type(value).__name__}"
+        )
+    for entry in value:
+        if not isinstance(entry, str):
+            raise ModelValidationError(type_name, name, f"expected str entries, got {type(entry).__name__}")
+    return frozenset(value)
+
+
 def _tuple_of(type_name: str, name: str, value: object, kind: type) -> tuple[Any, ...]:
     if not isinstance(value, (list, tuple)):
         raise ModelValidationError(type_name, name, f"expected a sequence, got {type(value).__name__}")

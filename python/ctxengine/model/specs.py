@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import ModelValidationError
-from .checks import JSON, _get, _optional_int, _require
+from .checks import JSON, _get, _get_list, _optional_int, _require, _str_set
 from .items import _Item
 
 
@@ -59,7 +59,7 @@ class ResolvedModel:
             _require(n, name, value, int)
             if value <= 0:
                 raise ModelValidationError(n, name, f"must be positive, got {value}")
-        object.__setattr__(self, "capabilities", frozenset(self.capabilities))
+        object.__setattr__(self, "capabilities", _str_set(n, "capabilities", self.capabilities))
 
     @property
     def model_id(self) -> str:
@@ -84,7 +84,7 @@ class ResolvedModel:
             _get(d, n, "context_window"),
             _get(d, n, "max_output_tokens"),
             _get(d, n, "default_output_reserve"),
-            frozenset(_get(d, n, "capabilities", [])),
+            frozenset(_get_list(d, n, "capabilities")),
         )
 
 
@@ -116,7 +116,7 @@ class Principal:
     def __post_init__(self) -> None:
         _require("Principal", "principal_id", self.principal_id, str)
         _require("Principal", "tenant_id", self.tenant_id, str)
-        object.__setattr__(self, "scopes", frozenset(self.scopes))
+        object.__setattr__(self, "scopes", _str_set("Principal", "scopes", self.scopes))
 
     def to_dict(self) -> dict[str, JSON]:
         return {"principal_id": self.principal_id, "tenant_id": self.tenant_id, "scopes": sorted(self.scopes)}
@@ -124,7 +124,7 @@ class Principal:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Principal:
         n = "Principal"
-        return cls(_get(d, n, "principal_id"), _get(d, n, "tenant_id"), frozenset(_get(d, n, "scopes", [])))
+        return cls(_get(d, n, "principal_id"), _get(d, n, "tenant_id"), frozenset(_get_list(d, n, "scopes")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ModelValidationError
-from .checks import JSON, _get, _require, _tuple_of
+from .checks import JSON, _get, _get_list, _require, _tuple_of
 from .trust import TrustLevel, _trust
 
 TASK_STATUSES = ("open", "in_progress", "completed")
@@ -108,9 +108,9 @@ class WorkingState:
         n = "WorkingState"
         return cls(
             objective=_get(d, n, "objective", None),
-            constraints=tuple(StateEntry.from_dict(e) for e in _get(d, n, "constraints", [])),
-            tasks=tuple(Task.from_dict(t) for t in _get(d, n, "tasks", [])),
-            established_facts=tuple(StateEntry.from_dict(e) for e in _get(d, n, "established_facts", [])),
-            open_questions=tuple(StateEntry.from_dict(e) for e in _get(d, n, "open_questions", [])),
+            constraints=tuple(StateEntry.from_dict(e) for e in _get_list(d, n, "constraints")),
+            tasks=tuple(Task.from_dict(t) for t in _get_list(d, n, "tasks")),
+            established_facts=tuple(StateEntry.from_dict(e) for e in _get_list(d, n, "established_facts")),
+            open_questions=tuple(StateEntry.from_dict(e) for e in _get_list(d, n, "open_questions")),
             next_action=_get(d, n, "next_action", None),
         )

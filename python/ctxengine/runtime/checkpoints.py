@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..errors import ModelValidationError, StoreCorruption, StoreError
+from ..errors import CheckpointCorruption, ModelValidationError, StoreError
 from ..model import Checkpoint
 from ..stores.events import Lease, RawCheckpoint, Store, check_trigger
 
@@ -65,8 +65,8 @@ def diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _corrupt(run_id: str, version: int | None, reason: str) -> StoreCorruption:
-    return StoreCorruption(run_id, version, f"checkpoint chain of run {run_id!r}: {reason}")
+def _corrupt(run_id: str, version: int | None, reason: str) -> CheckpointCorruption:
+    return CheckpointCorruption(run_id, version, f"checkpoint chain: {reason}")
 
 
 def materialize(run_id: str, rows: list[RawCheckpoint]) -> dict[str, Any] | None:
@@ -158,6 +158,9 @@ async def write_checkpoint(
         else:
             base = materialize(run_id, rows)
             assert base is not None  # rows is non-empty: version > 1
+            # A delta on a base that does not decode would bury the corruption
+            # under a row that looks fine: refuse before writing anything.
+            decode(run_id, base)
             written = await store.checkpoints.write(
                 run_id, diff(base, new), trigger=trigger, lease=lease, kind="delta"
             )

@@ -81,11 +81,44 @@ VISIBILITY_SCOPES: tuple[str, ...] = get_args(VisibilityScope)
 CHECKPOINT_KINDS: tuple[str, ...] = get_args(CheckpointKind)
 
 
-def _nonempty_str(type_name: str, field: str, value: object) -> None:
+#: Longest identifier (session, run, owner, actor, visibility id) in UTF-8 bytes: every
+#: store indexes them, and PostgreSQL's index entries are bounded (ADR 0010).
+MAX_ID_BYTES = 256
+#: Longest derivation key in UTF-8 bytes (it embeds run ids and digests).
+MAX_KEY_BYTES = 1024
+#: Sequences, epochs and versions are 64-bit signed integers in every store.
+MAX_INT = 2**63 - 1
+
+
+def check_identifier(type_name: str, field: str, value: object, max_bytes: int = MAX_ID_BYTES) -> str:
+    """``value`` if it is a storable identifier: a non-empty str, valid UTF-8 (no lone
+    surrogates), no NUL, at most ``max_bytes`` bytes; otherwise a ``ModelValidationError``
+    naming the field. Every store accepts exactly these (ADR 0010)."""
     if not isinstance(value, str):
         raise ModelValidationError(type_name, field, f"expected str, got {type(value).__name__}")
     if not value:
         raise ModelValidationError(type_name, field, "must not be empty")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ModelValidationError(type_name, field, "is not valid UTF-8 (a lone surrogate)") from None
+    if size > max_bytes:
+        raise ModelValidationError(type_name, field, f"is {size} bytes long; the limit is {max_bytes}")
+    if "\x00" in value:
+        raise ModelValidationError(type_name, field, "contains a NUL character")
+    return value
+
+
+def check_int(type_name: str, field: str, value: object, *, minimum: int = -MAX_INT - 1) -> int:
+    """``value`` if it is an int (not a bool) in ``[minimum, MAX_INT]``; else a ``ModelValidationError``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ModelValidationError(type_name, field, f"expected int, got {type(value).__name__}")
+    if not minimum <= value <= MAX_INT:
+        raise ModelValidationError(type_name, field, f"{value} is outside {minimum}..{MAX_INT}")
+    return value
+
+
+_nonempty_str = check_identifier
 
 
 def check_event_type(event_type: object, type_name: str = "NewEvent") -> str:
@@ -205,7 +238,7 @@ class NewEvent:
         # A shallow copy so a caller mutating its dict after construction
         # cannot change what gets appended.
         object.__setattr__(self, "payload", dict(self.payload))
-        _nonempty_str(n, "derivation_key", self.derivation_key)
+        check_identifier(n, "derivation_key", self.derivation_key, MAX_KEY_BYTES)
         if self.run_id is not None:
             _nonempty_str(n, "run_id", self.run_id)
         _nonempty_str(n, "actor", self.actor)
@@ -252,15 +285,21 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """The right to write a run's checkpoints, until a newer claim fences it."""
+    """The right to write one run's checkpoints, until a newer claim (or a delete) fences it.
+
+    ``run_id`` names the run the lease was claimed for: it writes that run
+    only. Epochs only ever grow for a run, across deletes, so a fenced lease
+    never becomes current again.
+    """
 
     owner: str
     epoch: int
+    run_id: str
 
     def __post_init__(self) -> None:
-        _nonempty_str("Lease", "owner", self.owner)
-        if not isinstance(self.epoch, int) or isinstance(self.epoch, bool) or self.epoch < 1:
-            raise ModelValidationError("Lease", "epoch", f"expected a positive int, got {self.epoch!r}")
+        check_identifier("Lease", "owner", self.owner)
+        check_int("Lease", "epoch", self.epoch, minimum=1)
+        check_identifier("Lease", "run_id", self.run_id)
 
 
 class RawCheckpoint(TypedDict):
@@ -370,7 +409,12 @@ __all__ = [
     "Store",
     "Visibility",
     "VisibilityScope",
+    "MAX_ID_BYTES",
+    "MAX_INT",
+    "MAX_KEY_BYTES",
     "check_checkpoint_kind",
+    "check_identifier",
+    "check_int",
     "check_event_type",
     "check_trigger",
 ]

@@ -27,7 +27,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import FormatDisabled, ModelValidationError, StoreCorruption, UnsupportedFormat
+from ..errors import (
+    CheckpointCorruption,
+    FormatDisabled,
+    ModelValidationError,
+    StoreCorruption,
+    UnsupportedFormat,
+)
 from .events import EVENT_FORMATS, FORMAT_VERSION
 
 #: The first format version: everything written before versions were tracked.
@@ -126,6 +132,8 @@ def row_version(session_id: str, sequence: int | None, event_type: object, value
             f"session {session_id!r} sequence {sequence}",
             value,
             f"event type {event_type!r}",
+            session_id=session_id,
+            sequence=sequence,
         )
     needed = EVENT_FORMATS.get(event_type) if isinstance(event_type, str) else None
     if needed is None:
@@ -142,11 +150,15 @@ def row_version(session_id: str, sequence: int | None, event_type: object, value
 def checkpoint_version(run_id: str, version: int | None, value: object) -> int:
     """The checked format version of a checkpoint row (``UnsupportedFormat`` when newer)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < BASE_FORMAT:
-        raise StoreCorruption(
-            run_id, version, f"checkpoint row of run {run_id!r}: bad format version {value!r}"
-        )
+        raise CheckpointCorruption(run_id, version, f"bad format version {value!r}")
     if value > FORMAT_VERSION:
-        raise UnsupportedFormat(f"run {run_id!r} checkpoint version {version}", value, "checkpoint row")
+        raise UnsupportedFormat(
+            f"run {run_id!r} checkpoint version {version}",
+            value,
+            "checkpoint row",
+            session_id=run_id,
+            sequence=version,
+        )
     return value
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ModelValidationError, StoreError
@@ -127,8 +128,9 @@ class MemoryEventLog:
             if existing is not None:
                 return _rows.repeat_of(rows[existing - 1], event, text)
             sequence = len(rows) + 1
-            row = _rows.event_row(event, text, sequence, _rows.utc_now(s._clock))
-            decoded = _rows.decode_event(row)
+            created_at = _rows.utc_now(s._clock)
+            decoded = replace(_rows.probe_event(event, text, created_at), sequence=sequence)
+            row = _rows.event_row(event, text, sequence, created_at)
             s._events.setdefault(event.session_id, []).append(row)
             key = (event.session_id, event.derivation_key)
             s._keys[key] = sequence
@@ -149,6 +151,7 @@ class MemoryEventLog:
         *,
         before: int | None = None,
     ) -> list[Event]:
+        _rows.check_session("EventLog.read", session_id)
         wanted = _rows.type_filter(types)
         _rows.check_ints("EventLog.read", after=after, before=before)
         async with self._s._op():
@@ -170,6 +173,7 @@ class MemoryEventLog:
         event_type: str,
         principal: Principal | None = None,
     ) -> Event | None:
+        _rows.check_session("EventLog.latest_before", session_id)
         check_event_type(event_type, "EventLog.latest_before")
         _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
         async with self._s._op():
@@ -191,7 +195,7 @@ class MemoryCheckpointStore:
         s = self._s
         async with s._op() as undo:
             previous = s._leases.get(run_id)
-            lease = Lease(owner, (previous[1] if previous else 0) + 1)
+            lease = Lease(owner, (previous[1] if previous else 0) + 1, run_id)
             s._leases[run_id] = (lease.owner, lease.epoch)
             if undo is not None:
                 undo.append(lambda: _restore(s._leases, run_id, previous))
@@ -220,6 +224,7 @@ class MemoryCheckpointStore:
             return version
 
     async def latest_raw(self, run_id: str) -> list[RawCheckpoint]:
+        _rows.check_run_id(run_id)
         async with self._s._op():
             rows = list(self._s._checkpoints.get(run_id, ()))
         fulls = [i for i, r in enumerate(rows) if r[1] == "full"]
@@ -228,9 +233,13 @@ class MemoryCheckpointStore:
         return [_rows.decode_checkpoint(run_id, r) for r in rows[fulls[-1] :]]
 
     async def delete(self, run_id: str) -> None:
+        _rows.check_run_id(run_id)
         s = self._s
         async with s._op() as undo:
-            lease = s._leases.pop(run_id, None)
+            lease = s._leases.get(run_id)
+            if lease is not None:
+                # The epoch outlives the rows: every lease claimed so far stays fenced.
+                s._leases[run_id] = (_rows.FENCED_OWNER, lease[1] + 1)
             rows = s._checkpoints.pop(run_id, None)
             if undo is not None:
 

@@ -14,6 +14,7 @@ transaction. Connections run in autocommit mode; every write is an explicit
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -22,13 +23,14 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import AsyncConnection, errors
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
-from ..errors import StoreError
+from ..errors import ModelValidationError, StoreError
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
 from . import _rows, migrations
 from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from .driver_errors import POSTGRES_ERRORS, postgres_error
 from .events import (
     FORMAT_VERSION,
     Event,
@@ -37,57 +39,19 @@ from .events import (
     RawCheckpoint,
 )
 from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .postgres_schema import schema
 
-#: Lost sequence races before an append gives up. Each loss means another
-#: writer committed, so this bounds contention, not latency.
-MAX_APPEND_ATTEMPTS = 200
-# pg_advisory_xact_lock key serializing schema creation across processes
-# (CREATE TABLE IF NOT EXISTS alone races on the catalog).
-_MIGRATION_LOCK = 0x63747865_6E67  # "ctxeng"
+#: Appends to one session are serialized by a transaction-scoped advisory lock
+#: on (this class id, hashtext(session_id)): a writer holding a transaction
+#: with appends in it makes the others wait, in order, instead of racing them.
+SESSION_LOCK_CLASS = 0x63747873  # "ctxs"
+#: Sequence races an append survives. With the lock they happen only against
+#: writers that do not take it (a build from before the lock), each loss means
+#: another writer committed, so this bounds contention, not latency.
+MAX_APPEND_ATTEMPTS = 50
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
 _CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
-
-_DDL = (
-    """
-    CREATE TABLE ctxengine_events (
-        session_id       TEXT        NOT NULL,
-        sequence         BIGINT      NOT NULL CHECK (sequence >= 1),
-        type             TEXT        NOT NULL,
-        payload          TEXT        NOT NULL,
-        derivation_key   TEXT        NOT NULL,
-        run_id           TEXT,
-        actor            TEXT        NOT NULL,
-        visibility_scope TEXT        NOT NULL,
-        visibility_id    TEXT,
-        created_at       TIMESTAMPTZ NOT NULL,
-        schema_version   INTEGER     NOT NULL,
-        CONSTRAINT ctxengine_events_sequence_key PRIMARY KEY (session_id, sequence),
-        CONSTRAINT ctxengine_events_derivation_key UNIQUE (session_id, derivation_key)
-    )
-    """,
-    "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
-    """
-    CREATE TABLE ctxengine_checkpoint_leases (
-        run_id TEXT   NOT NULL PRIMARY KEY,
-        owner  TEXT   NOT NULL,
-        epoch  BIGINT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE ctxengine_checkpoints (
-        run_id         TEXT        NOT NULL,
-        version        BIGINT      NOT NULL CHECK (version >= 1),
-        kind           TEXT        NOT NULL,
-        trigger        TEXT        NOT NULL,
-        payload        TEXT        NOT NULL,
-        lease_epoch    BIGINT      NOT NULL,
-        created_at     TIMESTAMPTZ NOT NULL,
-        schema_version INTEGER     NOT NULL,
-        PRIMARY KEY (run_id, version)
-    )
-    """,
-)
 
 Conn = AsyncConnection[Any]
 R = TypeVar("R")
@@ -117,74 +81,15 @@ async def _fetchall(conn: Conn, sql: str, params: Iterable[Any] = ()) -> list[tu
     return rows
 
 
-class _DryRun(Exception):
-    """Raised inside the schema transaction of a dry run so that it rolls back."""
-
-    def __init__(self, report: migrations.MigrationReport) -> None:
-        super().__init__("dry run")
-        self.report = report
-
-
-async def _schema(conn: Conn, where: str, apply: bool) -> migrations.MigrationReport:
-    """Create or check the schema and, when ``apply``, migrate it, under an advisory lock.
-
-    ``apply=False`` is a dry run: it reports and rolls everything back.
-    """
-    try:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
-                "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
-            )
-            found = dict(await _fetchall(conn, "SELECT component, version FROM ctxengine_schema_version"))
-            if migrations.COMPONENT_LEVEL not in found:
-                for statement in _DDL:
-                    await conn.execute(statement)
-                level, revision = migrations.COMPAT_LEVEL, migrations.BASE_REVISION
-                await _set_component(conn, migrations.COMPONENT_LEVEL, level)
-                await _set_component(conn, migrations.COMPONENT_REVISION, revision)
-            else:
-                level = migrations.check_level(where, found[migrations.COMPONENT_LEVEL])
-                revision = migrations.check_revision(
-                    where, found.get(migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
-                )
-            if migrations.COMPONENT_REVISION not in found:
-                # A store from before revisions were tracked is at the base revision.
-                await _set_component(conn, migrations.COMPONENT_REVISION, revision)
-            todo = migrations.pending(revision)
-            for migration in todo:
-                for statement in migration.postgres:
-                    await conn.execute(statement)
-                await _set_component(conn, migrations.COMPONENT_REVISION, migration.revision)
-            report = migrations.MigrationReport(
-                where,
-                level,
-                revision,
-                todo[-1].revision if todo else revision,
-                tuple(migrations.describe(m) for m in todo),
-                tuple(migrations.describe(m) for m in todo) if apply else (),
-                not apply,
-            )
-            if not apply:
-                raise _DryRun(report)
-    except _DryRun as dry:
-        return dry.report
-    return report
-
-
-async def _set_component(conn: Conn, component: str, version: int) -> None:
-    await conn.execute(
-        "INSERT INTO ctxengine_schema_version (component, version) VALUES (%s, %s) "
-        "ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
-        (component, version),
-    )
-
-
 async def _append(conn: Conn, new: NewEvent, text: str, created_at: datetime) -> tuple[tuple[Any, ...], bool]:
     for _ in range(MAX_APPEND_ATTEMPTS):
         try:
             async with conn.transaction():  # a savepoint inside a caller's transaction
+                # Held until the outermost transaction ends, so a caller's
+                # store.transaction() keeps the session's next sequence until it commits.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SESSION_LOCK_CLASS, new.session_id)
+                )
                 stored = await _fetchone(
                     conn,
                     f"SELECT {_EVENT_COLS} FROM ctxengine_events "
@@ -261,7 +166,9 @@ class PostgresStore:
     """Events and checkpoints in PostgreSQL, through an ``AsyncConnectionPool``.
 
     The pool opens (and the schema is created or checked) on ``open()`` or
-    first use; ``close()`` closes it.
+    first use; ``close()`` closes it. ``timeout`` bounds every wait for the
+    server (connecting, and taking a pooled connection): past it the call
+    raises ``StoreUnavailable``, which is safe to retry.
     """
 
     def __init__(
@@ -271,10 +178,14 @@ class PostgresStore:
         clock: Clock | None = None,
         min_size: int = 1,
         max_size: int = 10,
-        timeout: float = 30.0,
+        timeout: float = 10.0,
         migrate: bool = True,
         write_policy: WritePolicy | None = None,
     ) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+            raise ModelValidationError(
+                "PostgresStore", "timeout", f"expected 0 < seconds <= 3600, got {timeout!r}"
+            )
         self.dsn = dsn
         self._auto_migrate = migrate
         self._pending: tuple[str, ...] = ()
@@ -282,7 +193,7 @@ class PostgresStore:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._min_size = min_size
         self._max_size = max_size
-        self._timeout = timeout
+        self._timeout = float(timeout)
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._opening = asyncio.Lock()
         self._closed = False
@@ -291,6 +202,14 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({describe_dsn(self.dsn)!r})"
+
+    @asynccontextmanager
+    async def _mapped(self) -> AsyncIterator[None]:
+        """Driver exceptions leave as ``StoreError``/``StoreUnavailable`` (ADR 0010)."""
+        try:
+            yield
+        except POSTGRES_ERRORS as exc:
+            raise postgres_error(self, exc, timeout=self._timeout) from exc
 
     async def _ready(self) -> AsyncConnectionPool[Conn]:
         if self._closed:
@@ -304,17 +223,15 @@ class PostgresStore:
                     min_size=self._min_size,
                     max_size=self._max_size,
                     timeout=self._timeout,
-                    kwargs={"autocommit": True},
+                    kwargs={"autocommit": True, "connect_timeout": max(2, math.ceil(self._timeout))},
                     open=False,
                 )
                 try:
-                    await pool.open(wait=True, timeout=self._timeout)
-                    async with pool.connection() as conn:
-                        report = await _schema(conn, self._where(), self._auto_migrate)
+                    async with self._mapped():
+                        await pool.open(wait=True, timeout=self._timeout)
+                        async with pool.connection() as conn:
+                            report = await schema(conn, self._where(), self._auto_migrate)
                     self._pending = () if self._auto_migrate else report.pending
-                except PoolTimeout as exc:
-                    await pool.close()
-                    raise StoreError(f"cannot connect to {describe_dsn(self.dsn)}: {exc}") from exc
                 except BaseException:
                     await pool.close()
                     raise
@@ -332,8 +249,8 @@ class PostgresStore:
     async def migrate(self, *, dry_run: bool = False) -> migrations.MigrationReport:
         """Apply the pending schema migrations (or, with ``dry_run``, only report them)."""
         pool = await self._ready()
-        async with pool.connection() as conn:
-            report = await _schema(conn, self._where(), not dry_run)
+        async with self._mapped(), pool.connection() as conn:
+            report = await schema(conn, self._where(), not dry_run)
         if not dry_run:
             self._pending = ()
         return report
@@ -363,22 +280,23 @@ class PostgresStore:
         """Run ``fn(conn, *args)`` on the caller's transaction connection or a pooled one."""
         conn = _TXN.get(self)
         if conn is not None:
-            return await fn(conn, *args)
+            async with self._mapped():
+                return await fn(conn, *args)
         pool = await self._ready()
         self._check_migrated()
-        async with pool.connection() as pooled:
+        async with self._mapped(), pool.connection() as pooled:
             return await fn(pooled, *args)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         conn = _TXN.get(self)
         if conn is not None:  # nested: a savepoint inside the outer transaction
-            async with conn.transaction():
+            async with self._mapped(), conn.transaction():
                 yield
             return
         pool = await self._ready()
         self._check_migrated()
-        async with pool.connection() as conn, conn.transaction():
+        async with self._mapped(), pool.connection() as conn, conn.transaction():
             with _TXN.bind(self, conn):
                 yield
 
@@ -442,7 +360,11 @@ async def _latest_raw(conn: Conn, run_id: str) -> list[RawCheckpoint]:
 async def _delete(conn: Conn, run_id: str) -> None:
     async with conn.transaction():
         await conn.execute("DELETE FROM ctxengine_checkpoints WHERE run_id = %s", (run_id,))
-        await conn.execute("DELETE FROM ctxengine_checkpoint_leases WHERE run_id = %s", (run_id,))
+        # The lease row stays, one epoch on and owned by no one (see SQLite's _delete).
+        await conn.execute(
+            "UPDATE ctxengine_checkpoint_leases SET owner = %s, epoch = epoch + 1 WHERE run_id = %s",
+            (_rows.FENCED_OWNER, run_id),
+        )
 
 
 def _identity(moment: datetime) -> datetime:
@@ -471,6 +393,7 @@ class PostgresCheckpointStore(SqlCheckpointStore):
 
 __all__ = [
     "MAX_APPEND_ATTEMPTS",
+    "SESSION_LOCK_CLASS",
     "PostgresCheckpointStore",
     "PostgresEventLog",
     "PostgresStore",

@@ -31,6 +31,7 @@ from ..model import Principal
 from ..model.clock import Clock, SystemClock
 from . import _rows, migrations
 from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from .driver_errors import sqlite_error
 from .events import (
     FORMAT_VERSION,
     Event,
@@ -39,51 +40,10 @@ from .events import (
     RawCheckpoint,
 )
 from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .sqlite_schema import schema
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
 _CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
-
-_DDL = (
-    """
-    CREATE TABLE ctxengine_events (
-        session_id       TEXT    NOT NULL,
-        sequence         INTEGER NOT NULL CHECK (sequence >= 1),
-        type             TEXT    NOT NULL,
-        payload          TEXT    NOT NULL,
-        derivation_key   TEXT    NOT NULL,
-        run_id           TEXT,
-        actor            TEXT    NOT NULL,
-        visibility_scope TEXT    NOT NULL,
-        visibility_id    TEXT,
-        created_at       TEXT    NOT NULL,
-        schema_version   INTEGER NOT NULL,
-        PRIMARY KEY (session_id, sequence),
-        UNIQUE (session_id, derivation_key)
-    ) WITHOUT ROWID
-    """,
-    # latest_before and plan reconstruction look events up by type.
-    "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
-    """
-    CREATE TABLE ctxengine_checkpoint_leases (
-        run_id TEXT    NOT NULL PRIMARY KEY,
-        owner  TEXT    NOT NULL,
-        epoch  INTEGER NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE ctxengine_checkpoints (
-        run_id         TEXT    NOT NULL,
-        version        INTEGER NOT NULL CHECK (version >= 1),
-        kind           TEXT    NOT NULL,
-        trigger        TEXT    NOT NULL,
-        payload        TEXT    NOT NULL,
-        lease_epoch    INTEGER NOT NULL,
-        created_at     TEXT    NOT NULL,
-        schema_version INTEGER NOT NULL,
-        PRIMARY KEY (run_id, version)
-    ) WITHOUT ROWID
-    """,
-)
 
 Synchronous = Literal["FULL", "NORMAL"]
 R = TypeVar("R")
@@ -116,69 +76,6 @@ def _connect(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite
         conn.close()
         raise
     return conn
-
-
-def _schema(conn: sqlite3.Connection, path: str, apply: bool) -> migrations.MigrationReport:
-    """Create or check the schema and, when ``apply``, migrate it, all under the write lock.
-
-    ``apply=False`` is a dry run: it reports and rolls everything back, even
-    the creation of a new store's tables.
-    """
-    where = f"SQLite store {path!r}"
-
-    def run() -> migrations.MigrationReport:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
-            "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
-        )
-        found = dict(conn.execute("SELECT component, version FROM ctxengine_schema_version").fetchall())
-        if migrations.COMPONENT_LEVEL not in found:
-            for statement in _DDL:
-                conn.execute(statement)
-            level, revision = migrations.COMPAT_LEVEL, migrations.BASE_REVISION
-            _set_component(conn, migrations.COMPONENT_LEVEL, level)
-            _set_component(conn, migrations.COMPONENT_REVISION, revision)
-        else:
-            level = migrations.check_level(where, found[migrations.COMPONENT_LEVEL])
-            revision = migrations.check_revision(
-                where, found.get(migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
-            )
-        if migrations.COMPONENT_REVISION not in found:
-            # A store from before revisions were tracked is at the base revision.
-            _set_component(conn, migrations.COMPONENT_REVISION, revision)
-        todo = migrations.pending(revision)
-        for migration in todo:
-            for statement in migration.sqlite:
-                conn.execute(statement)
-            _set_component(conn, migrations.COMPONENT_REVISION, migration.revision)
-        return migrations.MigrationReport(
-            where,
-            level,
-            revision,
-            todo[-1].revision if todo else revision,
-            tuple(migrations.describe(m) for m in todo),
-            tuple(migrations.describe(m) for m in todo) if apply else (),
-            not apply,
-        )
-
-    _rollback(conn)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        report = run()
-        conn.execute("COMMIT" if apply else "ROLLBACK")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return report
-
-
-def _set_component(conn: sqlite3.Connection, component: str, version: int) -> None:
-    conn.execute(
-        "INSERT INTO ctxengine_schema_version (component, version) VALUES (?, ?) "
-        "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
-        (component, version),
-    )
 
 
 def _in_write_txn(conn: sqlite3.Connection, own: bool, body: Callable[[], R]) -> R:
@@ -368,7 +265,12 @@ def _latest_raw(conn: sqlite3.Connection, own: bool, run_id: str) -> list[RawChe
 def _delete(conn: sqlite3.Connection, own: bool, run_id: str) -> None:
     def body() -> None:
         conn.execute("DELETE FROM ctxengine_checkpoints WHERE run_id = ?", (run_id,))
-        conn.execute("DELETE FROM ctxengine_checkpoint_leases WHERE run_id = ?", (run_id,))
+        # The lease row stays, one epoch on and owned by no one: a later claim
+        # continues the epochs, so every lease handed out so far stays fenced.
+        conn.execute(
+            "UPDATE ctxengine_checkpoint_leases SET owner = ?, epoch = epoch + 1 WHERE run_id = ?",
+            (_rows.FENCED_OWNER, run_id),
+        )
 
     _in_write_txn(conn, own, body)
 
@@ -425,7 +327,10 @@ class SQLiteStore:
         return f"SQLiteStore({self.path!r})"
 
     async def _run(self, fn: Callable[..., R], *args: Any) -> R:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as exc:
+            raise sqlite_error(self, exc) from exc
 
     async def _connection(self) -> sqlite3.Connection:
         """The open connection; opens (and migrates) it on first use. Call under ``_lock``."""
@@ -434,7 +339,7 @@ class SQLiteStore:
         if self._conn is None:
             conn = await self._run(_connect, self.path, self._busy_timeout, self._synchronous)
             try:
-                report = await self._run(_schema, conn, self.path, self._auto_migrate)
+                report = await self._run(schema, conn, self.path, self._auto_migrate)
             except BaseException:
                 await self._run(conn.close)
                 raise
@@ -446,7 +351,7 @@ class SQLiteStore:
         """Apply the pending schema migrations (or, with ``dry_run``, only report them)."""
         async with self._lock:
             conn = await self._connection()
-            report = await self._run(_schema, conn, self.path, not dry_run)
+            report = await self._run(schema, conn, self.path, not dry_run)
             if not dry_run:
                 self._pending = ()
             return report
