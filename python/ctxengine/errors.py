@@ -130,6 +130,11 @@ class CheckpointCorruption(StoreCorruption):
         self.reason = reason
 
 
+class CorruptPlan(StoreCorruption, PlanIntegrityError):
+    """A stored plan event that does not decode to a valid plan: its row is named like any
+    corrupt row, and it is a ``PlanIntegrityError`` like a plan that disagrees with itself."""
+
+
 class UnsupportedFormat(StoreCorruption):
     """A stored row written in a newer format than this code reads (fail closed; ADR 0009).
 
@@ -226,6 +231,7 @@ __all__ = [
     "CompactionDepthExceeded",
     "ContextError",
     "ContextOverflow",
+    "CorruptPlan",
     "EstimatorError",
     "FormatDisabled",
     "IdempotencyConflict",

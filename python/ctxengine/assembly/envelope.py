@@ -13,6 +13,8 @@ values get the same escaping plus ``"``.
 from __future__ import annotations
 
 import hashlib
+import json
+import unicodedata
 
 from ..model import TrustLevel
 
@@ -56,6 +58,41 @@ def escape_attr(value: str) -> str:
     return value.translate(_ATTR_ESCAPES)
 
 
+#: Characters an identifier or metadata value may not carry as themselves into rendered
+#: text outside an envelope: tag and entity syntax, quotes, the escape characters, and
+#: the list separator of a metadata line.
+_INLINE_UNSAFE = frozenset("%<>&\"'\\,")
+#: Unicode categories that can end or reshape a line: controls (newlines included),
+#: format characters (bidi overrides, zero-width), line and paragraph separators.
+_INLINE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def escape_inline(value: str) -> str:
+    """An untrusted identifier or metadata value made safe to print on a line of trusted text.
+
+    Every character that could form delimiter or line structure is percent-encoded
+    (its UTF-8 bytes as ``%XX``), ``%`` itself included, so the result is reversible
+    and two different values never print the same. Plain ids (``dana``,
+    ``web.search``, ``call_7``) are unchanged (ADR 0010)."""
+    if value.isascii() and value.isprintable() and not _INLINE_UNSAFE.intersection(value):
+        return value
+    out = []
+    for ch in value:
+        if ch in _INLINE_UNSAFE or unicodedata.category(ch) in _INLINE_CATEGORIES:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def json_inline(value: object) -> str:
+    """``value`` as one line of JSON (sorted keys) in which no string can form a tag or end a line:
+    ``<``, ``>`` and ``&`` are written as JSON's own ``\\u003c``-style escapes, so it stays valid
+    JSON and decodes to the same value."""
+    text = json.dumps(value, sort_keys=True)  # ASCII-only: controls and separators are \\u-escaped
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def needs_envelope(trust: TrustLevel) -> bool:
     return not trust.is_trusted()
 
@@ -71,4 +108,13 @@ def envelope(text: str, *, trust: TrustLevel, source: str, digest: bytes) -> str
     )
 
 
-__all__ = ["NONCE_HEX", "envelope", "escape_attr", "escape_body", "needs_envelope", "nonce_for"]
+__all__ = [
+    "NONCE_HEX",
+    "envelope",
+    "escape_attr",
+    "escape_body",
+    "escape_inline",
+    "json_inline",
+    "needs_envelope",
+    "nonce_for",
+]

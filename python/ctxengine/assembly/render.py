@@ -9,7 +9,6 @@ estimate) instead of rendering again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -33,7 +32,7 @@ from ..model import (
     content_text,
 )
 from ..plan import ContextPlan
-from .envelope import envelope
+from .envelope import envelope, escape_inline, json_inline
 from .regions import region_of
 from .request import RenderedItem
 
@@ -123,7 +122,7 @@ def _pointer(item: ToolResult) -> RenderedItem:
         "trust": item.trust.value,
         "is_error": item.is_error,
     }
-    text = "[tool result elided under context pressure] " + json.dumps(pointer, sort_keys=True)
+    text = "[tool result elided under context pressure] " + json_inline(pointer)
     return RenderedItem(
         "history", "tool", text=text, call_id=item.call_id, is_error=item.is_error, seq=item.seq
     )
@@ -165,7 +164,7 @@ def render_summary(summary: str, elided: Sequence[ElidedSpan]) -> list[RenderedI
         )
     ]
     if elided:
-        lines = [json.dumps(span.to_dict(), sort_keys=True) for span in elided]
+        lines = [json_inline(span.to_dict()) for span in elided]
         out.append(
             RenderedItem(
                 "compacted_summary",
@@ -246,10 +245,12 @@ def render_lines(region_class: str, title: str, lines: Sequence[str]) -> Rendere
 
 
 def render_metadata(now: datetime, principal: Principal, surface: str) -> RenderedItem:
-    scopes = ", ".join(sorted(principal.scopes)) or "(none)"
+    # Principal ids and scopes come from the identity provider, not from us: each is
+    # escaped so that none can add a line or a scope to this trusted block.
+    scopes = ", ".join(sorted(escape_inline(scope) for scope in principal.scopes)) or "(none)"
     text = (
         f"Runtime metadata:\ndate: {now.date().isoformat()} ({now.strftime('%A')})\n"
-        f"time_utc: {now.strftime('%H:%M')}\nprincipal: {principal.principal_id}\n"
+        f"time_utc: {now.strftime('%H:%M')}\nprincipal: {escape_inline(principal.principal_id)}\n"
         f"scopes: {scopes}\nsurface: {surface}"
     )
     return RenderedItem("runtime_metadata", "system", text=text)

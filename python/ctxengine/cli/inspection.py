@@ -16,11 +16,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import SessionNotFound
+from ..errors import SessionNotFound, StoreCorruption
 from ..model import WorkingState
 from ..plan import PLAN_EVENT_TYPES, ContextPlan
+from ..plan.context_plan import stored_plan
 from ..runtime.loop import CONTEXT_COMPACTED
-from ..runtime.working_state import WORKING_STATE_UPDATED
+from ..runtime.working_state import WORKING_STATE_UPDATED, stored_state
 from ..stores.events import Event, Store
 
 #: Working-state facts shown (the newest); the JSON form has them all.
@@ -108,6 +109,15 @@ class SessionSummary:
 
 
 def _compaction(event: Event) -> Compaction:
+    try:
+        return _compaction_fields(event)
+    except (TypeError, ValueError) as exc:
+        raise StoreCorruption(
+            event.session_id, event.sequence, f"compaction event does not decode: {exc}"
+        ) from None
+
+
+def _compaction_fields(event: Event) -> Compaction:
     p = event.payload
     return Compaction(
         sequence=event.sequence,
@@ -133,11 +143,11 @@ async def inspect_session(store: Store, session_id: str) -> SessionSummary:
         if event.run_id is not None:
             runs.add(event.run_id)
         if event.type in PLAN_EVENT_TYPES:
-            summary.plans.append(ContextPlan.from_dict(event.payload["plan"]))
+            summary.plans.append(stored_plan(event))
         elif event.type == CONTEXT_COMPACTED:
             summary.compactions.append(_compaction(event))
         elif event.type == WORKING_STATE_UPDATED:
-            summary.working_state = WorkingState.from_dict(event.payload["state"])
+            summary.working_state = stored_state(event)
             summary.working_state_sequence = event.sequence
     summary.runs = len(runs)
     return summary

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..core.budget import ContextBudget
 from ..core.canonical import payload_hash
-from ..errors import PlanIntegrityError
+from ..errors import CorruptPlan, PlanIntegrityError
 from ..model import ResolvedModel, ToolSpec
 from .prefix import SkillEntry, prefix_blocks, tool_schema_hash
 
@@ -141,4 +141,16 @@ class ContextPlan:
             raise PlanIntegrityError(f"malformed plan: {type(exc).__name__}: {exc}") from exc
 
 
-__all__ = ["ContextPlan"]
+def stored_plan(event: Any) -> ContextPlan:
+    """The plan a ``context.plan.created``/``context.epoch.rotated`` event carries; a payload
+    without a valid plan is ``CorruptPlan`` naming the session and sequence (never a KeyError)."""
+    data = event.payload.get("plan")
+    if not isinstance(data, dict):
+        raise CorruptPlan(event.session_id, event.sequence, "plan event has no 'plan' object")
+    try:
+        return ContextPlan.from_dict(data)
+    except PlanIntegrityError as exc:
+        raise CorruptPlan(event.session_id, event.sequence, f"stored plan is invalid: {exc}") from None
+
+
+__all__ = ["ContextPlan", "stored_plan"]

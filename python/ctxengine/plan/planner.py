@@ -20,7 +20,7 @@ from ..errors import IdempotencyConflict, ModelValidationError, PlanIntegrityErr
 from ..model import AgentSpec, Principal, ResolvedModel, ToolSpec
 from ..model.clock import Clock, SystemClock
 from ..stores.events import NewEvent, Visibility
-from .context_plan import ContextPlan
+from .context_plan import ContextPlan, stored_plan
 from .framing import PLATFORM_POLICY
 from .prefix import CACHE_BREAKPOINTS, PREFIX_FRAMING_TOKENS, SkillEntry, prefix_blocks, tool_schema_hash
 
@@ -73,7 +73,7 @@ class ContextPlanner:
         plan, seen = self._cache.get(session_id, (None, 0))
         events = await self.store.events.read(session_id, after=seen, types=PLAN_EVENT_TYPES)
         for event in events:
-            candidate = ContextPlan.from_dict(event.payload["plan"])
+            candidate = stored_plan(event)
             if plan is None or candidate.epoch > plan.epoch:
                 plan = candidate
             seen = max(seen, event.sequence)
@@ -229,7 +229,7 @@ class ContextPlanner:
             if winner is not None and winner.epoch == plan.epoch and winner.identity == plan.identity:
                 return winner
             return None
-        stored = ContextPlan.from_dict(event.payload["plan"])
+        stored = stored_plan(event)
         _, seen = self._cache.get(plan.session_id, (None, 0))
         # Keep the scan position: events between it and ours are re-read next time.
         self._remember(plan.session_id, stored, seen)

@@ -16,11 +16,14 @@ every call appends, and a retried call appends again.
 
 from __future__ import annotations
 
+import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
+from ..core.canonical import canonical_json
 from ..errors import ModelValidationError, StoreCorruption
-from ..model import ITEM_TYPES, ConversationItem, Principal, item_from_dict, with_seq
+from ..model import ITEM_TYPES, ConversationItem, Principal, item_from_dict
 from ..stores.events import NewEvent, Store, Visibility
 
 ITEM_APPENDED = "conversation.item.appended"
@@ -55,18 +58,28 @@ async def append_item(
         raise ModelValidationError("append_item", "item", f"expected a conversation item, got {type(item)}")
     if visibility is None:
         visibility = Visibility.session() if principal is None else Visibility.tenant(principal.tenant_id)
+    payload = item_payload(item)
+    # Decode the item the way session_history will, before anything is written: an
+    # item that would not read back is refused here instead of poisoning the session.
+    try:
+        stored = json.loads(canonical_json(payload))
+        restored = item_from_dict({**stored["item"], "seq": None})
+    except ModelValidationError as exc:
+        raise ModelValidationError(
+            "append_item", "item", f"would not read back from the log: {exc}"
+        ) from None
     event = await store.events.append(
         NewEvent(
             session_id=session_id,
             type=ITEM_APPENDED,
-            payload=item_payload(item),
+            payload=payload,
             derivation_key=derivation_key or f"conversation.item:{uuid.uuid4().hex}",
             run_id=run_id,
             actor="runtime" if principal is None else principal.principal_id,
             visibility=visibility,
         )
     )
-    return with_seq(item, event.sequence)
+    return replace(restored, seq=event.sequence)
 
 
 async def session_history(store: Store, session_id: str, before_sequence: int) -> list[ConversationItem]:

@@ -38,7 +38,7 @@ from ..assembly.render import render_working_state
 from ..core.estimator import Estimator, TokenEstimator
 from ..errors import ModelValidationError, StoreCorruption, WorkingStateLimitExceeded
 from ..model import TASK_STATUSES, Principal, StateEntry, Task, ToolSpec, TrustLevel, WorkingState
-from ..stores.events import Store
+from ..stores.events import Event, Store
 
 WORKING_STATE_UPDATED = "context.working_state.updated"
 TOOL_NAME = "context.update_working_state"
@@ -402,14 +402,21 @@ async def carry_working_state(
     event = await store.events.latest_before(session_id, seed_sequence, WORKING_STATE_UPDATED, principal)
     if event is None:
         return WorkingState()
+    return carried(stored_state(event))
+
+
+def stored_state(event: Event) -> WorkingState:
+    """The whole state a ``context.working_state.updated`` event records; ``StoreCorruption``
+    naming the session and sequence when it does not decode."""
     data = event.payload.get("state")
     if not isinstance(data, dict):
-        raise StoreCorruption(session_id, event.sequence, "working-state event has no 'state' object")
+        raise StoreCorruption(event.session_id, event.sequence, "working-state event has no 'state' object")
     try:
-        state = WorkingState.from_dict(data)
+        return WorkingState.from_dict(data)
     except ModelValidationError as exc:
-        raise StoreCorruption(session_id, event.sequence, f"working state does not decode: {exc}") from None
-    return carried(state)
+        raise StoreCorruption(
+            event.session_id, event.sequence, f"working state does not decode: {exc}"
+        ) from None
 
 
 __all__ = [
@@ -423,6 +430,7 @@ __all__ = [
     "WorkingStateManager",
     "carried",
     "carry_working_state",
+    "stored_state",
     "entry_id",
     "parse_update",
     "update_schema",
