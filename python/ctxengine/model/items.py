@@ -1,7 +1,7 @@
 """Conversation items: frozen, slotted, hashable, JSON round-trippable.
 
 Conversation items also carry ``_rc``, the builder's cache of their
-rendered form (see ``ctxengine.builder``).
+rendered form (see ``ctxengine.assembly.builder``).
 
 Conversation items carry a private ``_cj`` slot that caches
 ``(canonical_json_bytes, sha256_digest)`` of ``to_dict()``. Both backends
