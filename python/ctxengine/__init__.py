@@ -29,10 +29,13 @@ from .core.history import select_history, validate_tool_pairs
 from .errors import (
     BackendError,
     CanonicalizationError,
+    CheckpointCorruption,
     CompactionDepthExceeded,
     ContextError,
     ContextOverflow,
+    CorruptPlan,
     EstimatorError,
+    FormatDisabled,
     IdempotencyConflict,
     LeaseLost,
     ModelValidationError,
@@ -46,7 +49,9 @@ from .errors import (
     StaleConfirmation,
     StoreCorruption,
     StoreError,
+    StoreUnavailable,
     UndeclaredRegionClass,
+    UnsupportedFormat,
     WorkingStateLimitExceeded,
 )
 from .model import (
@@ -190,10 +195,13 @@ __all__ = [
     # sections 1 and 10: every error (ctxengine.errors)
     "BackendError",
     "CanonicalizationError",
+    "CheckpointCorruption",
     "CompactionDepthExceeded",
     "ContextError",
     "ContextOverflow",
+    "CorruptPlan",
     "EstimatorError",
+    "FormatDisabled",
     "IdempotencyConflict",
     "LeaseLost",
     "ModelValidationError",
@@ -207,6 +215,8 @@ __all__ = [
     "StaleConfirmation",
     "StoreCorruption",
     "StoreError",
+    "StoreUnavailable",
     "UndeclaredRegionClass",
+    "UnsupportedFormat",
     "WorkingStateLimitExceeded",
 ]

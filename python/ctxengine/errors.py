@@ -148,15 +148,14 @@ class UnsupportedFormat(StoreCorruption):
         needed_version: int,
         what: str = "row",
         *,
+        reads_up_to: int,
         session_id: str = "",
         sequence: int | None = None,
     ) -> None:
-        from .stores.events import FORMAT_VERSION
-
         StoreError.__init__(
             self,
             f"{where}: {what} is written in format version {needed_version}; this ctxengine reads up to "
-            f"version {FORMAT_VERSION}. Upgrade this worker before it reads the session "
+            f"version {reads_up_to}. Upgrade this worker before it reads the session "
             "(nothing was skipped)",
         )
         self.where = where
