@@ -7,6 +7,7 @@ so "X never reaches projection P" is a substring check.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ctxengine import ToolSpec
 from ctxengine.canonical import canonical_json
@@ -33,6 +34,30 @@ PLAN_V2 = "STEPS:\n1. read [source:report]\n2. list risks MARK-PLAN-V2"
 CHANGE = "Actually, write it for investors instead. MARK-CHANGE-REQUEST"
 PROMPT_V3 = "GOAL: summarize for investors MARK-PROMPT-V3"
 PLAN_V3 = "STEPS:\n1. read [source:report]\n2. investor framing MARK-PLAN-V3"
+
+
+def state_summary(state: ProtocolState) -> dict[str, Any]:
+    """The format-1 fields of a state, as plain data (what replay must rebuild)."""
+    return {
+        "instance_id": state.instance_id,
+        "stage": state.stage,
+        "request": state.request,
+        "sources": [s.to_dict() for s in state.sources],
+        "constraints": list(state.constraints),
+        "tools": [t.to_dict() for t in state.tools],
+        "versions": [a.to_dict() for a in state.versions],
+        "feedback": [[f.kind, f.version, f.text, f.origin] for f in state.feedback],
+        "pending_feedback": None
+        if state.pending_feedback is None
+        else [
+            state.pending_feedback.kind,
+            state.pending_feedback.version,
+            state.pending_feedback.text,
+            state.pending_feedback.origin,
+        ],
+        "output_mode": state.output_mode,
+        "history": [[r.sequence, r.type, r.payload_sha256] for r in state.history],
+    }
 
 
 def text_of(projection: Projection) -> str:
