@@ -11,7 +11,7 @@ from typing import Any
 
 from ctxengine import ToolSpec
 from ctxengine.canonical import canonical_json
-from ctxengine.phases import Projection, ProtocolController, ProtocolState, Source
+from ctxengine.phases import STAGE_OPERATIONS, Projection, ProtocolController, ProtocolState, Source
 
 REQUEST = "Summarize the quarterly report for the board. MARK-REQUEST-51c0"
 SOURCES = (
@@ -84,6 +84,21 @@ class Trace:
         return projection
 
 
+async def record(ctl: ProtocolController, state: ProtocolState, kind: str, body: str) -> ProtocolState:
+    """The model's reply to the projection of the current stage, recorded as the next ``kind`` version."""
+    answered = ctl.project(state, STAGE_OPERATIONS[state.stage]).sha256
+    return await ctl.record_artifact(state.instance_id, kind, body, projection_sha256=answered)
+
+
+async def change(ctl: ProtocolController, state: ProtocolState, feedback: str) -> ProtocolState:
+    """A change request naming the plan version the user is shown."""
+    plan = state.displayed
+    assert plan is not None and plan.kind == "plan"
+    return await ctl.change_request(
+        state.instance_id, feedback, displayed_version=plan.version, digest=plan.digest
+    )
+
+
 async def full_protocol(
     ctl: ProtocolController, instance_id: str = "task-1", *, output_mode: str = "standard"
 ) -> tuple[ProtocolState, Trace]:
@@ -95,31 +110,46 @@ async def full_protocol(
     t = Trace()
     s = await ctl.submit(instance_id, REQUEST, sources=SOURCES, constraints=CONSTRAINTS, tools=TOOLS)
     t.compile(ctl, s, "draft_prompt")
-    s = await ctl.record_artifact(instance_id, "prompt", PROMPT_V1)
+    s = await record(ctl, s, "prompt", PROMPT_V1)
     s = await ctl.revise(instance_id, "prompt", PROMPT_FEEDBACK, displayed_version=1)
     t.compile(ctl, s, "revise_prompt")
-    s = await ctl.record_artifact(instance_id, "prompt", PROMPT_V2)
+    s = await record(ctl, s, "prompt", PROMPT_V2)
     t.retired |= {"MARK-PROMPT-V1-rejected", "MARK-PROMPT-FEEDBACK"}
     assert s.prompt is not None
     s = await ctl.confirm(instance_id, "prompt", version=2, digest=s.prompt.digest)
     t.compile(ctl, s, "draft_plan")
-    s = await ctl.record_artifact(instance_id, "plan", PLAN_V1)
+    s = await record(ctl, s, "plan", PLAN_V1)
     s = await ctl.revise(instance_id, "plan", PLAN_FEEDBACK, displayed_version=1)
     t.compile(ctl, s, "revise_plan")
-    s = await ctl.record_artifact(instance_id, "plan", PLAN_V2)
+    s = await record(ctl, s, "plan", PLAN_V2)
     t.retired |= {"MARK-PLAN-V1-rejected", "MARK-PLAN-FEEDBACK"}
-    s = await ctl.change_request(instance_id, CHANGE)
+    s = await change(ctl, s, CHANGE)
     t.compile(ctl, s, "revise_prompt")
-    s = await ctl.record_artifact(instance_id, "prompt", PROMPT_V3)
+    s = await record(ctl, s, "prompt", PROMPT_V3)
+    # The change itself amends the request of later prompt projections; plan and execute never see it.
     t.retired |= {"MARK-PLAN-V2", "MARK-PROMPT-V2", "MARK-CHANGE-REQUEST"}
     assert s.prompt is not None
     s = await ctl.confirm(instance_id, "prompt", version=3, digest=s.prompt.digest)
     t.compile(ctl, s, "draft_plan")
-    s = await ctl.record_artifact(instance_id, "plan", PLAN_V3)
+    s = await record(ctl, s, "plan", PLAN_V3)
     assert s.plan is not None
     s = await ctl.confirm(instance_id, "plan", version=3, digest=s.plan.digest, output_mode=output_mode)
     t.compile(ctl, s, "execute")
     return s, t
+
+
+EXTRA_STAGES = {
+    # stage: (the main-path stage it branches from, the call that reaches it)
+    "review_interpreting": "plan_review",
+    "waiting_input": "executing",
+    "complete": "executing",
+    "stopped": "prompt_drafting",
+    "error": "prompt_drafting",
+}
+QUESTION = "Which quarter should the summary cover? MARK-QUESTION"
+ANSWER = "The third quarter. MARK-ANSWER"
+RESULT = "The board summary. MARK-RESULT"
+REVIEW_TEXT = "Change the audience to investors and add a forecast. MARK-REVIEW"
 
 
 async def drive(ctl: ProtocolController, instance_id: str, until: str, **submit: object) -> ProtocolState:
@@ -128,19 +158,33 @@ async def drive(ctl: ProtocolController, instance_id: str, until: str, **submit:
     kwargs.update(submit)
     s = await ctl.submit(instance_id, REQUEST, **kwargs)  # type: ignore[arg-type]
     path = [
-        ("prompt_review", lambda: ctl.record_artifact(instance_id, "prompt", PROMPT_V1)),
+        ("prompt_review", lambda: record(ctl, s, "prompt", PROMPT_V1)),
         ("prompt_revising", lambda: ctl.revise(instance_id, "prompt", PROMPT_FEEDBACK, displayed_version=1)),
-        ("prompt_review", lambda: ctl.record_artifact(instance_id, "prompt", PROMPT_V2)),
+        ("prompt_review", lambda: record(ctl, s, "prompt", PROMPT_V2)),
         ("plan_drafting", lambda: ctl.confirm(instance_id, "prompt", version=2, digest=_digest(s, "prompt"))),
-        ("plan_review", lambda: ctl.record_artifact(instance_id, "plan", PLAN_V1)),
+        ("plan_review", lambda: record(ctl, s, "plan", PLAN_V1)),
         ("plan_revising", lambda: ctl.revise(instance_id, "plan", PLAN_FEEDBACK, displayed_version=1)),
-        ("plan_review", lambda: ctl.record_artifact(instance_id, "plan", PLAN_V2)),
+        ("plan_review", lambda: record(ctl, s, "plan", PLAN_V2)),
         ("executing", lambda: ctl.confirm(instance_id, "plan", version=2, digest=_digest(s, "plan"))),
     ]
+    target = EXTRA_STAGES.get(until, until)
     for _, step in path:
-        if s.stage == until:
+        if s.stage == target:
             break
         s = await step()
+    assert s.stage == target, (s.stage, until)
+    if until == "review_interpreting":
+        s = await ctl.review(instance_id, REVIEW_TEXT, displayed_version=1, digest=_digest(s, "plan"))
+    elif until in ("waiting_input", "complete"):
+        answered = ctl.project(s, "execute").sha256
+        if until == "waiting_input":
+            s = await ctl.request_input(instance_id, QUESTION, projection_sha256=answered)
+        else:
+            s = await ctl.complete(instance_id, RESULT, projection_sha256=answered)
+    elif until == "stopped":
+        s = await ctl.stop(instance_id, reason="The user changed their mind.")
+    elif until == "error":
+        s = await ctl.fail(instance_id, "The model provider is unreachable.")
     assert s.stage == until, (s.stage, until)
     return s
 

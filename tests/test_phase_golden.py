@@ -67,6 +67,7 @@ async def test_a_format_1_log_replays_to_the_same_states_and_bytes(instance_id: 
         await store.events.append(stored(instance_id, event))
         state = await ctl.state(instance_id)
         where = f"{instance_id} after event {n} ({event['type']})"
+        assert state.protocol_version == 1, where
         assert state.stage == expected["stage"], where
         summary = canonical_json(state_summary(state))
         assert hashlib.sha256(summary).hexdigest() == expected["state_sha256"], where

@@ -47,6 +47,14 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "phase.revised",
         "phase.confirmed",
         "phase.change_requested",
+        # Protocol format 2 (issue 16): phases.PHASE_EVENT_TYPES_V2.
+        "phase.review.received",
+        "phase.review.interpreted",
+        "phase.input.requested",
+        "phase.input.provided",
+        "phase.completed",
+        "phase.stopped",
+        "phase.failed",
         "run.checkpoint.seeded",
     }
 )

@@ -95,9 +95,11 @@ async def test_concurrent_identical_transitions_leave_one_event(
     stores = [await store_case.open(clock) for _ in range(2)]
     try:
         a, b = (ProtocolController(s) for s in stores)
-        await a.submit("race", REQUEST, sources=SOURCES)
+        state = await a.submit("race", REQUEST, sources=SOURCES)
+        answered = a.project(state, "draft_prompt").sha256
         results = await asyncio.gather(
-            a.record_artifact("race", "prompt", PROMPT_V1), b.record_artifact("race", "prompt", PROMPT_V1)
+            a.record_artifact("race", "prompt", PROMPT_V1, projection_sha256=answered),
+            b.record_artifact("race", "prompt", PROMPT_V1, projection_sha256=answered),
         )
         assert results[0] == results[1]
         events = await stores[0].events.read("race")
@@ -112,10 +114,11 @@ async def test_concurrent_conflicting_transitions_let_exactly_one_win(
     stores = [await store_case.open(clock) for _ in range(2)]
     try:
         a, b = (ProtocolController(s) for s in stores)
-        await a.submit("race", REQUEST)
+        state = await a.submit("race", REQUEST)
+        answered = a.project(state, "draft_prompt").sha256
         outcomes = await asyncio.gather(
-            a.record_artifact("race", "prompt", "draft from worker A"),
-            b.record_artifact("race", "prompt", "draft from worker B"),
+            a.record_artifact("race", "prompt", "draft from worker A", projection_sha256=answered),
+            b.record_artifact("race", "prompt", "draft from worker B", projection_sha256=answered),
             return_exceptions=True,
         )
         winners = [o for o in outcomes if isinstance(o, ProtocolState)]
