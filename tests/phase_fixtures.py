@@ -6,6 +6,9 @@ so "X never reaches projection P" is a substring check.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,3 +196,78 @@ def _digest(state: ProtocolState, kind: str) -> str:
     artifact = state.latest(kind)  # type: ignore[arg-type]
     assert artifact is not None
     return artifact.digest
+
+
+async def every_stage(ctl: ProtocolController, prefix: str = "all") -> list[ProtocolState]:
+    """Three instances that between them pass through every stage and every operation.
+
+    ``{prefix}-done``: revisions of both artifacts, a review routed each way, a
+    change request, two rounds of execution input, completion. ``{prefix}-stop``
+    stops while a review is being interpreted; ``{prefix}-fail`` fails while
+    waiting for input. Returns the state after every transition, in order
+    (instance after instance).
+    """
+    states: list[ProtocolState] = []
+
+    async def step(call: Awaitable[ProtocolState]) -> ProtocolState:
+        states.append(await call)
+        return states[-1]
+
+    def answered(s: ProtocolState) -> str:
+        return ctl.project(s, STAGE_OPERATIONS[s.stage]).sha256
+
+    async def reviewed(s: ProtocolState, text: str, verdict: str) -> ProtocolState:
+        shown = s.displayed
+        assert shown is not None
+        s = await step(ctl.review(s.instance_id, text, displayed_version=shown.version, digest=shown.digest))
+        return await step(ctl.interpret_review(s.instance_id, verdict, projection_sha256=answered(s)))
+
+    i = f"{prefix}-done"
+    s = await step(ctl.submit(i, REQUEST, sources=SOURCES, constraints=CONSTRAINTS, tools=TOOLS))
+    s = await step(record(ctl, s, "prompt", PROMPT_V1))
+    s = await step(ctl.revise(i, "prompt", PROMPT_FEEDBACK, displayed_version=1))
+    s = await step(record(ctl, s, "prompt", PROMPT_V2))
+    s = await step(ctl.confirm(i, "prompt", version=2, digest=_digest(s, "prompt")))
+    s = await step(record(ctl, s, "plan", PLAN_V1))
+    s = await reviewed(s, "Put the risks first. MARK-APPROACH", "approach_change")
+    s = await step(record(ctl, s, "plan", PLAN_V2))
+    s = await reviewed(s, REVIEW_TEXT, "task_change")
+    s = await step(record(ctl, s, "prompt", PROMPT_V3))
+    s = await step(ctl.revise(i, "prompt", "Name the fiscal year.", displayed_version=3))
+    s = await step(record(ctl, s, "prompt", "GOAL: investors, fiscal 2026, forecast MARK-P4"))
+    s = await step(ctl.confirm(i, "prompt", version=4, digest=_digest(s, "prompt")))
+    s = await step(record(ctl, s, "plan", PLAN_V3))
+    s = await step(change(ctl, s, CHANGE))
+    s = await step(record(ctl, s, "prompt", "GOAL: investors only MARK-P5"))
+    s = await step(ctl.confirm(i, "prompt", version=5, digest=_digest(s, "prompt")))
+    s = await step(record(ctl, s, "plan", "STEPS:\n1. read\n2. write MARK-L4"))
+    s = await step(ctl.confirm(i, "plan", version=4, digest=_digest(s, "plan"), output_mode="pseudocode"))
+    for n, (question, answer) in enumerate(((QUESTION, ANSWER), ("Which currency?", "Euros.")), 1):
+        s = await step(ctl.request_input(i, question, projection_sha256=answered(s)))
+        s = await step(ctl.provide_input(i, answer, request_number=n))
+    await step(ctl.complete(i, RESULT, projection_sha256=answered(s)))
+
+    for i in (f"{prefix}-stop", f"{prefix}-fail"):
+        s = await step(ctl.submit(i, REQUEST, sources=SOURCES, constraints=CONSTRAINTS))
+        s = await step(record(ctl, s, "prompt", PROMPT_V2))
+        s = await step(ctl.confirm(i, "prompt", version=1, digest=_digest(s, "prompt")))
+        s = await step(record(ctl, s, "plan", PLAN_V2))
+        if i.endswith("-stop"):
+            s = await step(ctl.review(i, REVIEW_TEXT, displayed_version=1, digest=_digest(s, "plan")))
+            await step(ctl.stop(i, reason="Enough for today."))
+        else:
+            s = await step(ctl.confirm(i, "plan", version=1, digest=_digest(s, "plan")))
+            s = await step(ctl.request_input(i, QUESTION, projection_sha256=answered(s)))
+            await step(ctl.fail(i, "The model provider is unreachable."))
+    return states
+
+
+def full_summary(state: ProtocolState) -> str:
+    """Everything a state holds, as canonical text (for comparing states across processes)."""
+    summary = state_summary(state)
+    summary["protocol_version"] = state.protocol_version
+    for name in ("pending_review", "result", "termination"):
+        value = getattr(state, name)
+        summary[name] = None if value is None else dataclasses.asdict(value)
+    summary["inputs"] = [dataclasses.asdict(i) for i in state.inputs]
+    return json.dumps(summary, sort_keys=True)

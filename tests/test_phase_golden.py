@@ -6,6 +6,10 @@ and, after every event, the state it folded to and the projection its stage
 allowed: the SHA-256 of the request's canonical bytes, its body items and
 the manifest's canonical bytes. The current code must rebuild the same
 states and compile the same bytes from those logs, under both backends.
+
+The file was written by ``tests/phase_golden_record.py`` (commit 227088d,
+removed since: it drives the format-1 API) from the code at
+``recorded_from_commit``. Never regenerate it from newer code.
 """
 
 from __future__ import annotations
