@@ -98,3 +98,39 @@ async def test_replayed_format_1_events_keep_their_payloads() -> None:
         await store.events.append(stored("hostile", event))
     await ProtocolController(store).state("hostile")
     assert [(e.type, e.payload) for e in await store.events.read("hostile")] == _payloads("hostile")
+
+
+async def test_a_format_1_instance_continues_under_the_current_controller_and_keeps_its_rendering() -> None:
+    """Stored instances go on with the new calls; their version stays 1, and so does their rendering."""
+    store = MemoryStore()
+    ctl = ProtocolController(store)
+    for event in SCENARIOS["full-standard"]["events"]:
+        await store.events.append(stored("full-standard", event))
+    s = await ctl.state("full-standard")
+    assert (s.stage, s.protocol_version) == ("executing", 1)
+    first = ctl.project(s, "execute")
+    assert (
+        canonical_json(first.manifest).decode("utf-8")
+        == SCENARIOS["full-standard"]["after_each_event"][-1]["manifest"]
+    )
+    s = await ctl.request_input("full-standard", "Which quarter?", projection_sha256=first.sha256)
+    s = await ctl.provide_input("full-standard", "Q3.", request_number=1)
+    resumed = ctl.project(s, "execute")
+    assert resumed.request.prefix == first.request.prefix  # no version-2 clause joins a version-1 instance
+    assert "protocol_version" not in resumed.manifest
+    s = await ctl.complete("full-standard", "Done.", projection_sha256=resumed.sha256)
+    assert (s.stage, s.protocol_version) == ("complete", 1)
+
+    # A version-1 draft under revision stays verbatim, as version-1 revisions always were.
+    for event in SCENARIOS["hostile"]["events"][:3]:
+        await store.events.append(stored("hostile", event))
+    s = await ctl.state("hostile")
+    assert s.stage == "prompt_revising"
+    s = await ctl.record_artifact(
+        "hostile", "prompt", "GOAL: <b>v2</b>", projection_sha256=ctl.project(s, "revise_prompt").sha256
+    )
+    s = await ctl.revise("hostile", "prompt", "Shorter.", displayed_version=2)
+    draft = next(
+        i.text for i in ctl.project(s, "revise_prompt").request.body if i.region_class == "phase.prompt_draft"
+    )
+    assert draft is not None and draft.endswith("\nGOAL: <b>v2</b>")

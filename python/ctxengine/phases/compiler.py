@@ -265,6 +265,13 @@ class ProjectionCompiler:
                 f"unknown operation {operation!r}; expected one of {list(self.contracts)}",
             ) from None
 
+    def operation_for(self, state: ProtocolState) -> str | None:
+        """The operation ``state``'s stage projects, if any (review, waiting and closed stages: none)."""
+        for name, contract in self.contracts.items():
+            if contract.stage == state.stage:
+                return name
+        return None
+
     def compile(self, state: ProtocolState, operation: str) -> Projection:
         if not isinstance(state, ProtocolState):
             raise ModelValidationError(

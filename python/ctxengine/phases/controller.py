@@ -54,7 +54,7 @@ from .commands import (
     Submit,
 )
 from .compiler import Projection, ProjectionCompiler
-from .contracts import STAGE_OPERATIONS, OperationContract
+from .contracts import OperationContract
 from .decide import decide, require_named, same_decision
 from .packs import InstructionPack
 from .state import ProtocolState, Source
@@ -126,7 +126,9 @@ class ProtocolController:
         ``ProtocolStateError``.
         """
         require_named(f"record_artifact({kind!r})", instance_id, projection_sha256=projection_sha256)
-        return await self._transition(instance_id, Record(kind, body, projection_sha256), answers=True)
+        return await self._transition(
+            instance_id, Record(kind, body, projection_sha256), reply=f"record_artifact({kind!r})"
+        )
 
     async def revise(
         self, instance_id: str, kind: str, feedback: str, *, displayed_version: int
@@ -183,14 +185,18 @@ class ProtocolController:
         amends the request); ``approach_change`` rejects the plan and revises it.
         """
         require_named("interpret_review", instance_id, projection_sha256=projection_sha256)
-        return await self._transition(instance_id, Interpret(verdict, projection_sha256), answers=True)
+        return await self._transition(
+            instance_id, Interpret(verdict, projection_sha256), reply="interpret_review"
+        )
 
     async def request_input(
         self, instance_id: str, question: str, *, projection_sha256: str | None = None
     ) -> ProtocolState:
         """Execution asks the user for a missing non-semantic input: the instance waits for it."""
         require_named("request_input", instance_id, projection_sha256=projection_sha256)
-        return await self._transition(instance_id, RequestInput(question, projection_sha256), answers=True)
+        return await self._transition(
+            instance_id, RequestInput(question, projection_sha256), reply="request_input"
+        )
 
     async def provide_input(
         self, instance_id: str, answer: str, *, request_number: int | None = None
@@ -206,7 +212,7 @@ class ProtocolController:
         """Deliver the execution's result; the instance is complete. ``state.result`` keeps it
         with its provenance (the confirmed prompt and plan, the output mode, the projection)."""
         require_named("complete", instance_id, projection_sha256=projection_sha256)
-        return await self._transition(instance_id, Complete(result, projection_sha256), answers=True)
+        return await self._transition(instance_id, Complete(result, projection_sha256), reply="complete")
 
     async def stop(self, instance_id: str, *, reason: str | None = None) -> ProtocolState:
         """The user ends the instance from any active stage, without execution (or further execution)."""
@@ -240,8 +246,10 @@ class ProtocolController:
         return replay(instance_id, events)
 
     async def _transition(
-        self, instance_id: str, command: Command, *, answers: bool = False
+        self, instance_id: str, command: Command, *, reply: str | None = None
     ) -> ProtocolState:
+        """Decide ``command``, check a model ``reply`` (named by its call) against the current
+        projection, append the event."""
         loaded = await self._load(instance_id)
         try:
             event_type, payload = decide(loaded.state, command)
@@ -250,9 +258,9 @@ class ProtocolController:
                 assert loaded.state is not None
                 return loaded.state
             raise
-        if answers:
+        if reply is not None:
             assert loaded.state is not None
-            self._check_answers(loaded.state, command, payload["projection_sha256"])
+            self._check_answers(loaded.state, reply, payload["projection_sha256"])
         ordinal = len(loaded.state.history) + 1 if loaded.state is not None else 1
         event = NewEvent(
             instance_id, event_type, payload, derivation_key(instance_id, ordinal), actor=self.actor
@@ -266,12 +274,12 @@ class ProtocolController:
             ) from exc
         return evolve(loaded.state, instance_id, stored.type, stored.payload, stored.sequence)
 
-    def _check_answers(self, state: ProtocolState, command: Command, named: str) -> None:
+    def _check_answers(self, state: ProtocolState, action: str, named: str) -> None:
         """A model reply is accepted only for the projection compiled from the current state."""
-        operation = STAGE_OPERATIONS[state.stage]
+        operation = self.compiler.operation_for(state)
+        assert operation is not None  # decide admitted a reply only in a projecting stage
         current = self.project(state, operation).sha256
         if named != current:
-            action = type(command).__name__
             raise StaleConfirmation(
                 f"{action} for instance {state.instance_id!r} answers projection {named[:12]}..., but the "
                 f"current {operation} projection is {current[:12]}...: a reply to an earlier projection "
