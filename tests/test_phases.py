@@ -625,33 +625,6 @@ async def test_an_event_whose_derived_fields_disagree_fails_replay(
         await ctl.state("i")
 
 
-async def test_a_format_2_record_without_its_projection_fails_replay(
-    ctl: ProtocolController, store: MemoryStore
-) -> None:
-    """Format-1 records carried no projection hash; a format-2 instance's must."""
-    await ctl.submit("i", REQUEST)
-    bare = {"kind": "prompt", "version": 1, "body": "x", "digest": body_digest("x"), "basis": None}
-    await store.events.append(NewEvent("i", "phase.artifact.recorded", bare, "forged:1"))
-    with pytest.raises(StoreCorruption, match="missing projection_sha256"):
-        await ctl.state("i")
-
-
-async def test_an_unknown_protocol_version_fails_replay_closed(store: MemoryStore) -> None:
-    submitted = {"request": "r", "sources": [], "constraints": [], "tools": [], "protocol_version": 3}
-    await store.events.append(NewEvent("i", "phase.submitted", submitted, "phase:i:1"))
-    with pytest.raises(StoreCorruption, match="unknown protocol version 3"):
-        await ProtocolController(store).state("i")
-
-
-def test_every_phase_event_type_is_registered_with_the_store() -> None:
-    from ctxengine.events import EVENT_TYPES
-    from ctxengine.phases import PHASE_EVENT_TYPES_V1, PHASE_EVENT_TYPES_V2
-
-    assert set(PHASE_EVENT_TYPES) == {*PHASE_EVENT_TYPES_V1, *PHASE_EVENT_TYPES_V2}
-    assert set(PHASE_EVENT_TYPES) <= EVENT_TYPES
-    assert not set(PHASE_EVENT_TYPES_V1) & set(PHASE_EVENT_TYPES_V2)
-
-
 # -- determinism, caching, packs, manifest ----------------------------------------------------------------
 
 
