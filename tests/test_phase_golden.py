@@ -23,9 +23,9 @@ import pytest
 
 from ctxengine.canonical import canonical_json
 from ctxengine.events import NewEvent
-from ctxengine.phases import ProtocolController
+from ctxengine.phases import ProtocolController, payload_format
 from ctxengine.stores import MemoryStore
-from phase_fixtures import state_summary
+from phase_fixtures import full_protocol, state_summary
 
 GOLDEN = json.loads((Path(__file__).parent / "phase_golden_v1.json").read_text(encoding="utf-8"))
 SCENARIOS = {s["instance_id"]: s for s in GOLDEN["scenarios"]}
@@ -129,8 +129,32 @@ async def test_a_format_1_instance_continues_under_the_current_controller_and_ke
     s = await ctl.record_artifact(
         "hostile", "prompt", "GOAL: <b>v2</b>", projection_sha256=ctl.project(s, "revise_prompt").sha256
     )
+    assert "projection_sha256" not in (await store.events.read("hostile"))[-1].payload  # a format-1 row
     s = await ctl.revise("hostile", "prompt", "Shorter.", displayed_version=2)
     draft = next(
         i.text for i in ctl.project(s, "revise_prompt").request.body if i.region_class == "phase.prompt_draft"
     )
     assert draft is not None and draft.endswith("\nGOAL: <b>v2</b>")
+
+
+@pytest.mark.parametrize("output_mode", ["standard", "pseudocode"])
+async def test_a_controller_pinned_to_version_1_writes_the_format_1_log_byte_for_byte(
+    output_mode: str,
+) -> None:
+    """During a rolling upgrade new instances can be version 1: the same rows the old code wrote."""
+    instance_id = f"full-{output_mode}"
+    store = MemoryStore()
+    await full_protocol(ProtocolController(store, protocol_version=1), instance_id, output_mode=output_mode)
+    written = [(e.type, e.payload, e.derivation_key) for e in await store.events.read(instance_id)]
+    recorded = [(e["type"], e["payload"], e["derivation_key"]) for e in SCENARIOS[instance_id]["events"]]
+    assert written == recorded
+    assert {payload_format(t, p) for t, p, _ in written} == {1}
+
+
+async def test_payload_format_names_what_a_format_1_reader_cannot_read() -> None:
+    store = MemoryStore()
+    await full_protocol(ProtocolController(store), "v2")
+    formats = {(e.type, payload_format(e.type, e.payload)) for e in await store.events.read("v2")}
+    assert ("phase.submitted", 2) in formats and ("phase.artifact.recorded", 2) in formats
+    assert ("phase.revised", 1) in formats and ("phase.confirmed", 1) in formats
+    assert payload_format("phase.stopped", {"stage": "executing", "reason": None}) == 2

@@ -205,11 +205,13 @@ def _every_backend(backend: str) -> str:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(data=st.data())
-def test_random_call_sequences_follow_the_transition_table(data: st.DataObject) -> None:
+@given(data=st.data(), version=st.sampled_from([2, 2, 1]))
+def test_random_call_sequences_follow_the_transition_table(data: st.DataObject, version: int) -> None:
+    """Both protocol versions: version 1 (stored instances) obeys the same table."""
+
     async def scenario() -> None:
         store = MemoryStore()
-        ctl = ProtocolController(store)
+        ctl = ProtocolController(store, protocol_version=version)
         model = Model()
         closed = 0
         for n in range(data.draw(st.integers(1, 60), label="steps")):

@@ -17,7 +17,7 @@ request to ignore parts of it.
 
 from __future__ import annotations
 
-from .commands import PHASE_EVENT_TYPES, PHASE_EVENT_TYPES_V1, PHASE_EVENT_TYPES_V2
+from .commands import PHASE_EVENT_TYPES, PHASE_EVENT_TYPES_V1, PHASE_EVENT_TYPES_V2, payload_format
 from .compiler import (
     OUTPUT_MODE_TEXT,
     PHASE_FRAMING,
@@ -96,5 +96,6 @@ __all__ = [
     "available_symbols",
     "body_digest",
     "check_symbols",
+    "payload_format",
     "symbols_of",
 ]

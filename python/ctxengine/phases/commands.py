@@ -141,6 +141,19 @@ Command = (
 )
 
 
+def payload_format(event_type: str, payload: Mapping[str, Any]) -> int:
+    """The stored-format version an event needs: 2 for the format-2 types and for the
+    format-2 keys of format-1 types (a version-2 submission, a recorded projection hash);
+    1 for everything a format-1 reader understands."""
+    if event_type in PHASE_EVENT_TYPES_V2:
+        return 2
+    if event_type == SUBMITTED and payload.get("protocol_version", 1) != 1:
+        return 2
+    if event_type == ARTIFACT_RECORDED and "projection_sha256" in payload:
+        return 2
+    return 1
+
+
 def command_of(event_type: str, payload: Mapping[str, Any]) -> Command:
     """The command that a stored event claims to be the result of."""
     p = payload
@@ -208,4 +221,5 @@ __all__ = [
     "Stop",
     "Submit",
     "command_of",
+    "payload_format",
 ]

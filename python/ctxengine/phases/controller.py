@@ -57,7 +57,7 @@ from .compiler import Projection, ProjectionCompiler
 from .contracts import OperationContract
 from .decide import decide, require_named, same_decision
 from .packs import InstructionPack
-from .state import ProtocolState, Source
+from .state import PROTOCOL_VERSION, PROTOCOL_VERSIONS, ProtocolState, Source
 from .transitions import Replay, evolve, replay
 
 ACTOR = "protocol-controller"
@@ -86,7 +86,18 @@ class ProtocolController:
         model_id: str = "default",
         max_output_tokens: int = 8192,
         actor: str = ACTOR,
+        protocol_version: int = PROTOCOL_VERSION,
     ) -> None:
+        if protocol_version not in PROTOCOL_VERSIONS or isinstance(protocol_version, bool):
+            raise ModelValidationError(
+                "ProtocolController",
+                "protocol_version",
+                f"unknown protocol version {protocol_version!r}; expected one of {PROTOCOL_VERSIONS}",
+            )
+        #: The version new instances are submitted at. Pin it to 1 while workers that predate
+        #: format 2 still read the store: version-1 instances write only format-1 rows until
+        #: they use a transition format 1 lacks.
+        self.protocol_version = protocol_version
         self.store = store
         self.estimator: Estimator = estimator if estimator is not None else cast(Estimator, TokenEstimator())
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -112,7 +123,8 @@ class ProtocolController:
     ) -> ProtocolState:
         """Start an instance with its authoritative request and canonical inputs."""
         return await self._transition(
-            instance_id, Submit(request, tuple(sources), tuple(constraints), tuple(tools))
+            instance_id,
+            Submit(request, tuple(sources), tuple(constraints), tuple(tools), self.protocol_version),
         )
 
     async def record_artifact(
@@ -127,7 +139,9 @@ class ProtocolController:
         """
         require_named(f"record_artifact({kind!r})", instance_id, projection_sha256=projection_sha256)
         return await self._transition(
-            instance_id, Record(kind, body, projection_sha256), reply=f"record_artifact({kind!r})"
+            instance_id,
+            Record(kind, body, projection_sha256),
+            reply=(f"record_artifact({kind!r})", projection_sha256),
         )
 
     async def revise(
@@ -186,7 +200,7 @@ class ProtocolController:
         """
         require_named("interpret_review", instance_id, projection_sha256=projection_sha256)
         return await self._transition(
-            instance_id, Interpret(verdict, projection_sha256), reply="interpret_review"
+            instance_id, Interpret(verdict, projection_sha256), reply=("interpret_review", projection_sha256)
         )
 
     async def request_input(
@@ -195,7 +209,7 @@ class ProtocolController:
         """Execution asks the user for a missing non-semantic input: the instance waits for it."""
         require_named("request_input", instance_id, projection_sha256=projection_sha256)
         return await self._transition(
-            instance_id, RequestInput(question, projection_sha256), reply="request_input"
+            instance_id, RequestInput(question, projection_sha256), reply=("request_input", projection_sha256)
         )
 
     async def provide_input(
@@ -212,7 +226,9 @@ class ProtocolController:
         """Deliver the execution's result; the instance is complete. ``state.result`` keeps it
         with its provenance (the confirmed prompt and plan, the output mode, the projection)."""
         require_named("complete", instance_id, projection_sha256=projection_sha256)
-        return await self._transition(instance_id, Complete(result, projection_sha256), reply="complete")
+        return await self._transition(
+            instance_id, Complete(result, projection_sha256), reply=("complete", projection_sha256)
+        )
 
     async def stop(self, instance_id: str, *, reason: str | None = None) -> ProtocolState:
         """The user ends the instance from any active stage, without execution (or further execution)."""
@@ -246,10 +262,10 @@ class ProtocolController:
         return replay(instance_id, events)
 
     async def _transition(
-        self, instance_id: str, command: Command, *, reply: str | None = None
+        self, instance_id: str, command: Command, *, reply: tuple[str, str | None] | None = None
     ) -> ProtocolState:
-        """Decide ``command``, check a model ``reply`` (named by its call) against the current
-        projection, append the event."""
+        """Decide ``command``; for a model ``reply`` (its call, the projection hash it names),
+        check that it answers the current projection; append the event."""
         loaded = await self._load(instance_id)
         try:
             event_type, payload = decide(loaded.state, command)
@@ -259,8 +275,9 @@ class ProtocolController:
                 return loaded.state
             raise
         if reply is not None:
-            assert loaded.state is not None
-            self._check_answers(loaded.state, reply, payload["projection_sha256"])
+            action, named = reply
+            assert loaded.state is not None and named is not None  # decide and require_named saw to it
+            self._check_answers(loaded.state, action, named)
         ordinal = len(loaded.state.history) + 1 if loaded.state is not None else 1
         event = NewEvent(
             instance_id, event_type, payload, derivation_key(instance_id, ordinal), actor=self.actor

@@ -180,7 +180,11 @@ def _decide_record(state: ProtocolState | None, cmd: Record) -> Decision:
         "basis": basis,
     }
     if cmd.projection_sha256 is not None:
-        payload["projection_sha256"] = _sha("record_artifact", cmd.projection_sha256)
+        answered = _sha("record_artifact", cmd.projection_sha256)
+        if s.protocol_version >= 2:
+            # A version-1 instance keeps writing format-1 rows for format-1 transitions, so a
+            # worker that predates format 2 can still read it (the controller checked the hash).
+            payload["projection_sha256"] = answered
     return ARTIFACT_RECORDED, payload
 
 

@@ -35,7 +35,12 @@ PACK_SYMBOLS: Mapping[str, str] = MappingProxyType(
 
 @dataclass(frozen=True, slots=True)
 class Clause:
-    """One instruction, addressable by id (for hashing, overriding and review)."""
+    """One instruction, addressable by id (for hashing, overriding and review).
+
+    ``operations`` limits it to some operations (None: every operation using
+    its pack); ``since`` to instances of that protocol version or newer. The
+    clause hash covers id and text only.
+    """
 
     clause_id: str
     text: str
