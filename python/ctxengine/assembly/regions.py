@@ -24,6 +24,7 @@ REGION_TABLE: dict[str, str] = {
     "phase.plan_instructions": "A",
     "phase.execution_instructions": "A",
     "phase.conventions": "A",
+    "phase.review_instructions": "A",
     # Region B: the body, in this order.
     "compacted_summary": "B",
     "history": "B",
@@ -45,7 +46,9 @@ REGION_TABLE: dict[str, str] = {
     "phase.confirmed_plan": "B",
     "phase.plan_draft": "B",
     "phase.plan_feedback": "B",
+    "phase.review_feedback": "B",
     "phase.task_inputs": "B",
+    "phase.execution_input": "B",
     "phase.output_mode": "B",
 }
 
