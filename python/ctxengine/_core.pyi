@@ -11,6 +11,7 @@ __all__ = [
     "TokenEstimator",
     "allocate_tokens",
     "canonical_json",
+    "decode_items",
     "digest_list",
     "fit_body",
     "item_canonical",
@@ -93,6 +94,20 @@ def fit_body(
 
     Returns ``(body, body_raw, reason, compactable, cut, history_budget,
     yield_steps, body_sha256)``.
+    """
+
+def decode_items(
+    payloads: Sequence[object],
+    seqs: Sequence[int],
+    classes: Mapping[str, type[Any]],
+    parts: tuple[type[Any], type[Any]],
+    trust: Sequence[Any],
+    extra: Mapping[str, object] | None = None,
+) -> tuple[list[Any], int | None, str | None]:
+    """Stored item payloads as items of events ``seqs``, ``_cj`` filled (``reference.decode``).
+
+    Returns ``(items, None, None)``, or ``(items before it, index, reason)`` at
+    the first payload that does not decode.
     """
 
 def validate_tool_pairs(items: Iterable[object]) -> None:

@@ -12,12 +12,14 @@ from .assembly import digest_list, fit_body, render_measure
 from .budget import allocate_tokens
 from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
+from .decode import decode_items
 from .estimate import TokenEstimator
 
 __all__ = [
     "TokenEstimator",
     "allocate_tokens",
     "canonical_json",
+    "decode_items",
     "digest_list",
     "fit_body",
     "item_canonical",

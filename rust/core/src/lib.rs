@@ -9,6 +9,7 @@ pub mod assembly;
 pub mod budget;
 pub mod canonical;
 pub mod cut;
+pub mod decode;
 pub mod error;
 pub mod estimate;
 pub mod hash;

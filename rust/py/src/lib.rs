@@ -7,6 +7,7 @@
 mod assemble;
 mod batch;
 mod conversions;
+mod decode;
 mod errors;
 mod estimator;
 
@@ -399,6 +400,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(render_measure, m)?)?;
     m.add_function(wrap_pyfunction!(digest_list, m)?)?;
     m.add_function(wrap_pyfunction!(assemble::fit_body, m)?)?;
+    m.add_function(wrap_pyfunction!(decode::decode_items, m)?)?;
     m.add_class::<TokenEstimator>()?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
