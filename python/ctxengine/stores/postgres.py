@@ -28,7 +28,7 @@ from psycopg_pool import AsyncConnectionPool
 from ..errors import ModelValidationError, StoreError
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
-from . import _rows, migrations
+from . import _rows, migrations, postgres_items
 from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 from .driver_errors import POSTGRES_ERRORS, postgres_error
 from .events import (
@@ -38,7 +38,7 @@ from .events import (
     NewEvent,
     RawCheckpoint,
 )
-from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .formats import WritePolicy
 from .postgres_schema import schema
 
 #: Appends to one session are serialized by a transaction-scoped advisory lock
@@ -314,7 +314,14 @@ async def _claim(conn: Conn, run_id: str, owner: str) -> int:
 
 
 async def _write_checkpoint(
-    conn: Conn, run_id: str, lease: Lease, kind: str, trigger: str, text: str, created_at: datetime
+    conn: Conn,
+    run_id: str,
+    lease: Lease,
+    kind: str,
+    trigger: str,
+    text: str,
+    created_at: datetime,
+    fmt: int,
 ) -> int:
     async with conn.transaction():
         # FOR UPDATE: a concurrent claim waits for this write (or this write
@@ -341,7 +348,7 @@ async def _write_checkpoint(
         await conn.execute(
             "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
             "created_at, schema_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (run_id, version, kind, trigger, text, lease.epoch, created_at, CHECKPOINT_FORMAT),
+            (run_id, version, kind, trigger, text, lease.epoch, created_at, fmt),
         )
         return version
 
@@ -380,6 +387,11 @@ _OPS = SqlOps(
     latest_raw=_latest_raw,
     delete=_delete,
     timestamp=_identity,
+    append_all=postgres_items.append_all,
+    read_items=postgres_items.read_items,
+    put_counts=postgres_items.put_counts,
+    visibilities=postgres_items.visibilities,
+    prune=postgres_items.prune,
 )
 
 

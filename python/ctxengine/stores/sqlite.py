@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar
 from ..errors import ModelValidationError, StoreError
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
-from . import _rows, migrations
+from . import _rows, migrations, sqlite_items
 from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 from .driver_errors import sqlite_error
 from .events import (
@@ -39,7 +39,7 @@ from .events import (
     NewEvent,
     RawCheckpoint,
 )
-from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .formats import WritePolicy
 from .sqlite_schema import schema
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
@@ -226,6 +226,7 @@ def _write_checkpoint(
     trigger: str,
     text: str,
     created_at: str,
+    fmt: int,
 ) -> int:
     def body() -> int:
         current = conn.execute(
@@ -245,7 +246,7 @@ def _write_checkpoint(
         conn.execute(
             "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
             "created_at, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (run_id, version, kind, trigger, text, lease.epoch, created_at, CHECKPOINT_FORMAT),
+            (run_id, version, kind, trigger, text, lease.epoch, created_at, fmt),
         )
         return version
 
@@ -443,6 +444,11 @@ _OPS = SqlOps(
     latest_raw=_latest_raw,
     delete=_delete,
     timestamp=_iso,
+    append_all=sqlite_items.append_all,
+    read_items=sqlite_items.read_items,
+    put_counts=sqlite_items.put_counts,
+    visibilities=sqlite_items.visibilities,
+    prune=sqlite_items.prune,
 )
 
 
