@@ -1,7 +1,10 @@
 """Conversation items: frozen, slotted, hashable, JSON round-trippable.
 
 Conversation items also carry ``_rc``, the builder's cache of their
-rendered form (see ``ctxengine.assembly.builder``).
+rendered form (see ``ctxengine.assembly.builder``), and ``_log``, the session
+whose log the item was read from (or appended to) at its ``seq``: such an item
+is that event's, byte for byte, so a checkpoint can refer to it by sequence
+instead of copying it (ADR 0011). ``dataclasses.replace`` clears it.
 
 Conversation items carry a private ``_cj`` slot that caches
 ``(canonical_json_bytes, sha256_digest)`` of ``to_dict()``. Both backends
@@ -77,6 +80,7 @@ class SystemMessage(_Item):
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
     _rc: Any = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "system_message"
     __hash__ = _Item.__hash__
 
@@ -111,6 +115,7 @@ class UserMessage(_Item):
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
     _rc: Any = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "user_message"
     __hash__ = _Item.__hash__
 
@@ -148,6 +153,7 @@ class AssistantMessage(_Item):
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
     _rc: Any = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "assistant_message"
     __hash__ = _Item.__hash__
 
@@ -182,6 +188,7 @@ class ToolCall(_Item):
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
     _rc: Any = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "tool_call"
     __hash__ = _Item.__hash__
 
@@ -223,6 +230,7 @@ class ToolResult(_Item):
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
     _rc: Any = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "tool_result"
     __hash__ = _Item.__hash__
 
@@ -266,6 +274,7 @@ class ReasoningItem(_Item):
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
     _rc: Any = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "reasoning"
     __hash__ = _Item.__hash__
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import EstimatorError
-from .canonical import canonical_json, has_item_cache, item_canonical
+from .canonical import canonical_json, format_float, has_item_cache, item_canonical
 
 SNAPSHOT_VERSION = 1
 # Counts are 64-bit in both backends: each count a signed 64-bit int, the
@@ -163,6 +163,44 @@ class TokenEstimator:
     def raw_estimates(self, items: Iterable[object], model_id: str) -> list[int]:
         """The raw estimate of each item, in order."""
         return [self.raw(item, model_id) for item in items]
+
+    # ------------------------------------------------------------------
+    # stored counts (ADR 0011)
+
+    def counter_id(self, model_id: str, kind: str) -> str:
+        """Names how this estimator counts ``kind`` for ``model_id``: counts stored under the
+        same id are the counts it would compute (``heuristic:BYTES_PER_TOKEN:FRAMING|kind``)."""
+        if not isinstance(model_id, str) or not isinstance(kind, str):
+            raise EstimatorError("counter_id: model_id and kind must be str")
+        bytes_per_token, framing_tokens = self._profile(model_id)
+        return f"heuristic:{format_float(bytes_per_token)}:{framing_tokens}|{kind}"
+
+    def prime(self, model_id: str, kind: str, digests: Iterable[bytes], raws: Iterable[int]) -> None:
+        """Seed the memo with raw counts read from the store: ``(model_id, kind, digest) -> raw``.
+
+        An entry already memoized is left as it is; priming counts as neither a
+        hit nor a miss. The counts must be what ``raw`` would compute (the
+        caller reads them under this estimator's ``counter_id``).
+        """
+        if not isinstance(model_id, str) or not isinstance(kind, str):
+            raise EstimatorError("prime: model_id and kind must be str")
+        digests, raws = list(digests), list(raws)
+        if len(digests) != len(raws):
+            raise EstimatorError(f"prime: {len(digests)} digests for {len(raws)} counts")
+        checked = []
+        for i, (digest, raw) in enumerate(zip(digests, raws, strict=True)):
+            if not isinstance(digest, bytes) or len(digest) != 32:
+                raise EstimatorError(f"prime: digests[{i}] is not a 32-byte SHA-256 digest")
+            checked.append((digest, _check_count(raw, f"prime: raws[{i}]")))
+        if not self._memo_capacity:
+            return
+        memo = self._memo
+        for digest, raw in checked:
+            key = (model_id, kind, digest)
+            if key not in memo:
+                memo[key] = raw
+                if len(memo) > self._memo_capacity:
+                    memo.popitem(last=False)
 
     # ------------------------------------------------------------------
     # correction

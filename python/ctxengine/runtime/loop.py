@@ -1,5 +1,5 @@
-"""The runtime port: pressure-driven compaction, working-state writes and run seeding
-(SPEC sections 6-7, seed ADR-0043 decisions 6-8).
+"""The runtime port: pressure-driven compaction, working-state writes, run seeding and
+step recording (SPEC sections 6-7, seed ADR-0043 decisions 6-8, ADR 0011).
 
 Every method that changes a run appends its event and writes the checkpoint
 inside one ``store.transaction()``: both commit or neither does. A failure
@@ -13,6 +13,8 @@ the stored one) and a different step never collides with it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,25 +28,28 @@ from ..model import (
     Checkpoint,
     ConversationItem,
     Principal,
-    ReasoningItem,
     RunContext,
-    ToolCall,
-    ToolResult,
     TrustLevel,
-    UserMessage,
     WorkingState,
 )
 from ..plan import ContextPlan, ContextPlanner
 from ..stores.events import Lease, NewEvent, Store, Visibility
+from ..stores.formats import WritePolicy
+from .carry import CARRY_RECORDED, Carry, carry_payload, carry_visibility, find_carry
 from .checkpoints import latest_checkpoint, write_checkpoint
-from .compaction import StructuredCompactor
-from .session import session_history
-from .working_state import WORKING_STATE_UPDATED, WorkingStateManager, carry_working_state
+from .compaction import CompactionResult, StructuredCompactor
+from .history_reader import HistoryReader
+from .seeding import HISTORY, Seed, build_seed, history_counts, summary_counts, whole_pairs
+from .session import ITEM_APPENDED
+from .steps import StateUpdate, prepare_step
+from .working_state import WORKING_STATE_UPDATED, WorkingStateManager
 
 CONTEXT_COMPACTED = "context.compacted"
 CHECKPOINT_SEEDED = "run.checkpoint.seeded"
 #: Compactions one ``build_with_pressure`` call may perform before giving up.
 MAX_COMPACTIONS_PER_STEP = 2
+#: Runs whose seed carry the loop remembers (for the lineage of their own carries).
+SEEDS_REMEMBERED = 4096
 
 
 def _key(prefix: str, payload: dict[str, Any]) -> str:
@@ -63,6 +68,8 @@ class ContextLoop:
         compactor: StructuredCompactor,
         estimator: Estimator,
         working_state: WorkingStateManager | None = None,
+        prune_finished: bool = True,
+        history: HistoryReader | None = None,
     ) -> None:
         if builder.max_compaction_depth != compactor.max_depth:
             raise ModelValidationError(
@@ -79,12 +86,24 @@ class ContextLoop:
         self.working_state = (
             working_state if working_state is not None else WorkingStateManager(estimator=estimator)
         )
+        #: Delete a finished run's earlier checkpoint versions when it ends (ADR 0011).
+        self.prune_finished = prune_finished
+        #: Item rows this worker has read, per session (seeds read only what is new).
+        self.history = history if history is not None else HistoryReader(store)
+        self._seeded_from: OrderedDict[str, Carry | None] = OrderedDict()
 
     async def _plan(self, session_id: str) -> ContextPlan:
-        plan = self.planner.cached(session_id) or await self.planner.current(session_id)
+        plan = await self._plan_or_none(session_id)
         if plan is None:
             raise ContextError(f"session {session_id!r} has no context plan; call planner.plan(...) first")
         return plan
+
+    async def _plan_or_none(self, session_id: str) -> ContextPlan | None:
+        return self.planner.cached(session_id) or await self.planner.current(session_id)
+
+    def _policy(self) -> WritePolicy:
+        policy = getattr(self.store, "write_policy", None)
+        return policy if isinstance(policy, WritePolicy) else WritePolicy()
 
     # -- pressure ------------------------------------------------------------------
 
@@ -94,9 +113,11 @@ class ContextLoop:
         """The request for this step and the checkpoint in force.
 
         When the body does not fit and can be compacted: compact, then append
-        ``context.compacted`` and write the compacted checkpoint (trigger
-        ``compaction``) in one transaction, adopt it and measure again; at
-        most ``MAX_COMPACTIONS_PER_STEP`` times, then ``ContextOverflow``.
+        ``context.compacted`` (and the session-level ``context.carry.recorded``,
+        when this deployment writes it and a visibility class fits; ADR 0011) and
+        write the compacted checkpoint (trigger ``compaction``) in one
+        transaction, adopt it and measure again; at most
+        ``MAX_COMPACTIONS_PER_STEP`` times, then ``ContextOverflow``.
         """
         plan = await self._plan(run.session_id)
         current = checkpoint
@@ -132,14 +153,61 @@ class ContextLoop:
                 ),
                 run_id=run.run_id,
             )
+            carry = await self._carry_event(run, principal, current, compacted, result, plan)
             async with self.store.transaction():
                 await self.store.events.append(event)
+                if carry is not None:
+                    await self.store.events.append(carry)
                 version = await write_checkpoint(
-                    self.store, run.run_id, compacted, trigger="compaction", lease=lease
+                    self.store,
+                    run.run_id,
+                    compacted,
+                    trigger="compaction",
+                    lease=lease,
+                    session_id=run.session_id,
                 )
             # Adopted only once both are committed.
             current = replace(compacted, version=version)
             compactions += 1
+
+    async def _carry_event(
+        self,
+        run: RunContext,
+        principal: Principal | None,
+        before: Checkpoint,
+        compacted: Checkpoint,
+        result: CompactionResult,
+        plan: ContextPlan,
+    ) -> NewEvent | None:
+        """The carry of an adopted compaction, or ``None`` (not written by this deployment, or
+        no visibility class under which every reader would see exactly what it summarizes)."""
+        if not self._policy().allows(CARRY_RECORDED):
+            return None
+        seeded = self._seeded_from.get(run.run_id)
+        if run.run_id not in self._seeded_from:
+            seeded = await find_carry(self.store, run.session_id, run.seed_sequence, principal)
+        if seeded is not None and seeded.sequence not in before.summary_source_event_ids:
+            seeded = None  # this checkpoint was not seeded from it
+        through = compacted.replaced_through_sequence
+        after = seeded.through if seeded is not None else 0
+        classes = await self.store.events.visibilities(run.session_id, ITEM_APPENDED, after, through)
+        visibility = carry_visibility(classes, seeded.visibility if seeded else None, principal)
+        if visibility is None:
+            return None
+        tokens = summary_counts(
+            self.estimator, plan.model_id, compacted.compacted_summary or "", compacted.summary_elided
+        )
+        payload = carry_payload(
+            run_id=run.run_id, checkpoint=compacted, depth_in_run=result.depth, previous=seeded, tokens=tokens
+        )
+        return NewEvent(
+            session_id=run.session_id,
+            type=CARRY_RECORDED,
+            payload=payload,
+            derivation_key=_key(f"context.carry:{run.run_id}:{through}", payload),
+            run_id=run.run_id,
+            visibility=visibility,
+        )
 
     # -- working state -------------------------------------------------------------
 
@@ -251,27 +319,23 @@ class ContextLoop:
         updated = replace(checkpoint, working_state=state)
         async with self.store.transaction():
             await self.store.events.append(event)
-            version = await write_checkpoint(self.store, run.run_id, updated, trigger=trigger, lease=lease)
+            version = await write_checkpoint(
+                self.store, run.run_id, updated, trigger=trigger, lease=lease, session_id=run.session_id
+            )
         return replace(updated, version=version)
 
     # -- seeding -------------------------------------------------------------------
 
     async def build_seed(self, run: RunContext, principal: Principal | None) -> Checkpoint:
         """Version 1 of ``run`` rebuilt from the log (pure read; see ``seed_checkpoint``)."""
-        items = await session_history(self.store, run.session_id, run.seed_sequence + 1)
-        seed = items[-1] if items else None
-        if not isinstance(seed, UserMessage) or seed.seq != run.seed_sequence:
-            found = "nothing" if seed is None or seed.seq != run.seed_sequence else type(seed).__name__
-            raise ModelValidationError(
-                "RunContext",
-                "seed_sequence",
-                f"session {run.session_id!r} holds {found} at sequence {run.seed_sequence}, "
-                "not a UserMessage",
-            )
-        state = await carry_working_state(self.store, run.session_id, run.seed_sequence, principal)
-        # Reasoning is replayed within its own run only, never carried.
-        history = whole_pairs([item for item in items[:-1] if not isinstance(item, ReasoningItem)])
-        return Checkpoint(run.run_id, version=1, conversation=(*history, seed), working_state=state)
+        seed = await self._seed(run, principal)
+        return seed.checkpoint
+
+    async def _seed(self, run: RunContext, principal: Principal | None) -> Seed:
+        plan = self.planner.cached(run.session_id) or await self.planner.current(run.session_id)
+        seed = await build_seed(self.store, self.history, self.estimator, plan, run, principal)
+        self._remember_seed(run.run_id, seed.carry)
+        return seed
 
     async def seed_checkpoint(
         self, run: RunContext, principal: Principal | None, *, lease: Lease
@@ -282,13 +346,18 @@ class ContextLoop:
         same every time. When version 1 is already stored and equal, it is
         returned and nothing is written; a run that has moved past version 1
         is a ``ContextError`` (load it with ``latest_checkpoint`` instead).
+        Counts this worker had to compute (none were stored) are stored in the
+        same transaction.
         """
-        built = await self.build_seed(run, principal)
+        seed = await self._seed(run, principal)
+        built = seed.checkpoint
+        # The hash of built.to_dict(): items splice their cached canonical bytes.
+        shell = {**replace(built, conversation=()).to_dict(), "conversation": list(built.conversation)}
         payload = {
             "run_id": run.run_id,
             "seed_sequence": run.seed_sequence,
             "history_items": len(built.conversation) - 1,
-            "checkpoint_sha256": payload_hash(built.to_dict()),
+            "checkpoint_sha256": payload_hash(shell),
         }
         event = NewEvent(
             session_id=run.session_id,
@@ -307,34 +376,77 @@ class ContextLoop:
                     "seed_checkpoint only writes version 1"
                 )
             await self.store.events.append(event)
-            version = await write_checkpoint(self.store, run.run_id, built, trigger="seeded", lease=lease)
+            if seed.backfill and seed.counter is not None:
+                await self.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
+            version = await write_checkpoint(
+                self.store, run.run_id, built, trigger="seeded", lease=lease, session_id=run.session_id
+            )
+        if seed.backfill and seed.counter is not None:
+            self.history.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
         return replace(built, version=version)
 
+    def _remember_seed(self, run_id: str, carry: Carry | None) -> None:
+        self._seeded_from[run_id] = carry
+        self._seeded_from.move_to_end(run_id)
+        while len(self._seeded_from) > SEEDS_REMEMBERED:
+            self._seeded_from.popitem(last=False)
 
-def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
-    """History without the halves of tool pairs that a crashed run left behind.
+    # -- recording a step ------------------------------------------------------------
 
-    A call whose result was never recorded (or a result whose call is missing)
-    would make every later request invalid; the events stay in the log for
-    audit, but a new run's seeded history leaves them out.
-    """
-    answered: set[str] = set()
-    open_calls: dict[str, int] = {}
-    keep = [True] * len(items)
-    for i, item in enumerate(items):
-        if isinstance(item, ToolCall):
-            if item.call_id in open_calls or item.call_id in answered:
-                keep[i] = False
-            else:
-                open_calls[item.call_id] = i
-        elif isinstance(item, ToolResult):
-            if open_calls.pop(item.call_id, None) is None:
-                keep[i] = False
-            else:
-                answered.add(item.call_id)
-    for i in open_calls.values():
-        keep[i] = False
-    return tuple(item for item, kept in zip(items, keep, strict=True) if kept)
+    async def record_step(
+        self,
+        run: RunContext,
+        checkpoint: Checkpoint,
+        items: Sequence[ConversationItem],
+        *,
+        lease: Lease,
+        trigger: str = "model_response",
+        state_updates: Sequence[StateUpdate] = (),
+        principal: Principal | None = None,
+        visibility: Visibility | None = None,
+    ) -> Checkpoint:
+        """Append the step's items and working-state transitions and write the checkpoint,
+        in one transaction; returns the checkpoint in force.
+
+        ``items`` are the model's response items and the tool calls' results, in the
+        order they happened; ``state_updates`` the control tool's inputs (applied in
+        order to the checkpoint's working state, one ``context.working_state.updated``
+        event each, scoped to ``principal`` when given). Derivation keys come from the
+        run, ``run.step`` and the position (``conversation.item:{run}:{step}:{i}``), so a
+        retried step repeats its events exactly and writes nothing new: when every
+        event was already stored, the stored checkpoint is returned as it is. The
+        items' raw token counts are stored with them. A terminal trigger prunes the
+        run's earlier checkpoint versions (``prune_finished``).
+        """
+        plan = await self._plan_or_none(run.session_id)
+        model_id = plan.model_id if plan is not None else self.working_state.model_id
+        steps = prepare_step(
+            run, checkpoint, items, state_updates, self.working_state, model_id, principal, visibility
+        )
+        async with self.store.transaction():
+            stored, written = await self.store.events.append_all(steps.events)
+            if not written and steps.events:
+                latest = await latest_checkpoint(self.store, run.run_id)
+                if latest is not None and latest.version > checkpoint.version:
+                    return latest  # a retry of a step already recorded: nothing new
+            appended = steps.appended(run.session_id, stored)
+            if plan is not None and appended:
+                counter = self.estimator.counter_id(plan.model_id, HISTORY)
+                counts = history_counts(self.estimator, plan.model_id, appended)
+                await self.store.events.put_counts(run.session_id, counter, counts)
+            updated = replace(
+                checkpoint, conversation=(*checkpoint.conversation, *appended), working_state=steps.state
+            )
+            version = await write_checkpoint(
+                self.store,
+                run.run_id,
+                updated,
+                trigger=trigger,
+                lease=lease,
+                session_id=run.session_id,
+                prune=self.prune_finished,
+            )
+        return replace(updated, version=version)
 
 
 def _source(value: TrustLevel | str) -> TrustLevel:
@@ -344,4 +456,12 @@ def _source(value: TrustLevel | str) -> TrustLevel:
         raise ModelValidationError("ContextLoop", "source", f"unknown trust level {value!r}") from None
 
 
-__all__ = ["CHECKPOINT_SEEDED", "CONTEXT_COMPACTED", "MAX_COMPACTIONS_PER_STEP", "ContextLoop"]
+__all__ = [
+    "CHECKPOINT_SEEDED",
+    "CONTEXT_COMPACTED",
+    "MAX_COMPACTIONS_PER_STEP",
+    "ContextLoop",
+    "Seed",
+    "StateUpdate",
+    "whole_pairs",
+]

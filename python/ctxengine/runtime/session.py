@@ -3,8 +3,11 @@
 ``append_item`` writes one ``conversation.item.appended`` event per item and
 returns the item with ``seq`` set to that event's sequence.
 ``session_history`` is the history projection cut at a fixed sequence: the
-items strictly below it, in order. Events are append-only and sequences are
-never reused, so the same call returns the same items forever.
+items strictly below it, in order (with a principal: only those it may see).
+Events are append-only and sequences are never reused, so the same call
+returns the same items forever. Stored payloads are decoded in one native
+batch (``core.decode``, ADR 0011); every item read from the log, or appended
+to it, records the session in its ``_log`` slot.
 
 Derivation keys: the same text may legitimately be sent twice, so the
 content cannot name the event. A caller that may retry an append after a
@@ -18,13 +21,15 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..core.canonical import canonical_json
+from ..core.decode import decode_stored_items
 from ..errors import ModelValidationError, StoreCorruption
 from ..model import ITEM_TYPES, ConversationItem, Principal, item_from_dict
-from ..stores.events import NewEvent, Store, Visibility
+from ..stores.events import ItemRow, NewEvent, Store, Visibility
 
 ITEM_APPENDED = "conversation.item.appended"
 
@@ -79,28 +84,33 @@ async def append_item(
             visibility=visibility,
         )
     )
-    return replace(restored, seq=event.sequence)
+    appended = replace(restored, seq=event.sequence)
+    object.__setattr__(appended, "_log", session_id)
+    return appended
 
 
-async def session_history(store: Store, session_id: str, before_sequence: int) -> list[ConversationItem]:
-    """The conversation items with ``seq < before_sequence``, in log order."""
-    events = await store.events.read(session_id, 0, (ITEM_APPENDED,), before=before_sequence)
-    items: list[ConversationItem] = []
-    for event in events:
-        data = event.payload.get("item")
-        if not isinstance(data, dict):
-            raise StoreCorruption(
-                session_id, event.sequence, "conversation item payload has no 'item' object"
-            )
-        try:
-            items.append(item_from_dict({**data, "seq": event.sequence}))
-        except ModelValidationError as exc:
-            raise StoreCorruption(
-                session_id, event.sequence, f"conversation item does not decode: {exc}"
-            ) from None
+async def session_history(
+    store: Store, session_id: str, before_sequence: int, *, principal: Principal | None = None
+) -> list[ConversationItem]:
+    """The conversation items with ``seq < before_sequence``, in log order; with a
+    ``principal``, only the items it may see (``Visibility.allows``)."""
+    rows = await store.events.read_items(session_id, 0, before=before_sequence)
+    if principal is not None:
+        rows = [row for row in rows if row.visibility.allows(principal)]
+    return decode_rows(session_id, rows)
+
+
+def decode_rows(session_id: str, rows: Sequence[ItemRow]) -> list[ConversationItem]:
+    """The items of stored item rows, decoded in one batch; ``StoreCorruption`` names the
+    first row that does not decode."""
+    items, index, reason = decode_stored_items(
+        [row.payload for row in rows], [row.sequence for row in rows], extra={"_log": session_id}
+    )
+    if index is not None:
+        raise StoreCorruption(session_id, rows[index].sequence, reason or "does not decode")
     return items
 
 
 _ITEM_CLASSES = tuple(ITEM_TYPES.values())
 
-__all__ = ["ITEM_APPENDED", "append_item", "item_payload", "session_history"]
+__all__ = ["ITEM_APPENDED", "append_item", "decode_rows", "item_payload", "session_history"]

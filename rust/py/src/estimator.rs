@@ -56,7 +56,7 @@ fn check_bytes_per_token(py: Python<'_>, value: &Bound<'_, PyAny>, place: &str) 
 }
 
 /// A non-negative int (not a bool).
-fn check_count(py: Python<'_>, value: &Bound<'_, PyAny>, place: &str) -> PyResult<i64> {
+pub(crate) fn check_count(py: Python<'_>, value: &Bound<'_, PyAny>, place: &str) -> PyResult<i64> {
     if !is_int(value) {
         return Err(estimator_error(
             py,
@@ -342,6 +342,23 @@ impl TokenEstimator {
                 .copied()
                 .ok_or_else(|| estimator_error(py, "no estimate"))
         })
+    }
+
+    /// Names how this estimator counts `kind` for `model_id` (ADR 0011).
+    fn counter_id(&self, model_id: &str, kind: &str) -> String {
+        crate::counts::counter_id(self, model_id, kind)
+    }
+
+    /// Memoize stored raw counts: `(model_id, kind, digest) -> raw` (ADR 0011).
+    fn prime(
+        &self,
+        py: Python<'_>,
+        model_id: &str,
+        kind: &str,
+        digests: &Bound<'_, PyAny>,
+        raws: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        crate::counts::prime(py, self, model_id, kind, digests, raws)
     }
 
     /// The raw estimate of each item, in one batched call.

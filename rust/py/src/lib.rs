@@ -7,6 +7,7 @@
 mod assemble;
 mod batch;
 mod conversions;
+mod counts;
 mod decode;
 mod errors;
 mod estimator;

@@ -1,0 +1,195 @@
+"""A run's version 1, built from the latest usable carry and only the items after it (ADR 0011).
+
+``build_seed`` reads the carry (``carry.find_carry``), the working-state carry,
+and the item events in ``(carry.through, seed]`` through the loop's
+``HistoryReader`` (one range read, one native decode; a warm worker reads only
+what is new). History is filtered by the run principal's visibility; halves of
+tool pairs and earlier runs' reasoning are left out, as before.
+
+Token counts travel with the items: the rows carry the raw count stored under
+the estimator's ``counter_id`` for the plan's model (``history``), and the
+memo is primed with them, so the first build renders the items but does not
+count them again. Items without a stored count are counted here and returned
+for the seed's transaction to store (the first worker to count an item
+records it for every later one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ..assembly.render import render_item, render_summary
+from ..core import backends
+from ..core.estimator import Estimator
+from ..errors import ModelValidationError
+from ..model import (
+    Checkpoint,
+    ConversationItem,
+    ElidedSpan,
+    Principal,
+    ReasoningItem,
+    RunContext,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from ..plan import ContextPlan
+from ..stores.events import ItemRow, Store
+from .carry import Carry, find_carry
+from .history_reader import HistoryReader
+from .working_state import carry_working_state
+
+#: The region class history items render as: the ``kind`` of their stored counts.
+HISTORY = "history"
+#: The estimator memo kind of a rendered item.
+RENDERED = "rendered_item"
+#: The counter kinds of a carry's summary blocks (``render_summary``), in order.
+SUMMARY_KINDS = ("compacted_summary", "compacted_summary_elided")
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """Version 1 of a run, the carry it started from, and the counts to store."""
+
+    checkpoint: Checkpoint
+    carry: Carry | None
+    counter: str | None
+    backfill: tuple[tuple[int, int], ...]
+
+
+def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
+    """History without the halves of tool pairs that a crashed run left behind.
+
+    A call whose result was never recorded (or a result whose call is missing)
+    would make every later request invalid; the events stay in the log for
+    audit, but a new run's seeded history leaves them out.
+    """
+    answered: set[str] = set()
+    open_calls: dict[str, int] = {}
+    keep = [True] * len(items)
+    for i, item in enumerate(items):
+        if isinstance(item, ToolCall):
+            if item.call_id in open_calls or item.call_id in answered:
+                keep[i] = False
+            else:
+                open_calls[item.call_id] = i
+        elif isinstance(item, ToolResult):
+            if open_calls.pop(item.call_id, None) is None:
+                keep[i] = False
+            else:
+                answered.add(item.call_id)
+    for i in open_calls.values():
+        keep[i] = False
+    return tuple(item for item, kept in zip(items, keep, strict=True) if kept)
+
+
+async def build_seed(
+    store: Store,
+    reader: HistoryReader,
+    estimator: Estimator,
+    plan: ContextPlan | None,
+    run: RunContext,
+    principal: Principal | None,
+) -> Seed:
+    """Version 1 of ``run`` from the log (a pure read; the memo is primed with stored counts)."""
+    carry = await find_carry(store, run.session_id, run.seed_sequence, principal)
+    counter = estimator.counter_id(plan.model_id, HISTORY) if plan is not None else None
+    after = carry.through if carry is not None else 0
+    rows, items = await reader.history(run.session_id, after, run.seed_sequence, counter)
+    seed = items[-1] if items else None
+    if not isinstance(seed, UserMessage) or seed.seq != run.seed_sequence:
+        found = "nothing" if seed is None or seed.seq != run.seed_sequence else type(seed).__name__
+        raise ModelValidationError(
+            "RunContext",
+            "seed_sequence",
+            f"session {run.session_id!r} holds {found} at sequence {run.seed_sequence}, not a UserMessage",
+        )
+    state = await carry_working_state(store, run.session_id, run.seed_sequence, principal)
+    visible = [
+        (row, item)
+        for row, item in zip(rows[:-1], items[:-1], strict=True)
+        if principal is None or row.visibility.allows(principal)
+    ]
+    # Reasoning is replayed within its own run only, never carried.
+    history = whole_pairs([item for _, item in visible if not isinstance(item, ReasoningItem)])
+    base = carry.seed(run.run_id) if carry is not None else Checkpoint(run.run_id)
+    checkpoint = replace(base, conversation=(*history, seed), working_state=state)
+    backfill: tuple[tuple[int, int], ...] = ()
+    if plan is not None:
+        kept = {id(item) for item in history}
+        backfill = prime_history(
+            estimator, plan.model_id, [(row, item) for row, item in visible if id(item) in kept]
+        )
+        if carry is not None:
+            prime_summary(estimator, plan.model_id, carry)
+    return Seed(checkpoint, carry, counter, backfill)
+
+
+def _digest(rendered: object) -> bytes:
+    digest: bytes = backends.active().item_canonical(rendered)[1]
+    return digest
+
+
+def prime_history(
+    estimator: Estimator, model_id: str, rows: Sequence[tuple[ItemRow, ConversationItem]]
+) -> tuple[tuple[int, int], ...]:
+    """Prime the memo with the stored counts of history items; count the rest and return
+    ``(sequence, raw)`` for them (to be stored)."""
+    digests: list[bytes] = []
+    raws: list[int] = []
+    missing: list[tuple[int, object]] = []
+    for row, item in rows:
+        rendered = render_item(item, HISTORY)
+        if row.tokens is None:
+            missing.append((row.sequence, rendered))
+        else:
+            digests.append(_digest(rendered))
+            raws.append(row.tokens)
+    if digests:
+        estimator.prime(model_id, RENDERED, digests, raws)
+    if not missing:
+        return ()
+    counted = estimator.raw_estimates([rendered for _, rendered in missing], model_id)
+    return tuple((seq, raw) for (seq, _), raw in zip(missing, counted, strict=True))
+
+
+def summary_counts(
+    estimator: Estimator, model_id: str, summary: str, elided: Sequence[ElidedSpan]
+) -> dict[str, int]:
+    """Raw counts of a summary's rendered blocks, by counter id (stored in the carry)."""
+    blocks = render_summary(summary, elided)
+    raws = estimator.raw_estimates(blocks, model_id)
+    return {estimator.counter_id(model_id, kind): raw for kind, raw in zip(SUMMARY_KINDS, raws, strict=False)}
+
+
+def prime_summary(estimator: Estimator, model_id: str, carry: Carry) -> None:
+    """Prime the memo with a carry's stored summary counts (when they are this estimator's)."""
+    blocks = render_summary(carry.summary, carry.elided)
+    for kind, block in zip(SUMMARY_KINDS, blocks, strict=False):
+        raw = carry.tokens.get(estimator.counter_id(model_id, kind))
+        if raw is not None:
+            estimator.prime(model_id, RENDERED, [_digest(block)], [raw])
+
+
+def history_counts(
+    estimator: Estimator, model_id: str, items: Sequence[ConversationItem]
+) -> list[tuple[int, int]]:
+    """``(sequence, raw)`` of logged items as they will render in a later run's history."""
+    logged = [item for item in items if item.seq is not None]
+    raws = estimator.raw_estimates([render_item(item, HISTORY) for item in logged], model_id)
+    return [(item.seq, raw) for item, raw in zip(logged, raws, strict=True) if item.seq is not None]
+
+
+__all__ = [
+    "HISTORY",
+    "RENDERED",
+    "SUMMARY_KINDS",
+    "Seed",
+    "build_seed",
+    "history_counts",
+    "prime_history",
+    "prime_summary",
+    "summary_counts",
+    "whole_pairs",
+]

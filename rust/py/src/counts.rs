@@ -1,0 +1,74 @@
+//! Stored token counts (ADR 0011): the estimator's `counter_id` and `prime`,
+//! identical to the reference backend's. `TokenEstimator` delegates here.
+
+use ctxengine_core::canonical::write_f64;
+use ctxengine_core::estimate::MemoKey;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors::estimator_error;
+use crate::estimator::TokenEstimator;
+
+/// `heuristic:BYTES_PER_TOKEN:FRAMING|kind`, the float as canonical JSON prints it.
+pub fn counter_id(est: &TokenEstimator, model_id: &str, kind: &str) -> String {
+    let profile = est.lock().profile_for(model_id);
+    let mut bpt = Vec::new();
+    // Profiles hold positive finite numbers only.
+    let _ = write_f64(&mut bpt, profile.bytes_per_token);
+    format!(
+        "heuristic:{}:{}|{kind}",
+        String::from_utf8_lossy(&bpt),
+        profile.framing_tokens
+    )
+}
+
+/// Memoize `(model_id, kind, digest) -> raw` for each pair not memoized yet.
+pub fn prime(
+    py: Python<'_>,
+    est: &TokenEstimator,
+    model_id: &str,
+    kind: &str,
+    digests: &Bound<'_, PyAny>,
+    raws: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let digests: Vec<Bound<'_, PyAny>> = digests.try_iter()?.collect::<PyResult<_>>()?;
+    let raws: Vec<Bound<'_, PyAny>> = raws.try_iter()?.collect::<PyResult<_>>()?;
+    if digests.len() != raws.len() {
+        return Err(estimator_error(
+            py,
+            format!("prime: {} digests for {} counts", digests.len(), raws.len()),
+        ));
+    }
+    let mut entries = Vec::with_capacity(digests.len());
+    for (i, (digest, raw)) in digests.iter().zip(&raws).enumerate() {
+        let bytes = match digest.cast::<PyBytes>() {
+            Ok(b) if b.as_bytes().len() == 32 => b.as_bytes(),
+            _ => {
+                return Err(estimator_error(
+                    py,
+                    format!("prime: digests[{i}] is not a 32-byte SHA-256 digest"),
+                ))
+            }
+        };
+        let mut d = [0u8; 32];
+        d.copy_from_slice(bytes);
+        entries.push((
+            d,
+            crate::estimator::check_count(py, raw, &format!("prime: raws[{i}]"))?,
+        ));
+    }
+    let mut st = est.lock();
+    let (model, _) = st.model(model_id);
+    let kind = st.kind(kind);
+    for (digest, raw) in entries {
+        st.memo_mut().prime(
+            MemoKey {
+                model,
+                kind,
+                digest,
+            },
+            raw,
+        );
+    }
+    Ok(())
+}
