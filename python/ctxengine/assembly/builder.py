@@ -30,6 +30,7 @@ from ..errors import ContextError, ContextOverflow
 from ..model import (
     AgentSpec,
     Checkpoint,
+    ElidedSpan,
     Principal,
     ReasoningItem,
     RunContext,
@@ -231,10 +232,7 @@ class ContextBuilder:
             validate_tool_pairs(turn)
         summary: tuple[RenderedItem, ...] = ()
         if cp.compacted_summary is not None or cp.summary_elided:
-            summary = self._cached_group(
-                ("summary", cp.compacted_summary, cp.summary_elided),
-                lambda: render_summary(cp.compacted_summary or "", cp.summary_elided),
-            )
+            summary = self.summary_blocks(cp.compacted_summary, cp.summary_elided)
         state = cp.working_state
         passages = sorted(cp.knowledge, key=lambda p: (-p.score, p.passage_id)) if cp.knowledge else ()
         now = self.clock.now()
@@ -325,6 +323,11 @@ class ContextBuilder:
             tuple(steps),
         )
         return Assembly(request, pressure)
+
+    def summary_blocks(self, summary: str | None, elided: tuple[ElidedSpan, ...]) -> tuple[RenderedItem, ...]:
+        """The rendered compacted-summary blocks, cached by their inputs (shared with seeding,
+        which primes the estimator with a carry's stored counts of the same blocks)."""
+        return self._cached_group(("summary", summary, elided), lambda: render_summary(summary or "", elided))
 
     def _cached(self, key: tuple[Any, ...], make: Callable[[], RenderedItem]) -> RenderedItem:
         """Renders of per-build blocks (working state, metadata, summary...) by their inputs."""

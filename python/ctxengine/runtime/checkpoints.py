@@ -177,7 +177,11 @@ def decode_resolved(
 
 async def latest_checkpoint(store: Store, run_id: str) -> Checkpoint | None:
     """The run's newest checkpoint, materialized; ``None`` when it has none."""
-    rows = await store.checkpoints.latest_raw(run_id)
+    return await checkpoint_from_rows(store, run_id, await store.checkpoints.latest_raw(run_id))
+
+
+async def checkpoint_from_rows(store: Store, run_id: str, rows: list[RawCheckpoint]) -> Checkpoint | None:
+    """The checkpoint ``latest_raw`` rows describe (references resolved through ``store``)."""
     if is_ref_chain(rows):
         data, session_id = materialize_refs(run_id, rows)
         version = data["version"]
@@ -207,6 +211,7 @@ async def write_checkpoint(
     lease: Lease,
     session_id: str | None = None,
     prune: bool = False,
+    rows: list[RawCheckpoint] | None = None,
 ) -> int:
     """Write ``checkpoint`` as the run's next version (full or delta) and return that version.
 
@@ -215,6 +220,8 @@ async def write_checkpoint(
     lease (``LeaseLost``) or any failure leaves the store unchanged. With
     ``session_id`` (the run's session) items read from that log are stored
     as references; with ``prune`` a terminal trigger deletes earlier versions.
+    ``rows``: the run's ``latest_raw`` rows, when the caller has just read them
+    inside the same transaction (saves reading them again).
     """
     if not isinstance(checkpoint, Checkpoint):
         raise ModelValidationError(
@@ -226,7 +233,8 @@ async def write_checkpoint(
         )
     check_trigger(trigger)
     async with store.transaction():
-        rows = await store.checkpoints.latest_raw(run_id)
+        if rows is None:
+            rows = await store.checkpoints.latest_raw(run_id)
         version = rows[-1]["version"] + 1 if rows else 1
         stamped = replace(checkpoint, version=version)
         use_refs = _writes_refs(store, session_id)
@@ -298,6 +306,7 @@ __all__ = [
     "diff",
     "is_full",
     "latest_checkpoint",
+    "checkpoint_from_rows",
     "decode_resolved",
     "is_ref_chain",
     "materialize",

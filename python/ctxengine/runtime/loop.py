@@ -35,8 +35,8 @@ from ..model import (
 from ..plan import ContextPlan, ContextPlanner
 from ..stores.events import Lease, NewEvent, Store, Visibility
 from ..stores.formats import WritePolicy
-from .carry import CARRY_RECORDED, Carry, carry_payload, carry_visibility, find_carry
-from .checkpoints import latest_checkpoint, write_checkpoint
+from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
+from .checkpoints import checkpoint_from_rows, latest_checkpoint, write_checkpoint
 from .compaction import CompactionResult, StructuredCompactor
 from .history_reader import HistoryReader
 from .seeding import HISTORY, Seed, build_seed, history_counts, summary_counts, whole_pairs
@@ -48,7 +48,7 @@ CONTEXT_COMPACTED = "context.compacted"
 CHECKPOINT_SEEDED = "run.checkpoint.seeded"
 #: Compactions one ``build_with_pressure`` call may perform before giving up.
 MAX_COMPACTIONS_PER_STEP = 2
-#: Runs whose seed carry the loop remembers (for the lineage of their own carries).
+#: Runs whose seed the loop remembers (their own carries need its lineage and view).
 SEEDS_REMEMBERED = 4096
 
 
@@ -90,7 +90,9 @@ class ContextLoop:
         self.prune_finished = prune_finished
         #: Item rows this worker has read, per session (seeds read only what is new).
         self.history = history if history is not None else HistoryReader(store)
-        self._seeded_from: OrderedDict[str, Carry | None] = OrderedDict()
+        #: Per run seeded here: the carry it started from and the principal it was seeded for.
+        self._seeded_from: OrderedDict[str, tuple[Carry | None, Principal | None]] = OrderedDict()
+        self._carries = CarryCache()
 
     async def _plan(self, session_id: str) -> ContextPlan:
         plan = await self._plan_or_none(session_id)
@@ -179,19 +181,21 @@ class ContextLoop:
         result: CompactionResult,
         plan: ContextPlan,
     ) -> NewEvent | None:
-        """The carry of an adopted compaction, or ``None`` (not written by this deployment, or
-        no visibility class under which every reader would see exactly what it summarizes)."""
-        if not self._policy().allows(CARRY_RECORDED):
+        """The carry of an adopted compaction, or ``None``: not written by this deployment, a
+        run this loop did not seed (whose view of the log it does not know), or no visibility
+        class under which every reader would see exactly what it summarizes.
+
+        The summary holds what the run's seed could see, so the class is computed for the
+        principal the run was seeded with (``None``: the unfiltered view)."""
+        if not self._policy().allows(CARRY_RECORDED) or run.run_id not in self._seeded_from:
             return None
-        seeded = self._seeded_from.get(run.run_id)
-        if run.run_id not in self._seeded_from:
-            seeded = await find_carry(self.store, run.session_id, run.seed_sequence, principal)
+        seeded, writer = self._seeded_from[run.run_id]
         if seeded is not None and seeded.sequence not in before.summary_source_event_ids:
             seeded = None  # this checkpoint was not seeded from it
         through = compacted.replaced_through_sequence
         after = seeded.through if seeded is not None else 0
         classes = await self.store.events.visibilities(run.session_id, ITEM_APPENDED, after, through)
-        visibility = carry_visibility(classes, seeded.visibility if seeded else None, principal)
+        visibility = carry_visibility(classes, seeded.visibility if seeded else None, writer)
         if visibility is None:
             return None
         tokens = summary_counts(
@@ -333,8 +337,8 @@ class ContextLoop:
 
     async def _seed(self, run: RunContext, principal: Principal | None) -> Seed:
         plan = self.planner.cached(run.session_id) or await self.planner.current(run.session_id)
-        seed = await build_seed(self.store, self.history, self.estimator, plan, run, principal)
-        self._remember_seed(run.run_id, seed.carry)
+        seed = await build_seed(self.store, self.history, self.builder, plan, run, principal, self._carries)
+        self._remember_seed(run.run_id, seed.carry, principal)
         return seed
 
     async def seed_checkpoint(
@@ -367,7 +371,8 @@ class ContextLoop:
             run_id=run.run_id,
         )
         async with self.store.transaction():
-            existing = await latest_checkpoint(self.store, run.run_id)
+            rows = await self.store.checkpoints.latest_raw(run.run_id)
+            existing = await checkpoint_from_rows(self.store, run.run_id, rows)
             if existing is not None:
                 if existing == built:
                     return existing
@@ -379,14 +384,20 @@ class ContextLoop:
             if seed.backfill and seed.counter is not None:
                 await self.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
             version = await write_checkpoint(
-                self.store, run.run_id, built, trigger="seeded", lease=lease, session_id=run.session_id
+                self.store,
+                run.run_id,
+                built,
+                trigger="seeded",
+                lease=lease,
+                session_id=run.session_id,
+                rows=rows,
             )
         if seed.backfill and seed.counter is not None:
             self.history.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
         return replace(built, version=version)
 
-    def _remember_seed(self, run_id: str, carry: Carry | None) -> None:
-        self._seeded_from[run_id] = carry
+    def _remember_seed(self, run_id: str, carry: Carry | None, principal: Principal | None) -> None:
+        self._seeded_from[run_id] = (carry, principal)
         self._seeded_from.move_to_end(run_id)
         while len(self._seeded_from) > SEEDS_REMEMBERED:
             self._seeded_from.popitem(last=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from ..assembly.builder import ContextBuilder
 from ..assembly.render import render_item, render_summary
 from ..core import backends
 from ..core.estimator import Estimator
@@ -36,12 +37,13 @@ from ..model import (
 )
 from ..plan import ContextPlan
 from ..stores.events import ItemRow, Store
-from .carry import Carry, find_carry
+from .carry import Carry, CarryCache, find_carry
 from .history_reader import HistoryReader
+from .session import HISTORY_REGION
 from .working_state import carry_working_state
 
 #: The region class history items render as: the ``kind`` of their stored counts.
-HISTORY = "history"
+HISTORY = HISTORY_REGION
 #: The estimator memo kind of a rendered item.
 RENDERED = "rendered_item"
 #: The counter kinds of a carry's summary blocks (``render_summary``), in order.
@@ -87,13 +89,15 @@ def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
 async def build_seed(
     store: Store,
     reader: HistoryReader,
-    estimator: Estimator,
+    builder: ContextBuilder,
     plan: ContextPlan | None,
     run: RunContext,
     principal: Principal | None,
+    carries: CarryCache | None = None,
 ) -> Seed:
     """Version 1 of ``run`` from the log (a pure read; the memo is primed with stored counts)."""
-    carry = await find_carry(store, run.session_id, run.seed_sequence, principal)
+    estimator = builder.estimator
+    carry = await find_carry(store, run.session_id, run.seed_sequence, principal, carries)
     counter = estimator.counter_id(plan.model_id, HISTORY) if plan is not None else None
     after = carry.through if carry is not None else 0
     rows, items = await reader.history(run.session_id, after, run.seed_sequence, counter)
@@ -122,7 +126,7 @@ async def build_seed(
             estimator, plan.model_id, [(row, item) for row, item in visible if id(item) in kept]
         )
         if carry is not None:
-            prime_summary(estimator, plan.model_id, carry)
+            prime_summary(estimator, plan.model_id, carry, builder)
     return Seed(checkpoint, carry, counter, backfill)
 
 
@@ -163,9 +167,9 @@ def summary_counts(
     return {estimator.counter_id(model_id, kind): raw for kind, raw in zip(SUMMARY_KINDS, raws, strict=False)}
 
 
-def prime_summary(estimator: Estimator, model_id: str, carry: Carry) -> None:
+def prime_summary(estimator: Estimator, model_id: str, carry: Carry, builder: ContextBuilder) -> None:
     """Prime the memo with a carry's stored summary counts (when they are this estimator's)."""
-    blocks = render_summary(carry.summary, carry.elided)
+    blocks = builder.summary_blocks(carry.summary, carry.elided)
     for kind, block in zip(SUMMARY_KINDS, blocks, strict=False):
         raw = carry.tokens.get(estimator.counter_id(model_id, kind))
         if raw is not None:

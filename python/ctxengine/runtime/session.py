@@ -25,8 +25,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..assembly.render import render_item
 from ..core.canonical import canonical_json
 from ..core.decode import decode_stored_items
+from ..core.estimator import Estimator
 from ..errors import ModelValidationError, StoreCorruption
 from ..model import ITEM_TYPES, ConversationItem, Principal, item_from_dict
 from ..stores.events import ItemRow, NewEvent, Store, Visibility
@@ -50,6 +52,8 @@ async def append_item(
     principal: Principal | None = None,
     derivation_key: str | None = None,
     visibility: Visibility | None = None,
+    estimator: Estimator | None = None,
+    model_id: str | None = None,
 ) -> ConversationItem:
     """Append ``item`` to the session's history; returns it with ``seq`` set.
 
@@ -57,7 +61,9 @@ async def append_item(
     visible to the principal's tenant unless ``visibility`` says otherwise;
     without a principal the actor is ``"runtime"`` and the item is visible
     to the whole session. Repeating a ``derivation_key`` with the same item
-    returns the stored item and appends nothing.
+    returns the stored item and appends nothing. With an ``estimator`` and a
+    ``model_id`` the item's raw token count (as later runs render it in
+    their history) is stored with it, in the same transaction (ADR 0011).
     """
     if not isinstance(item, _ITEM_CLASSES):
         raise ModelValidationError("append_item", "item", f"expected a conversation item, got {type(item)}")
@@ -73,18 +79,36 @@ async def append_item(
         raise ModelValidationError(
             "append_item", "item", f"would not read back from the log: {exc}"
         ) from None
-    event = await store.events.append(
-        NewEvent(
-            session_id=session_id,
-            type=ITEM_APPENDED,
-            payload=payload,
-            derivation_key=derivation_key or f"conversation.item:{uuid.uuid4().hex}",
-            run_id=run_id,
-            actor="runtime" if principal is None else principal.principal_id,
-            visibility=visibility,
-        )
+    new = NewEvent(
+        session_id=session_id,
+        type=ITEM_APPENDED,
+        payload=payload,
+        derivation_key=derivation_key or f"conversation.item:{uuid.uuid4().hex}",
+        run_id=run_id,
+        actor="runtime" if principal is None else principal.principal_id,
+        visibility=visibility,
     )
-    appended = replace(restored, seq=event.sequence)
+    if estimator is None or model_id is None:
+        event = await store.events.append(new)
+        return _logged(restored, session_id, event.sequence)
+    async with store.transaction():
+        event = await store.events.append(new)
+        appended = _logged(restored, session_id, event.sequence)
+        rendered = render_item(appended, HISTORY_REGION)
+        count = estimator.raw(rendered, model_id)
+        await store.events.put_counts(
+            session_id, estimator.counter_id(model_id, HISTORY_REGION), [(event.sequence, count)]
+        )
+    return appended
+
+
+#: The region class an item renders as in a later run's history: the kind of its stored count.
+HISTORY_REGION = "history"
+
+
+def _logged(item: ConversationItem, session_id: str, sequence: int) -> ConversationItem:
+    """``item`` as event ``sequence`` of ``session_id`` holds it (with its log provenance)."""
+    appended = replace(item, seq=sequence)
     object.__setattr__(appended, "_log", session_id)
     return appended
 

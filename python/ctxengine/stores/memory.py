@@ -152,15 +152,16 @@ class MemoryEventLog:
         s = self._s
         out: list[Event] = []
         written = 0
+        created_at = _rows.utc_now(s._clock)
+        # Every row is probed before any is written: a batch is refused whole.
+        probes = [_rows.probe_event(event, text, created_at) for event, text in zip(news, texts, strict=True)]
         async with s._op() as undo:
-            for event, text in zip(news, texts, strict=True):
+            for event, text, probe in zip(news, texts, probes, strict=True):
                 rows = s._events.get(event.session_id, [])
                 existing = s._keys.get((event.session_id, event.derivation_key))
                 if existing is not None:
                     out.append(_rows.repeat_of(rows[existing - 1], event, text))
                     continue
-                created_at = _rows.utc_now(s._clock)
-                probe = _rows.probe_event(event, text, created_at)
                 sequence = len(rows) + 1
                 row = _rows.event_row(event, text, sequence, created_at)
                 s._events.setdefault(event.session_id, []).append(row)
