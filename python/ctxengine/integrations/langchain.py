@@ -39,6 +39,14 @@ def _counter(name: str) -> Any:
     return counter
 
 
+def _native_trim(name: str) -> Callable[..., tuple[bool, int, int] | None]:
+    if name == "rust":
+        from .. import _core
+
+        return _core.langchain_trim  # type: ignore[no-any-return]
+    return reference.trim
+
+
 def _type_check(type_: Any) -> Callable[[Any], bool] | None:
     """``langchain_core``'s ``_is_message_type`` for one ``start_on``/``end_on`` value."""
     if not type_:
@@ -150,21 +158,15 @@ def trim_messages(
 
         result = lc_trim(messages, **kwargs)
         return _pair_safe(result, strategy, start_on, end_on, include_system)
-    lc = _lc()
-    if not isinstance(messages, list) or not all(isinstance(m, lc.BaseMessage) for m in messages):
-        messages = lc.convert_to_messages(messages)
     name = backends.backend()
     end_check, start_check = _type_check(end_on), _type_check(start_on)
-    if name == "rust":
-        from .. import _core
-
-        system, start, end = _core.langchain_trim(
-            _counter(name), messages, max_tokens, strategy, native == "len", include_system, end_check, start_check
-        )
-    else:
-        system, start, end = reference.trim(
-            _counter(name), messages, max_tokens, strategy, native == "len", include_system, end_check, start_check
-        )
+    trim = _native_trim(name)
+    args = (max_tokens, strategy, native == "len", include_system, end_check, start_check)
+    window = trim(_counter(name), messages, *args)
+    if window is None:  # not a list of messages yet: convert as LangChain does, once
+        messages = _lc().convert_to_messages(messages)
+        window = trim(_counter(name), messages, *args)
+    system, start, end = window
     kept = messages[start:end]
     return [messages[0], *kept] if system else kept
 

@@ -230,6 +230,7 @@ def select_history(
     *,
     seq_field: str | None = None,
     first_seq: int | None = 1,
+    tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
 ) -> int:
     """The cut as a message index: ``messages[cut:]`` is the largest suffix whose items fit
     (the same estimates and rules as ``ce.select_history`` over ``to_items(messages)``),
@@ -238,7 +239,14 @@ def select_history(
     from . import fast
 
     return fast.openai_chat_cut(
-        messages, summary_floor, history_tokens, estimator, model_id, seq_field=seq_field, first_seq=first_seq
+        messages,
+        summary_floor,
+        history_tokens,
+        estimator,
+        model_id,
+        seq_field=seq_field,
+        first_seq=first_seq,
+        tool_trust=tool_trust,
     )
 
 

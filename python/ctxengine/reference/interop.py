@@ -171,9 +171,10 @@ def safe_prefix(
 class LangChainClasses:
     """The ``langchain_core.messages`` classes the count and the pairing look at."""
 
-    __slots__ = ("ai", "chat", "function", "human", "system", "tool")
+    __slots__ = ("ai", "base", "chat", "function", "human", "system", "tool")
 
     def __init__(self, messages_module: Any) -> None:
+        self.base = messages_module.BaseMessage
         self.ai = messages_module.AIMessage
         self.human = messages_module.HumanMessage
         self.tool = messages_module.ToolMessage
@@ -272,14 +273,19 @@ class LangChainCounter:
             return m.tool_call_id
         return m.additional_kwargs
 
-    def facts(self, messages: Sequence[Any], use_len: bool) -> tuple[list[int], list[int], list[Any], list[Any]]:
-        """``(counts, kinds, calls, results)`` of each message."""
+    def facts(
+        self, messages: Sequence[Any], use_len: bool
+    ) -> tuple[list[int], list[int], list[Any], list[Any]] | None:
+        """``(counts, kinds, calls, results)`` of each message; ``None`` if one is not a message."""
         counts: list[int] = []
         kinds: list[int] = []
         calls: list[Any] = []
         results: list[Any] = []
         c = self._c
+        base = c.base
         for m in messages:
+            if not isinstance(m, base):
+                return None
             key = id(m)
             entry = self._new.get(key)
             if entry is None:
@@ -316,9 +322,13 @@ def trim(
     include_system: bool,
     end_on: Callable[[Any], bool] | None,
     start_on: Callable[[Any], bool] | None,
-) -> tuple[bool, int, int]:
-    """``(system_kept, start, end)`` of the pair-safe trim (see ``lc_window``, ``safe_suffix``)."""
-    counts, kinds, calls, results = counter.facts(messages, use_len)
+) -> tuple[bool, int, int] | None:
+    """``(system_kept, start, end)`` of the pair-safe trim (see ``lc_window``, ``safe_suffix``);
+    ``None`` when ``messages`` is not a list of messages (the caller converts it first)."""
+    facts = counter.facts(messages, use_len) if isinstance(messages, list) else None
+    if facts is None:
+        return None
+    counts, kinds, calls, results = facts
     end_at = None if end_on is None else (lambda i: end_on(messages[i]))
     start_at = None if start_on is None else (lambda i: start_on(messages[i]))
     system, a, b = lc_window(
@@ -366,13 +376,14 @@ def openai_chat_cut(
     model_id: str,
     seq_field: str | None,
     first_seq: int | None,
+    tool_trust: str = "external_untrusted",
 ) -> int:
     """The reference definition of the message-index cut over chat messages."""
     from ..interop import openai_chat
     from ..interop._common import Provenance, check_groups
     from .cut import select_history
 
-    p = Provenance(openai_chat.SOURCE, seq_field, first_seq)
+    p = Provenance(openai_chat.SOURCE, seq_field, first_seq, tool_trust=tool_trust)
     items, owners = openai_chat._convert(p, messages)
     check_groups(p, owners, openai_chat.groups(items), len(items))
     try:
