@@ -22,7 +22,9 @@ from langchain_core.messages import trim_messages as lc_trim  # noqa: E402
 from langchain_core.messages.utils import count_tokens_approximately  # noqa: E402
 
 relaxed = settings(
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], deadline=None, max_examples=150
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    deadline=None,
+    max_examples=150,
 )
 words = st.text(alphabet="abc \n", max_size=30)
 
@@ -43,7 +45,9 @@ def histories(draw: st.DrawFn) -> list[BaseMessage]:
             calls = []
             for _ in range(draw(st.integers(1, 3))):
                 n += 1
-                calls.append({"name": "search", "args": {"q": draw(words)}, "id": f"c{n}", "type": "tool_call"})
+                calls.append(
+                    {"name": "search", "args": {"q": draw(words)}, "id": f"c{n}", "type": "tool_call"}
+                )
             out.append(AIMessage(draw(words), tool_calls=calls))
             answered = calls if draw(st.integers(0, 9)) else calls[:-1]  # now and then one is never answered
             for c in answered:
@@ -107,7 +111,9 @@ def same(a: list[BaseMessage], b: list[BaseMessage]) -> bool:
 
 @relaxed
 @given(histories(), options())
-def test_equals_langchain_or_is_the_pair_safe_part(backend: str, messages: list[BaseMessage], opts: dict[str, Any]) -> None:
+def test_equals_langchain_or_is_the_pair_safe_part(
+    backend: str, messages: list[BaseMessage], opts: dict[str, Any]
+) -> None:
     theirs = lc_trim(messages, **opts)
     ours = trim_messages(messages, **opts)
     if orphan_free(theirs):
@@ -130,7 +136,9 @@ def test_warm_calls_match_cold_ones(backend: str, messages: list[BaseMessage], o
     first = trim_messages(messages, **opts)
     assert same(trim_messages(messages, **opts), first)
     messages.append(HumanMessage("one more"))
-    assert same(trim_messages(messages, **opts), lc_trim(messages, **opts)) or not orphan_free(lc_trim(messages, **opts))
+    assert same(trim_messages(messages, **opts), lc_trim(messages, **opts)) or not orphan_free(
+        lc_trim(messages, **opts)
+    )
     messages[0] = messages[0].model_copy(update={"content": "changed"})
     again = trim_messages(messages, **opts)
     theirs = lc_trim(messages, **opts)
@@ -140,7 +148,9 @@ def test_warm_calls_match_cold_ones(backend: str, messages: list[BaseMessage], o
 def test_runnable_without_messages(backend: str) -> None:
     trimmer = trim_messages(max_tokens=30, token_counter=count_tokens_approximately, strategy="last")
     history = [HumanMessage("hello there " * 5), AIMessage("hi"), HumanMessage("how are you")]
-    assert same(trimmer.invoke(history), lc_trim(history, max_tokens=30, token_counter=count_tokens_approximately))
+    assert same(
+        trimmer.invoke(history), lc_trim(history, max_tokens=30, token_counter=count_tokens_approximately)
+    )
 
 
 def test_option_errors_match_langchain(backend: str) -> None:
@@ -176,8 +186,12 @@ def test_counts_equal_count_tokens_approximately() -> None:
     classes = LangChainClasses(lc)
     samples = [
         SystemMessage("rules", additional_kwargs={"__openai_role__": "developer"}),
-        HumanMessage([{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "x"}}, "raw"]),
-        AIMessage("calling", tool_calls=[{"name": "f", "args": {"a": [1, "é"]}, "id": "c", "type": "tool_call"}]),
+        HumanMessage(
+            [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "x"}}, "raw"]
+        ),
+        AIMessage(
+            "calling", tool_calls=[{"name": "f", "args": {"a": [1, "é"]}, "id": "c", "type": "tool_call"}]
+        ),
         AIMessage([{"type": "text", "text": "t"}, {"type": "tool_use", "id": "c", "name": "f", "input": {}}]),
         ToolMessage("out", tool_call_id="c", name="f"),
         lc.ChatMessage("hi", role="critic"),

@@ -11,7 +11,11 @@ from hypothesis import strategies as st
 MAX_SAFE = 2**53 - 1
 text = st.text(max_size=12)
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-MAX_SAFE, MAX_SAFE), st.floats(allow_nan=False, allow_infinity=False), text
+    st.none(),
+    st.booleans(),
+    st.integers(-MAX_SAFE, MAX_SAFE),
+    st.floats(allow_nan=False, allow_infinity=False),
+    text,
 )
 json_values = st.recursive(
     json_scalars,
@@ -35,7 +39,9 @@ class Ids:
 
 
 def parts(kind: str, extra: dict[str, Any] | None = None) -> st.SearchStrategy[list[dict[str, Any]]]:
-    return st.lists(st.builds(lambda t: {"type": kind, "text": t, **(extra or {})}, text), min_size=1, max_size=3)
+    return st.lists(
+        st.builds(lambda t: {"type": kind, "text": t, **(extra or {})}, text), min_size=1, max_size=3
+    )
 
 
 def content(kind: str, extra: dict[str, Any] | None = None) -> st.SearchStrategy[Any]:
@@ -46,7 +52,9 @@ def content(kind: str, extra: dict[str, Any] | None = None) -> st.SearchStrategy
 def openai_chat(draw: st.DrawFn) -> list[dict[str, Any]]:
     ids = Ids()
     out: list[dict[str, Any]] = []
-    for turn in draw(st.lists(st.sampled_from(["system", "developer", "user", "assistant", "calls"]), max_size=8)):
+    for turn in draw(
+        st.lists(st.sampled_from(["system", "developer", "user", "assistant", "calls"]), max_size=8)
+    ):
         if turn in ("system", "developer"):
             out.append({"role": turn, "content": draw(content("text"))})
         elif turn == "user":
@@ -58,7 +66,11 @@ def openai_chat(draw: st.DrawFn) -> list[dict[str, Any]]:
             out.append({"role": "assistant", "content": draw(content("text"))})
         else:
             calls = [
-                {"id": ids(), "type": "function", "function": {"name": draw(text), "arguments": dump(draw(arguments))}}
+                {
+                    "id": ids(),
+                    "type": "function",
+                    "function": {"name": draw(text), "arguments": dump(draw(arguments))},
+                }
                 for _ in range(draw(st.integers(1, 3)))
             ]
             m = {"role": "assistant", "tool_calls": calls}
@@ -75,18 +87,37 @@ def openai_chat(draw: st.DrawFn) -> list[dict[str, Any]]:
 def openai_responses(draw: st.DrawFn) -> list[dict[str, Any]]:
     ids = Ids()
     out: list[dict[str, Any]] = []
-    for turn in draw(st.lists(st.sampled_from(["system", "developer", "user", "assistant", "call", "reasoning"]), max_size=8)):
+    for turn in draw(
+        st.lists(
+            st.sampled_from(["system", "developer", "user", "assistant", "call", "reasoning"]), max_size=8
+        )
+    ):
         if turn in ("system", "developer", "user"):
             out.append({"type": "message", "role": turn, "content": draw(content("input_text"))})
         elif turn == "assistant":
-            out.append({"type": "message", "role": "assistant", "content": draw(content("output_text", {"annotations": []}))})
+            out.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": draw(content("output_text", {"annotations": []})),
+                }
+            )
         elif turn == "reasoning":
             summary = [{"type": "summary_text", "text": draw(text)}]
             out.append({"type": "reasoning", "id": f"rs_{ids()}", "summary": summary})
         else:
             call_id = ids()
-            out.append({"type": "function_call", "call_id": call_id, "name": draw(text), "arguments": dump(draw(arguments))})
-            out.append({"type": "function_call_output", "call_id": call_id, "output": draw(content("input_text"))})
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": draw(text),
+                    "arguments": dump(draw(arguments)),
+                }
+            )
+            out.append(
+                {"type": "function_call_output", "call_id": call_id, "output": draw(content("input_text"))}
+            )
     return out
 
 
@@ -122,10 +153,17 @@ def anthropic(draw: st.DrawFn) -> dict[str, Any]:
             for _ in range(draw(st.integers(0 if blocks else 1, 2))):
                 call_id = ids()
                 pending.append(call_id)
-                blocks.append({"type": "tool_use", "id": call_id, "name": draw(text), "input": draw(arguments)})
+                blocks.append(
+                    {"type": "tool_use", "id": call_id, "name": draw(text), "input": draw(arguments)}
+                )
             messages.append({"role": "assistant", "content": blocks})
     if pending:
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": c, "content": ""} for c in pending]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": c, "content": ""} for c in pending],
+            }
+        )
     out: dict[str, Any] = {"messages": messages}
     if draw(st.booleans()):
         out["system"] = draw(content("text"))
@@ -151,11 +189,18 @@ def langchain(draw: st.DrawFn) -> list[Any]:
                 body = [{"type": "thinking", "thinking": draw(text), "signature": "sig"}, *body]
             out.append(AIMessage(content=body))
         elif turn == "calls" and not previous_ai:
-            calls = [{"name": draw(text), "args": draw(arguments), "id": ids(), "type": "tool_call"} for _ in range(draw(st.integers(1, 3)))]
+            calls = [
+                {"name": draw(text), "args": draw(arguments), "id": ids(), "type": "tool_call"}
+                for _ in range(draw(st.integers(1, 3)))
+            ]
             out.append(AIMessage(content=draw(st.one_of(text, parts("text"))), tool_calls=calls))
             for c in calls:
                 status = draw(st.sampled_from(["success", "error"]))
-                out.append(ToolMessage(content=draw(content("text")), tool_call_id=c["id"], name=c["name"], status=status))
+                out.append(
+                    ToolMessage(
+                        content=draw(content("text")), tool_call_id=c["id"], name=c["name"], status=status
+                    )
+                )
         previous_ai = bool(out) and type(out[-1]).__name__ == "AIMessage"
     return out
 
@@ -163,4 +208,7 @@ def langchain(draw: st.DrawFn) -> list[Any]:
 def lc_dump(messages: list[Any]) -> list[dict[str, Any]]:
     """A LangChain history as data, less the metadata conversion drops by design."""
     drop = {"id", "response_metadata", "usage_metadata"}
-    return [{"class": type(m).__name__, **{k: v for k, v in m.model_dump().items() if k not in drop}} for m in messages]
+    return [
+        {"class": type(m).__name__, **{k: v for k, v in m.model_dump().items() if k not in drop}}
+        for m in messages
+    ]

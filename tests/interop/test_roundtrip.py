@@ -117,7 +117,9 @@ def test_langchain_invalid_tool_call_names_index(messages: list[Any], data: st.D
     ais = [k for k, m in enumerate(messages) if type(m).__name__ == "AIMessage"]
     i = data.draw(st.sampled_from(ais))
     bad = list(messages)
-    bad[i] = messages[i].model_copy(update={"invalid_tool_calls": [{"name": "x", "args": "{", "id": "z", "error": "bad"}]})
+    bad[i] = messages[i].model_copy(
+        update={"invalid_tool_calls": [{"name": "x", "args": "{", "id": "z", "error": "bad"}]}
+    )
     with pytest.raises(ConversionError) as info:
         langchain.to_items(bad)
     assert (info.value.index, info.value.field) == (i, "invalid_tool_calls")
@@ -128,12 +130,18 @@ def test_langchain_invalid_tool_call_names_index(messages: list[Any], data: st.D
 
 def test_merging_turns_are_an_error_not_a_reshape() -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    messages = [{"role": "assistant", "content": "thinking aloud"}, {"role": "assistant", "tool_calls": [call]}]
+    messages = [
+        {"role": "assistant", "content": "thinking aloud"},
+        {"role": "assistant", "tool_calls": [call]},
+    ]
     with pytest.raises(ConversionError) as info:
         openai_chat.to_items(messages)
     assert info.value.index == 1
-    turns = [{"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
-             {"role": "assistant", "content": [{"type": "text", "text": "b"}]}]  # fmt: skip
+    use = {"type": "tool_use", "id": "t", "name": "f", "input": {}}
+    turns = [
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}, use]},
+        {"role": "assistant", "content": [{"type": "text", "text": "b"}]},
+    ]
     with pytest.raises(ConversionError) as info:
         anthropic.to_items(turns)
     assert info.value.index == 1
@@ -144,7 +152,10 @@ def test_trust_defaults_and_overrides() -> None:
         {"role": "system", "content": "s"},
         {"role": "developer", "content": "d"},
         {"role": "user", "content": "u"},
-        {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "c", "content": "page text"},
     ]
     items = openai_chat.to_items(messages)
@@ -170,7 +181,10 @@ def test_sequence_numbers_from_a_named_field() -> None:
     items = openai_chat.to_items(messages, seq_field="event")
     assert [i.seq for i in items] == [10, 11, None, 14]
     assert openai_chat.from_items(items, seq_field="event") == messages
-    assert [i.seq for i in openai_chat.to_items([{"role": "user", "content": "x"}] * 2, first_seq=None)] == [None, None]
+    assert [i.seq for i in openai_chat.to_items([{"role": "user", "content": "x"}] * 2, first_seq=None)] == [
+        None,
+        None,
+    ]
     with pytest.raises(ConversionError) as info:
         openai_chat.to_items([*messages, {"role": "user", "content": "no event"}], seq_field="event")
     assert (info.value.index, info.value.field) == (3, "event")
@@ -178,7 +192,9 @@ def test_sequence_numbers_from_a_named_field() -> None:
 
 def test_items_that_a_format_cannot_hold_raise() -> None:
     with pytest.raises(ConversionError) as info:
-        openai_chat.from_items([ce.UserMessage("u"), ce.ToolCall("c", "f", {}), ce.ToolResult("c", "boom", is_error=True)])
+        openai_chat.from_items(
+            [ce.UserMessage("u"), ce.ToolCall("c", "f", {}), ce.ToolResult("c", "boom", is_error=True)]
+        )
     assert (info.value.index, info.value.field) == (2, "is_error")
     with pytest.raises(ConversionError) as info:
         anthropic.from_items([ce.UserMessage("u"), ce.SystemMessage("late")])

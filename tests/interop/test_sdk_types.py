@@ -24,13 +24,19 @@ def test_openai_chat_sdk_types() -> None:
             "refusal": None,
             "annotations": [],
             "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": '{"q":"report"}'}}
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": '{"q":"report"}'},
+                }
             ],
         }
     )
     history: list[Any] = [
         ChatCompletionSystemMessageParam(role="system", content="Be brief."),
-        ChatCompletionDeveloperMessageParam(role="developer", content=[{"type": "text", "text": "Use tools."}]),
+        ChatCompletionDeveloperMessageParam(
+            role="developer", content=[{"type": "text", "text": "Use tools."}]
+        ),
         ChatCompletionUserMessageParam(role="user", content="find the report", name="alice"),
         reply,
         ChatCompletionToolMessageParam(role="tool", tool_call_id="call_1", content="report.pdf"),
@@ -73,12 +79,23 @@ def test_openai_responses_sdk_types() -> None:
         reasoning.model_dump(exclude_none=True),
         {"type": "function_call", "call_id": "call_1", "name": "search", "arguments": '{"q":"report"}'},
         history[3],
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Found it.", "annotations": []}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Found it.", "annotations": []}],
+        },
     ]
 
 
 def test_anthropic_sdk_types() -> None:
-    from anthropic.types import AssistantMessageParam, TextBlock, ThinkingBlock, ToolResultBlockParam, ToolUseBlock, UserMessageParam
+    from anthropic.types import (
+        AssistantMessageParam,
+        TextBlock,
+        ThinkingBlock,
+        ToolResultBlockParam,
+        ToolUseBlock,
+        UserMessageParam,
+    )
 
     answer = [
         ThinkingBlock(type="thinking", thinking="search first", signature="sig"),

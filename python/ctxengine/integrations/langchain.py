@@ -43,7 +43,7 @@ def _native_trim(name: str) -> Callable[..., tuple[bool, int, int] | None]:
     if name == "rust":
         from .. import _core
 
-        return _core.langchain_trim  # type: ignore[no-any-return]
+        return _core.langchain_trim
     return reference.trim
 
 
@@ -82,18 +82,28 @@ def _pairing(messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     return calls, results
 
 
-def _pair_safe(result: list[Any], strategy: str, start_on: Any, end_on: Any, include_system: bool) -> list[Any]:
+def _pair_safe(
+    result: list[Any], strategy: str, start_on: Any, end_on: Any, include_system: bool
+) -> list[Any]:
     """The pair-safe part of a result ``langchain_core`` computed (custom counters, partial)."""
     lc = _lc()
-    head = 1 if strategy == "last" and include_system and result and isinstance(result[0], lc.SystemMessage) else 0
+    head = (
+        1
+        if strategy == "last" and include_system and result and isinstance(result[0], lc.SystemMessage)
+        else 0
+    )
     body = result[head:]
     calls, results = _pairing(body)
     if strategy == "first":
         end_ok = _type_check(end_on)
-        e = reference.safe_prefix(calls, results, len(body), None if end_ok is None else lambda i: end_ok(body[i]))
+        e = reference.safe_prefix(
+            calls, results, len(body), None if end_ok is None else lambda i: end_ok(body[i])
+        )
         return result[: head + e]
     start_ok = _type_check(start_on)
-    s = reference.safe_suffix(calls, results, 0, len(body), None if start_ok is None else lambda i: start_ok(body[i]))
+    s = reference.safe_suffix(
+        calls, results, 0, len(body), None if start_ok is None else lambda i: start_ok(body[i])
+    )
     return result[:head] + body[s:]
 
 
@@ -166,6 +176,8 @@ def trim_messages(
     if window is None:  # not a list of messages yet: convert as LangChain does, once
         messages = _lc().convert_to_messages(messages)
         window = trim(_counter(name), messages, *args)
+    if window is None:  # pragma: no cover - convert_to_messages returns a list of messages
+        raise TypeError("trim_messages: messages did not convert to a list of BaseMessage")
     system, start, end = window
     kept = messages[start:end]
     return [messages[0], *kept] if system else kept

@@ -70,7 +70,9 @@ class Sequencer:
         self._first_of_message = True
         if self._field is not None:
             if not isinstance(seq_value, int) or isinstance(seq_value, bool):
-                raise p.error(index, self._field, f"sequence field: expected an int, got {type(seq_value).__name__}")
+                raise p.error(
+                    index, self._field, f"sequence field: expected an int, got {type(seq_value).__name__}"
+                )
             self._message_seq = seq_value
 
     def take(self) -> int | None:
@@ -85,7 +87,9 @@ class Sequencer:
         return seq
 
 
-def text_parts(p: Provenance, index: int, field: str, blocks: Sequence[Any], text_type: str) -> tuple[TextPart, ...]:
+def text_parts(
+    p: Provenance, index: int, field: str, blocks: Sequence[Any], text_type: str
+) -> tuple[TextPart, ...]:
     """``[{"type": text_type, "text": ...}, ...]`` as text parts; any other block is an error."""
     parts = []
     for j, block in enumerate(blocks):
@@ -104,16 +108,22 @@ def text_parts(p: Provenance, index: int, field: str, blocks: Sequence[Any], tex
     return tuple(parts)
 
 
-def content_value(p: Provenance, index: int, field: str, value: Any, text_type: str) -> str | tuple[TextPart, ...]:
+def content_value(
+    p: Provenance, index: int, field: str, value: Any, text_type: str
+) -> str | tuple[TextPart, ...]:
     """A format's ``content`` (a string or a list of text blocks) as item content."""
     if isinstance(value, str):
         return value
     if isinstance(value, list | tuple):
         return text_parts(p, index, field, value, text_type)
-    raise p.error(index, field, f"expected a str or a list of {text_type!r} blocks, got {type(value).__name__}")
+    raise p.error(
+        index, field, f"expected a str or a list of {text_type!r} blocks, got {type(value).__name__}"
+    )
 
 
-def content_out(content: str | tuple[Any, ...], text_type: str, where: Callable[[str, str], ConversionError]) -> Any:
+def content_out(
+    content: str | tuple[Any, ...], text_type: str, where: Callable[[str, str], ConversionError]
+) -> Any:
     """Item content in a format: a string stays one, text parts become ``text_type`` blocks."""
     if isinstance(content, str):
         return content
@@ -143,10 +153,12 @@ def dump_arguments(arguments: Mapping[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
 
 
-def make(p: Provenance, index: int, build: Callable[[], ConversationItem]) -> ConversationItem:
-    """Build an item, turning the model's own validation into a ``ConversionError`` at ``index``."""
+def make(
+    p: Provenance, index: int, cls: Callable[..., ConversationItem], *args: Any, **kwargs: Any
+) -> ConversationItem:
+    """``cls(*args, **kwargs)``, the model's own validation as a ``ConversionError`` at ``index``."""
     try:
-        return build()
+        return cls(*args, **kwargs)
     except ModelValidationError as exc:
         raise p.error(index, exc.field, exc.reason) from None
     except CanonicalizationError as exc:

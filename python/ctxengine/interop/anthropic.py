@@ -94,7 +94,7 @@ def _blocks(
             parts = tuple(run)
             run.clear()
             cls = UserMessage if role == "user" else AssistantMessage
-            made.append(make(p, index, lambda: cls(parts, trust=level, seq=seqs.take())))
+            made.append(make(p, index, cls, parts, trust=level, seq=seqs.take()))
 
     for j, raw in enumerate(blocks):
         where = f"content[{j}]"
@@ -108,10 +108,10 @@ def _blocks(
         flush()
         if role == "assistant" and kind == "tool_use":
             call_id, name, arguments = block.get("id"), block.get("name"), block.get("input")
-            made.append(make(p, index, lambda: ToolCall(call_id, name, arguments, seq=seqs.take())))  # type: ignore[arg-type]
+            made.append(make(p, index, ToolCall, call_id, name, arguments, seq=seqs.take()))
         elif role == "assistant" and kind in _REASONING:
             payload = dict(block)
-            made.append(make(p, index, lambda: ReasoningItem("anthropic", payload, seq=seqs.take())))
+            made.append(make(p, index, ReasoningItem, "anthropic", payload, seq=seqs.take()))
         elif role == "user" and kind == "tool_result":
             content = content_value(p, index, f"{where}.content", block.get("content", ""), "text")
             is_error = block.get("is_error", False)
@@ -121,7 +121,12 @@ def _blocks(
                 make(
                     p,
                     index,
-                    lambda: ToolResult(call_id, content, is_error=is_error, trust=tool_level, seq=seqs.take()),  # type: ignore[arg-type]
+                    ToolResult,
+                    call_id,
+                    content,
+                    is_error=is_error,
+                    trust=tool_level,
+                    seq=seqs.take(),
                 )
             )
         else:
@@ -152,7 +157,7 @@ def to_items(
         level = p.trust_for(-1, system, TrustLevel.PLATFORM)
         # The system parameter has no field of its own to carry a sequence number.
         seq = None if p.seq_field is not None else seqs.take()
-        items.append(make(p, -1, lambda: SystemMessage(content, trust=level, seq=seq)))
+        items.append(make(p, -1, SystemMessage, content, trust=level, seq=seq))
         owners.append(-1)
     for i, raw in enumerate(messages):
         m = plain(raw)
@@ -164,13 +169,13 @@ def to_items(
         if role not in ("user", "assistant"):
             raise p.error(i, "role", f"{role!r} has no ctxengine form")
         level = p.trust_for(i, m, TrustLevel.USER if role == "user" else TrustLevel.EXTERNAL_UNTRUSTED)
-        content = m.get("content")
+        body = m.get("content")
         made: list[ConversationItem]
-        if isinstance(content, str):
+        if isinstance(body, str):
             cls = UserMessage if role == "user" else AssistantMessage
-            made = [make(p, i, lambda: cls(content, trust=level, seq=seqs.take()))]
-        elif isinstance(content, list | tuple) and content:
-            made = _blocks(p, i, role, content, seqs, level)
+            made = [make(p, i, cls, body, trust=level, seq=seqs.take())]
+        elif isinstance(body, list | tuple) and body:
+            made = _blocks(p, i, role, body, seqs, level)
         else:
             raise p.error(i, "content", "expected a str or a non-empty list of blocks")
         items.extend(made)
@@ -231,7 +236,9 @@ def from_items(items: Sequence[ConversationItem]) -> dict[str, Any]:
             if isinstance(item, UserMessage | AssistantMessage):
                 blocks.extend(content_out(item.content, "text", err))
             elif isinstance(item, ToolCall):
-                blocks.append({"type": "tool_use", "id": item.call_id, "name": item.name, "input": dict(item.arguments)})
+                blocks.append(
+                    {"type": "tool_use", "id": item.call_id, "name": item.name, "input": dict(item.arguments)}
+                )
             elif isinstance(item, ToolResult):
                 block: dict[str, Any] = {
                     "type": "tool_result",

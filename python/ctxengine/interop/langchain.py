@@ -52,7 +52,9 @@ def _lc() -> Any:
     try:
         from langchain_core import messages
     except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError("ctxengine.interop.langchain needs langchain-core (pip install langchain-core)") from exc
+        raise ImportError(
+            "ctxengine.interop.langchain needs langchain-core (pip install langchain-core)"
+        ) from exc
     return messages
 
 
@@ -92,12 +94,14 @@ def _text(p: Provenance, index: int, content: Any) -> str | tuple[TextPart, ...]
     return tuple(parts)
 
 
-def _ai_content(p: Provenance, index: int, content: Any, seqs: Sequencer, level: TrustLevel) -> list[ConversationItem]:
+def _ai_content(
+    p: Provenance, index: int, content: Any, seqs: Sequencer, level: TrustLevel
+) -> list[ConversationItem]:
     """An AI message's content: runs of text blocks, and reasoning blocks between them."""
     if isinstance(content, str):
         if content == "":
             return []
-        return [make(p, index, lambda: AssistantMessage(content, trust=level, seq=seqs.take()))]
+        return [make(p, index, AssistantMessage, content, trust=level, seq=seqs.take())]
     if not isinstance(content, list):
         raise p.error(index, "content", f"expected a str or a list, got {type(content).__name__}")
     made: list[ConversationItem] = []
@@ -107,14 +111,14 @@ def _ai_content(p: Provenance, index: int, content: Any, seqs: Sequencer, level:
         if run:
             parts = _text(p, index, list(run))
             run.clear()
-            made.append(make(p, index, lambda: AssistantMessage(parts, trust=level, seq=seqs.take())))
+            made.append(make(p, index, AssistantMessage, parts, trust=level, seq=seqs.take()))
 
     for block in content:
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind in _REASONING:
             flush()
             payload, provider = dict(block), _REASONING[kind]
-            made.append(make(p, index, lambda: ReasoningItem(provider, payload, seq=seqs.take())))
+            made.append(make(p, index, ReasoningItem, provider, payload, seq=seqs.take()))
         else:
             run.append(block)
     flush()
@@ -151,12 +155,12 @@ def to_items(
                 raise p.error(i, "name", "system messages have no name in ctxengine")
             default = TrustLevel.TRUSTED_CONFIGURATION if role == "developer" else TrustLevel.PLATFORM
             content, level = _text(p, i, m.content), p.trust_for(i, m, default)
-            made = [make(p, i, lambda: SystemMessage(content, trust=level, seq=seqs.take()))]
+            made = [make(p, i, SystemMessage, content, trust=level, seq=seqs.take())]
         elif isinstance(m, lc.HumanMessage):
             seq_value, _ = _kwargs(p, i, m, frozenset())
             seqs.message(p, i, seq_value)
             content, level = _text(p, i, m.content), p.trust_for(i, m, TrustLevel.USER)
-            made = [make(p, i, lambda: UserMessage(content, trust=level, principal_id=m.name, seq=seqs.take()))]
+            made = [make(p, i, UserMessage, content, trust=level, principal_id=m.name, seq=seqs.take())]
         elif isinstance(m, lc.AIMessage):
             seq_value, _ = _kwargs(p, i, m, frozenset())
             seqs.message(p, i, seq_value)
@@ -170,10 +174,10 @@ def to_items(
                 call_id, name, args = call.get("id"), call.get("name"), call.get("args")
                 if not isinstance(call_id, str):
                     raise p.error(i, f"tool_calls[{j}].id", f"expected a str, got {type(call_id).__name__}")
-                made.append(make(p, i, lambda: ToolCall(call_id, name, args, seq=seqs.take())))  # type: ignore[arg-type]
-                call_names[call_id] = name  # type: ignore[assignment]
+                made.append(make(p, i, ToolCall, call_id, name, args, seq=seqs.take()))
+                call_names[call_id] = name
             if not made:  # an empty AI message is still a turn
-                made = [make(p, i, lambda: AssistantMessage("", trust=level, seq=seqs.take()))]
+                made = [make(p, i, AssistantMessage, "", trust=level, seq=seqs.take())]
         elif isinstance(m, lc.ToolMessage):
             seq_value, _ = _kwargs(p, i, m, frozenset())
             seqs.message(p, i, seq_value)
@@ -187,7 +191,12 @@ def to_items(
                 make(
                     p,
                     i,
-                    lambda: ToolResult(m.tool_call_id, content, is_error=m.status == "error", trust=level, seq=seqs.take()),
+                    ToolResult,
+                    m.tool_call_id,
+                    content,
+                    is_error=m.status == "error",
+                    trust=level,
+                    seq=seqs.take(),
                 )
             ]
         else:
@@ -209,7 +218,9 @@ def groups(items: Sequence[ConversationItem]) -> Iterator[tuple[int, int]]:
             joins = (
                 isinstance(prev, ReasoningItem | AssistantMessage)
                 and not (isinstance(prev, AssistantMessage) and isinstance(item, AssistantMessage))
-                and not any(isinstance(x, AssistantMessage) and isinstance(x.content, str) for x in (prev, item))
+                and not any(
+                    isinstance(x, AssistantMessage) and isinstance(x.content, str) for x in (prev, item)
+                )
             )
         else:
             joins = False
@@ -250,7 +261,9 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
             out.append(lc.SystemMessage(content=_blocks(first.content, err), additional_kwargs=kwargs))
         elif isinstance(first, UserMessage):
             out.append(
-                lc.HumanMessage(content=_blocks(first.content, err), name=first.principal_id, additional_kwargs=kwargs)
+                lc.HumanMessage(
+                    content=_blocks(first.content, err), name=first.principal_id, additional_kwargs=kwargs
+                )
             )
         elif isinstance(first, ToolResult):
             out.append(
@@ -268,7 +281,14 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
             for k in range(start, end):
                 item = items[k]
                 if isinstance(item, ToolCall):
-                    calls.append({"name": item.name, "args": dict(item.arguments), "id": item.call_id, "type": "tool_call"})
+                    calls.append(
+                        {
+                            "name": item.name,
+                            "args": dict(item.arguments),
+                            "id": item.call_id,
+                            "type": "tool_call",
+                        }
+                    )
                     names[item.call_id] = item.name
                 elif isinstance(item, AssistantMessage):
                     blocks = _blocks(item.content, at(k))

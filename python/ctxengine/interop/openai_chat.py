@@ -91,7 +91,7 @@ def _tool_call(p: Provenance, index: int, j: int, call: Any, seq: int | None) ->
         raise p.error(index, f"{where}.id", f"expected a str, got {type(call_id).__name__}")
     if not isinstance(name, str):
         raise p.error(index, f"{where}.function.name", f"expected a str, got {type(name).__name__}")
-    return make(p, index, lambda: ToolCall(call_id, name, arguments, seq=seq))  # type: ignore[return-value]
+    return make(p, index, ToolCall, call_id, name, arguments, seq=seq)  # type: ignore[return-value]
 
 
 def _convert(p: Provenance, messages: Sequence[Any]) -> tuple[list[ConversationItem], list[int]]:
@@ -107,22 +107,20 @@ def _convert(p: Provenance, messages: Sequence[Any]) -> tuple[list[ConversationI
             only_fields(p, i, m, frozenset({"role", "content"}))
             content = content_value(p, i, "content", m.get("content"), "text")
             trust = p.trust_for(i, m, _SYSTEM_ROLES[role])
-            made.append(make(p, i, lambda: SystemMessage(content, trust=trust, seq=seqs.take())))
+            made.append(make(p, i, SystemMessage, content, trust=trust, seq=seqs.take()))
         elif role == "user":
             only_fields(p, i, m, frozenset({"role", "content", "name"}))
             content = content_value(p, i, "content", m.get("content"), "text")
             trust = p.trust_for(i, m, TrustLevel.USER)
             name = m.get("name")
-            made.append(
-                make(p, i, lambda: UserMessage(content, trust=trust, principal_id=name, seq=seqs.take()))
-            )
+            made.append(make(p, i, UserMessage, content, trust=trust, principal_id=name, seq=seqs.take()))
         elif role == "assistant":
             only_fields(p, i, m, frozenset({"role", "content", "tool_calls"}))
             calls = m.get("tool_calls")
             if "content" in m:
                 content = content_value(p, i, "content", m["content"], "text")
                 trust = p.trust_for(i, m, TrustLevel.EXTERNAL_UNTRUSTED)
-                made.append(make(p, i, lambda: AssistantMessage(content, trust=trust, seq=seqs.take())))
+                made.append(make(p, i, AssistantMessage, content, trust=trust, seq=seqs.take()))
             if calls is not None:
                 if not isinstance(calls, list | tuple) or not calls:
                     raise p.error(i, "tool_calls", "expected a non-empty list")
@@ -134,7 +132,7 @@ def _convert(p: Provenance, messages: Sequence[Any]) -> tuple[list[ConversationI
             content = content_value(p, i, "content", m.get("content"), "text")
             trust = p.trust_for(i, m, p.tool_trust)
             call_id = m.get("tool_call_id")
-            made.append(make(p, i, lambda: ToolResult(call_id, content, trust=trust, seq=seqs.take())))  # type: ignore[arg-type]
+            made.append(make(p, i, ToolResult, call_id, content, trust=trust, seq=seqs.take()))
         else:
             raise p.error(i, "role", f"{role!r} has no ctxengine form")
         items.extend(made)
@@ -251,4 +249,3 @@ def select_history(
 
 
 __all__ = ["RESPONSE_ONLY", "SOURCE", "from_items", "groups", "select_history", "to_items"]
-

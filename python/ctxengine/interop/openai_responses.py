@@ -121,28 +121,30 @@ def to_items(
             role = it.get("role")
             if role not in _ROLES:
                 raise p.error(i, "role", f"{role!r} has no ctxengine form")
-            content = _content(p, i, it.get("content"), "output_text" if role == "assistant" else "input_text")
+            content = _content(
+                p, i, it.get("content"), "output_text" if role == "assistant" else "input_text"
+            )
             level = p.trust_for(i, it, _ROLES[role])
             if role == "user":
-                items.append(make(p, i, lambda: UserMessage(content, trust=level, seq=seqs.take())))
+                items.append(make(p, i, UserMessage, content, trust=level, seq=seqs.take()))
             elif role == "assistant":
-                items.append(make(p, i, lambda: AssistantMessage(content, trust=level, seq=seqs.take())))
+                items.append(make(p, i, AssistantMessage, content, trust=level, seq=seqs.take()))
             else:
-                items.append(make(p, i, lambda: SystemMessage(content, trust=level, seq=seqs.take())))
+                items.append(make(p, i, SystemMessage, content, trust=level, seq=seqs.take()))
         elif kind == "function_call":
             only_fields(p, i, it, frozenset({"type", "call_id", "name", "arguments"}))
             arguments = parse_arguments(p, i, "arguments", it.get("arguments"))
             call_id, name = it.get("call_id"), it.get("name")
-            items.append(make(p, i, lambda: ToolCall(call_id, name, arguments, seq=seqs.take())))  # type: ignore[arg-type]
+            items.append(make(p, i, ToolCall, call_id, name, arguments, seq=seqs.take()))
         elif kind == "function_call_output":
             only_fields(p, i, it, frozenset({"type", "call_id", "output"}))
             content = _content(p, i, it.get("output"), "input_text")
             level = p.trust_for(i, it, p.tool_trust)
             call_id = it.get("call_id")
-            items.append(make(p, i, lambda: ToolResult(call_id, content, trust=level, seq=seqs.take())))  # type: ignore[arg-type]
+            items.append(make(p, i, ToolResult, call_id, content, trust=level, seq=seqs.take()))
         elif kind == "reasoning":
             payload = {k: v for k, v in it.items() if k != p.seq_field}
-            items.append(make(p, i, lambda: ReasoningItem("openai", payload, seq=seqs.take())))
+            items.append(make(p, i, ReasoningItem, "openai", payload, seq=seqs.take()))
         else:
             raise p.error(i, "type", f"{kind!r} items have no ctxengine form")
     return items
@@ -176,7 +178,11 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
             role = "developer" if item.trust is TrustLevel.TRUSTED_CONFIGURATION else "system"
             made = {"type": "message", "role": role, "content": _content_out(item.content, "input_text", err)}
         elif isinstance(item, UserMessage):
-            made = {"type": "message", "role": "user", "content": _content_out(item.content, "input_text", err)}
+            made = {
+                "type": "message",
+                "role": "user",
+                "content": _content_out(item.content, "input_text", err),
+            }
         elif isinstance(item, AssistantMessage):
             content = _content_out(item.content, "output_text", err)
             made = {"type": "message", "role": "assistant", "content": content}

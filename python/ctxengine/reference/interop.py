@@ -293,7 +293,13 @@ class LangChainCounter:
                 if entry is not None:
                     self._remember(key, entry)
             content, name, extra = m.content, m.name, self._extra(m)
-            if entry is None or entry[0] is not m or entry[1] is not content or entry[2] is not name or entry[3] is not extra:
+            if (
+                entry is None
+                or entry[0] is not m
+                or entry[1] is not content
+                or entry[2] is not name
+                or entry[3] is not extra
+            ):
                 kind, ids, answers = _pairing(m, c)
                 entry = (m, content, name, extra, approximate_count(m, c), kind, ids, answers)
                 self._remember(key, entry)

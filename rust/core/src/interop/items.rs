@@ -41,7 +41,13 @@ fn seq(out: &mut Vec<u8>, seq: Option<i64>) -> Option<()> {
 }
 
 /// `SystemMessage`, `AssistantMessage` (`kind` "system_message" / "assistant_message").
-pub fn message(out: &mut Vec<u8>, kind: &str, c: &Content<'_>, trust: &str, s: Option<i64>) -> Option<()> {
+pub fn message(
+    out: &mut Vec<u8>,
+    kind: &str,
+    c: &Content<'_>,
+    trust: &str,
+    s: Option<i64>,
+) -> Option<()> {
     out.extend_from_slice(b"{\"content\":");
     content(out, c);
     out.extend_from_slice(b",\"seq\":");
@@ -55,7 +61,13 @@ pub fn message(out: &mut Vec<u8>, kind: &str, c: &Content<'_>, trust: &str, s: O
 }
 
 /// `UserMessage`.
-pub fn user(out: &mut Vec<u8>, c: &Content<'_>, trust: &str, principal: Option<&str>, s: Option<i64>) -> Option<()> {
+pub fn user(
+    out: &mut Vec<u8>,
+    c: &Content<'_>,
+    trust: &str,
+    principal: Option<&str>,
+    s: Option<i64>,
+) -> Option<()> {
     out.extend_from_slice(b"{\"content\":");
     content(out, c);
     out.extend_from_slice(b",\"principal_id\":");
@@ -72,7 +84,13 @@ pub fn user(out: &mut Vec<u8>, c: &Content<'_>, trust: &str, principal: Option<&
 }
 
 /// `ToolCall`; `arguments` are canonical bytes already.
-pub fn tool_call(out: &mut Vec<u8>, arguments: &[u8], call_id: &str, name: &str, s: Option<i64>) -> Option<()> {
+pub fn tool_call(
+    out: &mut Vec<u8>,
+    arguments: &[u8],
+    call_id: &str,
+    name: &str,
+    s: Option<i64>,
+) -> Option<()> {
     out.extend_from_slice(b"{\"arguments\":");
     out.extend_from_slice(arguments);
     out.extend_from_slice(b",\"call_id\":");
@@ -86,12 +104,23 @@ pub fn tool_call(out: &mut Vec<u8>, arguments: &[u8], call_id: &str, name: &str,
 }
 
 /// `ToolResult`.
-pub fn tool_result(out: &mut Vec<u8>, call_id: &str, c: &Content<'_>, is_error: bool, trust: &str, s: Option<i64>) -> Option<()> {
+pub fn tool_result(
+    out: &mut Vec<u8>,
+    call_id: &str,
+    c: &Content<'_>,
+    is_error: bool,
+    trust: &str,
+    s: Option<i64>,
+) -> Option<()> {
     out.extend_from_slice(b"{\"call_id\":");
     write_str(out, call_id.as_bytes());
     out.extend_from_slice(b",\"content\":");
     content(out, c);
-    out.extend_from_slice(if is_error { b",\"is_error\":true" } else { b",\"is_error\":false" });
+    out.extend_from_slice(if is_error {
+        b",\"is_error\":true"
+    } else {
+        b",\"is_error\":false"
+    });
     out.extend_from_slice(b",\"seq\":");
     seq(out, s)?;
     out.extend_from_slice(b",\"trust\":");
@@ -107,13 +136,28 @@ mod tests {
     #[test]
     fn writes_the_canonical_dicts() {
         let mut out = Vec::new();
-        user(&mut out, &Content::Parts(vec!["a\"b"]), "user", None, Some(3)).unwrap();
+        user(
+            &mut out,
+            &Content::Parts(vec!["a\"b"]),
+            "user",
+            None,
+            Some(3),
+        )
+        .unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{"content":[{"text":"a\"b","type":"text_part"}],"principal_id":null,"seq":3,"trust":"user","type":"user_message"}"#
         );
         let mut out = Vec::new();
-        tool_result(&mut out, "c1", &Content::Text("ok"), false, "external_untrusted", None).unwrap();
+        tool_result(
+            &mut out,
+            "c1",
+            &Content::Text("ok"),
+            false,
+            "external_untrusted",
+            None,
+        )
+        .unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{"call_id":"c1","content":"ok","is_error":false,"seq":null,"trust":"external_untrusted","type":"tool_result"}"#

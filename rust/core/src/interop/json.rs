@@ -281,7 +281,8 @@ impl Parser<'_> {
                         _ => return None,
                     };
                     let mut buf = [0u8; 4];
-                    self.text.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                    self.text
+                        .extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
                 }
                 _ => return None, // a raw control character
             }
@@ -300,19 +301,38 @@ mod tests {
 
     #[test]
     fn objects_become_canonical() {
-        assert_eq!(canon(r#" {"b": 1, "a": [1.0, 2e2, -0, -0.0, "x\u00e9\n"]} "#).unwrap(),
-            "{\"a\":[1,200,0,0,\"x\u{e9}\\n\"],\"b\":1}");
+        assert_eq!(
+            canon(r#" {"b": 1, "a": [1.0, 2e2, -0, -0.0, "x\u00e9\n"]} "#).unwrap(),
+            "{\"a\":[1,200,0,0,\"x\u{e9}\\n\"],\"b\":1}"
+        );
         assert_eq!(canon(r#"{"a":1,"a":2}"#).unwrap(), "{\"a\":2}");
-        assert_eq!(canon(r#"{"k":"\ud83d\ude00"}"#).unwrap(), "{\"k\":\"\u{1F600}\"}");
+        assert_eq!(
+            canon(r#"{"k":"\ud83d\ude00"}"#).unwrap(),
+            "{\"k\":\"\u{1F600}\"}"
+        );
         assert_eq!(canon("{}").unwrap(), "{}");
     }
 
     #[test]
     fn what_python_or_canonical_json_rejects_fails() {
         for bad in [
-            "", "[]", "1", "{", "{\"a\":NaN}", "{\"a\":Infinity}", "{\"a\":1e400}",
-            "{\"a\":9007199254740992}", "{\"a\":01}", "{\"a\":\"\\ud800\"}", "{\"a\":\"\t\"}",
-            "{\"a\":1} x", "{a:1}", "{\"a\":1,}", "{\"a\":.5}", "{\"a\":1.}", "{\"a\":\"\\x\"}",
+            "",
+            "[]",
+            "1",
+            "{",
+            "{\"a\":NaN}",
+            "{\"a\":Infinity}",
+            "{\"a\":1e400}",
+            "{\"a\":9007199254740992}",
+            "{\"a\":01}",
+            "{\"a\":\"\\ud800\"}",
+            "{\"a\":\"\t\"}",
+            "{\"a\":1} x",
+            "{a:1}",
+            "{\"a\":1,}",
+            "{\"a\":.5}",
+            "{\"a\":1.}",
+            "{\"a\":\"\\x\"}",
         ] {
             assert_eq!(canon(bad), None, "{bad:?}");
         }

@@ -219,10 +219,22 @@ mod tests {
         // 0: call 1; 1: result 1; 2: result 9 (ghost); 3: call 2; 4: result 2
         let calls: Vec<&[u32]> = vec![&[1], &[], &[], &[2], &[]];
         let results = [None, Some(1), Some(9), None, Some(2)];
-        assert_eq!(safe_suffix::<Infallible>(&calls, &results, 0, 5, None).unwrap(), 3);
-        assert_eq!(safe_suffix::<Infallible>(&calls, &results, 0, 4, None).unwrap(), 4);
-        assert_eq!(safe_prefix::<Infallible>(&calls, &results, 5, None).unwrap(), 2);
-        assert_eq!(safe_prefix::<Infallible>(&calls, &results, 1, None).unwrap(), 0);
+        assert_eq!(
+            safe_suffix::<Infallible>(&calls, &results, 0, 5, None).unwrap(),
+            3
+        );
+        assert_eq!(
+            safe_suffix::<Infallible>(&calls, &results, 0, 4, None).unwrap(),
+            4
+        );
+        assert_eq!(
+            safe_prefix::<Infallible>(&calls, &results, 5, None).unwrap(),
+            2
+        );
+        assert_eq!(
+            safe_prefix::<Infallible>(&calls, &results, 1, None).unwrap(),
+            0
+        );
     }
 
     #[test]

@@ -62,10 +62,15 @@ fn parts_of<'py>(v: &Bound<'py, PyAny>) -> Result<Option<Vec<Bound<'py, PyAny>>>
 }
 
 /// Item content: a string, or the text parts [`parts_of`] found.
-fn content<'a>(v: &'a Bound<'_, PyAny>, parts: &'a Option<Vec<Bound<'_, PyAny>>>) -> Result<Content<'a>, Fallback> {
+fn content<'a>(
+    v: &'a Bound<'_, PyAny>,
+    parts: &'a Option<Vec<Bound<'_, PyAny>>>,
+) -> Result<Content<'a>, Fallback> {
     match parts {
         None => Ok(Content::Text(text(v)?)),
-        Some(list) => Ok(Content::Parts(list.iter().map(text).collect::<Result<_, _>>()?)),
+        Some(list) => Ok(Content::Parts(
+            list.iter().map(text).collect::<Result<_, _>>()?,
+        )),
     }
 }
 
@@ -120,14 +125,18 @@ fn measure(
     for (i, msg) in list.iter().enumerate() {
         let at = |f: Fallback| (i, f);
         let d = msg.cast_exact::<PyDict>().map_err(|_| (i, Fallback))?;
-        let (mut role, mut body, mut name, mut calls, mut call_id, mut seq) = (None, None, None, None, None, None);
+        let (mut role, mut body, mut name, mut calls, mut call_id, mut seq) =
+            (None, None, None, None, None, None);
         for (k, v) in d.iter() {
             let key = text(&k).map_err(at)?;
             if Some(key) == seq_field {
                 seq = Some(v);
                 continue;
             }
-            let nullable = matches!(key, "content" | "refusal" | "audio" | "function_call" | "tool_calls" | "name");
+            let nullable = matches!(
+                key,
+                "content" | "refusal" | "audio" | "function_call" | "tool_calls" | "name"
+            );
             if (nullable && v.is_none()) || key == "annotations" {
                 continue;
             }
@@ -150,8 +159,13 @@ fn measure(
         num.first = true;
         let role = role.ok_or((i, Fallback))?;
         let role = text(&role).map_err(at)?;
-        let push = |m: &mut Measured, buf: &[u8], r: Role, seq: Option<i64>| -> Result<(), (usize, Fallback)> {
-            m.raws.push(profile.raw(buf.len()).map_err(|_| (i, Fallback))?);
+        let push = |m: &mut Measured,
+                    buf: &[u8],
+                    r: Role,
+                    seq: Option<i64>|
+         -> Result<(), (usize, Fallback)> {
+            m.raws
+                .push(profile.raw(buf.len()).map_err(|_| (i, Fallback))?);
             m.seqs.push(seq);
             m.owners.push(i);
             m.roles.push(r);
@@ -164,7 +178,11 @@ fn measure(
                 let b = body.as_ref().ok_or((i, Fallback))?;
                 let parts = parts_of(b).map_err(at)?;
                 let c = content(b, &parts).map_err(at)?;
-                let trust = if role == "system" { "platform" } else { "trusted_configuration" };
+                let trust = if role == "system" {
+                    "platform"
+                } else {
+                    "trusted_configuration"
+                };
                 let s = num.take().map_err(at)?;
                 buf.clear();
                 items::message(&mut buf, "system_message", &c, trust, s).ok_or((i, Fallback))?;
@@ -194,7 +212,8 @@ fn measure(
                     let c = content(b, &parts).map_err(at)?;
                     let s = num.take().map_err(at)?;
                     buf.clear();
-                    items::message(&mut buf, "assistant_message", &c, "external_untrusted", s).ok_or((i, Fallback))?;
+                    items::message(&mut buf, "assistant_message", &c, "external_untrusted", s)
+                        .ok_or((i, Fallback))?;
                     push(&mut m, &buf, Role::Other, s)?;
                 }
                 match calls.as_ref() {
@@ -207,7 +226,8 @@ fn measure(
                             let (id, fname) = tool_call(&call, &mut args).map_err(at)?;
                             let s = num.take().map_err(at)?;
                             buf.clear();
-                            items::tool_call(&mut buf, &args, &id, &fname, s).ok_or((i, Fallback))?;
+                            items::tool_call(&mut buf, &args, &id, &fname, s)
+                                .ok_or((i, Fallback))?;
                             push(&mut m, &buf, Role::Call(id), s)?;
                         }
                     }
@@ -240,17 +260,25 @@ fn measure(
 /// with the arguments' canonical bytes in `args`.
 fn tool_call(call: &Bound<'_, PyAny>, args: &mut Vec<u8>) -> Result<(String, String), Fallback> {
     let d = call.cast_exact::<PyDict>().map_err(|_| Fallback)?;
-    if d.len() != 3 || text(&d.get_item("type").map_err(|_| Fallback)?.ok_or(Fallback)?)? != "function" {
+    if d.len() != 3
+        || text(&d.get_item("type").map_err(|_| Fallback)?.ok_or(Fallback)?)? != "function"
+    {
         return Err(Fallback);
     }
     let id = d.get_item("id").map_err(|_| Fallback)?.ok_or(Fallback)?;
-    let f = d.get_item("function").map_err(|_| Fallback)?.ok_or(Fallback)?;
+    let f = d
+        .get_item("function")
+        .map_err(|_| Fallback)?
+        .ok_or(Fallback)?;
     let f = f.cast_exact::<PyDict>().map_err(|_| Fallback)?;
     if f.len() != 2 {
         return Err(Fallback);
     }
     let name = f.get_item("name").map_err(|_| Fallback)?.ok_or(Fallback)?;
-    let arguments = f.get_item("arguments").map_err(|_| Fallback)?.ok_or(Fallback)?;
+    let arguments = f
+        .get_item("arguments")
+        .map_err(|_| Fallback)?
+        .ok_or(Fallback)?;
     let id = text(&id)?;
     if id.is_empty() {
         return Err(Fallback);
@@ -279,7 +307,10 @@ pub fn openai_chat_cut(
     tool_trust: &str,
 ) -> PyResult<i64> {
     guard(py, || {
-        let (Ok(list), Ok(est)) = (messages.cast_exact::<PyList>(), estimator.cast::<TokenEstimator>()) else {
+        let (Ok(list), Ok(est)) = (
+            messages.cast_exact::<PyList>(),
+            estimator.cast::<TokenEstimator>(),
+        ) else {
             return Ok(-1);
         };
         let (profile, sums) = {
@@ -301,15 +332,24 @@ pub fn openai_chat_cut(
             .collect();
         let result_of = match cut::validate_tool_pairs(&roles) {
             Ok(r) => r,
-            Err(CoreError::OrphanedToolPair { call_id, index, reason }) => {
+            Err(CoreError::OrphanedToolPair {
+                call_id,
+                index,
+                reason,
+            }) => {
                 let message = m.owners.get(index).copied().unwrap_or(list.len());
                 return Err(to_pyerr(py, CoreError::orphan(&call_id, message, &reason)));
             }
             Err(e) => return Err(to_pyerr(py, e)),
         };
-        let c = cut::cut_after_validation(&m.raws, &m.seqs, &result_of, summary_floor, history_tokens, |s| {
-            corrected(s, sums.estimated, sums.actual)
-        })
+        let c = cut::cut_after_validation(
+            &m.raws,
+            &m.seqs,
+            &result_of,
+            summary_floor,
+            history_tokens,
+            |s| corrected(s, sums.estimated, sums.actual),
+        )
         .map_err(|e| to_pyerr(py, e))?;
         Ok(message_cut(c, &m.owners, &result_of) as i64)
     })

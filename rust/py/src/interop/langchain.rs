@@ -104,7 +104,9 @@ impl LangChainCounter {
     #[new]
     #[pyo3(signature = (classes, capacity = 1 << 18))]
     fn new(py: Python<'_>, classes: &Bound<'_, PyAny>, capacity: usize) -> PyResult<Self> {
-        let get = |name: &str| -> PyResult<Py<PyType>> { Ok(classes.getattr(name)?.cast_into::<PyType>()?.unbind()) };
+        let get = |name: &str| -> PyResult<Py<PyType>> {
+            Ok(classes.getattr(name)?.cast_into::<PyType>()?.unbind())
+        };
         let _ = py;
         Ok(LangChainCounter {
             classes: classes.clone().unbind(),
@@ -140,8 +142,15 @@ fn classify(c: &LangChainCounter, py: Python<'_>, m: &Bound<'_, PyAny>) -> PyRes
 }
 
 /// The approximate count natively, or `None` when a shape needs the reference.
-fn count_native(py: Python<'_>, m: &Bound<'_, PyAny>, content: &Bound<'_, PyAny>, name: &Bound<'_, PyAny>,
-                kind: u8, role: &str, extra: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+fn count_native(
+    py: Python<'_>,
+    m: &Bound<'_, PyAny>,
+    content: &Bound<'_, PyAny>,
+    name: &Bound<'_, PyAny>,
+    kind: u8,
+    role: &str,
+    extra: &Bound<'_, PyAny>,
+) -> PyResult<Option<i64>> {
     let mut chars: usize = 0;
     let mut tokens: i64 = 0;
     let is_list = if let Ok(s) = content.cast_exact::<PyString>() {
@@ -153,19 +162,24 @@ fn count_native(py: Python<'_>, m: &Bound<'_, PyAny>, content: &Bound<'_, PyAny>
                 chars += s.len()?;
                 continue;
             }
-            let Ok(d) = block.cast_exact::<PyDict>() else { return Ok(None) };
+            let Ok(d) = block.cast_exact::<PyDict>() else {
+                return Ok(None);
+            };
             let t = d.get_item(intern!(py, "type"))?;
             let Some(t) = t else { return Ok(None) };
-            let Ok(t) = t.cast_exact::<PyString>() else { return Ok(None) };
+            let Ok(t) = t.cast_exact::<PyString>() else {
+                return Ok(None);
+            };
             match t.to_str()? {
                 "image" | "image_url" => tokens += 85,
-                "text" => match d.get_item(intern!(py, "text"))? {
-                    Some(x) => match x.cast_exact::<PyString>() {
-                        Ok(s) => chars += s.len()?,
-                        Err(_) => return Ok(None),
-                    },
-                    None => {}
-                },
+                "text" => {
+                    if let Some(x) = d.get_item(intern!(py, "text"))? {
+                        match x.cast_exact::<PyString>() {
+                            Ok(s) => chars += s.len()?,
+                            Err(_) => return Ok(None),
+                        }
+                    }
+                }
                 _ => return Ok(None),
             }
         }
@@ -177,12 +191,16 @@ fn count_native(py: Python<'_>, m: &Bound<'_, PyAny>, content: &Bound<'_, PyAny>
         chars += extra.repr()?.len()?;
     }
     if kind == TOOL {
-        let Ok(id) = extra.cast_exact::<PyString>() else { return Ok(None) };
+        let Ok(id) = extra.cast_exact::<PyString>() else {
+            return Ok(None);
+        };
         chars += id.len()?;
     }
     if kind == SYSTEM {
         let kwargs = m.getattr(intern!(py, "additional_kwargs"))?;
-        let Ok(kw) = kwargs.cast_exact::<PyDict>() else { return Ok(None) };
+        let Ok(kw) = kwargs.cast_exact::<PyDict>() else {
+            return Ok(None);
+        };
         match kw.get_item(intern!(py, "__openai_role__"))? {
             None => chars += "system".len(),
             Some(r) => match r.cast_exact::<PyString>() {
@@ -196,13 +214,20 @@ fn count_native(py: Python<'_>, m: &Bound<'_, PyAny>, content: &Bound<'_, PyAny>
         chars += role.len();
     }
     if !name.is_none() {
-        let Ok(n) = name.cast_exact::<PyString>() else { return Ok(None) };
+        let Ok(n) = name.cast_exact::<PyString>() else {
+            return Ok(None);
+        };
         chars += n.len()?;
     }
     Ok(Some(tokens + chars.div_ceil(4) as i64 + 3))
 }
 
-fn pairing(py: Python<'_>, m: &Bound<'_, PyAny>, kind: u8, extra: &Bound<'_, PyAny>) -> PyResult<Option<Arc<Pairing>>> {
+fn pairing(
+    py: Python<'_>,
+    m: &Bound<'_, PyAny>,
+    kind: u8,
+    extra: &Bound<'_, PyAny>,
+) -> PyResult<Option<Arc<Pairing>>> {
     match kind {
         AI => {
             let mut p = Pairing::default();
@@ -227,7 +252,11 @@ fn pairing(py: Python<'_>, m: &Bound<'_, PyAny>, kind: u8, extra: &Bound<'_, PyA
 
 /// `m.<name>`, read from the instance dict when it holds it (pydantic keeps
 /// fields there), else through ordinary attribute lookup.
-fn attr<'py>(m: &Bound<'py, PyAny>, dict: Option<&Bound<'py, PyDict>>, name: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
+fn attr<'py>(
+    m: &Bound<'py, PyAny>,
+    dict: Option<&Bound<'py, PyDict>>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
     if let Some(d) = dict {
         if let Some(v) = d.get_item(name)? {
             return Ok(v);
@@ -254,9 +283,18 @@ struct Facts {
 }
 
 /// Facts of every message; `None` when one is not a `BaseMessage`.
-fn facts(py: Python<'_>, c: &LangChainCounter, list: &Bound<'_, PyList>, use_len: bool) -> PyResult<Option<Facts>> {
+fn facts(
+    py: Python<'_>,
+    c: &LangChainCounter,
+    list: &Bound<'_, PyList>,
+    use_len: bool,
+) -> PyResult<Option<Facts>> {
     let n = list.len();
-    let mut f = Facts { counts: Vec::with_capacity(n), kinds: Vec::with_capacity(n), pairings: Vec::with_capacity(n) };
+    let mut f = Facts {
+        counts: Vec::with_capacity(n),
+        kinds: Vec::with_capacity(n),
+        pairings: Vec::with_capacity(n),
+    };
     let mut scratch = Memo::empty(usize::MAX);
     // Another thread trimming at the same time counts without the memo
     // rather than wait for it while holding the GIL.
@@ -316,7 +354,11 @@ fn facts(py: Python<'_>, c: &LangChainCounter, list: &Bound<'_, PyList>, use_len
                 let count = match count {
                     Some(v) => v,
                     None => {
-                        let f = APPROXIMATE.import(py, "ctxengine.reference.interop", "approximate_count")?;
+                        let f = APPROXIMATE.import(
+                            py,
+                            "ctxengine.reference.interop",
+                            "approximate_count",
+                        )?;
                         f.call1((&m, c.classes.bind(py)))?.extract()?
                     }
                 };
@@ -356,9 +398,15 @@ pub fn langchain_trim(
     start_on: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Option<(bool, usize, usize)>> {
     guard(py, || {
-        let Ok(list) = messages.cast_exact::<PyList>() else { return Ok(None) };
-        let Some(f) = facts(py, counter.get(), list, use_len)? else { return Ok(None) };
-        let test = |check: &Bound<'_, PyAny>, i: usize| -> PyResult<bool> { check.call1((list.get_item(i)?,))?.is_truthy() };
+        let Ok(list) = messages.cast_exact::<PyList>() else {
+            return Ok(None);
+        };
+        let Some(f) = facts(py, counter.get(), list, use_len)? else {
+            return Ok(None);
+        };
+        let test = |check: &Bound<'_, PyAny>, i: usize| -> PyResult<bool> {
+            check.call1((list.get_item(i)?,))?.is_truthy()
+        };
         let mut end_fn = |i: usize| test(end_on.as_ref().expect("end_on"), i);
         let mut start_fn = |i: usize| test(start_on.as_ref().expect("start_on"), i);
         let first = strategy == "first";
@@ -368,8 +416,12 @@ pub fn langchain_trim(
             first,
             f.kinds.first() == Some(&SYSTEM),
             include_system,
-            end_on.as_ref().map(|_| &mut end_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
-            start_on.as_ref().map(|_| &mut start_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
+            end_on
+                .as_ref()
+                .map(|_| &mut end_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
+            start_on
+                .as_ref()
+                .map(|_| &mut start_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
         )?;
         // Intern the window's ids; a message without pairing has none.
         let (lo, hi) = if first { (0, b) } else { (a, b) };
@@ -377,9 +429,9 @@ pub fn langchain_trim(
         let mut flat: Vec<u32> = Vec::new();
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(hi - lo);
         let mut results: Vec<Option<u32>> = vec![None; hi];
-        for i in lo..hi {
+        for (i, pairing) in f.pairings.iter().enumerate().take(hi).skip(lo) {
             let start = flat.len();
-            if let Some(p) = f.pairings[i].as_deref() {
+            if let Some(p) = pairing.as_deref() {
                 for id in &p.calls {
                     let v = match id {
                         Some(s) => {
@@ -402,10 +454,25 @@ pub fn langchain_trim(
             calls[lo + k] = &flat[s..e];
         }
         if first {
-            let e = safe_prefix(&calls, &results, b, end_on.as_ref().map(|_| &mut end_fn as &mut dyn FnMut(usize) -> PyResult<bool>))?;
+            let e = safe_prefix(
+                &calls,
+                &results,
+                b,
+                end_on
+                    .as_ref()
+                    .map(|_| &mut end_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
+            )?;
             return Ok(Some((false, 0, e)));
         }
-        let s = safe_suffix(&calls, &results, a, b, start_on.as_ref().map(|_| &mut start_fn as &mut dyn FnMut(usize) -> PyResult<bool>))?;
+        let s = safe_suffix(
+            &calls,
+            &results,
+            a,
+            b,
+            start_on
+                .as_ref()
+                .map(|_| &mut start_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
+        )?;
         Ok(Some((system, s, b)))
     })
 }
