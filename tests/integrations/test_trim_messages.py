@@ -27,6 +27,14 @@ relaxed = settings(
     max_examples=150,
 )
 words = st.text(alphabet="abc \n", max_size=30)
+# Tool-call arguments: the counter measures repr(tool_calls), so quotes, escapes, unicode,
+# numbers and nesting all matter.
+arg_text = st.text(alphabet=st.sampled_from(list("ab '\"\\\t\n\x00\x7fé€😀")), max_size=12)
+arg_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), arg_text),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(arg_text, inner, max_size=3)),
+    max_leaves=6,
+)
 
 
 @st.composite

@@ -15,7 +15,7 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::errors::guard;
 
@@ -188,7 +188,10 @@ fn count_native(
         return Ok(None);
     };
     if kind == AI && !is_list && extra.is_truthy()? {
-        chars += extra.repr()?.len()?;
+        chars += match repr_len(extra, 0)? {
+            Some(n) => n,
+            None => extra.repr()?.len()?,
+        };
     }
     if kind == TOOL {
         let Ok(id) = extra.cast_exact::<PyString>() else {
@@ -220,6 +223,83 @@ fn count_native(
         chars += n.len()?;
     }
     Ok(Some(tokens + chars.div_ceil(4) as i64 + 3))
+}
+
+/// `len(repr(v))` for the JSON-like values tool calls hold, without
+/// building the string: ASCII strings, ints, bools, `None`, dicts, lists
+/// and tuples natively; a float or a non-ASCII string through its own
+/// `repr`; `None` (the caller reprs the whole value) past a nesting depth
+/// that only a cycle would reach.
+fn repr_len(v: &Bound<'_, PyAny>, depth: usize) -> PyResult<Option<usize>> {
+    if depth > 64 {
+        return Ok(None);
+    }
+    let p = v.as_ptr();
+    if let Ok(s) = v.cast_exact::<PyString>() {
+        let text = s.to_str()?;
+        if !text.is_ascii() {
+            return Ok(Some(s.repr()?.len()?));
+        }
+        let bytes = text.as_bytes();
+        // Python quotes with ' unless the text holds ' and no ".
+        let quote = if bytes.contains(&b'\'') && !bytes.contains(&b'"') {
+            b'"'
+        } else {
+            b'\''
+        };
+        let mut n = 2;
+        for &c in bytes {
+            n += match c {
+                b'\\' | b'\t' | b'\n' | b'\r' => 2,
+                _ if c == quote => 2,
+                0..=0x1f | 0x7f => 4,
+                _ => 1,
+            };
+        }
+        return Ok(Some(n));
+    }
+    if unsafe { ffi::PyBool_Check(p) } != 0 {
+        return Ok(Some(if v.is_truthy()? { 4 } else { 5 }));
+    }
+    if v.is_none() {
+        return Ok(Some(4));
+    }
+    if unsafe { ffi::PyLong_CheckExact(p) } != 0 {
+        return Ok(Some(match v.extract::<i64>() {
+            Ok(i) => {
+                i.unsigned_abs()
+                    .checked_ilog10()
+                    .map_or(1, |d| d as usize + 1)
+                    + usize::from(i < 0)
+            }
+            Err(_) => v.repr()?.len()?,
+        }));
+    }
+    if let Ok(d) = v.cast_exact::<PyDict>() {
+        let mut n = 2 + 2 * d.len().saturating_sub(1);
+        for (k, x) in d.iter() {
+            let (Some(a), Some(b)) = (repr_len(&k, depth + 1)?, repr_len(&x, depth + 1)?) else {
+                return Ok(None);
+            };
+            n += a + 2 + b;
+        }
+        return Ok(Some(n));
+    }
+    let (open, items): (usize, Vec<Bound<'_, PyAny>>) = if let Ok(l) = v.cast_exact::<PyList>() {
+        (0, l.iter().collect())
+    } else if let Ok(t) = v.cast_exact::<PyTuple>() {
+        (usize::from(t.len() == 1), t.iter().collect())
+    } else {
+        return Ok(Some(v.repr()?.len()?));
+    };
+    let mut n = 2 + open + 2 * items.len().saturating_sub(1);
+    for x in &items {
+        let Some(a) = repr_len(x, depth + 1)? else {
+            return Ok(None);
+        };
+        n += a;
+    }
+    Ok(Some(n))
 }
 
 fn pairing(
