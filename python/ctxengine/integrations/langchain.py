@@ -83,15 +83,19 @@ def _pairing(messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
 
 
 def _pair_safe(
-    result: list[Any], strategy: str, start_on: Any, end_on: Any, include_system: bool
+    messages: list[Any], result: list[Any], strategy: str, start_on: Any, end_on: Any, include_system: bool
 ) -> list[Any]:
     """The pair-safe part of a result ``langchain_core`` computed (custom counters, partial)."""
     lc = _lc()
-    head = (
-        1
-        if strategy == "last" and include_system and result and isinstance(result[0], lc.SystemMessage)
-        else 0
+    kept_system = (
+        strategy == "last"
+        and include_system
+        and bool(messages)
+        and isinstance(messages[0], lc.SystemMessage)
+        and bool(result)
+        and result[0] is messages[0]
     )
+    head = 1 if kept_system else 0
     body = result[head:]
     calls, results = _pairing(body)
     if strategy == "first":
@@ -166,8 +170,9 @@ def trim_messages(
     if native is None:
         from langchain_core.messages import trim_messages as lc_trim
 
+        messages = _lc().convert_to_messages(messages)
         result = lc_trim(messages, **kwargs)
-        return _pair_safe(result, strategy, start_on, end_on, include_system)
+        return _pair_safe(messages, result, strategy, start_on, end_on, include_system)
     name = backends.backend()
     end_check, start_check = _type_check(end_on), _type_check(start_on)
     trim = _native_trim(name)
