@@ -108,13 +108,14 @@ def test_the_estimator_takes_the_items_dict_form(backend: str) -> None:
     """A history kept as the items' ``to_dict()`` mappings measures exactly as the items do:
     the canonical bytes are the same."""
     estimator = ce.TokenEstimator()
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"b":1,"a":[2.5]}'}}
     items = openai_chat.to_items(
         [
             {"role": "user", "content": "hello", "name": "alice"},
-            {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"b":1,"a":[2.5]}'}}]},
+            {"role": "assistant", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "ok"}]},
         ]
-    )  # fmt: skip
+    )
     dicts = [item.to_dict() for item in items]
     assert estimator.raw_estimates(dicts, "m") == estimator.raw_estimates(items, "m")
     assert estimator.estimate(dicts, "m") == estimator.estimate(items, "m")
