@@ -208,3 +208,34 @@ def test_counts_equal_count_tokens_approximately() -> None:
     for m in samples:
         assert approximate_count(m, classes) == count_tokens_approximately([m])
     assert sum(approximate_count(m, classes) for m in samples) == count_tokens_approximately(samples)
+
+
+def test_reassigned_fields_are_recounted(backend: str) -> None:
+    history = [HumanMessage("short"), AIMessage("short"), HumanMessage("short")]
+    opts: dict[str, Any] = {"max_tokens": 20, "token_counter": count_tokens_approximately}
+    assert same(trim_messages(history, **opts), lc_trim(history, **opts))
+    history[1].content = "long " * 40  # the same object, a new content value
+    assert same(trim_messages(history, **opts), lc_trim(history, **opts))
+    history[2].name = "a-rather-long-participant-name" * 3
+    assert same(trim_messages(history, **opts), lc_trim(history, **opts))
+
+
+@given(st.lists(histories(), min_size=1, max_size=4), st.integers(1, 6))
+@relaxed
+def test_a_small_memo_changes_nothing(batches: list[list[BaseMessage]], capacity: int) -> None:
+    """Generations flip many times with a tiny capacity; counts and windows stay LangChain's."""
+    from ctxengine import _core
+    from ctxengine.reference import interop as reference
+
+    classes = reference.LangChainClasses(lc)
+    counters = {
+        "rust": _core.LangChainCounter(classes, capacity),
+        "python": reference.LangChainCounter(classes, capacity),
+    }
+    for messages in batches * 2:
+        windows = {
+            "rust": _core.langchain_trim(counters["rust"], messages, 60, "last", False, True, None, None),
+            "python": reference.trim(counters["python"], messages, 60, "last", False, True, None, None),
+        }
+        assert windows["rust"] == windows["python"]
+        assert len(counters["rust"]) <= max(capacity, 2) + len(messages)

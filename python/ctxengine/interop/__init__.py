@@ -7,7 +7,7 @@ One module per format, each with ``to_items(history, ...)`` and
   cut over dict messages without building items),
 - ``openai_responses``: Responses ``input`` items,
 - ``anthropic``: Messages ``system`` + ``messages`` (thinking blocks are
-  ``ReasoningItem``\\ s),
+  ``ReasoningItem`` items),
 - ``langchain``: ``BaseMessage`` lists (needs ``langchain-core``).
 
 The round trip format -> items -> format gives back every field the format

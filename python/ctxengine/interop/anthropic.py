@@ -6,15 +6,13 @@ or a response's content blocks such as ``TextBlock`` and ``ToolUseBlock``);
 ``from_items(items)`` writes ``{"system": ..., "messages": [...]}`` (``system``
 only when the items start with a system item). Blocks become items in order:
 
-==========================  ===========================================================
-``system`` parameter        ``SystemMessage`` (trust ``platform``; errors name index -1)
-string content              one ``UserMessage`` / ``AssistantMessage``
-a run of ``text`` blocks    one ``UserMessage`` / ``AssistantMessage`` of text parts
-``tool_use``                ``ToolCall``
-``tool_result``             ``ToolResult`` (``is_error`` kept; trust ``external_untrusted``,
-                            ADR 0008)
-``thinking``, ``redacted``  ``ReasoningItem("anthropic", block)``, verbatim
-==========================  ===========================================================
+- ``system`` parameter: ``SystemMessage`` (trust ``platform``; errors name index -1)
+- string content: one ``UserMessage`` / ``AssistantMessage``
+- a run of ``text`` blocks: one ``UserMessage`` / ``AssistantMessage`` of text parts
+- ``tool_use``: ``ToolCall``
+- ``tool_result``: ``ToolResult`` (``is_error`` kept; trust ``external_untrusted``, ADR
+  0008)
+- ``thinking``, ``redacted``: ``ReasoningItem("anthropic", block)``, verbatim
 
 Response-only metadata is not history and is dropped: ``citations`` of text
 blocks and the ``caller`` of tool uses. Fields at their API default come back

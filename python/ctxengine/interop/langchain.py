@@ -1,17 +1,13 @@
 """LangChain messages <-> ctxengine items (``langchain-core`` is imported only when used).
 
-=================================  ===================================================
-``SystemMessage``                  ``SystemMessage`` (trust ``platform``; with
-                                   ``additional_kwargs["__openai_role__"] ==
-                                   "developer"``: ``trusted_configuration``)
-``HumanMessage``                   ``UserMessage``; ``name`` is its ``principal_id``
-``AIMessage``                      its content as ``AssistantMessage`` items (a run of
-                                   text blocks is one item; ``thinking`` and
-                                   ``reasoning`` blocks are ``ReasoningItem``\\ s),
-                                   then one ``ToolCall`` per ``tool_calls`` entry
-``ToolMessage``                    ``ToolResult``; ``status="error"`` is ``is_error``;
-                                   trust ``external_untrusted`` (ADR 0008)
-=================================  ===================================================
+- ``SystemMessage``: ``SystemMessage`` (trust ``platform``; with
+  ``additional_kwargs["__openai_role__"] == "developer"``: ``trusted_configuration``)
+- ``HumanMessage``: ``UserMessage``; ``name`` is its ``principal_id``
+- ``AIMessage``: its content as ``AssistantMessage`` items (a run of text blocks is one
+  item; ``thinking`` and ``reasoning`` blocks are ``ReasoningItem`` items), then one
+  ``ToolCall`` per ``tool_calls`` entry
+- ``ToolMessage``: ``ToolResult``; ``status="error"`` is ``is_error``; trust
+  ``external_untrusted`` (ADR 0008)
 
 Response-only metadata is not history and is dropped: ``id``,
 ``response_metadata``, ``usage_metadata``, ``additional_kwargs`` entries that

@@ -5,14 +5,12 @@
 or a response's ``ChatCompletionMessage``) and ``from_items(items)`` writes
 one. Each message becomes items as follows:
 
-=============================  =====================================================
-``system``                     ``SystemMessage`` (trust ``platform``)
-``developer``                  ``SystemMessage`` (trust ``trusted_configuration``)
-``user``                       ``UserMessage``; ``name`` is its ``principal_id``
-``assistant``                  ``AssistantMessage`` when it has content, then one
-                               ``ToolCall`` per entry of ``tool_calls``
-``tool``                       ``ToolResult`` (trust ``external_untrusted``, ADR 0008)
-=============================  =====================================================
+- ``system``: ``SystemMessage`` (trust ``platform``)
+- ``developer``: ``SystemMessage`` (trust ``trusted_configuration``)
+- ``user``: ``UserMessage``; ``name`` is its ``principal_id``
+- ``assistant``: ``AssistantMessage`` when it has content, then one ``ToolCall`` per
+  entry of ``tool_calls``
+- ``tool``: ``ToolResult`` (trust ``external_untrusted``, ADR 0008)
 
 Content is a string or a list of ``{"type": "text"}`` parts (text parts).
 Tool-call ``arguments`` are held as the JSON object they encode and written

@@ -5,14 +5,12 @@ the SDK's typed dicts, or output items of a previous response such as
 ``ResponseOutputMessage`` and ``ResponseFunctionToolCall``); ``from_items``
 writes one. The mapping is one item for one input item:
 
-==========================  ==========================================================
-``message`` system          ``SystemMessage`` (``developer``: trust ``trusted_configuration``)
-``message`` user            ``UserMessage`` (``input_text`` parts are text parts)
-``message`` assistant       ``AssistantMessage`` (``output_text`` parts are text parts)
-``function_call``           ``ToolCall`` (arguments held as the JSON object they encode)
-``function_call_output``    ``ToolResult`` (trust ``external_untrusted``, ADR 0008)
-``reasoning``               ``ReasoningItem("openai", item)``, verbatim
-==========================  ==========================================================
+- ``message`` system: ``SystemMessage`` (``developer``: trust ``trusted_configuration``)
+- ``message`` user: ``UserMessage`` (``input_text`` parts are text parts)
+- ``message`` assistant: ``AssistantMessage`` (``output_text`` parts are text parts)
+- ``function_call``: ``ToolCall`` (arguments held as the JSON object they encode)
+- ``function_call_output``: ``ToolResult`` (trust ``external_untrusted``, ADR 0008)
+- ``reasoning``: ``ReasoningItem("openai", item)``, verbatim
 
 Response-only metadata is not history and is dropped: the ``id``,
 ``status`` and ``phase`` of messages and calls, and ``annotations`` and
