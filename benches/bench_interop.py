@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from ctxengine import backends
 from ctxengine.bench_interop import (
     TRIM_SIZES,
     chat_cut,
@@ -22,6 +21,7 @@ from ctxengine.bench_interop import (
     theirs,
     trim_options,
 )
+from ctxengine.interop import _backend as backends
 
 pytest.importorskip("langchain_core")
 
@@ -73,8 +73,8 @@ def bench_trim_messages_cold(benchmark: Any, impl: str, n: int, sessions: dict[i
 @pytest.mark.parametrize("name", backends.BACKENDS)
 def bench_openai_chat_cut_cold_10k(benchmark: Any, name: str) -> None:
     fresh = itertools.count()
-    previous = backends.backend()
-    backends.use_backend(name)
+    previous = backends.active_name()
+    backends.use(name)
     try:
 
         def setup() -> tuple[tuple[list[dict[str, Any]], Any], dict[str, Any]]:
@@ -83,5 +83,5 @@ def bench_openai_chat_cut_cold_10k(benchmark: Any, name: str) -> None:
 
         cut = benchmark.pedantic(chat_cut, setup=setup, rounds=15 if name == "rust" else 3)
     finally:
-        backends.use_backend(previous)
+        backends.use(previous)
     assert 0 < cut < 10_000

@@ -434,7 +434,7 @@ class _Runner:
 
     def _interop(self) -> None:
         """Issue 15: the trim_messages drop-in and the chat-dict cut (see ``bench_interop``)."""
-        from .bench_interop import TRIM_SIZES, run_interop
+        from ctxengine.bench_interop import TRIM_SIZES, run_interop
 
         sizes = TRIM_SIZES[:1] if self.s.quick else TRIM_SIZES
         found = run_interop(self.s.repeats, time_call, self.s.max_seconds, sizes, self.progress)

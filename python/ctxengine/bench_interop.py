@@ -14,17 +14,30 @@ assistant; 200-500 bytes an item) in each format. Shared with
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-from . import backends
-from .synthetic import synthetic_session
+from .interop import _backend as backends
 
 TRIM_SIZES = (1_000, 10_000, 100_000)
 CHAT_ITEMS = 10_000
 #: As benches/bench_core.py: a budget that keeps about half of a 10,000-item session.
 CHAT_HISTORY_TOKENS = 600_000
 CHAT_MODEL = "bench:model-200k"
+
+
+def synthetic_session(n_items: int, tag: str) -> list[Any]:
+    """The benchmarks' synthetic session (``synthetic.synthetic_session``, wherever the
+    tooling keeps it: ``ctxengine.cli.synthetic`` in the layered package)."""
+    for path in ("ctxengine.cli.synthetic", "ctxengine.synthetic"):
+        try:
+            found = importlib.import_module(path)
+        except ImportError:
+            continue
+        items: list[Any] = found.synthetic_session(n_items, tag=tag)
+        return items
+    raise ImportError("ctxengine's synthetic sessions are not importable")
 
 
 def langchain_session(n_items: int, tag: str) -> list[Any]:
@@ -128,9 +141,9 @@ def run_interop(
 ) -> dict[str, dict[str, Any]]:
     """``{measure: {impl: Timing}}``: ``trim_warm_<n>``, ``trim_cold_<n>``, ``chat_cut_cold``."""
     out: dict[str, dict[str, Any]] = {}
-    previous = backends.backend()
+    previous = backends.active_name()
     try:
-        backends.use_backend("rust")
+        backends.use("rust")
         for n in sizes:
             progress(f"trim_messages {n:,}")
             base = langchain_session(n, tag=f"trim-{n}")
@@ -140,11 +153,11 @@ def run_interop(
                 out.setdefault(f"trim_cold_{n}", {})[impl] = cold
         progress("openai chat cut")
         for name in backends.BACKENDS:
-            backends.use_backend(name)
+            backends.use(name)
             reps = repeats(CHAT_ITEMS) if name == "rust" else 3
             out.setdefault("chat_cut_cold", {})[name] = _chat_timing(name, time_call, reps, max_seconds)
     finally:
-        backends.use_backend(previous)
+        backends.use(previous)
     return out
 
 

@@ -184,7 +184,7 @@ def markdown(r: BenchResults) -> str:
     peer = _peer_table(r)
     if peer:
         lines += ["", *peer]
-    from .bench_interop import TRIM_SIZES, interop_markdown
+    from ctxengine.bench_interop import TRIM_SIZES, interop_markdown
 
     foreign = interop_markdown(r.spec, TRIM_SIZES[:1] if r.settings.quick else TRIM_SIZES)
     if foreign:

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ctxengine as ce
-from ctxengine import backends
 from ctxengine.errors import ContextError, OrphanedToolPair
+from ctxengine.interop import _backend as backends
 from ctxengine.interop import openai_chat
 from ctxengine.reference import interop as reference
 
@@ -22,7 +22,7 @@ relaxed = settings(suppress_health_check=[HealthCheck.too_slow], deadline=None, 
 
 
 def cut_on(name: str, messages: list[dict[str, Any]], *args: Any, **kwargs: Any) -> int | str:
-    previous = backends.backend()
+    previous = backends.active_name()
     ce.use_backend(name)
     try:
         return openai_chat.select_history(messages, *args, ce.TokenEstimator(), "openai:gpt-x", **kwargs)

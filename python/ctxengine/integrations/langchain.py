@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import backends
+from ..interop._backend import active_name
 from ..reference import interop as reference
 
 _STATE: dict[str, Any] = {}
@@ -173,7 +173,7 @@ def trim_messages(
         messages = _lc().convert_to_messages(messages)
         result = lc_trim(messages, **kwargs)
         return _pair_safe(messages, result, strategy, start_on, end_on, include_system)
-    name = backends.backend()
+    name = active_name()
     end_check, start_check = _type_check(end_on), _type_check(start_on)
     trim = _native_trim(name)
     args = (max_tokens, strategy, native == "len", include_system, end_check, start_check)

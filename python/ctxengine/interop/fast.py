@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import backends
 from ..model import TrustLevel
 from ..reference import interop as reference
+from ._backend import active_name
 
 
 def openai_chat_cut(
@@ -29,7 +29,7 @@ def openai_chat_cut(
     tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
 ) -> int:
     trust = TrustLevel(tool_trust)
-    if backends.backend() == "rust":
+    if active_name() == "rust":
         from .. import _core
 
         cut: int = _core.openai_chat_cut(

@@ -24,9 +24,8 @@ message index and the field.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..estimator import Estimator
 from ..model import (
     AssistantMessage,
     ConversationItem,
@@ -51,6 +50,9 @@ from ._common import (
     seq_of,
 )
 from ._sdk import plain, without_nulls
+
+if TYPE_CHECKING:
+    from .. import Estimator
 
 SOURCE = "openai_chat"
 #: Dropped on the way in: metadata of a response, not part of a request history.
