@@ -15,6 +15,7 @@ from typing import Any
 from ..model import TrustLevel
 from ..reference import interop as reference
 from ._backend import active_name
+from ._common import Provenance, check_groups
 
 
 def openai_chat_cut(
@@ -37,8 +38,13 @@ def openai_chat_cut(
         )
         if cut >= 0:
             return cut
-    return reference.openai_chat_cut(
-        messages, summary_floor, history_tokens, estimator, model_id, seq_field, first_seq, trust
+    from . import openai_chat
+
+    p = Provenance(openai_chat.SOURCE, seq_field, first_seq, tool_trust=trust)
+    items, owners = openai_chat._convert(p, messages)
+    check_groups(p, owners, openai_chat.groups(items), len(items))
+    return reference.items_cut(
+        items, owners, len(messages), summary_floor, history_tokens, estimator, model_id
     )
 
 

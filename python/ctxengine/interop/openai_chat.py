@@ -24,7 +24,7 @@ message index and the field.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..model import (
     AssistantMessage,
@@ -50,9 +50,6 @@ from ._common import (
     seq_of,
 )
 from ._sdk import plain, without_nulls
-
-if TYPE_CHECKING:
-    from .. import Estimator
 
 SOURCE = "openai_chat"
 #: Dropped on the way in: metadata of a response, not part of a request history.
@@ -223,7 +220,7 @@ def select_history(
     messages: Sequence[Any],
     summary_floor: int,
     history_tokens: int,
-    estimator: Estimator,
+    estimator: Any,
     model_id: str,
     *,
     seq_field: str | None = None,

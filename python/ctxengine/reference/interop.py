@@ -1,9 +1,9 @@
 """The pure-Python twin of the Rust interop functions (``rust/core/src/interop``).
 
-- ``openai_chat_cut``: the history cut over OpenAI Chat dict messages, as a
-  message index. Its definition: convert with ``ctxengine.interop.openai_chat``,
-  cut with ``select_history``, move a cut that fell inside a message to the
-  next message, then past any tool pair that move split.
+- ``items_cut``: the history cut over converted foreign messages, as a message
+  index (the reference half of ``ctxengine.interop.openai_chat.select_history``):
+  cut with ``select_history``, move a cut that fell inside a message to the next
+  message, then past any tool pair that move split.
 - ``LangChainCounter`` and ``trim``: ``langchain_core``'s ``trim_messages``
   for an additive per-message counter (``count_tokens_approximately`` or
   ``len``), over counts measured once per message and memoized, and the
@@ -374,28 +374,25 @@ def message_cut(cut: int, owners: Sequence[int], result_of: dict[int, int]) -> i
     return owners[cut]
 
 
-def openai_chat_cut(
-    messages: Sequence[Any],
+def items_cut(
+    items: Sequence[Any],
+    owners: Sequence[int],
+    n_messages: int,
     summary_floor: int,
     history_tokens: int,
     estimator: Any,
     model_id: str,
-    seq_field: str | None,
-    first_seq: int | None,
-    tool_trust: str = "external_untrusted",
 ) -> int:
-    """The reference definition of the message-index cut over chat messages."""
-    from ..interop import openai_chat
-    from ..interop._common import Provenance, check_groups
+    """The reference definition of the message-index cut: ``items`` converted from
+    ``n_messages`` messages (``owners[k]`` is the message of item ``k``) are cut with
+    ``select_history``, and the cut moves to a message start (``message_cut``). A tool
+    pair error names the message."""
     from .cut import select_history
 
-    p = Provenance(openai_chat.SOURCE, seq_field, first_seq, tool_trust=tool_trust)
-    items, owners = openai_chat._convert(p, messages)
-    check_groups(p, owners, openai_chat.groups(items), len(items))
     try:
         cut = select_history(items, summary_floor, history_tokens, estimator, model_id)
     except OrphanedToolPair as exc:
-        index = owners[exc.index] if exc.index < len(owners) else len(messages)
+        index = owners[exc.index] if exc.index < len(owners) else n_messages
         raise OrphanedToolPair(exc.call_id, index, exc.reason) from None
     result_of: dict[int, int] = {}
     open_calls: dict[str, int] = {}
@@ -420,7 +417,7 @@ __all__ = [
     "approximate_count",
     "lc_window",
     "message_cut",
-    "openai_chat_cut",
+    "items_cut",
     "safe_prefix",
     "safe_suffix",
     "trim",
