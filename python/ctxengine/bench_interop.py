@@ -7,7 +7,8 @@
   an agent loop does) and cold (message objects never seen);
 - 10,000 OpenAI Chat dict messages -> the cut index, cold, conversion included.
 
-The sessions are ``synthetic_session`` (user, tool call, tool result,
+Tooling (it belongs with the CLI), so it imports the engine by absolute
+paths only. The sessions are ``synthetic_session`` (user, tool call, tool result,
 assistant; 200-500 bytes an item) in each format. Shared with
 ``benches/bench_interop.py``.
 """
@@ -18,7 +19,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from .interop import _backend as backends
+from ctxengine.interop import _backend as backends
 
 TRIM_SIZES = (1_000, 10_000, 100_000)
 CHAT_ITEMS = 10_000
@@ -42,7 +43,7 @@ def synthetic_session(n_items: int, tag: str) -> list[Any]:
 
 def langchain_session(n_items: int, tag: str) -> list[Any]:
     """A synthetic session as LangChain messages (tool calls as ``AIMessage.tool_calls``)."""
-    from .interop import langchain
+    from ctxengine.interop import langchain
 
     items = synthetic_session(n_items, tag=tag)
     messages: list[Any] = langchain.from_items(items)
@@ -51,7 +52,7 @@ def langchain_session(n_items: int, tag: str) -> list[Any]:
 
 def chat_session(n_items: int, tag: str) -> list[dict[str, Any]]:
     """A synthetic session as OpenAI Chat dict messages."""
-    from .interop import openai_chat
+    from ctxengine.interop import openai_chat
 
     return openai_chat.from_items(synthetic_session(n_items, tag=tag))
 
@@ -68,7 +69,7 @@ def trim_options(messages: list[Any]) -> dict[str, Any]:
 
 
 def ours() -> Callable[..., list[Any]]:
-    from .integrations.langchain import trim_messages
+    from ctxengine.integrations.langchain import trim_messages
 
     return trim_messages
 
@@ -87,7 +88,7 @@ def one_more(messages: list[Any], k: int) -> None:
 
 
 def chat_cut(messages: list[dict[str, Any]], estimator: Any) -> int:
-    from .interop import openai_chat
+    from ctxengine.interop import openai_chat
 
     return openai_chat.select_history(messages, 0, CHAT_HISTORY_TOKENS, estimator, CHAT_MODEL)
 

@@ -30,9 +30,9 @@ def _counter(name: str) -> Any:
     if counter is None:
         classes = reference.LangChainClasses(_lc())
         if name == "rust":
-            from .. import _core
+            from .._core import LangChainCounter
 
-            counter = _core.LangChainCounter(classes)
+            counter = LangChainCounter(classes)
         else:
             counter = reference.LangChainCounter(classes)
         _STATE[name] = counter
@@ -41,9 +41,9 @@ def _counter(name: str) -> Any:
 
 def _native_trim(name: str) -> Callable[..., tuple[bool, int, int] | None]:
     if name == "rust":
-        from .. import _core
+        from .._core import langchain_trim
 
-        return _core.langchain_trim
+        return langchain_trim
     return reference.trim
 
 

@@ -31,9 +31,9 @@ def openai_chat_cut(
 ) -> int:
     trust = TrustLevel(tool_trust)
     if active_name() == "rust":
-        from .. import _core
+        from .._core import openai_chat_cut
 
-        cut: int = _core.openai_chat_cut(
+        cut: int = openai_chat_cut(
             messages, summary_floor, history_tokens, estimator, model_id, seq_field, first_seq, trust.value
         )
         if cut >= 0:
