@@ -13,11 +13,14 @@ from typing import Any
 import pytest
 
 from ctxengine.bench_interop import (
+    CHAT_HISTORY_TOKENS,
+    CHAT_MODEL,
     TRIM_SIZES,
     chat_cut,
     chat_session,
     langchain_session,
     ours,
+    synthetic_session,
     theirs,
     trim_options,
 )
@@ -82,6 +85,26 @@ def bench_openai_chat_cut_cold_10k(benchmark: Any, name: str) -> None:
             return (dicts, backends.module(name).TokenEstimator()), {}
 
         cut = benchmark.pedantic(chat_cut, setup=setup, rounds=15 if name == "rust" else 3)
+    finally:
+        backends.use(previous)
+    assert 0 < cut < 10_000
+
+
+@pytest.mark.parametrize("name", backends.BACKENDS)
+def bench_item_dicts_cut_cold_10k(benchmark: Any, name: str) -> None:
+    """A history kept as the items' dict forms, cut without decoding (reference: decode, then cut)."""
+    from ctxengine.interop import mappings
+
+    fresh = itertools.count()
+    previous = backends.active_name()
+    backends.use(name)
+    try:
+
+        def setup() -> tuple[tuple[list[dict[str, Any]], int, int, Any, str], dict[str, Any]]:
+            dicts = mappings.from_items(synthetic_session(10_000, tag=f"dicts-{name}-{next(fresh)}"))
+            return (dicts, 0, CHAT_HISTORY_TOKENS, backends.module(name).TokenEstimator(), CHAT_MODEL), {}
+
+        cut = benchmark.pedantic(mappings.select_history, setup=setup, rounds=15 if name == "rust" else 3)
     finally:
         backends.use(previous)
     assert 0 < cut < 10_000

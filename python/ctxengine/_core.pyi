@@ -16,6 +16,7 @@ __all__ = [
     "fit_body",
     "item_canonical",
     "langchain_trim",
+    "mappings_cut",
     "openai_chat_cut",
     "payload_hash",
     "render_measure",
@@ -143,6 +144,15 @@ def openai_chat_cut(
 
     ``-1 - i`` when message ``i`` needs the reference (which raises its error),
     ``-1`` when the fast path does not take the input (not a list, another estimator).
+    """
+
+def mappings_cut(
+    mappings: Any, summary_floor: int, history_tokens: int, estimator: Any, model_id: str
+) -> int:
+    """The cut over items' ``to_dict()`` mappings, measured without building items.
+
+    ``-1 - i`` when mapping ``i`` is not exactly an item's dict form (the reference
+    decodes it and raises its error), ``-1`` when the input is not taken at all.
     """
 
 def langchain_trim(

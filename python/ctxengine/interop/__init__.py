@@ -8,7 +8,8 @@ One module per format, each with ``to_items(history, ...)`` and
 - ``openai_responses``: Responses ``input`` items,
 - ``anthropic``: Messages ``system`` + ``messages`` (thinking blocks are
   ``ReasoningItem`` items),
-- ``langchain``: ``BaseMessage`` lists (needs ``langchain-core``).
+- ``langchain``: ``BaseMessage`` lists (needs ``langchain-core``),
+- ``mappings``: ctxengine's own item dicts (``to_dict()``), cut without decoding.
 
 The round trip format -> items -> format gives back every field the format
 defines for a request history; response-only metadata is dropped by design
@@ -21,7 +22,7 @@ default (ADR 0008); ``trust=`` and ``tool_trust=`` change that per message.
 from __future__ import annotations
 
 from ..errors import ConversionError
-from . import anthropic, langchain, openai_chat, openai_responses
+from . import anthropic, langchain, mappings, openai_chat, openai_responses
 from ._common import Provenance, TrustOverride
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "TrustOverride",
     "anthropic",
     "langchain",
+    "mappings",
     "openai_chat",
     "openai_responses",
 ]

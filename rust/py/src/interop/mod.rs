@@ -5,6 +5,7 @@
 
 mod chat;
 mod langchain;
+mod mappings;
 
 use pyo3::prelude::*;
 
@@ -12,6 +13,7 @@ use pyo3::prelude::*;
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(chat::openai_chat_cut, m)?)?;
     m.add_function(wrap_pyfunction!(langchain::langchain_trim, m)?)?;
+    m.add_function(wrap_pyfunction!(mappings::mappings_cut, m)?)?;
     m.add_class::<langchain::LangChainCounter>()?;
     Ok(())
 }
