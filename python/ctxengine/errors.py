@@ -68,6 +68,19 @@ class ModelValidationError(ContextError, ValueError):
         self.reason = reason
 
 
+class ConversionError(ContextError, ValueError):
+    """A foreign history (OpenAI, Anthropic, LangChain) that ctxengine items cannot hold exactly,
+    or items that a foreign format cannot hold: ``index`` is the message (or item) index,
+    ``field`` the offending field inside it, ``source`` the format."""
+
+    def __init__(self, source: str, index: int, field: str, reason: str) -> None:
+        super().__init__(f"{source} [{index}].{field}: {reason}")
+        self.source = source
+        self.index = index
+        self.field = field
+        self.reason = reason
+
+
 class EstimatorError(ContextError, ValueError):
     """Bad input to the token estimator (a negative count, a bad snapshot)."""
 
@@ -230,6 +243,7 @@ __all__ = [
     "CompactionDepthExceeded",
     "ContextError",
     "ContextOverflow",
+    "ConversionError",
     "CorruptPlan",
     "EstimatorError",
     "FormatDisabled",

@@ -9,6 +9,7 @@ mod batch;
 mod conversions;
 mod errors;
 mod estimator;
+mod interop;
 
 use std::cell::Cell;
 
@@ -400,6 +401,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest_list, m)?)?;
     m.add_function(wrap_pyfunction!(assemble::fit_body, m)?)?;
     m.add_class::<TokenEstimator>()?;
+    interop::register(m)?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
