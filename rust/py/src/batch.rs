@@ -18,7 +18,7 @@ use pyo3::types::{PyList, PyString, PyTuple, PyType};
 
 use ctxengine_core::cut::{PairValidator, ToolRole};
 
-use crate::conversions::{has_item_cache, make_cache, store_cache, utf8, Walker};
+use crate::conversions::{has_item_cache, make_cache, store_cache, utf8, walk_error, walker};
 use crate::errors::to_pyerr;
 
 static TOOL_CALL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -988,7 +988,7 @@ pub(crate) fn canonicalize_pending<'py>(
     facts: &mut [Facts],
     pending: Vec<(usize, Bound<'py, PyAny>)>,
 ) -> PyResult<()> {
-    let mut walker = Walker::new(py, Vec::new());
+    let mut w = walker(py, Vec::new());
     let mut big = BIG.with(|b| b.take());
     big.clear();
     // (fact index, the item when its cache is to be stored, span)
@@ -999,15 +999,15 @@ pub(crate) fn canonicalize_pending<'py>(
         let t = types.info(&item)?;
         let start = big.len();
         let result = if types.infos[t].sort == Sort::Item {
-            walker.item_bytes_into(&item, &mut big).map(|()| Some(item))
+            w.item_into(item.as_ptr(), &mut big).map(|()| Some(item))
         } else {
-            walker.root_into(&item, &mut big).map(|()| None)
+            w.root_into(item.as_ptr(), &mut big).map(|()| None)
         };
         match result {
             Ok(store) => spans.push((i, store, start, big.len())),
             Err(e) => {
                 big.truncate(start);
-                failure = Some(e.into_pyerr(py));
+                failure = Some(walk_error(py, e));
                 break;
             }
         }

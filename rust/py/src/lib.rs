@@ -16,14 +16,14 @@ use ctxengine_core::budget::{self, BudgetInput};
 use ctxengine_core::cut;
 use ctxengine_core::estimate::{corrected, Reconciled};
 use ctxengine_core::hash::{hex, sha256};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use batch::{saturating_i64, scan, Items, Types, Want};
-use conversions::{has_item_cache, item_canonical as item_cache, Walker};
+use conversions::{has_item_cache, item_canonical as item_cache, walk_error, walker};
 use errors::{guard, IntoPy};
 use estimator::TokenEstimator;
 
@@ -31,6 +31,8 @@ use estimator::TokenEstimator;
 /// them in chunks as the walk goes on, on a second thread as soon as that
 /// is up (`StreamHasher`): a megabyte costs little more than its hashing.
 const STREAM_FROM_BYTES: usize = 16 * 1024;
+/// Hashing at least this many bytes in one piece releases the GIL.
+const DETACH_HASH_BYTES: usize = 512 * 1024;
 /// A scratch buffer larger than this is not kept between calls.
 const KEEP_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 
@@ -43,12 +45,12 @@ thread_local! {
 fn canonical_bytes(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let mut buf = SCRATCH.with(Cell::take);
     buf.clear();
-    let mut walker = Walker::new(py, buf);
-    match walker.write_root(value) {
-        Ok(()) => Ok(walker.out),
+    let mut w = walker(py, buf);
+    match w.write_root(value.as_ptr()) {
+        Ok(()) => Ok(w.out),
         Err(e) => {
-            give_back(walker.out);
-            Err(e.into_pyerr(py))
+            give_back(w.out);
+            Err(walk_error(py, e))
         }
     }
 }
@@ -99,11 +101,17 @@ fn payload_hash(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String> {
         }
         let mut buf = SCRATCH.with(Cell::take);
         buf.clear();
-        let mut walker = Walker::new(py, buf).streaming(STREAM_FROM_BYTES);
-        if let Err(e) = walker.write_root(value) {
-            return Err(e.into_pyerr(py));
+        let mut w = walker(py, buf).streaming(STREAM_FROM_BYTES);
+        if let Err(e) = w.write_root(value.as_ptr()) {
+            return Err(walk_error(py, e));
         }
-        let (digest, buf) = walker.finish_hash()?;
+        let (streamed, buf) = w.finish_stream();
+        let digest = match streamed {
+            Some(Some(digest)) => digest,
+            Some(None) => return Err(PyRuntimeError::new_err("the hashing thread failed")),
+            None if buf.len() >= DETACH_HASH_BYTES => py.detach(|| sha256(&buf)),
+            None => sha256(&buf),
+        };
         give_back(buf);
         Ok(hex(&digest))
     })
@@ -369,12 +377,12 @@ fn digest_list(py: Python<'_>, values: &Bound<'_, PyAny>) -> PyResult<String> {
                 None
             } else {
                 match value.getattr_opt(cj_name) {
-                    Ok(Some(cj)) => unsafe { conversions::read_cache(cj.as_ptr()) },
+                    Ok(Some(cj)) => unsafe { conversions::read_cache(cj.as_ptr()) }.map(|(_, d)| d),
                     _ => None,
                 }
             };
             match cached {
-                Some((_, digest)) => flat.extend_from_slice(&digest),
+                Some(digest) => flat.extend_from_slice(&digest),
                 None => {
                     let tuple = item_cache(&value)?;
                     let digest = tuple.get_item(1)?;
