@@ -609,13 +609,14 @@ class RunContext:
 TASK_STATUSES = ("open", "in_progress", "completed")
 
 
-def _tuple_of(type_name: str, name: str, value: object, kind: type) -> tuple[Any, ...]:
+def _tuple_of(type_name: str, name: str, value: object, kind: type | tuple[type, ...]) -> tuple[Any, ...]:
     if not isinstance(value, (list, tuple)):
         raise ModelValidationError(type_name, name, f"expected a sequence, got {type(value).__name__}")
     for i, entry in enumerate(value):
         if not isinstance(entry, kind):
+            expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
             raise ModelValidationError(
-                type_name, f"{name}[{i}]", f"expected {kind.__name__}, got {type(entry).__name__}"
+                type_name, f"{name}[{i}]", f"expected {expected}, got {type(entry).__name__}"
             )
     return tuple(value)
 
@@ -841,7 +842,7 @@ class Checkpoint:
         _require(n, "run_id", self.run_id, str)
         _require(n, "version", self.version, int)
         conv_types = (SystemMessage, UserMessage, AssistantMessage, ToolCall, ToolResult, ReasoningItem)
-        conversation = _tuple_of(n, "conversation", self.conversation, conv_types)  # type: ignore[arg-type]
+        conversation = _tuple_of(n, "conversation", self.conversation, conv_types)
         object.__setattr__(self, "conversation", conversation)
         last = None
         for i, item in enumerate(conversation):
