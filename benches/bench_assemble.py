@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import ctxengine as ce
-from ctxengine import backends
-from ctxengine.builder import ContextBuilder
+from ctxengine.assembly.builder import ContextBuilder
+from ctxengine.cli.synthetic import synthetic_session
+from ctxengine.core import backends
 from ctxengine.model import Checkpoint, WorkingState
 from ctxengine.plan import ContextPlan, ContextPlanner
-from ctxengine.synthetic import synthetic_session
 
 AGENT = ce.AgentSpec("bench-agent", "v1", "You are a benchmark agent.")
 ALICE = ce.Principal("alice", "acme", frozenset({"search"}))

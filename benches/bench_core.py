@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ctxengine import backends
+from ctxengine.cli.synthetic import chat_payload, synthetic_session
+from ctxengine.core import backends
 from ctxengine.model import ConversationItem, ResolvedModel
-from ctxengine.synthetic import chat_payload, synthetic_session
 
 MODEL = ResolvedModel("bench", "model-200k", 200_000, 16_384, 8_192)
 CUT_ITEMS = 10_000

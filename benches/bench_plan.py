@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import ctxengine as ce
-from ctxengine.events import NewEvent
 from ctxengine.stores import open_store
+from ctxengine.stores.events import NewEvent
 
 EVENTS = 10_000
 

@@ -20,14 +20,14 @@ from typing import Any, TypeVar
 import pytest
 
 import ctxengine as ce
-from ctxengine import backends
-from ctxengine.budget import allocate
-from ctxengine.checkpoints import latest_checkpoint, write_checkpoint
-from ctxengine.compaction import StructuredCompactor
-from ctxengine.events import Store
+from ctxengine.cli.synthetic import synthetic_session
+from ctxengine.core import backends
+from ctxengine.core.budget import allocate
 from ctxengine.model import Checkpoint, ResolvedModel, UserMessage, WorkingState
+from ctxengine.runtime.checkpoints import latest_checkpoint, write_checkpoint
+from ctxengine.runtime.compaction import StructuredCompactor
 from ctxengine.stores import MemoryStore, SQLiteStore
-from ctxengine.synthetic import synthetic_session
+from ctxengine.stores.events import Store
 
 T = TypeVar("T")
 MODEL = ResolvedModel("bench", "model-200k", 200_000, 16_384, 8_192)

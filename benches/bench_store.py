@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ctxengine.events import NewEvent
 from ctxengine.stores import SQLiteStore
+from ctxengine.stores.events import NewEvent
 
 T = TypeVar("T")
 BATCH = 200

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 import ctxengine as ce
-from ctxengine.builder import ContextBuilder
+from ctxengine.assembly.builder import ContextBuilder
 from ctxengine.model import Checkpoint, KnowledgePassage, StateEntry, WorkingState
 from ctxengine.plan import ContextPlan, ContextPlanner
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 import ctxengine
-from ctxengine import backends
+from ctxengine.core import backends
 
 
 @pytest.fixture(params=backends.BACKENDS)

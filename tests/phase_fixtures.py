@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ctxengine import ToolSpec
-from ctxengine.canonical import canonical_json
+from ctxengine.core.canonical import canonical_json
 from ctxengine.phases import Projection, ProtocolController, ProtocolState, Source
 
 REQUEST = "Summarize the quarterly report for the board. MARK-REQUEST-51c0"

@@ -4,18 +4,28 @@ A frozen, cache-stable prefix pinned in a durable plan, and a turn body
 assembled under an absolute token budget. The hot core runs in Rust
 (``ctxengine._core``) with a byte-identical pure-Python twin
 (``ctxengine.reference``); see ``use_backend``.
+
+This module is the public face: ``__all__`` holds the SPEC's public names.
+The layers behind it (``model``, ``core``, ``stores``, ``plan``,
+``assembly``, ``runtime``, ``phases``, ``providers``) are described in
+``adr/0006-layer-map.md``.
 """
 
 from __future__ import annotations
 
-from . import providers
-from .backends import backend, use_backend
-from .budget import BudgetPolicy, ContextBudget, allocate, check_prefix_class
-from .builder import Assembly, ContextBuilder, Pressure
-from .canonical import canonical_json, payload_hash
-from .checkpoints import CheckpointWriter, latest_checkpoint, write_checkpoint
-from .clock import Clock, FixedClock, SystemClock
-from .compaction import CompactionResult, StructuredCompactor
+from typing import TYPE_CHECKING
+
+from . import _aliases, phases, providers
+from .assembly.builder import Assembly, ContextBuilder, Pressure
+from .assembly.request import ModelRequest
+from .assembly.request import RenderedItem as RenderedItem
+from .core.backends import backend, use_backend
+from .core.budget import BudgetPolicy, ContextBudget, allocate
+from .core.budget import check_prefix_class as check_prefix_class
+from .core.canonical import canonical_json, payload_hash
+from .core.estimator import Estimator as Estimator
+from .core.estimator import TokenEstimator
+from .core.history import select_history, validate_tool_pairs
 from .errors import (
     BackendError,
     CanonicalizationError,
@@ -28,24 +38,26 @@ from .errors import (
     ModelValidationError,
     OrphanedToolPair,
     PlanIntegrityError,
+    PlanningError,
     PolicyError,
     ProjectionContractError,
     ProtocolStateError,
+    SessionNotFound,
     StaleConfirmation,
     StoreCorruption,
+    StoreError,
+    UndeclaredRegionClass,
     WorkingStateLimitExceeded,
 )
-from .estimator import Estimator, TokenEstimator
-from .events import Event, Lease, NewEvent, Visibility
-from .history import select_history, validate_tool_pairs
-from .loop import ContextLoop
 from .model import (
     AgentSpec,
     AssistantMessage,
     Checkpoint,
+    Clock,
     ConversationItem,
     ElidedSpan,
     FileRef,
+    FixedClock,
     KnowledgePassage,
     Principal,
     ReasoningItem,
@@ -53,6 +65,7 @@ from .model import (
     RunContext,
     SkillBody,
     StateEntry,
+    SystemClock,
     SystemMessage,
     Task,
     TextPart,
@@ -62,108 +75,138 @@ from .model import (
     TrustLevel,
     UserMessage,
     WorkingState,
-    item_from_dict,
 )
-from .plan import ContextPlan, ContextPlanner, SkillEntry, ToolDecision, ToolGate
-from .request import ModelRequest, RenderedItem
-from .session import append_item, session_history
-from .stores import MemoryStore, PostgresStore, SQLiteStore, open_store
-from .working_state import (
+from .model import item_from_dict as item_from_dict
+from .plan import ContextPlan, ContextPlanner, SkillEntry, ToolGate
+from .plan import ToolDecision as ToolDecision
+from .runtime.checkpoints import CheckpointWriter, latest_checkpoint, write_checkpoint
+from .runtime.compaction import CompactionResult, StructuredCompactor
+from .runtime.loop import ContextLoop
+from .runtime.session import append_item, session_history
+from .runtime.working_state import (
     UPDATE_WORKING_STATE_TOOL,
     WorkingStateLimits,
     WorkingStateManager,
     carry_working_state,
 )
+from .stores import MemoryStore, PostgresStore, SQLiteStore, open_store
+from .stores.events import CheckpointStore, Event, EventLog, Lease, NewEvent, Store, Visibility
 
 __version__ = "0.1.0"
 
+# Old module paths (``ctxengine.builder``...) keep importing, with a warning.
+_aliases.install()
+
+if not TYPE_CHECKING:  # hidden from type checkers, so ``ce.<typo>`` stays an error there
+
+    def __getattr__(name: str) -> object:
+        """``ctxengine.<moved module>`` as an attribute, as before the layout (deprecated)."""
+        if f"{__name__}.{name}" in _aliases.MOVED:
+            return _aliases.moved_module(name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# The SPEC's public names (sections 1-10). Names public before the layout but not
+# in the SPEC (imported above as ``X as X``: Estimator, RenderedItem, ToolDecision,
+# check_prefix_class, item_from_dict) and ``__version__`` stay importable from
+# here without being star-exported (ADR 0006).
 __all__ = [
+    # section 1: one engine, two backends
+    "backend",
+    "use_backend",
+    # section 2: value types and time
     "AgentSpec",
-    "Assembly",
     "AssistantMessage",
-    "BackendError",
-    "BudgetPolicy",
-    "CanonicalizationError",
     "Checkpoint",
-    "Clock",
-    "CompactionDepthExceeded",
-    "ContextBudget",
-    "ContextBuilder",
-    "ContextError",
-    "ContextOverflow",
-    "ContextPlan",
-    "ContextPlanner",
     "ConversationItem",
     "ElidedSpan",
-    "Estimator",
-    "EstimatorError",
-    "Event",
     "FileRef",
-    "FixedClock",
-    "IdempotencyConflict",
     "KnowledgePassage",
-    "Lease",
-    "LeaseLost",
-    "MemoryStore",
     "ModelRequest",
-    "ModelValidationError",
-    "NewEvent",
-    "OrphanedToolPair",
-    "PlanIntegrityError",
-    "PolicyError",
-    "PostgresStore",
-    "Pressure",
     "Principal",
-    "ProjectionContractError",
-    "ProtocolStateError",
     "ReasoningItem",
-    "RenderedItem",
     "ResolvedModel",
     "RunContext",
-    "SQLiteStore",
     "SkillBody",
-    "SkillEntry",
-    "StaleConfirmation",
     "StateEntry",
-    "StoreCorruption",
-    "SystemClock",
     "SystemMessage",
     "Task",
     "TextPart",
-    "TokenEstimator",
     "ToolCall",
-    "ToolDecision",
-    "ToolGate",
     "ToolResult",
     "ToolSpec",
     "TrustLevel",
     "UserMessage",
-    "Visibility",
     "WorkingState",
-    "allocate",
-    "append_item",
-    "backend",
+    "Clock",
+    "FixedClock",
+    "SystemClock",
+    # section 3: canonical JSON, estimation, budget, the history cut
     "canonical_json",
-    "check_prefix_class",
-    "item_from_dict",
-    "open_store",
     "payload_hash",
-    "providers",
+    "TokenEstimator",
+    "BudgetPolicy",
+    "ContextBudget",
+    "allocate",
     "select_history",
-    "session_history",
-    "use_backend",
     "validate_tool_pairs",
-    "__version__",
-    # issue 5: compaction, checkpoints, working state, the runtime loop
-    "UPDATE_WORKING_STATE_TOOL",
-    "CheckpointWriter",
+    # section 4: stores, session history, plans
+    "EventLog",
+    "CheckpointStore",
+    "Store",
+    "Event",
+    "NewEvent",
+    "Visibility",
+    "Lease",
+    "MemoryStore",
+    "SQLiteStore",
+    "PostgresStore",
+    "open_store",
+    "append_item",
+    "session_history",
+    "ContextPlan",
+    "ContextPlanner",
+    "SkillEntry",
+    "ToolGate",
+    # section 5: assembly and the provider renderers
+    "Assembly",
+    "ContextBuilder",
+    "Pressure",
+    "providers",
+    # section 6: compaction, checkpoints, the runtime loop
     "CompactionResult",
-    "ContextLoop",
     "StructuredCompactor",
-    "WorkingStateLimitExceeded",
+    "CheckpointWriter",
+    "latest_checkpoint",
+    "write_checkpoint",
+    "ContextLoop",
+    # section 7: working state
+    "UPDATE_WORKING_STATE_TOOL",
     "WorkingStateLimits",
     "WorkingStateManager",
     "carry_working_state",
-    "latest_checkpoint",
-    "write_checkpoint",
+    # section 8: phase projections
+    "phases",
+    # sections 1 and 10: every error (ctxengine.errors)
+    "BackendError",
+    "CanonicalizationError",
+    "CompactionDepthExceeded",
+    "ContextError",
+    "ContextOverflow",
+    "EstimatorError",
+    "IdempotencyConflict",
+    "LeaseLost",
+    "ModelValidationError",
+    "OrphanedToolPair",
+    "PlanIntegrityError",
+    "PlanningError",
+    "PolicyError",
+    "ProjectionContractError",
+    "ProtocolStateError",
+    "SessionNotFound",
+    "StaleConfirmation",
+    "StoreCorruption",
+    "StoreError",
+    "UndeclaredRegionClass",
+    "WorkingStateLimitExceeded",
 ]

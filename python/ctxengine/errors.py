@@ -95,8 +95,27 @@ class PlanIntegrityError(ContextError):
     """A context plan whose tool names, specs and schema hash disagree."""
 
 
-class StoreCorruption(ContextError):
-    """A stored row that fails to decode, has an unknown type or a newer schema."""
+class StoreError(ContextError):
+    """A store that cannot be opened or used: an unknown URL scheme, a schema
+    newer than this code, a closed store, a driver failure. Every error a store
+    raises is a ``StoreError`` (ADR 0010); ``retryable`` says whether the same
+    call may succeed later unchanged."""
+
+    retryable = False
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached right now: a lost connection, a server that is
+    down or restarting, a lock or pool wait that ran out (bounded and configurable).
+    Retryable: repeat the call (appends are idempotent on their derivation key)."""
+
+    retryable = True
+
+
+class StoreCorruption(StoreError):
+    """A stored row this code cannot read: it fails to decode, has an unknown type, a
+    field of the wrong type, a payload that is not canonical JSON. It fails closed:
+    never skipped. ``session_id`` and ``sequence`` name the row."""
 
     def __init__(self, session_id: str, sequence: int | None, reason: str) -> None:
         where = f"session {session_id!r}" + (f" sequence {sequence}" if sequence is not None else "")
@@ -104,6 +123,66 @@ class StoreCorruption(ContextError):
         self.session_id = session_id
         self.sequence = sequence
         self.reason = reason
+
+
+class CheckpointCorruption(StoreCorruption):
+    """A checkpoint row (or chain) this code cannot read, named by run id and version.
+
+    ``session_id``/``sequence`` repeat ``run_id``/``version`` so that code
+    handling any ``StoreCorruption`` finds the row."""
+
+    def __init__(self, run_id: str, version: int | None, reason: str) -> None:
+        StoreError.__init__(
+            self,
+            f"run {run_id!r}"
+            + (f" checkpoint version {version}" if version is not None else "")
+            + f": {reason}",
+        )
+        self.run_id = run_id
+        self.version = version
+        self.session_id = run_id
+        self.sequence = version
+        self.reason = reason
+
+
+class CorruptPlan(StoreCorruption, PlanIntegrityError):
+    """A stored plan event that does not decode to a valid plan: its row is named like any
+    corrupt row, and it is a ``PlanIntegrityError`` like a plan that disagrees with itself."""
+
+
+class UnsupportedFormat(StoreCorruption):
+    """A stored row written in a newer format than this code reads (fail closed; ADR 0009).
+
+    ``where`` names the row (session and sequence, or run and checkpoint
+    version) and ``needed_version`` the format version a reader must know.
+    """
+
+    def __init__(
+        self,
+        where: str,
+        needed_version: int,
+        what: str = "row",
+        *,
+        session_id: str = "",
+        sequence: int | None = None,
+    ) -> None:
+        from .stores.events import FORMAT_VERSION
+
+        StoreError.__init__(
+            self,
+            f"{where}: {what} is written in format version {needed_version}; this ctxengine reads up to "
+            f"version {FORMAT_VERSION}. Upgrade this worker before it reads the session "
+            "(nothing was skipped)",
+        )
+        self.where = where
+        self.needed_version = needed_version
+        self.session_id = session_id
+        self.sequence = sequence
+        self.reason = f"needs format version {needed_version}"
+
+
+class FormatDisabled(ContextError):
+    """An event type this deployment does not write yet (the rolling-upgrade switch, ADR 0009)."""
 
 
 class IdempotencyConflict(ContextError):
@@ -130,9 +209,20 @@ class ProjectionContractError(ContextError):
     """A phase projection with a missing or extra symbol."""
 
 
-class StoreError(ContextError):
-    """A store that cannot be opened or used: an unknown URL scheme, a schema
-    newer than this code, a closed store, a write that kept losing races."""
+class UndeclaredRegionClass(ContextError):
+    """An item class that the region table does not declare."""
+
+
+class PlanningError(ContextError):
+    """Concurrent planners kept disagreeing about the next epoch."""
+
+
+class SessionNotFound(ContextError, LookupError):
+    """The store holds no event for the session."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no events for session {session_id!r} in this store")
+        self.session_id = session_id
 
 
 class WorkingStateLimitExceeded(ContextError):
@@ -153,20 +243,28 @@ __all__ = [
     "ArgumentError",
     "BackendError",
     "CanonicalizationError",
+    "CheckpointCorruption",
     "CompactionDepthExceeded",
     "ContextError",
     "ContextOverflow",
+    "CorruptPlan",
     "EstimatorError",
+    "FormatDisabled",
     "IdempotencyConflict",
     "LeaseLost",
     "ModelValidationError",
     "OrphanedToolPair",
     "PlanIntegrityError",
+    "PlanningError",
     "PolicyError",
     "ProjectionContractError",
     "ProtocolStateError",
+    "SessionNotFound",
     "StaleConfirmation",
     "StoreCorruption",
     "StoreError",
+    "StoreUnavailable",
+    "UndeclaredRegionClass",
+    "UnsupportedFormat",
     "WorkingStateLimitExceeded",
 ]

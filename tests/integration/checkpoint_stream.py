@@ -16,7 +16,6 @@ import asyncio
 import sys
 from dataclasses import replace
 
-from ctxengine.checkpoints import write_checkpoint
 from ctxengine.model import (
     AssistantMessage,
     Checkpoint,
@@ -27,6 +26,7 @@ from ctxengine.model import (
     UserMessage,
     WorkingState,
 )
+from ctxengine.runtime.checkpoints import write_checkpoint
 
 
 def item(i: int) -> object:

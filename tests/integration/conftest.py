@@ -26,8 +26,8 @@ import psycopg
 import pytest
 from storekit import STORE_KINDS, PostgresServer, StoreCase, postgres_bin, schema_dsn
 
-from ctxengine.clock import FixedClock
-from ctxengine.events import Store
+from ctxengine.model.clock import FixedClock
+from ctxengine.stores.events import Store
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,10 @@ from urllib.parse import quote
 
 import psycopg
 
-from ctxengine.clock import Clock
-from ctxengine.events import Store
+from ctxengine.model.clock import Clock
 from ctxengine.stores import MemoryStore, open_store
 from ctxengine.stores._rows import EVENT_COLUMNS
+from ctxengine.stores.events import Store
 
 STORE_KINDS = ("memory", "sqlite", "postgres")
 

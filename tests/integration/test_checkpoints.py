@@ -4,6 +4,7 @@ chains of at most 7 deltas, materialization, fencing, corruption, and SIGKILL.""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -23,7 +24,10 @@ from hypothesis import strategies as st
 from storekit import StoreCase
 
 import ctxengine
-from ctxengine.checkpoints import (
+from ctxengine.core.canonical import canonical_json
+from ctxengine.errors import LeaseLost, ModelValidationError, StoreCorruption
+from ctxengine.model import Checkpoint, UserMessage
+from ctxengine.runtime.checkpoints import (
     DELTA_FORMAT,
     FULL_FORMAT,
     diff,
@@ -32,9 +36,7 @@ from ctxengine.checkpoints import (
     materialize,
     write_checkpoint,
 )
-from ctxengine.errors import LeaseLost, ModelValidationError, StoreCorruption
-from ctxengine.events import Store
-from ctxengine.model import Checkpoint, UserMessage
+from ctxengine.stores.events import Store
 
 RUN = "run-1"
 
@@ -139,6 +141,8 @@ CORRUPTIONS: list[tuple[str, str, str]] = [
         '"conversation":{"keep":0,"append":[]}}',
         "holds checkpoint version 7",
     ),
+    # Stored payloads are canonical JSON text; any other spelling was not written by a store.
+    ("non-canonical text", '{ "format": "checkpoint.full/1" }', "not in canonical form"),
 ]
 
 
@@ -149,6 +153,8 @@ async def test_a_corrupt_chain_is_store_corruption(
     lease = await store.checkpoints.claim(RUN, "w")
     for version in (1, 2, 3):
         await write_checkpoint(store, RUN, expected(RUN, version), trigger="model_response", lease=lease)
+    if case != "non-canonical text":  # the chain checks see what a store would have written
+        payload = canonical_json(json.loads(payload)).decode("utf-8")
     if store_case.kind == "memory":
         rows = store._checkpoints[RUN]  # type: ignore[attr-defined]
         rows[2] = (*rows[2][:3], payload, *rows[2][4:])

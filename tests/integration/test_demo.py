@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from storekit import StoreCase
 
-from ctxengine.builder import Assembly, ContextBuilder
-from ctxengine.canonical import payload_hash
+from ctxengine.assembly.builder import Assembly, ContextBuilder
+from ctxengine.assembly.request import RenderedItem
 from ctxengine.cli import main
-from ctxengine.demo import DemoConfig, DemoRecord, count_orphans, run_demo
-from ctxengine.demo_checks import check, report_dict
+from ctxengine.cli.demo import DemoConfig, DemoRecord, count_orphans, run_demo
+from ctxengine.cli.demo_checks import check, report_dict
+from ctxengine.core.canonical import payload_hash
 from ctxengine.plan import ContextPlan
-from ctxengine.request import RenderedItem
 
 SESSION = "demo-test"
 SPEC_KEYS = {

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from ctxengine.cli import main
-from ctxengine.demo import DemoConfig, DemoRecord, run_demo
-from ctxengine.demo_checks import check
-from ctxengine.fakemodel import MEMORY_SNAPSHOT, TOOLS
+from ctxengine.cli.demo import DemoConfig, DemoRecord, run_demo
+from ctxengine.cli.demo_checks import check
+from ctxengine.cli.fakemodel import MEMORY_SNAPSHOT, TOOLS
 
 SESSION = "demo-inspect"
 

@@ -10,11 +10,9 @@ from typing import Any
 import pytest
 
 import ctxengine as ce
-from ctxengine.builder import ContextBuilder
-from ctxengine.canonical import canonical_json
-from ctxengine.checkpoints import latest_checkpoint
-from ctxengine.clock import FixedClock
-from ctxengine.compaction import CompactionResult, StructuredCompactor
+from ctxengine.assembly.builder import ContextBuilder
+from ctxengine.assembly.request import ModelRequest
+from ctxengine.core.canonical import canonical_json
 from ctxengine.errors import (
     CompactionDepthExceeded,
     ContextError,
@@ -23,14 +21,16 @@ from ctxengine.errors import (
     ModelValidationError,
     WorkingStateLimitExceeded,
 )
-from ctxengine.events import Event, Lease, Store
-from ctxengine.loop import ContextLoop
 from ctxengine.model import Checkpoint, RunContext, StateEntry, Task, TrustLevel, WorkingState
+from ctxengine.model.clock import FixedClock
 from ctxengine.plan import ContextPlanner
 from ctxengine.providers import to_anthropic_messages, to_openai_chat, to_openai_responses
-from ctxengine.request import ModelRequest
-from ctxengine.session import append_item
-from ctxengine.working_state import carry_working_state
+from ctxengine.runtime.checkpoints import latest_checkpoint
+from ctxengine.runtime.compaction import CompactionResult, StructuredCompactor
+from ctxengine.runtime.loop import ContextLoop
+from ctxengine.runtime.session import append_item
+from ctxengine.runtime.working_state import carry_working_state
+from ctxengine.stores.events import Event, Lease, Store
 
 CANARY = "CANARY-7f3a-do-not-obey"
 SESSION = "s1"

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from storekit import StoreCase
 
-from ctxengine.canonical import canonical_json
-from ctxengine.clock import FixedClock
+from ctxengine.core.canonical import canonical_json
 from ctxengine.errors import ProtocolStateError
+from ctxengine.model.clock import FixedClock
 from ctxengine.phases import PHASE_EVENT_TYPES, Projection, ProtocolController, ProtocolState, body_digest
 from ctxengine.phases.transitions import replay
 from ctxengine.stores import MemoryStore

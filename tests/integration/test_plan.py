@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import ctxengine as ce
-from ctxengine.events import NewEvent, Visibility
 from ctxengine.plan import EPOCH_ROTATED, PLAN_CREATED, ContextPlan, ContextPlanner, ToolGate
+from ctxengine.stores.events import NewEvent, Visibility
 
 MODEL = ce.ResolvedModel("openai", "gpt-x", 128_000, 16_384, 8_192)
 OTHER_MODEL = ce.ResolvedModel("anthropic", "claude-y", 200_000, 16_384, 8_192)

@@ -85,7 +85,7 @@ def server() -> Iterator[str]:
         httpd.server_close()
 
 
-def _request(window: int = 128_000) -> ce.request.ModelRequest:
+def _request(window: int = 128_000) -> ce.ModelRequest:
     planner, plan = make_plan(window)
     items = session(8, result_size=100, parallel_every=3)
     reasoning = (

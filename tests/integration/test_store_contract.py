@@ -15,19 +15,20 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 from storekit import STORE_KINDS, StoreCase
 
-from ctxengine.canonical import canonical_json
-from ctxengine.clock import FixedClock
+from ctxengine.core.canonical import canonical_json
 from ctxengine.errors import (
     IdempotencyConflict,
     LeaseLost,
     ModelValidationError,
     StoreCorruption,
     StoreError,
+    UnsupportedFormat,
 )
-from ctxengine.events import EVENT_TYPES, Event, Lease, NewEvent, Store, Visibility
 from ctxengine.model import Principal, ToolCall, ToolResult, UserMessage
-from ctxengine.session import append_item, session_history
+from ctxengine.model.clock import FixedClock
+from ctxengine.runtime.session import append_item, session_history
 from ctxengine.stores import open_store
+from ctxengine.stores.events import EVENT_TYPES, Event, Lease, NewEvent, Store, Visibility
 
 PLAN = "context.plan.created"
 ROTATED = "context.epoch.rotated"
@@ -150,16 +151,22 @@ async def test_corrupt_rows_raise_store_corruption(
 ) -> None:
     await store.events.append(new("sess-c", "ok"))
     store_case.inject_event_row(session_id="sess-c", sequence=2, **CORRUPTIONS[corruption])
-    with pytest.raises(StoreCorruption) as err:
+    # A row from a newer writer is not corrupt: it needs an upgrade (ADR 0009).
+    expected = UnsupportedFormat if corruption == "newer-schema" else StoreCorruption
+    with pytest.raises(expected) as err:
         await store.events.read("sess-c")
-    assert (err.value.session_id, err.value.sequence) == ("sess-c", 2)
     assert "sess-c" in str(err.value) and "sequence 2" in str(err.value)
-    if corruption != "unknown-type":
-        # A corrupt row above the answer is never skipped over.
-        with pytest.raises(StoreCorruption):
-            await store.events.latest_before("sess-c", 3, PLAN, Principal("p", "t"))
-        with pytest.raises(StoreCorruption):
-            await store.events.latest_before("sess-c", 3, PLAN)
+    if isinstance(err.value, StoreCorruption):
+        assert (err.value.session_id, err.value.sequence) == ("sess-c", 2)
+    else:
+        assert err.value.needed_version == 999 and "version 999" in str(err.value)
+    # No read path skips the row: typed reads and latest_before fetch it too.
+    with pytest.raises(expected):
+        await store.events.read("sess-c", types=[PLAN])
+    with pytest.raises(expected):
+        await store.events.latest_before("sess-c", 3, PLAN, Principal("p", "t"))
+    with pytest.raises(expected):
+        await store.events.latest_before("sess-c", 3, PLAN)
     # Rows below the corrupt one still read.
     assert [e.sequence for e in await store.events.read("sess-c", before=2)] == [1]
 
@@ -181,9 +188,14 @@ async def test_corrupt_checkpoint_rows_raise_store_corruption(
         "created_at, schema_version) VALUES ('run-9', 2, ?, ?, ?, 1, ?, ?)",
         (row["kind"], row["trigger"], row["payload"], "2025-01-01T00:00:00+00:00", row["schema_version"]),
     )
-    with pytest.raises(StoreCorruption) as err:
-        await store.checkpoints.latest_raw("run-9")
-    assert "run-9" in str(err.value) and err.value.sequence == 2
+    if bad.get("schema_version") == 999:
+        with pytest.raises(UnsupportedFormat) as newer:
+            await store.checkpoints.latest_raw("run-9")
+        assert "run-9" in str(newer.value) and newer.value.needed_version == 999
+    else:
+        with pytest.raises(StoreCorruption) as err:
+            await store.checkpoints.latest_raw("run-9")
+        assert "run-9" in str(err.value) and err.value.sequence == 2
     await case.close_all()
 
 
@@ -315,19 +327,46 @@ async def test_a_nested_transaction_is_a_savepoint(store: Store) -> None:
 
 async def test_claim_fences_older_leases(store: Store) -> None:
     first = await store.checkpoints.claim("run-1", "worker-a")
-    assert first == Lease("worker-a", 1)
+    assert first == Lease("worker-a", 1, "run-1")
     assert await store.checkpoints.write("run-1", {"n": 1}, trigger="model_response", lease=first) == 1
     second = await store.checkpoints.claim("run-1", "worker-b")
-    assert second == Lease("worker-b", 2)
+    assert second == Lease("worker-b", 2, "run-1")
     with pytest.raises(LeaseLost) as err:
         await store.checkpoints.write("run-1", {"n": 2}, trigger="tool_completed", lease=first)
     assert "run-1" in str(err.value) and "epoch 1" in str(err.value) and "epoch 2" in str(err.value)
     assert [row["payload"] for row in await store.checkpoints.latest_raw("run-1")] == [{"n": 1}]
     assert await store.checkpoints.write("run-1", {"n": 2}, trigger="tool_completed", lease=second) == 2
-    with pytest.raises(LeaseLost, match="never claimed"):
+    with pytest.raises(LeaseLost, match="claimed for run 'run-1'"):
         await store.checkpoints.write("run-2", {}, trigger="tool_completed", lease=second)
+    with pytest.raises(LeaseLost, match="never claimed"):
+        await store.checkpoints.write("run-2", {}, trigger="tool_completed", lease=Lease("x", 1, "run-2"))
     # Leases are per run.
-    assert await store.checkpoints.claim("run-2", "worker-a") == Lease("worker-a", 1)
+    assert await store.checkpoints.claim("run-2", "worker-a") == Lease("worker-a", 1, "run-2")
+
+
+async def test_a_lease_writes_only_the_run_it_was_claimed_for(store: Store) -> None:
+    x = await store.checkpoints.claim("run-x", "worker")
+    y = await store.checkpoints.claim("run-y", "worker")
+    assert (x.owner, x.epoch) == (y.owner, y.epoch)  # same owner and epoch, different runs
+    with pytest.raises(LeaseLost, match="claimed for run 'run-x'"):
+        await store.checkpoints.write("run-y", {"n": 1}, trigger="model_response", lease=x)
+    assert await store.checkpoints.latest_raw("run-y") == []
+    assert await store.checkpoints.write("run-y", {"n": 1}, trigger="model_response", lease=y) == 1
+
+
+async def test_epochs_survive_delete_so_old_leases_stay_fenced(store: Store) -> None:
+    old = await store.checkpoints.claim("run-d", "worker-a")
+    await store.checkpoints.write("run-d", {"n": 1}, trigger="model_response", lease=old)
+    await store.checkpoints.delete("run-d")
+    assert await store.checkpoints.latest_raw("run-d") == []
+    with pytest.raises(LeaseLost):  # delete fences the current lease too
+        await store.checkpoints.write("run-d", {"n": 2}, trigger="model_response", lease=old)
+    new = await store.checkpoints.claim("run-d", "worker-a")
+    assert new.epoch > old.epoch + 1
+    with pytest.raises(LeaseLost):
+        await store.checkpoints.write("run-d", {"n": 2}, trigger="model_response", lease=old)
+    assert await store.checkpoints.latest_raw("run-d") == []
+    assert await store.checkpoints.write("run-d", {"n": 3}, trigger="model_response", lease=new) == 1
 
 
 async def test_checkpoint_rows_from_the_newest_full_snapshot(store: Store) -> None:

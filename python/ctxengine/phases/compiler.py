@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, cast
 
-from ..canonical import canonical_json, payload_hash
-from ..envelope import envelope
+from ..assembly.envelope import envelope
+from ..assembly.regions import order_of, region_of
+from ..assembly.request import ModelRequest, RenderedItem, items_sha256
+from ..core.canonical import canonical_json, payload_hash
+from ..core.estimator import Estimator, TokenEstimator
 from ..errors import ModelValidationError, ProjectionContractError, ProtocolStateError
-from ..estimator import Estimator, TokenEstimator
 from ..model import TrustLevel
-from ..regions import order_of, region_of
-from ..request import ModelRequest, RenderedItem, items_sha256
 from .contracts import (
     CONTRACTS,
     TOOLS_SYMBOL,

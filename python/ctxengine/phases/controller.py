@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import cast
 
-from ..clock import Clock, SystemClock
+from ..core.estimator import Estimator, TokenEstimator
 from ..errors import (
     ContextError,
     IdempotencyConflict,
@@ -27,9 +27,9 @@ from ..errors import (
     ProtocolStateError,
     StaleConfirmation,
 )
-from ..estimator import Estimator, TokenEstimator
-from ..events import NewEvent, Store
 from ..model import ToolSpec
+from ..model.clock import Clock, SystemClock
+from ..stores.events import NewEvent, Store
 from .compiler import Projection, ProjectionCompiler
 from .contracts import OperationContract
 from .packs import InstructionPack

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from ..canonical import payload_hash
+from ..core.canonical import payload_hash
 from ..errors import ModelValidationError
 
 #: Pack names, each rendered as one prefix item under the symbol it maps to.

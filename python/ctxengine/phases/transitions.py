@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..canonical import canonical_json, payload_hash
+from ..core.canonical import canonical_json, payload_hash
 from ..errors import (
     ContextError,
     ModelValidationError,
@@ -31,8 +31,8 @@ from ..errors import (
     StaleConfirmation,
     StoreCorruption,
 )
-from ..events import Event
 from ..model import ToolSpec
+from ..stores.events import Event
 from .state import (
     Artifact,
     ArtifactKind,

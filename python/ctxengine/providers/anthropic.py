@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..request import ModelRequest, RenderedItem
+from ..assembly.request import ModelRequest, RenderedItem
 
 # Used only when a cut history would otherwise open with the assistant.
 OPENING_USER_TEXT = "[earlier conversation omitted]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..request import ModelRequest, RenderedItem
+from ..assembly.request import ModelRequest, RenderedItem
 
 
 def _arguments(item: RenderedItem) -> str:

@@ -15,10 +15,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from ..clock import Clock
 from ..errors import StoreError
-from ..events import Store
+from ..model.clock import Clock
+from .events import Store
 from .memory import MemoryStore
+from .migrations import MigrationReport
 from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 
@@ -33,10 +34,12 @@ def _sqlite_path(url: str) -> str:
 
 
 async def open_store(url: str, *, clock: Clock | None = None, **options: Any) -> Store:
-    """Open (and create or check the schema of) the store that ``url`` names.
+    """Open (and create, check and migrate the schema of) the store that ``url`` names.
 
     ``options`` go to the adapter's constructor (e.g. ``busy_timeout`` for
-    SQLite, ``max_size`` for PostgreSQL).
+    SQLite, ``max_size`` for PostgreSQL; for every store ``write_policy``,
+    and for the SQL stores ``migrate=False`` to refuse to work on a schema
+    with pending migrations instead of applying them; ADR 0009).
     """
     if not isinstance(url, str):
         raise StoreError(f"store URL must be a str, got {type(url).__name__}")
@@ -58,4 +61,17 @@ async def open_store(url: str, *, clock: Clock | None = None, **options: Any) ->
     )
 
 
-__all__ = ["MemoryStore", "PostgresStore", "SQLiteStore", "open_store"]
+async def migrate_store(url: str, *, dry_run: bool = False) -> MigrationReport:
+    """Apply the pending schema migrations of the store ``url`` names (``ctxengine migrate``).
+
+    Idempotent: a second run applies nothing. ``dry_run`` reports what would
+    be applied and changes nothing (a new store's tables are not created).
+    """
+    store = await open_store(url, migrate=False)
+    try:
+        return await store.migrate(dry_run=dry_run)
+    finally:
+        await store.close()
+
+
+__all__ = ["MemoryStore", "PostgresStore", "SQLiteStore", "migrate_store", "open_store"]

@@ -15,12 +15,20 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
-from ..canonical import canonical_json
-from ..clock import Clock
-from ..errors import IdempotencyConflict, LeaseLost, ModelValidationError, StoreCorruption
-from ..events import (
+from ..core.canonical import canonical_json
+from ..errors import (
+    CanonicalizationError,
+    CheckpointCorruption,
+    IdempotencyConflict,
+    LeaseLost,
+    ModelValidationError,
+    StoreCorruption,
+)
+from ..model.clock import Clock
+from . import formats
+from .events import (
     EVENT_TYPES,
-    SCHEMA_VERSION,
+    FORMAT_VERSION,
     Event,
     Lease,
     NewEvent,
@@ -28,6 +36,8 @@ from ..events import (
     Visibility,
     check_checkpoint_kind,
     check_event_type,
+    check_identifier,
+    check_int,
     check_trigger,
 )
 
@@ -76,7 +86,7 @@ def event_row(new: NewEvent, text: str, sequence: int, created_at: Any) -> tuple
         new.visibility.scope,
         new.visibility.id,
         created_at,
-        SCHEMA_VERSION,
+        new.format_version,
     )
 
 
@@ -90,23 +100,31 @@ def _timestamp(value: object) -> datetime:
     return value.astimezone(UTC)
 
 
-def _schema_version(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"bad schema_version {value!r}")
-    if value > SCHEMA_VERSION:
-        raise ValueError(f"schema_version {value} is newer than this code understands ({SCHEMA_VERSION})")
-    return value
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"payload holds {name}, which canonical JSON never does")
 
 
-def _json_object(text: object) -> dict[str, Any]:
+def json_object(text: object) -> dict[str, Any]:
+    """A stored payload decoded, or ``ValueError`` unless it is exactly what a store writes:
+    an RFC 8785 canonical JSON object (no NaN, no out-of-range integers, no nesting past the
+    canonicalizer's depth budget, no other spelling). Anything else was not written by this
+    code and is read as corrupt, never half-understood."""
     if not isinstance(text, str):
         raise ValueError(f"payload is {type(text).__name__}, not JSON text")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("payload nests too deeply to decode") from None
     except ValueError as exc:
         raise ValueError(f"payload is not valid JSON ({exc})") from None
     if not isinstance(value, dict):
         raise ValueError(f"payload is a JSON {type(value).__name__}, not an object")
+    try:
+        canonical = canonical_json(value)
+    except CanonicalizationError as exc:
+        raise ValueError(f"payload is not canonical JSON ({exc})") from None
+    if canonical != text.encode("utf-8", "surrogatepass"):
+        raise ValueError("payload is not in canonical form (it was not written by a ctxengine store)")
     return value
 
 
@@ -132,11 +150,10 @@ def decode_event(row: Row) -> Event:
             raise ValueError(f"row has {len(row)} columns, expected {len(EVENT_COLUMNS)}")
         if sequence is None or sequence < 1:
             raise ValueError(f"bad sequence {raw_sequence!r}")
-        # The version comes first: a newer row may be laid out differently.
-        version = _schema_version(row[10])
+        # The version comes first: a newer row may be laid out differently, and
+        # an unknown type from a newer writer is "upgrade", not "corrupt".
+        version = formats.row_version(session_id, sequence, row[2], row[10])
         event_type = row[2]
-        if event_type not in EVENT_TYPES:
-            raise ValueError(f"unknown event type {event_type!r}")
         try:
             visibility = Visibility(row[7], row[8])
         except ModelValidationError as exc:
@@ -145,7 +162,7 @@ def decode_event(row: Row) -> Event:
             session_id=session_id,
             sequence=sequence,
             type=event_type,
-            payload=_json_object(row[3]),
+            payload=json_object(row[3]),
             derivation_key=_str("derivation_key", row[4]),
             run_id=_optional_str("run_id", row[5]),
             actor=_str("actor", row[6]),
@@ -155,6 +172,15 @@ def decode_event(row: Row) -> Event:
         )
     except ValueError as exc:
         raise StoreCorruption(session_id, sequence, str(exc)) from None
+
+
+def probe_event(new: NewEvent, text: str, created_at: Any) -> Event:
+    """``new`` as it will read back (at a placeholder sequence), decoded by the reader's own
+    rules before it is written; a failure is the writer's error, and nothing is stored."""
+    try:
+        return decode_event(event_row(new, text, 1, created_at))
+    except StoreCorruption as exc:
+        raise ModelValidationError("NewEvent", "payload", f"would not read back: {exc.reason}") from None
 
 
 def repeat_of(stored_row: Row, new: NewEvent, text: str) -> Event:
@@ -172,6 +198,22 @@ def repeat_of(stored_row: Row, new: NewEvent, text: str) -> Event:
     )
 
 
+#: Every event type this code knows, for the SQL that must not pass over anything else.
+KNOWN_TYPES: tuple[str, ...] = tuple(sorted(EVENT_TYPES))
+
+
+def must_decode(event_type: object, version: object, wanted: tuple[str, ...] | None) -> bool:
+    """Whether a typed read has to decode a row: it is wanted, or it is a row no type filter may
+    pass over silently (an unknown type, or a newer format: decoding fails closed on it)."""
+    return (
+        wanted is None
+        or event_type in wanted
+        or event_type not in EVENT_TYPES
+        or not isinstance(version, int)
+        or version > FORMAT_VERSION
+    )
+
+
 def type_filter(types: Iterable[str] | None) -> tuple[str, ...] | None:
     """Validated, de-duplicated event types to filter on; None means all."""
     if types is None:
@@ -182,10 +224,15 @@ def type_filter(types: Iterable[str] | None) -> tuple[str, ...] | None:
 
 
 def check_ints(where: str, **values: object) -> None:
-    """``ModelValidationError`` naming the first argument that is not an int (None is allowed)."""
+    """``ModelValidationError`` naming the first argument that is not a 64-bit int (None is allowed)."""
     for name, value in values.items():
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise ModelValidationError(where, name, f"expected int, got {type(value).__name__}")
+        if value is not None:
+            check_int(where, name, value)
+
+
+def check_session(where: str, session_id: object) -> str:
+    """A session id a read may look up: the same rules as for writing one."""
+    return check_identifier(where, "session_id", session_id)
 
 
 # --------------------------------------------------------------------------
@@ -207,19 +254,25 @@ def check_checkpoint_write(
 
 
 def check_run_id(run_id: object) -> str:
-    if not isinstance(run_id, str) or not run_id:
-        raise ModelValidationError("checkpoint", "run_id", f"expected non-empty str, got {run_id!r}")
-    return run_id
+    return check_identifier("checkpoint", "run_id", run_id)
 
 
 def check_claim(run_id: object, owner: object) -> None:
     check_run_id(run_id)
-    if not isinstance(owner, str) or not owner:
-        raise ModelValidationError("Lease", "owner", f"expected non-empty str, got {owner!r}")
+    check_identifier("Lease", "owner", owner)
+
+
+#: The owner a run's lease row holds after ``delete()``: no claim ever returns it.
+FENCED_OWNER = ""
 
 
 def check_lease(run_id: str, lease: Lease, current: tuple[str, int] | None) -> None:
-    """``LeaseLost`` unless ``lease`` is the run's current lease."""
+    """``LeaseLost`` unless ``lease`` is the run's current lease (claimed for this very run)."""
+    if lease.run_id != run_id:
+        raise LeaseLost(
+            f"run {run_id!r}: the lease of {lease.owner!r} (epoch {lease.epoch}) was claimed for run "
+            f"{lease.run_id!r} and writes that run only"
+        )
     if current is None:
         raise LeaseLost(f"run {run_id!r}: lease epoch {lease.epoch} of {lease.owner!r} was never claimed")
     owner, epoch = current
@@ -245,7 +298,7 @@ def decode_checkpoint(run_id: str, row: Row) -> RawCheckpoint:
             raise ValueError(f"row has {len(row)} columns, expected {len(CHECKPOINT_COLUMNS)}")
         if version is None or version < 1:
             raise ValueError(f"bad version {raw_version!r}")
-        _schema_version(row[5])
+        formats.checkpoint_version(run_id, version, row[5])
         try:
             kind = check_checkpoint_kind(row[1])
             trigger = check_trigger(row[2])
@@ -255,11 +308,11 @@ def decode_checkpoint(run_id: str, row: Row) -> RawCheckpoint:
             version=version,
             kind=kind,
             trigger=trigger,
-            payload=_json_object(row[3]),
+            payload=json_object(row[3]),
             created_at=_timestamp(row[4]),
         )
     except ValueError as exc:
-        raise StoreCorruption(run_id, version, f"checkpoint row of run {run_id!r}: {exc}") from None
+        raise CheckpointCorruption(run_id, version, f"checkpoint row: {exc}") from None
 
 
 # --------------------------------------------------------------------------
@@ -299,18 +352,24 @@ class TransactionSlot(Generic[T]):
 __all__ = [
     "CHECKPOINT_COLUMNS",
     "EVENT_COLUMNS",
+    "FENCED_OWNER",
+    "KNOWN_TYPES",
     "Row",
     "TransactionSlot",
     "check_checkpoint_write",
     "check_claim",
     "check_lease",
     "check_ints",
+    "check_session",
     "check_run_id",
     "decode_checkpoint",
     "decode_event",
     "event_row",
+    "json_object",
+    "must_decode",
     "no_base_for_delta",
     "payload_text",
+    "probe_event",
     "repeat_of",
     "type_filter",
     "utc_now",

@@ -10,14 +10,14 @@ PostgreSQL), joining the current transaction if there is one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from ..errors import ModelValidationError
-from ..events import CheckpointKind, Event, Lease, NewEvent, RawCheckpoint, check_event_type
 from ..model import Principal
 from . import _rows
+from .events import CheckpointKind, Event, Lease, NewEvent, RawCheckpoint, check_event_type
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +41,13 @@ class SqlEventLog:
     async def append(self, event: NewEvent) -> Event:
         if not isinstance(event, NewEvent):
             raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
+        self._s.write_policy.check(event.type, event.format_version)
         text = _rows.payload_text(event.payload)
         created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
+        # Round trip before the write: a row that would not read back is never committed.
+        probe = _rows.probe_event(event, text, created_at)
         row, inserted = await self._s._call(self._ops.append, event, text, created_at)
-        return _rows.decode_event(row) if inserted else _rows.repeat_of(row, event, text)
+        return replace(probe, sequence=row[1]) if inserted else _rows.repeat_of(row, event, text)
 
     async def read(
         self,
@@ -54,6 +57,7 @@ class SqlEventLog:
         *,
         before: int | None = None,
     ) -> list[Event]:
+        _rows.check_session("EventLog.read", session_id)
         wanted = _rows.type_filter(types)
         _rows.check_ints("EventLog.read", after=after, before=before)
         events: list[Event] = await self._s._call(self._ops.read, session_id, after, before, wanted)
@@ -66,6 +70,7 @@ class SqlEventLog:
         event_type: str,
         principal: Principal | None = None,
     ) -> Event | None:
+        _rows.check_session("EventLog.latest_before", session_id)
         check_event_type(event_type, "EventLog.latest_before")
         _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
         found: Event | None = await self._s._call(
@@ -83,7 +88,7 @@ class SqlCheckpointStore:
     async def claim(self, run_id: str, owner: str) -> Lease:
         _rows.check_claim(run_id, owner)
         epoch: int = await self._s._call(self._ops.claim, run_id, owner)
-        return Lease(owner, epoch)
+        return Lease(owner, epoch, run_id)
 
     async def write(
         self,
@@ -102,10 +107,12 @@ class SqlCheckpointStore:
         return version
 
     async def latest_raw(self, run_id: str) -> list[RawCheckpoint]:
+        _rows.check_run_id(run_id)
         rows: list[RawCheckpoint] = await self._s._call(self._ops.latest_raw, run_id)
         return rows
 
     async def delete(self, run_id: str) -> None:
+        _rows.check_run_id(run_id)
         await self._s._call(self._ops.delete, run_id)
 
 

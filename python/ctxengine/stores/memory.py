@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
-from ..clock import Clock, SystemClock
 from ..errors import ModelValidationError, StoreError
-from ..events import (
-    SCHEMA_VERSION,
+from ..model import Principal
+from ..model.clock import Clock, SystemClock
+from . import _rows
+from .events import (
     CheckpointKind,
     Event,
     Lease,
@@ -22,8 +24,8 @@ from ..events import (
     RawCheckpoint,
     check_event_type,
 )
-from ..model import Principal
-from . import _rows
+from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .migrations import COMPAT_LEVEL, MigrationReport, latest_revision
 
 _Undo = Callable[[], None]
 _TXN: _rows.TransactionSlot[list[_Undo]] = _rows.TransactionSlot("ctxengine.stores.memory.transaction")
@@ -32,8 +34,11 @@ _TXN: _rows.TransactionSlot[list[_Undo]] = _rows.TransactionSlot("ctxengine.stor
 class MemoryStore:
     """Events and checkpoints in dicts; ``transaction()`` rolls back through an undo log."""
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, *, clock: Clock | None = None, write_policy: WritePolicy | None = None, migrate: bool = True
+    ) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
         self._events: dict[str, list[tuple[Any, ...]]] = {}
         self._keys: dict[tuple[str, str], int] = {}
         self._leases: dict[str, tuple[str, int]] = {}
@@ -47,6 +52,11 @@ class MemoryStore:
 
     async def open(self) -> MemoryStore:
         return self
+
+    async def migrate(self, *, dry_run: bool = False) -> MigrationReport:
+        """A memory store has no schema to migrate; reported for symmetry with the SQL stores."""
+        revision = latest_revision()
+        return MigrationReport("MemoryStore", COMPAT_LEVEL, revision, revision, (), (), dry_run)
 
     async def close(self) -> None:
         if _TXN.get(self) is not None:
@@ -109,6 +119,7 @@ class MemoryEventLog:
     async def append(self, event: NewEvent) -> Event:
         if not isinstance(event, NewEvent):
             raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
+        self._s.write_policy.check(event.type, event.format_version)
         text = _rows.payload_text(event.payload)
         s = self._s
         async with s._op() as undo:
@@ -117,8 +128,9 @@ class MemoryEventLog:
             if existing is not None:
                 return _rows.repeat_of(rows[existing - 1], event, text)
             sequence = len(rows) + 1
-            row = _rows.event_row(event, text, sequence, _rows.utc_now(s._clock))
-            decoded = _rows.decode_event(row)
+            created_at = _rows.utc_now(s._clock)
+            decoded = replace(_rows.probe_event(event, text, created_at), sequence=sequence)
+            row = _rows.event_row(event, text, sequence, created_at)
             s._events.setdefault(event.session_id, []).append(row)
             key = (event.session_id, event.derivation_key)
             s._keys[key] = sequence
@@ -139,6 +151,7 @@ class MemoryEventLog:
         *,
         before: int | None = None,
     ) -> list[Event]:
+        _rows.check_session("EventLog.read", session_id)
         wanted = _rows.type_filter(types)
         _rows.check_ints("EventLog.read", after=after, before=before)
         async with self._s._op():
@@ -147,8 +160,10 @@ class MemoryEventLog:
         for row in rows[max(after, 0) :]:
             if before is not None and row[1] >= before:
                 break
-            if wanted is None or row[2] in wanted:
-                out.append(_rows.decode_event(row))
+            if _rows.must_decode(row[2], row[10], wanted):
+                event = _rows.decode_event(row)
+                if wanted is None or event.type in wanted:
+                    out.append(event)
         return out
 
     async def latest_before(
@@ -158,14 +173,15 @@ class MemoryEventLog:
         event_type: str,
         principal: Principal | None = None,
     ) -> Event | None:
+        _rows.check_session("EventLog.latest_before", session_id)
         check_event_type(event_type, "EventLog.latest_before")
         _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
         async with self._s._op():
             rows = list(self._s._events.get(session_id, ()))
         for row in reversed(rows[: max(before_sequence - 1, 0)]):
-            if row[2] == event_type:
+            if _rows.must_decode(row[2], row[10], (event_type,)):
                 event = _rows.decode_event(row)
-                if event.visibility.allows(principal):
+                if event.type == event_type and event.visibility.allows(principal):
                     return event
         return None
 
@@ -179,7 +195,7 @@ class MemoryCheckpointStore:
         s = self._s
         async with s._op() as undo:
             previous = s._leases.get(run_id)
-            lease = Lease(owner, (previous[1] if previous else 0) + 1)
+            lease = Lease(owner, (previous[1] if previous else 0) + 1, run_id)
             s._leases[run_id] = (lease.owner, lease.epoch)
             if undo is not None:
                 undo.append(lambda: _restore(s._leases, run_id, previous))
@@ -202,12 +218,13 @@ class MemoryCheckpointStore:
             if checked_kind == "delta" and not any(r[1] == "full" for r in rows):
                 raise _rows.no_base_for_delta(run_id)
             version = len(rows) + 1
-            rows.append((version, checked_kind, trigger, text, _rows.utc_now(s._clock), SCHEMA_VERSION))
+            rows.append((version, checked_kind, trigger, text, _rows.utc_now(s._clock), CHECKPOINT_FORMAT))
             if undo is not None:
                 undo.append(lambda: _drop_last(rows))
             return version
 
     async def latest_raw(self, run_id: str) -> list[RawCheckpoint]:
+        _rows.check_run_id(run_id)
         async with self._s._op():
             rows = list(self._s._checkpoints.get(run_id, ()))
         fulls = [i for i, r in enumerate(rows) if r[1] == "full"]
@@ -216,9 +233,13 @@ class MemoryCheckpointStore:
         return [_rows.decode_checkpoint(run_id, r) for r in rows[fulls[-1] :]]
 
     async def delete(self, run_id: str) -> None:
+        _rows.check_run_id(run_id)
         s = self._s
         async with s._op() as undo:
-            lease = s._leases.pop(run_id, None)
+            lease = s._leases.get(run_id)
+            if lease is not None:
+                # The epoch outlives the rows: every lease claimed so far stays fenced.
+                s._leases[run_id] = (_rows.FENCED_OWNER, lease[1] + 1)
             rows = s._checkpoints.pop(run_id, None)
             if undo is not None:
 

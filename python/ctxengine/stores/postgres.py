@@ -14,6 +14,7 @@ transaction. Connections run in autocommit mode; every write is an explicit
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -22,72 +23,35 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import AsyncConnection, errors
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
-from ..clock import Clock, SystemClock
-from ..errors import StoreError
-from ..events import (
-    SCHEMA_VERSION,
+from ..errors import ModelValidationError, StoreError
+from ..model import Principal
+from ..model.clock import Clock, SystemClock
+from . import _rows, migrations
+from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from .driver_errors import POSTGRES_ERRORS, postgres_error
+from .events import (
+    FORMAT_VERSION,
     Event,
     Lease,
     NewEvent,
     RawCheckpoint,
 )
-from ..model import Principal
-from . import _rows
-from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .postgres_schema import schema
 
-STORE_SCHEMA_VERSION = 1
-#: Lost sequence races before an append gives up. Each loss means another
-#: writer committed, so this bounds contention, not latency.
-MAX_APPEND_ATTEMPTS = 200
-# pg_advisory_xact_lock key serializing schema creation across processes
-# (CREATE TABLE IF NOT EXISTS alone races on the catalog).
-_MIGRATION_LOCK = 0x63747865_6E67  # "ctxeng"
+#: Appends to one session are serialized by a transaction-scoped advisory lock
+#: on (this class id, hashtext(session_id)): a writer holding a transaction
+#: with appends in it makes the others wait, in order, instead of racing them.
+SESSION_LOCK_CLASS = 0x63747873  # "ctxs"
+#: Sequence races an append survives. With the lock they happen only against
+#: writers that do not take it (a build from before the lock), each loss means
+#: another writer committed, so this bounds contention, not latency.
+MAX_APPEND_ATTEMPTS = 50
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
 _CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
-
-_DDL = (
-    """
-    CREATE TABLE ctxengine_events (
-        session_id       TEXT        NOT NULL,
-        sequence         BIGINT      NOT NULL CHECK (sequence >= 1),
-        type             TEXT        NOT NULL,
-        payload          TEXT        NOT NULL,
-        derivation_key   TEXT        NOT NULL,
-        run_id           TEXT,
-        actor            TEXT        NOT NULL,
-        visibility_scope TEXT        NOT NULL,
-        visibility_id    TEXT,
-        created_at       TIMESTAMPTZ NOT NULL,
-        schema_version   INTEGER     NOT NULL,
-        CONSTRAINT ctxengine_events_sequence_key PRIMARY KEY (session_id, sequence),
-        CONSTRAINT ctxengine_events_derivation_key UNIQUE (session_id, derivation_key)
-    )
-    """,
-    "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
-    """
-    CREATE TABLE ctxengine_checkpoint_leases (
-        run_id TEXT   NOT NULL PRIMARY KEY,
-        owner  TEXT   NOT NULL,
-        epoch  BIGINT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE ctxengine_checkpoints (
-        run_id         TEXT        NOT NULL,
-        version        BIGINT      NOT NULL CHECK (version >= 1),
-        kind           TEXT        NOT NULL,
-        trigger        TEXT        NOT NULL,
-        payload        TEXT        NOT NULL,
-        lease_epoch    BIGINT      NOT NULL,
-        created_at     TIMESTAMPTZ NOT NULL,
-        schema_version INTEGER     NOT NULL,
-        PRIMARY KEY (run_id, version)
-    )
-    """,
-)
 
 Conn = AsyncConnection[Any]
 R = TypeVar("R")
@@ -117,32 +81,15 @@ async def _fetchall(conn: Conn, sql: str, params: Iterable[Any] = ()) -> list[tu
     return rows
 
 
-async def _migrate(conn: Conn, where: str) -> None:
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
-            "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
-        )
-        row = await _fetchone(conn, "SELECT version FROM ctxengine_schema_version WHERE component = 'store'")
-        if row is None:
-            for statement in _DDL:
-                await conn.execute(statement)
-            await conn.execute(
-                "INSERT INTO ctxengine_schema_version (component, version) VALUES ('store', %s)",
-                (STORE_SCHEMA_VERSION,),
-            )
-        elif row[0] > STORE_SCHEMA_VERSION:
-            raise StoreError(
-                f"PostgreSQL store {where} has schema version {row[0]}; this code understands "
-                f"up to {STORE_SCHEMA_VERSION}"
-            )
-
-
 async def _append(conn: Conn, new: NewEvent, text: str, created_at: datetime) -> tuple[tuple[Any, ...], bool]:
     for _ in range(MAX_APPEND_ATTEMPTS):
         try:
             async with conn.transaction():  # a savepoint inside a caller's transaction
+                # Held until the outermost transaction ends, so a caller's
+                # store.transaction() keeps the session's next sequence until it commits.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SESSION_LOCK_CLASS, new.session_id)
+                )
                 stored = await _fetchone(
                     conn,
                     f"SELECT {_EVENT_COLS} FROM ctxengine_events "
@@ -183,52 +130,45 @@ async def _read(
         sql += " AND sequence < %s"
         params.append(before)
     if types is not None:
-        sql += " AND type = ANY(%s)"
-        params.append(list(types))
+        # Rows of other types are passed over by SQL only when this code knows
+        # them: an unknown type or a newer format is fetched and fails closed.
+        sql += " AND (type = ANY(%s) OR NOT (type = ANY(%s)) OR schema_version > %s)"
+        params.extend((list(types), list(_rows.KNOWN_TYPES), FORMAT_VERSION))
     sql += " ORDER BY sequence"
-    return [_rows.decode_event(row) for row in await _fetchall(conn, sql, params)]
+    events = (_rows.decode_event(row) for row in await _fetchall(conn, sql, params))
+    return [event for event in events if types is None or event.type in types]
 
 
 async def _latest_before(
     conn: Conn, session_id: str, before: int, event_type: str, principal: Principal | None
 ) -> Event | None:
-    base = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND type = %s AND sequence < %s"
-    if principal is None:
-        row = await _fetchone(
-            conn, base + " ORDER BY sequence DESC LIMIT 1", (session_id, event_type, before)
-        )
-        return None if row is None else _rows.decode_event(row)
-    # The newest row the principal may see, found by the database...
-    candidate = await _fetchone(
-        conn,
-        base + " AND (visibility_scope = 'session'"
-        " OR (visibility_scope = 'tenant' AND visibility_id = %s)"
-        " OR (visibility_scope = 'principal' AND visibility_id = %s))"
-        " ORDER BY sequence DESC LIMIT 1",
-        (session_id, event_type, before, principal.tenant_id, principal.principal_id),
+    # Newest first; every row passed over on the way to the answer is decoded,
+    # so an unknown type, a newer format or a corrupt row of this type between
+    # the boundary and the answer fails closed instead of being skipped.
+    sql = (
+        f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND sequence < %s "
+        "AND (type = %s OR NOT (type = ANY(%s)) OR schema_version > %s) ORDER BY sequence DESC"
     )
-    floor = 0 if candidate is None else int(candidate[1])
-    # ...then every row of that type above it is decoded too, so a corrupt
-    # row that the SQL filter passed over still fails closed; a row that
-    # committed in between and is visible wins.
-    newer = await _fetchall(
-        conn, base + " AND sequence > %s ORDER BY sequence DESC", (session_id, event_type, before, floor)
-    )
-    for row in newer:
-        event = _rows.decode_event(row)
-        if event.visibility.allows(principal):
-            return event
-    if candidate is None:
-        return None
-    event = _rows.decode_event(candidate)
-    return event if event.visibility.allows(principal) else None
+    params = (session_id, before, event_type, list(_rows.KNOWN_TYPES), FORMAT_VERSION)
+    async with conn.cursor() as cur:
+        await cur.execute(sql, params)
+        while True:
+            rows = await cur.fetchmany(64)
+            if not rows:
+                return None
+            for row in rows:
+                event = _rows.decode_event(row)
+                if event.type == event_type and event.visibility.allows(principal):
+                    return event
 
 
 class PostgresStore:
     """Events and checkpoints in PostgreSQL, through an ``AsyncConnectionPool``.
 
     The pool opens (and the schema is created or checked) on ``open()`` or
-    first use; ``close()`` closes it.
+    first use; ``close()`` closes it. ``timeout`` bounds every wait for the
+    server (connecting, and taking a pooled connection): past it the call
+    raises ``StoreUnavailable``, which is safe to retry.
     """
 
     def __init__(
@@ -238,13 +178,22 @@ class PostgresStore:
         clock: Clock | None = None,
         min_size: int = 1,
         max_size: int = 10,
-        timeout: float = 30.0,
+        timeout: float = 10.0,
+        migrate: bool = True,
+        write_policy: WritePolicy | None = None,
     ) -> None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+            raise ModelValidationError(
+                "PostgresStore", "timeout", f"expected 0 < seconds <= 3600, got {timeout!r}"
+            )
         self.dsn = dsn
+        self._auto_migrate = migrate
+        self._pending: tuple[str, ...] = ()
+        self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._min_size = min_size
         self._max_size = max_size
-        self._timeout = timeout
+        self._timeout = float(timeout)
         self._pool: AsyncConnectionPool[Conn] | None = None
         self._opening = asyncio.Lock()
         self._closed = False
@@ -253,6 +202,14 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({describe_dsn(self.dsn)!r})"
+
+    @asynccontextmanager
+    async def _mapped(self) -> AsyncIterator[None]:
+        """Driver exceptions leave as ``StoreError``/``StoreUnavailable`` (ADR 0010)."""
+        try:
+            yield
+        except POSTGRES_ERRORS as exc:
+            raise postgres_error(self, exc, timeout=self._timeout) from exc
 
     async def _ready(self) -> AsyncConnectionPool[Conn]:
         if self._closed:
@@ -266,26 +223,44 @@ class PostgresStore:
                     min_size=self._min_size,
                     max_size=self._max_size,
                     timeout=self._timeout,
-                    kwargs={"autocommit": True},
+                    kwargs={"autocommit": True, "connect_timeout": max(2, math.ceil(self._timeout))},
                     open=False,
                 )
                 try:
-                    await pool.open(wait=True, timeout=self._timeout)
-                    async with pool.connection() as conn:
-                        await _migrate(conn, describe_dsn(self.dsn))
-                except PoolTimeout as exc:
-                    await pool.close()
-                    raise StoreError(f"cannot connect to {describe_dsn(self.dsn)}: {exc}") from exc
+                    async with self._mapped():
+                        await pool.open(wait=True, timeout=self._timeout)
+                        async with pool.connection() as conn:
+                            report = await schema(conn, self._where(), self._auto_migrate)
+                    self._pending = () if self._auto_migrate else report.pending
                 except BaseException:
                     await pool.close()
                     raise
                 self._pool = pool
             return self._pool
 
+    def _where(self) -> str:
+        return f"PostgreSQL store {describe_dsn(self.dsn)}"
+
     async def open(self) -> PostgresStore:
         """Connect and create or check the schema now rather than on first use."""
         await self._ready()
         return self
+
+    async def migrate(self, *, dry_run: bool = False) -> migrations.MigrationReport:
+        """Apply the pending schema migrations (or, with ``dry_run``, only report them)."""
+        pool = await self._ready()
+        async with self._mapped(), pool.connection() as conn:
+            report = await schema(conn, self._where(), not dry_run)
+        if not dry_run:
+            self._pending = ()
+        return report
+
+    def _check_migrated(self) -> None:
+        if self._pending:
+            raise StoreError(
+                f"{self!r} needs the schema migrations {list(self._pending)}; "
+                "run `ctxengine migrate` (or open it with migrate=True)"
+            )
 
     async def close(self) -> None:
         if _TXN.get(self) is not None:
@@ -305,20 +280,23 @@ class PostgresStore:
         """Run ``fn(conn, *args)`` on the caller's transaction connection or a pooled one."""
         conn = _TXN.get(self)
         if conn is not None:
-            return await fn(conn, *args)
+            async with self._mapped():
+                return await fn(conn, *args)
         pool = await self._ready()
-        async with pool.connection() as pooled:
+        self._check_migrated()
+        async with self._mapped(), pool.connection() as pooled:
             return await fn(pooled, *args)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         conn = _TXN.get(self)
         if conn is not None:  # nested: a savepoint inside the outer transaction
-            async with conn.transaction():
+            async with self._mapped(), conn.transaction():
                 yield
             return
         pool = await self._ready()
-        async with pool.connection() as conn, conn.transaction():
+        self._check_migrated()
+        async with self._mapped(), pool.connection() as conn, conn.transaction():
             with _TXN.bind(self, conn):
                 yield
 
@@ -363,7 +341,7 @@ async def _write_checkpoint(
         await conn.execute(
             "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
             "created_at, schema_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (run_id, version, kind, trigger, text, lease.epoch, created_at, SCHEMA_VERSION),
+            (run_id, version, kind, trigger, text, lease.epoch, created_at, CHECKPOINT_FORMAT),
         )
         return version
 
@@ -382,7 +360,11 @@ async def _latest_raw(conn: Conn, run_id: str) -> list[RawCheckpoint]:
 async def _delete(conn: Conn, run_id: str) -> None:
     async with conn.transaction():
         await conn.execute("DELETE FROM ctxengine_checkpoints WHERE run_id = %s", (run_id,))
-        await conn.execute("DELETE FROM ctxengine_checkpoint_leases WHERE run_id = %s", (run_id,))
+        # The lease row stays, one epoch on and owned by no one (see SQLite's _delete).
+        await conn.execute(
+            "UPDATE ctxengine_checkpoint_leases SET owner = %s, epoch = epoch + 1 WHERE run_id = %s",
+            (_rows.FENCED_OWNER, run_id),
+        )
 
 
 def _identity(moment: datetime) -> datetime:
@@ -411,7 +393,7 @@ class PostgresCheckpointStore(SqlCheckpointStore):
 
 __all__ = [
     "MAX_APPEND_ATTEMPTS",
-    "STORE_SCHEMA_VERSION",
+    "SESSION_LOCK_CLASS",
     "PostgresCheckpointStore",
     "PostgresEventLog",
     "PostgresStore",

@@ -26,65 +26,24 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from ..clock import Clock, SystemClock
 from ..errors import ModelValidationError, StoreError
-from ..events import (
-    SCHEMA_VERSION,
+from ..model import Principal
+from ..model.clock import Clock, SystemClock
+from . import _rows, migrations
+from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from .driver_errors import sqlite_error
+from .events import (
+    FORMAT_VERSION,
     Event,
     Lease,
     NewEvent,
     RawCheckpoint,
 )
-from ..model import Principal
-from . import _rows
-from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
-
-STORE_SCHEMA_VERSION = 1
+from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .sqlite_schema import schema
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
 _CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
-
-_DDL = (
-    """
-    CREATE TABLE ctxengine_events (
-        session_id       TEXT    NOT NULL,
-        sequence         INTEGER NOT NULL CHECK (sequence >= 1),
-        type             TEXT    NOT NULL,
-        payload          TEXT    NOT NULL,
-        derivation_key   TEXT    NOT NULL,
-        run_id           TEXT,
-        actor            TEXT    NOT NULL,
-        visibility_scope TEXT    NOT NULL,
-        visibility_id    TEXT,
-        created_at       TEXT    NOT NULL,
-        schema_version   INTEGER NOT NULL,
-        PRIMARY KEY (session_id, sequence),
-        UNIQUE (session_id, derivation_key)
-    ) WITHOUT ROWID
-    """,
-    # latest_before and plan reconstruction look events up by type.
-    "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
-    """
-    CREATE TABLE ctxengine_checkpoint_leases (
-        run_id TEXT    NOT NULL PRIMARY KEY,
-        owner  TEXT    NOT NULL,
-        epoch  INTEGER NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE ctxengine_checkpoints (
-        run_id         TEXT    NOT NULL,
-        version        INTEGER NOT NULL CHECK (version >= 1),
-        kind           TEXT    NOT NULL,
-        trigger        TEXT    NOT NULL,
-        payload        TEXT    NOT NULL,
-        lease_epoch    INTEGER NOT NULL,
-        created_at     TEXT    NOT NULL,
-        schema_version INTEGER NOT NULL,
-        PRIMARY KEY (run_id, version)
-    ) WITHOUT ROWID
-    """,
-)
 
 Synchronous = Literal["FULL", "NORMAL"]
 R = TypeVar("R")
@@ -113,36 +72,10 @@ def _connect(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
-        _migrate(conn, path)
     except BaseException:
         conn.close()
         raise
     return conn
-
-
-def _migrate(conn: sqlite3.Connection, path: str) -> None:
-    def run() -> None:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
-            "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
-        )
-        row = conn.execute(
-            "SELECT version FROM ctxengine_schema_version WHERE component = 'store'"
-        ).fetchone()
-        if row is None:
-            for statement in _DDL:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT INTO ctxengine_schema_version (component, version) VALUES ('store', ?)",
-                (STORE_SCHEMA_VERSION,),
-            )
-        elif not isinstance(row[0], int) or row[0] > STORE_SCHEMA_VERSION:
-            raise StoreError(
-                f"SQLite store {path!r} has schema version {row[0]!r}; this code understands "
-                f"up to {STORE_SCHEMA_VERSION}"
-            )
-
-    _in_write_txn(conn, True, run)
 
 
 def _in_write_txn(conn: sqlite3.Connection, own: bool, body: Callable[[], R]) -> R:
@@ -229,10 +162,17 @@ def _read(
         sql += " AND sequence < ?"
         params.append(before)
     if types is not None:
-        sql += f" AND type IN ({', '.join('?' * len(types))})"
-        params.extend(types)
+        # Rows of other types are passed over by SQL only when this code knows
+        # them: an unknown type or a newer format is fetched and fails closed.
+        known = _rows.KNOWN_TYPES
+        sql += (
+            f" AND (type IN ({', '.join('?' * len(types))}) OR type NOT IN ({', '.join('?' * len(known))})"
+            " OR schema_version > ?)"
+        )
+        params.extend((*types, *known, FORMAT_VERSION))
     sql += " ORDER BY sequence"
-    return [_rows.decode_event(row) for row in conn.execute(sql, params)]
+    events = (_rows.decode_event(row) for row in conn.execute(sql, params))
+    return [event for event in events if types is None or event.type in types]
 
 
 def _latest_before(
@@ -245,15 +185,16 @@ def _latest_before(
 ) -> Event | None:
     # Newest first; every row passed over is decoded, so a corrupt row
     # between the boundary and the visible answer still fails closed.
+    known = _rows.KNOWN_TYPES
     cursor = conn.execute(
-        f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND type = ? AND sequence < ? "
-        "ORDER BY sequence DESC",
-        (session_id, event_type, before),
+        f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND sequence < ? AND (type = ? "
+        f"OR type NOT IN ({', '.join('?' * len(known))}) OR schema_version > ?) ORDER BY sequence DESC",
+        (session_id, before, event_type, *known, FORMAT_VERSION),
     )
     try:
         for row in cursor:
             event = _rows.decode_event(row)
-            if event.visibility.allows(principal):
+            if event.type == event_type and event.visibility.allows(principal):
                 return event
         return None
     finally:
@@ -304,7 +245,7 @@ def _write_checkpoint(
         conn.execute(
             "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
             "created_at, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (run_id, version, kind, trigger, text, lease.epoch, created_at, SCHEMA_VERSION),
+            (run_id, version, kind, trigger, text, lease.epoch, created_at, CHECKPOINT_FORMAT),
         )
         return version
 
@@ -324,7 +265,12 @@ def _latest_raw(conn: sqlite3.Connection, own: bool, run_id: str) -> list[RawChe
 def _delete(conn: sqlite3.Connection, own: bool, run_id: str) -> None:
     def body() -> None:
         conn.execute("DELETE FROM ctxengine_checkpoints WHERE run_id = ?", (run_id,))
-        conn.execute("DELETE FROM ctxengine_checkpoint_leases WHERE run_id = ?", (run_id,))
+        # The lease row stays, one epoch on and owned by no one: a later claim
+        # continues the epochs, so every lease handed out so far stays fenced.
+        conn.execute(
+            "UPDATE ctxengine_checkpoint_leases SET owner = ?, epoch = epoch + 1 WHERE run_id = ?",
+            (_rows.FENCED_OWNER, run_id),
+        )
 
     _in_write_txn(conn, own, body)
 
@@ -353,6 +299,8 @@ class SQLiteStore:
         clock: Clock | None = None,
         busy_timeout: float = 30.0,
         synchronous: Synchronous = "FULL",
+        migrate: bool = True,
+        write_policy: WritePolicy | None = None,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ModelValidationError(
@@ -362,6 +310,9 @@ class SQLiteStore:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._busy_timeout = busy_timeout
         self._synchronous: Synchronous = synchronous
+        self._auto_migrate = migrate
+        self._pending: tuple[str, ...] = ()
+        self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-sqlite")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -376,15 +327,34 @@ class SQLiteStore:
         return f"SQLiteStore({self.path!r})"
 
     async def _run(self, fn: Callable[..., R], *args: Any) -> R:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as exc:
+            raise sqlite_error(self, exc) from exc
 
     async def _connection(self) -> sqlite3.Connection:
         """The open connection; opens (and migrates) it on first use. Call under ``_lock``."""
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         if self._conn is None:
-            self._conn = await self._run(_connect, self.path, self._busy_timeout, self._synchronous)
+            conn = await self._run(_connect, self.path, self._busy_timeout, self._synchronous)
+            try:
+                report = await self._run(schema, conn, self.path, self._auto_migrate)
+            except BaseException:
+                await self._run(conn.close)
+                raise
+            self._pending = () if self._auto_migrate else report.pending
+            self._conn = conn
         return self._conn
+
+    async def migrate(self, *, dry_run: bool = False) -> migrations.MigrationReport:
+        """Apply the pending schema migrations (or, with ``dry_run``, only report them)."""
+        async with self._lock:
+            conn = await self._connection()
+            report = await self._run(schema, conn, self.path, not dry_run)
+            if not dry_run:
+                self._pending = ()
+            return report
 
     async def open(self) -> SQLiteStore:
         """Open the file and create or check the schema now rather than on first use."""
@@ -417,7 +387,15 @@ class SQLiteStore:
             return await self._run(fn, txn.conn, False, *args)
         async with self._lock:
             conn = await self._connection()
+            self._check_migrated()
             return await self._run(_alone, fn, conn, *args)
+
+    def _check_migrated(self) -> None:
+        if self._pending:
+            raise StoreError(
+                f"{self!r} needs the schema migrations {list(self._pending)}; "
+                "run `ctxengine migrate` (or open it with migrate=True)"
+            )
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -428,6 +406,7 @@ class SQLiteStore:
             return
         async with self._lock:
             conn = await self._connection()
+            self._check_migrated()
             try:
                 await self._run(_begin, conn)
                 with _TXN.bind(self, _Txn(conn)):
@@ -475,4 +454,4 @@ class SQLiteCheckpointStore(SqlCheckpointStore):
     _ops = _OPS
 
 
-__all__ = ["STORE_SCHEMA_VERSION", "SQLiteCheckpointStore", "SQLiteEventLog", "SQLiteStore"]
+__all__ = ["SQLiteCheckpointStore", "SQLiteEventLog", "SQLiteStore"]

@@ -1,0 +1,256 @@
+"""``ctxengine inspect``: what a session's event log says about its context.
+
+Read-only, and built from the log alone (the record), never from
+checkpoints (materializations): the plan of the current epoch, every epoch
+with its reason, every compaction, the latest working state and the event
+counts by type.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import SessionNotFound, StoreCorruption
+from ..model import WorkingState
+from ..plan import PLAN_EVENT_TYPES, ContextPlan
+from ..plan.context_plan import stored_plan
+from ..runtime.loop import CONTEXT_COMPACTED
+from ..runtime.working_state import WORKING_STATE_UPDATED, stored_state
+from ..stores.events import Event, Store
+
+#: Working-state facts shown (the newest); the JSON form has them all.
+SHOWN_FACTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    sequence: int
+    run_id: str
+    reason: str
+    depth: int
+    replaced_through_sequence: int
+    replaced_items: int
+    tokens_before: int
+    tokens_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence,
+            "run_id": self.run_id,
+            "reason": self.reason,
+            "depth": self.depth,
+            "replaced_through_sequence": self.replaced_through_sequence,
+            "replaced_items": self.replaced_items,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+        }
+
+
+@dataclass(slots=True)
+class SessionSummary:
+    session_id: str
+    last_sequence: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    runs: int = 0
+    plans: list[ContextPlan] = field(default_factory=list)
+    compactions: list[Compaction] = field(default_factory=list)
+    working_state: WorkingState | None = None
+    working_state_sequence: int | None = None
+
+    @property
+    def plan(self) -> ContextPlan | None:
+        """The current plan: the greatest epoch."""
+        return max(self.plans, key=lambda p: p.epoch, default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "session_id": self.session_id,
+            "last_sequence": self.last_sequence,
+            "events": sum(self.counts.values()),
+            "event_counts": dict(sorted(self.counts.items())),
+            "runs": self.runs,
+            "plan": None
+            if plan is None
+            else {
+                "epoch": plan.epoch,
+                "model_id": plan.model_id,
+                "prefix_sha256": plan.prefix_sha256,
+                "prefix_tokens": plan.prefix_tokens,
+                "tools": list(plan.tool_names),
+                "policy_version": plan.policy_version,
+                "builder_version": plan.builder_version,
+                "memory_snapshot": plan.memory_snapshot,
+                "history_tokens": plan.budget.history_tokens,
+            },
+            "epochs": [
+                {
+                    "epoch": p.epoch,
+                    "reason": p.reason,
+                    "prefix_sha256": p.prefix_sha256,
+                    "model_id": p.model_id,
+                    "created_at": p.created_at.isoformat(),
+                }
+                for p in sorted(self.plans, key=lambda p: p.epoch)
+            ],
+            "compactions": {
+                "count": len(self.compactions),
+                "max_depth": max((c.depth for c in self.compactions), default=0),
+                "items": [c.to_dict() for c in self.compactions],
+            },
+            "working_state": None if self.working_state is None else self.working_state.to_dict(),
+        }
+
+
+def _compaction(event: Event) -> Compaction:
+    try:
+        return _compaction_fields(event)
+    except (TypeError, ValueError) as exc:
+        raise StoreCorruption(
+            event.session_id, event.sequence, f"compaction event does not decode: {exc}"
+        ) from None
+
+
+def _compaction_fields(event: Event) -> Compaction:
+    p = event.payload
+    return Compaction(
+        sequence=event.sequence,
+        run_id=str(p.get("run_id", event.run_id)),
+        reason=str(p.get("reason", "")),
+        depth=int(p.get("depth", 0)),
+        replaced_through_sequence=int(p.get("replaced_through_sequence", 0)),
+        replaced_items=int(p.get("replaced_items", 0)),
+        tokens_before=int(p.get("tokens_before", 0)),
+        tokens_after=int(p.get("tokens_after", 0)),
+    )
+
+
+async def inspect_session(store: Store, session_id: str) -> SessionSummary:
+    """Summarize ``session_id``'s log; ``SessionNotFound`` when it has no events."""
+    events = await store.events.read(session_id)
+    if not events:
+        raise SessionNotFound(session_id)
+    summary = SessionSummary(session_id, last_sequence=events[-1].sequence)
+    runs: set[str] = set()
+    for event in events:
+        summary.counts[event.type] += 1
+        if event.run_id is not None:
+            runs.add(event.run_id)
+        if event.type in PLAN_EVENT_TYPES:
+            summary.plans.append(stored_plan(event))
+        elif event.type == CONTEXT_COMPACTED:
+            summary.compactions.append(_compaction(event))
+        elif event.type == WORKING_STATE_UPDATED:
+            summary.working_state = stored_state(event)
+            summary.working_state_sequence = event.sequence
+    summary.runs = len(runs)
+    return summary
+
+
+def _plan_table(summary: SessionSummary) -> Table:
+    table = Table(title="Plan (current epoch)", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    plan = summary.plan
+    if plan is None:
+        table.add_row("plan", "none: no model request was planned in this session")
+        return table
+    table.add_row("epoch", str(plan.epoch))
+    table.add_row("model", plan.model_id)
+    table.add_row("prefix sha256", plan.prefix_sha256)
+    table.add_row("prefix tokens", f"{plan.prefix_tokens:,}")
+    table.add_row("tools", escape(", ".join(plan.tool_names)) or "-")
+    table.add_row("policy / builder", escape(f"{plan.policy_version} / {plan.builder_version}"))
+    table.add_row("history budget", f"{plan.budget.history_tokens:,} tokens")
+    table.add_row("memory snapshot", escape(plan.memory_snapshot) or "-")
+    return table
+
+
+def _epochs_table(summary: SessionSummary) -> Table:
+    table = Table(title=f"Epochs ({len(summary.plans)})", title_justify="left")
+    for column in ("epoch", "reason", "model", "prefix sha256", "created at"):
+        table.add_column(column)
+    for p in sorted(summary.plans, key=lambda p: p.epoch):
+        table.add_row(
+            str(p.epoch),
+            escape(p.reason),
+            escape(p.model_id),
+            p.prefix_sha256[:16] + "…",
+            p.created_at.isoformat(),
+        )
+    return table
+
+
+def _compactions_table(summary: SessionSummary) -> Table:
+    items = summary.compactions
+    depth = max((c.depth for c in items), default=0)
+    table = Table(title=f"Compactions ({len(items)}, max depth {depth})", title_justify="left")
+    for column in ("event", "run", "depth", "replaced through", "items", "tokens before → after", "reason"):
+        table.add_column(column, justify="right" if column in ("event", "depth", "items") else "left")
+    for c in items:
+        table.add_row(
+            str(c.sequence),
+            escape(c.run_id),
+            str(c.depth),
+            f"seq {c.replaced_through_sequence}",
+            str(c.replaced_items),
+            f"{c.tokens_before:,} → {c.tokens_after:,}",
+            escape(c.reason),
+        )
+    return table
+
+
+def _state_table(summary: SessionSummary) -> Table:
+    state = summary.working_state
+    where = f" (event {summary.working_state_sequence})" if summary.working_state_sequence else ""
+    table = Table(title=f"Working state{where}", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value")
+    if state is None:
+        table.add_row("state", "none recorded")
+        return table
+    # Entries are model-authored text: escaped so rich never reads them as markup.
+    table.add_row("objective", escape(state.objective or "-"))
+    table.add_row("constraints", escape("\n".join(c.text for c in state.constraints) or "-"))
+    tasks = "\n".join(f"[{t.status}] {t.task_id}: {t.text}" for t in state.tasks)
+    table.add_row("tasks", escape(tasks or "-"))
+    facts = state.established_facts
+    shown = escape("\n".join(f.text for f in facts[-SHOWN_FACTS:]))
+    more = f"\n… and {len(facts) - SHOWN_FACTS} earlier" if len(facts) > SHOWN_FACTS else ""
+    table.add_row(f"facts ({len(facts)})", (shown + more) or "-")
+    table.add_row("open questions", escape("\n".join(q.text for q in state.open_questions) or "-"))
+    table.add_row("next action", escape(state.next_action or "-"))
+    return table
+
+
+def _counts_table(summary: SessionSummary) -> Table:
+    total = sum(summary.counts.values())
+    table = Table(title=f"Events ({total}, {summary.runs} runs)", title_justify="left")
+    table.add_column("type")
+    table.add_column("count", justify="right")
+    for event_type, n in sorted(summary.counts.items()):
+        table.add_row(escape(event_type), str(n))
+    return table
+
+
+def print_summary(summary: SessionSummary, console: Console) -> None:
+    console.print(
+        f"[bold]Session {escape(summary.session_id)}[/bold] (last sequence {summary.last_sequence})"
+    )
+    for table in (
+        _plan_table(summary),
+        _epochs_table(summary),
+        _compactions_table(summary),
+        _state_table(summary),
+        _counts_table(summary),
+    ):
+        console.print(table)
+
+
+__all__ = ["Compaction", "SessionNotFound", "SessionSummary", "inspect_session", "print_summary"]

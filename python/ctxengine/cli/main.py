@@ -1,0 +1,200 @@
+"""The ``ctxengine`` command line (SPEC section 9): ``demo``, ``inspect``, ``migrate`` and ``bench``.
+
+Exit codes: 0 success; 1 an invariant broke (``demo``); 2 bad input or an
+unreachable store (the message names it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..core import backends
+from ..errors import ContextError
+
+EXIT_OK = 0
+EXIT_INVARIANT = 1
+EXIT_USAGE = 2
+
+
+@contextmanager
+def _progress(total: int | None, enabled: bool) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr (only on a terminal); yields ``advance(description)``."""
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield lambda _description: None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("starting", total=total)
+
+        def advance(description: str) -> None:
+            progress.update(task, advance=1, description=description)
+
+        yield advance
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import DemoConfig, TurnRecord, run_demo
+    from .demo_checks import check, report_dict
+    from .demo_view import print_report
+
+    config = DemoConfig(
+        turns=args.turns,
+        store_url=args.store,
+        backend=args.backend,
+        session_id=args.session,
+        context_window=args.window,
+    )
+    with _progress(config.turns, enabled=True) as advance:
+
+        def on_turn(turn: TurnRecord) -> None:
+            advance(f"turn {turn.turn}/{config.turns}")
+
+        record = asyncio.run(run_demo(config, on_turn=on_turn))
+    checks = check(record)
+    report = report_dict(record, checks)
+    if args.json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print_report(report, checks, Console(), inspect_url=args.store or record.store)
+    return EXIT_OK if report["ok"] else EXIT_INVARIANT
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from ..stores import open_store
+    from .inspection import inspect_session, print_summary
+
+    async def read() -> dict[str, object] | None:
+        store = await open_store(args.store)
+        try:
+            summary = await inspect_session(store, args.session)
+        finally:
+            await store.close()
+        if args.json:
+            return summary.to_dict()
+        print_summary(summary, Console())
+        return None
+
+    data = asyncio.run(read())
+    if data is not None:
+        print(json.dumps(data, sort_keys=True, default=str))
+    return EXIT_OK
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from ..stores import migrate_store
+
+    report = asyncio.run(migrate_store(args.store, dry_run=args.dry_run))
+    if args.json:
+        print(json.dumps(report.to_dict(), sort_keys=True))
+        return EXIT_OK
+    steps = report.applied if not args.dry_run else report.pending
+    verb = "would apply" if args.dry_run else "applied"
+    print(f"{report.store}: schema level {report.level}, revision {report.from_revision}")
+    if not steps:
+        print("up to date: nothing to migrate")
+    for step in steps:
+        print(f"{verb} migration {step}")
+    if steps and not args.dry_run:
+        print(f"now at revision {report.to_revision}")
+    return EXIT_OK
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part.replace("_", "")) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sizes {text!r}: expected comma-separated integers") from None
+    if not sizes or any(n < 8 for n in sizes):
+        raise argparse.ArgumentTypeError(f"--sizes {text!r}: every size must be at least 8 items")
+    return tuple(sorted(set(sizes)))
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import DEFAULT_SIZES, Settings, run_bench
+    from .bench_report import markdown, write_outputs
+
+    settings = Settings(sizes=args.sizes or DEFAULT_SIZES, quick=args.quick, peers=not args.no_peers)
+    with _progress(None, enabled=True) as advance:
+        results = run_bench(settings, progress=advance)
+    written = write_outputs(results, Path(args.out))
+    if args.json:
+        print(json.dumps(results.to_dict(), sort_keys=True))
+        return EXIT_OK
+    # Plain Markdown, so the tables can be pasted as they are (the README's come from here).
+    print(markdown(results))
+    console = Console()
+    for kind, path in written.items():
+        console.print(f"wrote {kind}: {path}")
+    if "plot" not in written:
+        console.print("no plot: matplotlib is not installed (pip install 'ctxengine[peers]')")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ctxengine", description="The context engine of an agent runtime.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run the scripted fifty-turn session and check its invariants")
+    demo.add_argument("--turns", type=int, default=50, help="turns to run (default 50)")
+    demo.add_argument(
+        "--store", metavar="URL", help="sqlite:///abs/path or postgresql://... (default: a new SQLite file)"
+    )
+    demo.add_argument(
+        "--backend", choices=backends.BACKENDS, help="core backend (default: CTXENGINE_BACKEND)"
+    )
+    demo.add_argument("--session", metavar="ID", help="session id (default: demo-<random>)")
+    demo.add_argument("--window", type=int, default=32_000, help="the fake model's context window in tokens")
+    demo.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    demo.set_defaults(run=_demo)
+
+    inspect = sub.add_parser("inspect", help="show a session's plan, epochs, compactions and events")
+    inspect.add_argument(
+        "--store", metavar="URL", required=True, help="sqlite:///abs/path or postgresql://..."
+    )
+    inspect.add_argument("session", metavar="SESSION", help="the session id")
+    inspect.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    inspect.set_defaults(run=_inspect)
+
+    migrate = sub.add_parser("migrate", help="apply a store's pending schema migrations (ADR 0009)")
+    migrate.add_argument("store", metavar="URL", help="sqlite:///abs/path or postgresql://...")
+    migrate.add_argument("--dry-run", action="store_true", help="list what would be applied; change nothing")
+    migrate.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    migrate.set_defaults(run=_migrate)
+
+    bench = sub.add_parser("bench", help="SPEC section 11 on this machine: both backends and installed peers")
+    bench.add_argument("--out", default="bench-out", help="output directory (default bench-out/)")
+    bench.add_argument("--sizes", type=_sizes, help="growth-curve history lengths, e.g. 1000,3000,10000")
+    bench.add_argument(
+        "--quick", action="store_true", help="smaller payloads and fewer repeats (a smoke run)"
+    )
+    bench.add_argument("--no-peers", action="store_true", help="skip LangChain even when installed")
+    bench.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    bench.set_defaults(run=_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "turns", 1) < 1:
+        print("ctxengine: --turns must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        code: int = args.run(args)
+    except ContextError as exc:
+        print(f"ctxengine {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The deterministic history cut and tool-pair validation, on the active backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..model import ConversationItem
+from . import backends
+from .estimator import Estimator
+
+
+def select_history(
+    items: Sequence[ConversationItem],
+    summary_floor: int,
+    history_tokens: int,
+    estimator: Estimator,
+    model_id: str,
+) -> int:
+    """The cut index: ``items[cut:]`` is the largest fitting suffix that splits no tool pair
+    and holds nothing at or below ``summary_floor`` (ADR 0001)."""
+    return backends.active().select_history(items, summary_floor, history_tokens, estimator, model_id)
+
+
+def validate_tool_pairs(items: Sequence[ConversationItem]) -> None:
+    """Raise ``OrphanedToolPair`` for the first call without result or result without call."""
+    backends.active().validate_tool_pairs(items)
+
+
+__all__ = ["select_history", "validate_tool_pairs"]

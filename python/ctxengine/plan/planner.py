@@ -1,0 +1,268 @@
+"""Durable context plans (SPEC section 4, seed ADR-0043 decisions 1-4).
+
+A plan pins a session's Region A prefix — platform policy and framing, agent
+instructions, tool definitions, skill catalog, memory snapshot — with the
+model, the measured prefix size and the budget. It is an idempotent session
+event (``context.plan.created`` for epoch 1, ``context.epoch.rotated``
+after), so any worker reconstructs the same plan from the log alone.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, cast
+
+from ..core.budget import BudgetPolicy, allocate, check_prefix_class
+from ..core.canonical import payload_hash
+from ..core.estimator import Estimator, TokenEstimator
+from ..errors import IdempotencyConflict, ModelValidationError, PlanIntegrityError, PlanningError
+from ..model import AgentSpec, Principal, ResolvedModel, ToolSpec
+from ..model.clock import Clock, SystemClock
+from ..stores.events import NewEvent, Visibility
+from .context_plan import ContextPlan, stored_plan
+from .framing import PLATFORM_POLICY
+from .prefix import CACHE_BREAKPOINTS, PREFIX_FRAMING_TOKENS, SkillEntry, prefix_blocks, tool_schema_hash
+
+PLAN_CREATED = "context.plan.created"
+EPOCH_ROTATED = "context.epoch.rotated"
+PLAN_EVENT_TYPES = frozenset({PLAN_CREATED, EPOCH_ROTATED})
+BUILDER_VERSION = "ctxengine-builder/1"
+
+ROTATION_REASONS = frozenset(
+    {
+        "initial",
+        "model_changed",
+        "policy_version_changed",
+        "builder_version_changed",
+        "agent_prefix_changed",
+    }
+)
+
+
+class ContextPlanner:
+    """Creates, reuses and rotates a session's plan; the event log is the only record."""
+
+    _MAX_ATTEMPTS = 8
+
+    def __init__(
+        self,
+        store: Any,
+        *,
+        estimator: Estimator | None = None,
+        policy: BudgetPolicy | None = None,
+        clock: Clock | None = None,
+        builder_version: str = BUILDER_VERSION,
+        platform_policy: str = PLATFORM_POLICY,
+        cache_size: int = 1024,
+    ) -> None:
+        self.store = store
+        self.estimator: Estimator = estimator if estimator is not None else cast(Estimator, TokenEstimator())
+        self.policy = policy or BudgetPolicy()
+        self.clock: Clock = clock or SystemClock()
+        self.builder_version = builder_version
+        self.platform_policy = platform_policy
+        self._cache_size = cache_size
+        # session_id -> (current plan or None, last sequence scanned)
+        self._cache: OrderedDict[str, tuple[ContextPlan | None, int]] = OrderedDict()
+
+    # -- reading -------------------------------------------------------------
+
+    async def current(self, session_id: str) -> ContextPlan | None:
+        """The greatest-epoch plan in the log (scanning only events not seen before)."""
+        plan, seen = self._cache.get(session_id, (None, 0))
+        events = await self.store.events.read(session_id, after=seen, types=PLAN_EVENT_TYPES)
+        for event in events:
+            candidate = stored_plan(event)
+            if plan is None or candidate.epoch > plan.epoch:
+                plan = candidate
+            seen = max(seen, event.sequence)
+        self._remember(session_id, plan, seen)
+        return plan
+
+    def cached(self, session_id: str) -> ContextPlan | None:
+        """The plan last seen for ``session_id`` by ``plan()``/``current()`` in this process, if any."""
+        entry = self._cache.get(session_id)
+        return entry[0] if entry is not None else None
+
+    def _remember(self, session_id: str, plan: ContextPlan | None, seen: int) -> None:
+        self._cache[session_id] = (plan, seen)
+        self._cache.move_to_end(session_id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    # -- writing -------------------------------------------------------------
+
+    def draft(
+        self,
+        session_id: str,
+        epoch: int,
+        agent: AgentSpec,
+        model: ResolvedModel,
+        tools: Sequence[ToolSpec],
+        *,
+        policy_version: str,
+        memory_snapshot: str = "",
+        skill_catalog: Sequence[SkillEntry] = (),
+        reason: str = "initial",
+    ) -> ContextPlan:
+        """A validated plan (pure: measures, checks caps, allocates; writes nothing)."""
+        specs = tuple(tools)
+        catalog = tuple(skill_catalog)
+        model_id = model.model_id
+        est = self.estimator
+        names = [spec.name for spec in specs]
+        if len(set(names)) != len(names):
+            raise PlanIntegrityError(f"plan {session_id!r}: duplicate tool names {names}")
+        blocks = prefix_blocks(self.platform_policy, agent.instructions, specs, catalog, memory_snapshot)
+        check_prefix_class(self.policy, "platform_policy", est.estimate_text(self.platform_policy, model_id))
+        check_prefix_class(self.policy, "agent_instructions", est.estimate_text(agent.instructions, model_id))
+        check_prefix_class(self.policy, "tool_definitions", est.estimate_tools(specs, model_id), len(specs))
+        check_prefix_class(
+            self.policy,
+            "skill_catalog",
+            est.estimate([b for b in blocks[3]["skills"]], model_id),
+            len(catalog),
+        )
+        memory_lines = [line for line in memory_snapshot.splitlines() if line.strip()]
+        check_prefix_class(
+            self.policy, "memory_snapshot", est.estimate_text(memory_snapshot, model_id), len(memory_lines)
+        )
+        prefix_tokens = est.estimate(blocks, model_id) + PREFIX_FRAMING_TOKENS
+        budget = allocate(model, prefix_tokens, self.policy)
+        return ContextPlan(
+            session_id=session_id,
+            epoch=epoch,
+            prefix_sha256=payload_hash(blocks),
+            prefix_tokens=prefix_tokens,
+            model_id=model_id,
+            model=model,
+            tool_names=tuple(names),
+            tool_specs=specs,
+            tool_schema_sha256=tool_schema_hash(specs),
+            platform_policy=self.platform_policy,
+            agent_id=agent.agent_id,
+            agent_version=agent.version,
+            agent_instructions=agent.instructions,
+            memory_snapshot=memory_snapshot,
+            skill_catalog=catalog,
+            cache_breakpoints=CACHE_BREAKPOINTS,
+            policy_version=policy_version,
+            builder_version=self.builder_version,
+            budget=budget,
+            created_at=self.clock.now(),
+            reason=reason,
+        )
+
+    async def plan(
+        self,
+        session_id: str,
+        agent: AgentSpec,
+        principal: Principal,
+        model: ResolvedModel,
+        tools: Sequence[ToolSpec],
+        *,
+        policy_version: str,
+        memory_snapshot: str = "",
+        skill_catalog: Sequence[SkillEntry] = (),
+    ) -> ContextPlan:
+        """Return the current plan if its identity matches; otherwise write the next epoch.
+
+        Called after routing, immediately before the first model request of a run.
+        """
+        for _ in range(self._MAX_ATTEMPTS):
+            current = await self.current(session_id)
+            epoch = 1 if current is None else current.epoch + 1
+            wanted = self.draft(
+                session_id,
+                epoch,
+                agent,
+                model,
+                tools,
+                policy_version=policy_version,
+                memory_snapshot=memory_snapshot,
+                skill_catalog=skill_catalog,
+            )
+            if current is not None and current.identity == wanted.identity:
+                return current
+            reason = "initial" if current is None else _rotation_reason(current, wanted)
+            stored = await self._append(_with_reason(wanted, reason), principal)
+            if stored is not None:
+                return stored
+        raise PlanningError(f"session {session_id!r}: no stable plan after {self._MAX_ATTEMPTS} attempts")
+
+    async def rotate(
+        self, session_id: str, reason: str, *, principal: Principal | None = None
+    ) -> ContextPlan:
+        """Start a new epoch with the current plan's content and ``reason``."""
+        if not isinstance(reason, str) or not reason:
+            raise ModelValidationError("ContextPlanner", "reason", "a rotation needs a non-empty reason")
+        for _ in range(self._MAX_ATTEMPTS):
+            current = await self.current(session_id)
+            if current is None:
+                raise PlanIntegrityError(f"session {session_id!r} has no plan to rotate")
+            data = current.to_dict()
+            data.update(epoch=current.epoch + 1, reason=reason, created_at=self.clock.now().isoformat())
+            stored = await self._append(ContextPlan.from_dict(data), principal)
+            if stored is not None:
+                return stored
+        raise PlanningError(f"session {session_id!r}: rotation kept racing")
+
+    async def _append(self, plan: ContextPlan, principal: Principal | None) -> ContextPlan | None:
+        """Append the plan event; ``None`` when another worker won that epoch with a different plan."""
+        event_type = PLAN_CREATED if plan.epoch == 1 else EPOCH_ROTATED
+        new = NewEvent(
+            session_id=plan.session_id,
+            type=event_type,
+            payload={"plan": plan.to_dict(), "reason": plan.reason},
+            derivation_key=f"context.plan:{plan.session_id}:{plan.epoch}",
+            actor=principal.principal_id if principal is not None else "runtime",
+            visibility=Visibility.session(),
+        )
+        try:
+            event = await self.store.events.append(new)
+        except IdempotencyConflict:
+            self._forget(plan.session_id)
+            # Another worker wrote this epoch first. Re-read; if its plan is the
+            # one we wanted, it is ours too; otherwise plan again on top of it.
+            winner = await self.current(plan.session_id)
+            if winner is not None and winner.epoch == plan.epoch and winner.identity == plan.identity:
+                return winner
+            return None
+        stored = stored_plan(event)
+        _, seen = self._cache.get(plan.session_id, (None, 0))
+        # Keep the scan position: events between it and ours are re-read next time.
+        self._remember(plan.session_id, stored, seen)
+        return stored
+
+    def _forget(self, session_id: str) -> None:
+        self._cache.pop(session_id, None)
+
+
+def _rotation_reason(current: ContextPlan, wanted: ContextPlan) -> str:
+    if current.model_id != wanted.model_id:
+        return "model_changed"
+    if current.policy_version != wanted.policy_version:
+        return "policy_version_changed"
+    if current.builder_version != wanted.builder_version:
+        return "builder_version_changed"
+    return "agent_prefix_changed"
+
+
+def _with_reason(plan: ContextPlan, reason: str) -> ContextPlan:
+    if plan.reason == reason:
+        return plan
+    data = plan.to_dict()
+    data["reason"] = reason
+    return ContextPlan.from_dict(data)
+
+
+__all__ = [
+    "BUILDER_VERSION",
+    "EPOCH_ROTATED",
+    "PLAN_CREATED",
+    "PLAN_EVENT_TYPES",
+    "ROTATION_REASONS",
+    "ContextPlanner",
+    "PlanningError",
+]

@@ -1,0 +1,407 @@
+"""Structured, extractive compaction (SPEC section 6, seed ADR-0043 decisions 6-7).
+
+``StructuredCompactor.compact`` is a pure function of a checkpoint: it
+returns a new checkpoint and a ``CompactionResult`` and writes nothing (the
+runtime adopts the checkpoint and records the result, decision 6). It makes
+no model call and is deterministic: same input, same output, on either
+backend.
+
+What it reads and what it never reads:
+
+* Input is the run's *history*: conversation items with ``seq`` below the
+  run's seed sequence (``assembly.turn.split_turn``). The current turn (the seeding
+  user message, this run's tool pairs) and ``checkpoint.reasoning`` are never
+  read. A ``ReasoningItem`` found in the history belongs to an earlier run and
+  is never carried across runs, so it is dropped without contributing.
+* The replaced part is a prefix of the history chosen with ``select_history``
+  so it never ends inside a tool pair; the retained suffix is the largest one
+  whose estimate is at most half the history budget (``RETAIN_RATIO``), so the
+  request fits with room for the summary and for the turn to grow.
+* Trusted text (``TRUSTED_TEXT``: platform, trusted_configuration, user)
+  becomes bounded, single-line excerpts tagged with their event id. The
+  user's own words are kept because they carry the user's requests and
+  constraints; structured constraints live in the working state, which
+  compaction never touches.
+* Everything else (assistant text, tool calls, tool results, memory,
+  knowledge) is untrusted: it becomes an ``ElidedSpan`` pointer (item id,
+  trust, byte length, artifact reference, event id) and contributes no text.
+  Item ids are built from the item kind and event id only, never from
+  content or model-chosen identifiers.
+* The new summary merges the previous one (depth + 1; beyond ``max_depth``
+  is ``CompactionDepthExceeded``) and carries the union of all source event
+  ids. ``CompactionResult.elided`` lists a pointer for every untrusted item
+  this compaction replaced; the checkpoint lists the newest
+  ``max_listed_spans`` of them and folds older ones into one span per trust
+  level, so the rendered summary stays bounded however long the session.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..assembly.render import render_item, render_summary
+from ..assembly.request import RenderedItem
+from ..assembly.turn import split_turn
+from ..core.budget import ContextBudget
+from ..core.canonical import canonical_json, payload_hash
+from ..core.estimator import Estimator
+from ..core.history import select_history
+from ..errors import CompactionDepthExceeded, ModelValidationError
+from ..model import (
+    Checkpoint,
+    ConversationItem,
+    ElidedSpan,
+    FileRef,
+    ReasoningItem,
+    TextPart,
+    ToolCall,
+    TrustLevel,
+    content_text,
+)
+from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
+
+#: Trust levels whose text may be quoted (as bounded excerpts) in a summary.
+TRUSTED_TEXT: frozenset[TrustLevel] = frozenset(
+    {TrustLevel.PLATFORM, TrustLevel.TRUSTED_CONFIGURATION, TrustLevel.USER}
+)
+#: The retained history is at most this share of the history budget.
+RETAIN_RATIO = 0.5
+#: Longest excerpt of one item, in characters (whitespace collapsed first).
+EXCERPT_CHARS = 280
+#: The summary's excerpt lines are at most this share of the history budget.
+SUMMARY_RATIO = 0.125
+MIN_SUMMARY_TOKENS = 128
+
+_EXCERPT_LINE = re.compile(r"^- \[event \d+ [a-z_]+\] ")
+_OMITTED_LINE = re.compile(r"^- \[(\d+) earlier excerpts? omitted; see the summary source event ids\]$")
+_FOLDED_ID = re.compile(r"^folded:(\d+)@(\d+)\.\.(\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What one compaction did; ``to_dict()`` is the ``context.compacted`` payload.
+
+    ``source_event_ids`` is the union the new summary carries (previous
+    summary's ids and every item replaced now). ``elided`` has one pointer per
+    untrusted item replaced by *this* compaction. No field holds item text.
+    """
+
+    run_id: str
+    reason: str
+    depth: int
+    previous_replaced_through_sequence: int
+    replaced_through_sequence: int
+    replaced_items: int
+    excerpts: int
+    source_event_ids: tuple[int, ...]
+    elided: tuple[ElidedSpan, ...]
+    tokens_before: int
+    tokens_after: int
+    summary_sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "reason": self.reason,
+            "depth": self.depth,
+            "previous_replaced_through_sequence": self.previous_replaced_through_sequence,
+            "replaced_through_sequence": self.replaced_through_sequence,
+            "replaced_items": self.replaced_items,
+            "excerpts": self.excerpts,
+            "source_event_ids": list(self.source_event_ids),
+            "elided": [span.to_dict() for span in self.elided],
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "summary_sha256": self.summary_sha256,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CompactionResult:
+        try:
+            return cls(
+                run_id=d["run_id"],
+                reason=d["reason"],
+                depth=d["depth"],
+                previous_replaced_through_sequence=d["previous_replaced_through_sequence"],
+                replaced_through_sequence=d["replaced_through_sequence"],
+                replaced_items=d["replaced_items"],
+                excerpts=d["excerpts"],
+                source_event_ids=tuple(d["source_event_ids"]),
+                elided=tuple(ElidedSpan.from_dict(s) for s in d["elided"]),
+                tokens_before=d["tokens_before"],
+                tokens_after=d["tokens_after"],
+                summary_sha256=d["summary_sha256"],
+            )
+        except KeyError as exc:
+            raise ModelValidationError("CompactionResult", str(exc.args[0]), "missing") from None
+
+
+class _FixedRaw:
+    """Hands ``select_history`` raw estimates measured once on the rendered items."""
+
+    __slots__ = ("_estimator", "_raw")
+
+    def __init__(self, estimator: Estimator, raw: list[int]) -> None:
+        self._estimator = estimator
+        self._raw = raw
+
+    def raw_estimates(self, items: Sequence[object], model_id: str) -> list[int]:
+        return self._raw
+
+    def corrected(self, raw_sum: int, model_id: str) -> int:
+        return self._estimator.corrected(raw_sum, model_id)
+
+
+def item_id(item: ConversationItem) -> str:
+    """A pointer's item id: kind and event id only (content and call ids are untrusted)."""
+    return f"{item.kind}:{item.seq}"
+
+
+def item_trust(item: ConversationItem) -> TrustLevel:
+    """Tool calls carry no trust field: the model wrote them, so they are external_untrusted."""
+    if isinstance(item, ToolCall):
+        return TrustLevel.EXTERNAL_UNTRUSTED
+    trust: TrustLevel = getattr(item, "trust", TrustLevel.EXTERNAL_UNTRUSTED)
+    return trust
+
+
+def _span(item: ConversationItem, trust: TrustLevel) -> ElidedSpan:
+    artifact_ref: str | None = None
+    if isinstance(item, ToolCall):
+        size = len(canonical_json({"name": item.name, "arguments": item.arguments}))
+    else:
+        content = item.content  # type: ignore[union-attr]
+        if isinstance(content, str):
+            size = len(content.encode("utf-8"))
+        else:
+            size = sum(len(p.text.encode("utf-8")) for p in content if isinstance(p, TextPart))
+            refs = [p.artifact_id for p in content if isinstance(p, FileRef)]
+            artifact_ref = ",".join(refs) if refs else None
+    return ElidedSpan(item_id(item), trust, size, item.seq, artifact_ref)
+
+
+def _excerpt(item: ConversationItem, trust: TrustLevel) -> str:
+    text = " ".join(content_text(item.content).split())  # type: ignore[union-attr]
+    if len(text) > EXCERPT_CHARS:
+        text = text[: EXCERPT_CHARS - 1] + "…"
+    return f"- [event {item.seq} {trust.value}] {text}"
+
+
+def _previous_lines(summary: str | None) -> tuple[list[str], int]:
+    """Excerpt lines and the omitted-excerpt count of a summary this module wrote."""
+    lines: list[str] = []
+    omitted = 0
+    for line in (summary or "").splitlines():
+        match = _OMITTED_LINE.match(line)
+        if match:
+            omitted += int(match.group(1))
+        elif _EXCERPT_LINE.match(line):
+            lines.append(line)
+    return lines, omitted
+
+
+class StructuredCompactor:
+    """Deterministic, extractive compaction; pure (see the module docstring)."""
+
+    def __init__(
+        self, estimator: Estimator, *, max_depth: int = MAX_COMPACTION_DEPTH, max_listed_spans: int = 64
+    ) -> None:
+        check_compaction_depth("StructuredCompactor", "max_depth", max_depth)
+        if (
+            isinstance(max_listed_spans, bool)
+            or not isinstance(max_listed_spans, int)
+            or max_listed_spans < 0
+        ):
+            raise ModelValidationError(
+                "StructuredCompactor", "max_listed_spans", f"expected int >= 0, got {max_listed_spans!r}"
+            )
+        self.estimator = estimator
+        self.max_depth = max_depth
+        self.max_listed_spans = max_listed_spans
+
+    def compact(
+        self,
+        checkpoint: Checkpoint,
+        budget: ContextBudget,
+        reason: str,
+        *,
+        model_id: str,
+        seed_sequence: int,
+        history_budget_tokens: int | None = None,
+    ) -> tuple[Checkpoint, CompactionResult]:
+        """The compacted checkpoint and what was done.
+
+        ``history_budget_tokens`` (a ``Pressure``'s figure) tightens the target
+        when the turn has grown into the history budget.
+        """
+        cp = checkpoint
+        depth = cp.summary_depth + 1
+        if depth > self.max_depth:
+            raise CompactionDepthExceeded(
+                f"run {cp.run_id!r}: compacting a depth-{cp.summary_depth} summary would reach depth "
+                f"{depth}, above the maximum of {self.max_depth}"
+            )
+        est = self.estimator
+        boundary = split_turn(cp.conversation, seed_sequence)
+        history = cp.conversation[:boundary]
+        turn = cp.conversation[boundary:]
+        floor = cp.replaced_through_sequence
+        # Items at or below the floor were summarized before; they are never
+        # read twice. Reasoning from an earlier run is never input.
+        stale = [it for it in history if it.seq is not None and it.seq <= floor]
+        live = [it for it in history if not (it.seq is not None and it.seq <= floor)]
+        positions = [i for i, it in enumerate(live) if not isinstance(it, ReasoningItem)]
+        candidates = [live[i] for i in positions]
+
+        rendered = [render_item(it, "history") for it in candidates]
+        raw = est.raw_estimates(rendered, model_id)
+        limit = budget.history_tokens
+        if history_budget_tokens is not None:
+            limit = min(limit, max(0, history_budget_tokens))
+        cut = 0
+        if candidates:
+            cut = select_history(candidates, floor, int(limit * RETAIN_RATIO), _FixedRaw(est, raw), model_id)  # type: ignore[arg-type]
+        replaced = candidates[:cut]
+        # Everything after the last replaced item stays, reasoning included;
+        # reasoning before it belongs to an earlier run and is dropped unread.
+        keep_from = positions[cut - 1] + 1 if cut else 0
+        retained = live[keep_from:]
+
+        spans: list[ElidedSpan] = []
+        new_lines: list[str] = []
+        for it in replaced:
+            trust = item_trust(it)
+            if trust in TRUSTED_TEXT:
+                new_lines.append(_excerpt(it, trust))
+            else:
+                spans.append(_span(it, trust))
+        new_spans = tuple(spans)
+        through = max([floor, *(it.seq for it in replaced if it.seq is not None)])
+        source_ids = tuple(
+            sorted({*cp.summary_source_event_ids, *(it.seq for it in replaced if it.seq is not None)})
+        )
+        summary = self._summary(cp.compacted_summary, new_lines, through, depth, limit, model_id)
+        listed = self._listed_spans(cp.summary_elided, new_spans)
+        compacted = replace(
+            cp,
+            conversation=(*retained, *turn),
+            compacted_summary=summary,
+            summary_source_event_ids=source_ids,
+            summary_elided=listed,
+            replaced_through_sequence=through,
+            summary_depth=depth,
+        )
+
+        before_blocks: list[RenderedItem] = []
+        if cp.compacted_summary is not None or cp.summary_elided:
+            before_blocks = render_summary(cp.compacted_summary or "", cp.summary_elided)
+        before_history = [render_item(it, "history") for it in stale if not isinstance(it, ReasoningItem)]
+        tokens_before = est.corrected(
+            sum(est.raw_estimates([*before_blocks, *before_history], model_id)) + sum(raw), model_id
+        )
+        after_blocks = render_summary(summary, listed)
+        tokens_after = est.corrected(
+            sum(est.raw_estimates(after_blocks, model_id)) + sum(raw[cut:]), model_id
+        )
+        result = CompactionResult(
+            run_id=cp.run_id,
+            reason=reason,
+            depth=depth,
+            previous_replaced_through_sequence=floor,
+            replaced_through_sequence=through,
+            replaced_items=len(replaced),
+            excerpts=len(new_lines),
+            source_event_ids=source_ids,
+            elided=new_spans,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            summary_sha256=payload_hash(summary),
+        )
+        return compacted, result
+
+    # -- the summary ---------------------------------------------------------------
+
+    def _summary(
+        self, previous: str | None, new_lines: list[str], through: int, depth: int, limit: int, model_id: str
+    ) -> str:
+        """Header, then the oldest excerpt, then as many of the newest as fit the cap.
+
+        The first excerpt usually states the task, so it is kept; the rest
+        are dropped oldest first, counted in one "omitted" line.
+        """
+        est = self.estimator
+        old_lines, omitted = _previous_lines(previous)
+        lines = [*old_lines, *new_lines]
+        header = (
+            f"Compacted conversation through event {through} (depth {depth}): excerpts of user and "
+            "platform text only; untrusted content appears solely as elided pointers."
+        )
+        cap = max(MIN_SUMMARY_TOKENS, int(limit * SUMMARY_RATIO))
+        raw = est.raw_estimates(lines, model_id)
+        kept_tail: list[str] = []
+        if lines:
+            used = est.raw(header, model_id) + raw[0]
+            for i in range(len(lines) - 1, 0, -1):
+                if est.corrected(used + raw[i], model_id) > cap:
+                    break
+                used += raw[i]
+                kept_tail.append(lines[i])
+            kept_tail.reverse()
+            omitted += len(lines) - 1 - len(kept_tail)
+        out = [header]
+        if lines:
+            out.append(lines[0])
+        if omitted:
+            noun = "excerpt" if omitted == 1 else "excerpts"
+            out.append(f"- [{omitted} earlier {noun} omitted; see the summary source event ids]")
+        out.extend(kept_tail)
+        return "\n".join(out)
+
+    def _listed_spans(
+        self, previous: Sequence[ElidedSpan], new: Sequence[ElidedSpan]
+    ) -> tuple[ElidedSpan, ...]:
+        """The newest ``max_listed_spans`` pointers; older ones folded into one span per trust level."""
+        folded: dict[TrustLevel, tuple[int, int, int, int]] = {}  # trust -> (count, first, last, bytes)
+
+        def fold(trust: TrustLevel, count: int, first: int, last: int, size: int) -> None:
+            c, f, la, s = folded.get(trust, (0, first, last, 0))
+            folded[trust] = (c + count, min(f, first), max(la, last), s + size)
+
+        singles: list[ElidedSpan] = []
+        for span in (*previous, *new):
+            match = _FOLDED_ID.match(span.item_id)
+            if match and span.event_id is None:
+                fold(
+                    span.trust,
+                    int(match.group(1)),
+                    int(match.group(2)),
+                    int(match.group(3)),
+                    span.byte_length,
+                )
+            else:
+                singles.append(span)
+        keep = len(singles) - self.max_listed_spans
+        for span in singles[: max(keep, 0)]:
+            seq = span.event_id if span.event_id is not None else 0
+            fold(span.trust, 1, seq, seq, span.byte_length)
+        listed = singles[max(keep, 0) :]
+        folded_spans = [
+            ElidedSpan(f"folded:{c}@{f}..{la}", trust, size, None, None)
+            for trust, (c, f, la, size) in sorted(folded.items(), key=lambda kv: kv[0].rank)
+        ]
+        return (*folded_spans, *listed)
+
+
+__all__ = [
+    "EXCERPT_CHARS",
+    "RETAIN_RATIO",
+    "SUMMARY_RATIO",
+    "TRUSTED_TEXT",
+    "CompactionResult",
+    "StructuredCompactor",
+    "item_id",
+    "item_trust",
+]

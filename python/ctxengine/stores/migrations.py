@@ -1,0 +1,122 @@
+"""Schema versions and migrations of the SQL stores (ADR 0009).
+
+``ctxengine_schema_version`` holds two numbers per store:
+
+* ``store``: the **compatibility level**. A reader refuses a store whose
+  level it does not know, so only a change an older worker could misread
+  may raise it. It is 1, the level of the first release, and every
+  migration below keeps it (the first release checks only this row).
+* ``store.revision``: the additive migrations applied. Code from before
+  revisions were tracked ignores the row and keeps working, which is what
+  makes a rolling upgrade possible: the first new worker migrates, the old
+  ones go on reading and writing the same tables.
+
+A new store is created at the base schema (revision 1) and then migrated
+like any other, so a fresh store and an upgraded one have the same schema.
+Migrations are applied under the store's write lock (SQLite ``BEGIN
+IMMEDIATE``, a PostgreSQL advisory lock) in one transaction with the
+revision bump: two workers starting at once apply each step exactly once.
+A migration is appended here and never edited; each ships with a golden
+fixture test (``tests/integration/test_migrations.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import StoreError
+
+#: The compatibility level this code reads and writes.
+COMPAT_LEVEL = 1
+#: The schema revision a store created by the first release is at.
+BASE_REVISION = 1
+COMPONENT_LEVEL = "store"
+COMPONENT_REVISION = "store.revision"
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One additive schema change, in each dialect's statements."""
+
+    revision: int
+    name: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+
+#: Every migration, in revision order (revision 2 onwards). Append only.
+MIGRATIONS: tuple[Migration, ...] = ()
+
+
+def latest_revision(migrations: tuple[Migration, ...] | None = None) -> int:
+    chain = MIGRATIONS if migrations is None else migrations
+    return chain[-1].revision if chain else BASE_REVISION
+
+
+def pending(revision: int, migrations: tuple[Migration, ...] | None = None) -> tuple[Migration, ...]:
+    """The migrations a store at ``revision`` still needs, in order."""
+    chain = MIGRATIONS if migrations is None else migrations
+    return tuple(m for m in chain if m.revision > revision)
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationReport:
+    """What ``migrate`` found and did (``applied`` is empty on a dry run or an up-to-date store)."""
+
+    store: str
+    level: int
+    from_revision: int
+    to_revision: int
+    pending: tuple[str, ...]
+    applied: tuple[str, ...]
+    dry_run: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "level": self.level,
+            "from_revision": self.from_revision,
+            "to_revision": self.to_revision,
+            "pending": list(self.pending),
+            "applied": list(self.applied),
+            "dry_run": self.dry_run,
+        }
+
+
+def check_level(where: str, level: object) -> int:
+    """The store's compatibility level, or a ``StoreError`` when this code cannot read it."""
+    if isinstance(level, bool) or not isinstance(level, int) or level < 1:
+        raise StoreError(f"{where}: bad schema compatibility level {level!r}")
+    if level > COMPAT_LEVEL:
+        raise StoreError(
+            f"{where} has schema version {level} (its compatibility level); this code understands up "
+            f"to {COMPAT_LEVEL}: upgrade ctxengine"
+        )
+    return level
+
+
+def check_revision(where: str, revision: object) -> int:
+    if isinstance(revision, bool) or not isinstance(revision, int) or revision < BASE_REVISION:
+        raise StoreError(f"{where}: bad schema revision {revision!r}")
+    return revision
+
+
+def describe(migration: Migration) -> str:
+    return f"{migration.revision}: {migration.name}"
+
+
+__all__ = [
+    "BASE_REVISION",
+    "COMPAT_LEVEL",
+    "COMPONENT_LEVEL",
+    "COMPONENT_REVISION",
+    "MIGRATIONS",
+    "Migration",
+    "MigrationReport",
+    "check_level",
+    "check_revision",
+    "describe",
+    "latest_revision",
+    "pending",
+]

@@ -1,0 +1,122 @@
+"""The SQLite store's schema: the base tables and their migration (ADR 0009).
+
+``schema()`` creates a new store at the base revision and applies pending
+migrations in one ``BEGIN IMMEDIATE`` transaction (the file's write lock),
+so concurrent openers create and migrate once; a dry run reports and rolls
+back. It runs on the store's worker thread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from . import migrations
+
+DDL = (
+    """
+    CREATE TABLE ctxengine_events (
+        session_id       TEXT    NOT NULL,
+        sequence         INTEGER NOT NULL CHECK (sequence >= 1),
+        type             TEXT    NOT NULL,
+        payload          TEXT    NOT NULL,
+        derivation_key   TEXT    NOT NULL,
+        run_id           TEXT,
+        actor            TEXT    NOT NULL,
+        visibility_scope TEXT    NOT NULL,
+        visibility_id    TEXT,
+        created_at       TEXT    NOT NULL,
+        schema_version   INTEGER NOT NULL,
+        PRIMARY KEY (session_id, sequence),
+        UNIQUE (session_id, derivation_key)
+    ) WITHOUT ROWID
+    """,
+    # latest_before and plan reconstruction look events up by type.
+    "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
+    """
+    CREATE TABLE ctxengine_checkpoint_leases (
+        run_id TEXT    NOT NULL PRIMARY KEY,
+        owner  TEXT    NOT NULL,
+        epoch  INTEGER NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE ctxengine_checkpoints (
+        run_id         TEXT    NOT NULL,
+        version        INTEGER NOT NULL CHECK (version >= 1),
+        kind           TEXT    NOT NULL,
+        trigger        TEXT    NOT NULL,
+        payload        TEXT    NOT NULL,
+        lease_epoch    INTEGER NOT NULL,
+        created_at     TEXT    NOT NULL,
+        schema_version INTEGER NOT NULL,
+        PRIMARY KEY (run_id, version)
+    ) WITHOUT ROWID
+    """,
+)
+
+
+def schema(conn: sqlite3.Connection, path: str, apply: bool) -> migrations.MigrationReport:
+    """Create or check the schema and, when ``apply``, migrate it, all under the write lock.
+
+    ``apply=False`` is a dry run: it reports and rolls everything back, even
+    the creation of a new store's tables.
+    """
+    where = f"SQLite store {path!r}"
+
+    def run() -> migrations.MigrationReport:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
+            "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        found = dict(conn.execute("SELECT component, version FROM ctxengine_schema_version").fetchall())
+        if migrations.COMPONENT_LEVEL not in found:
+            for statement in DDL:
+                conn.execute(statement)
+            level, revision = migrations.COMPAT_LEVEL, migrations.BASE_REVISION
+            _set_component(conn, migrations.COMPONENT_LEVEL, level)
+            _set_component(conn, migrations.COMPONENT_REVISION, revision)
+        else:
+            level = migrations.check_level(where, found[migrations.COMPONENT_LEVEL])
+            revision = migrations.check_revision(
+                where, found.get(migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
+            )
+        if migrations.COMPONENT_REVISION not in found:
+            # A store from before revisions were tracked is at the base revision.
+            _set_component(conn, migrations.COMPONENT_REVISION, revision)
+        todo = migrations.pending(revision)
+        for migration in todo:
+            for statement in migration.sqlite:
+                conn.execute(statement)
+            _set_component(conn, migrations.COMPONENT_REVISION, migration.revision)
+        return migrations.MigrationReport(
+            where,
+            level,
+            revision,
+            todo[-1].revision if todo else revision,
+            tuple(migrations.describe(m) for m in todo),
+            tuple(migrations.describe(m) for m in todo) if apply else (),
+            not apply,
+        )
+
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        report = run()
+        conn.execute("COMMIT" if apply else "ROLLBACK")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return report
+
+
+def _set_component(conn: sqlite3.Connection, component: str, version: int) -> None:
+    conn.execute(
+        "INSERT INTO ctxengine_schema_version (component, version) VALUES (?, ?) "
+        "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+        (component, version),
+    )
+
+
+__all__ = ["DDL", "schema"]
