@@ -10,6 +10,21 @@ class ContextError(Exception):
     """Base class of every ctxengine error."""
 
 
+class ArgumentError(ContextError, TypeError, ValueError):
+    """A backend entry point called with an argument of the wrong type or value.
+
+    ``function`` and ``argument`` name it (``items[3]`` for one element).
+    Both backends raise it alike; it is also a ``TypeError`` and a
+    ``ValueError``, the builtin errors such calls raised before.
+    """
+
+    def __init__(self, function: str, argument: str, reason: str) -> None:
+        super().__init__(f"{function}: {argument}: {reason}")
+        self.function = function
+        self.argument = argument
+        self.reason = reason
+
+
 class CanonicalizationError(ContextError, ValueError):
     """A value cannot be written as RFC 8785 canonical JSON.
 
@@ -237,6 +252,7 @@ class WorkingStateLimitExceeded(ContextError):
 
 
 __all__ = [
+    "ArgumentError",
     "BackendError",
     "CanonicalizationError",
     "CheckpointCorruption",

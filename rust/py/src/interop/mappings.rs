@@ -9,7 +9,7 @@ use ctxengine_core::estimate::corrected;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
-use crate::conversions::Walker;
+use crate::conversions::walker;
 use crate::errors::{guard, to_pyerr};
 use crate::estimator::TokenEstimator;
 
@@ -153,7 +153,7 @@ pub fn mappings_cut(
         let mut raws = Vec::with_capacity(n);
         let mut seqs = Vec::with_capacity(n);
         let mut ids: Vec<PairRole> = Vec::with_capacity(n);
-        let mut walker = Walker::new(py, Vec::with_capacity(1024));
+        let mut walker = walker(py, Vec::with_capacity(1024));
         for (i, m) in list.iter().enumerate() {
             let back = Ok(-1 - i as i64);
             let Ok(d) = m.cast_exact::<PyDict>() else {
@@ -163,7 +163,7 @@ pub fn mappings_cut(
                 return back;
             };
             walker.out.clear();
-            if walker.write_root(&m).is_err() {
+            if walker.write_root(m.as_ptr()).is_err() {
                 return back;
             }
             let Ok(raw) = profile.raw(walker.out.len()) else {
