@@ -84,3 +84,21 @@ def test_bad_primes_are_refused_alike(digests: list[object], raws: list[object],
         messages.append(str(err.value))
         assert est.memo_stats()["size"] == 0
     assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        ((1, "history"), "model_id: expected a str, got int"),
+        (("m\ud800", "history"), "model_id: lone surrogate"),
+        (("m", None), "kind: expected a str, got NoneType"),
+        (("m", "k\udc00"), "kind: lone surrogate"),
+    ],
+)
+def test_bad_counter_arguments_are_refused_alike(args: tuple[object, object], words: str) -> None:
+    for core in CORES:
+        est = core.TokenEstimator()
+        with pytest.raises(EstimatorError, match=words):
+            est.counter_id(*args)
+        with pytest.raises(EstimatorError, match=words):
+            est.prime(*args, [], [])

@@ -13,5 +13,6 @@ pub mod decode;
 pub mod error;
 pub mod estimate;
 pub mod hash;
+pub mod interop;
 
 pub use error::{CoreError, CoreResult};

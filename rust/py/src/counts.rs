@@ -4,33 +4,57 @@
 use ctxengine_core::canonical::write_f64;
 use ctxengine_core::estimate::MemoKey;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 
+use crate::arguments;
 use crate::errors::estimator_error;
 use crate::estimator::TokenEstimator;
 
+/// The `kind` argument: a str without lone surrogates (`EstimatorError` otherwise).
+fn kind_arg<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
+    let py = obj.py();
+    let s = obj.cast::<PyString>().map_err(|_| {
+        let got = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        estimator_error(py, format!("kind: expected a str, got {got}"))
+    })?;
+    s.to_str()
+        .map_err(|_| estimator_error(py, "kind: lone surrogate in string"))
+}
+
 /// `heuristic:BYTES_PER_TOKEN:FRAMING|kind`, the float as canonical JSON prints it.
-pub fn counter_id(est: &TokenEstimator, model_id: &str, kind: &str) -> String {
+pub fn counter_id(
+    est: &TokenEstimator,
+    model_id: &Bound<'_, PyAny>,
+    kind: &Bound<'_, PyAny>,
+) -> PyResult<String> {
+    let model_id = arguments::model_id(model_id)?;
+    let kind = kind_arg(kind)?;
     let profile = est.lock().profile_for(model_id);
     let mut bpt = Vec::new();
     // Profiles hold positive finite numbers only.
     let _ = write_f64(&mut bpt, profile.bytes_per_token);
-    format!(
+    Ok(format!(
         "heuristic:{}:{}|{kind}",
         String::from_utf8_lossy(&bpt),
         profile.framing_tokens
-    )
+    ))
 }
 
 /// Memoize `(model_id, kind, digest) -> raw` for each pair not memoized yet.
 pub fn prime(
     py: Python<'_>,
     est: &TokenEstimator,
-    model_id: &str,
-    kind: &str,
+    model_id: &Bound<'_, PyAny>,
+    kind: &Bound<'_, PyAny>,
     digests: &Bound<'_, PyAny>,
     raws: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
+    let model_id = arguments::model_id(model_id)?;
+    let kind = kind_arg(kind)?;
     let digests: Vec<Bound<'_, PyAny>> = digests.try_iter()?.collect::<PyResult<_>>()?;
     let raws: Vec<Bound<'_, PyAny>> = raws.try_iter()?.collect::<PyResult<_>>()?;
     if digests.len() != raws.len() {
