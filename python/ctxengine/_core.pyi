@@ -20,6 +20,7 @@ __all__ = [
     "mappings_cut",
     "openai_chat_cut",
     "payload_hash",
+    "render_items",
     "render_measure",
     "select_history",
     "validate_tool_pairs",
@@ -71,6 +72,11 @@ def render_measure(
     model_id: str,
 ) -> tuple[list[Any], list[int]]:
     """Each item's cached rendered form (``item._rc``) or ``render(item, region_class)``, and raws."""
+
+def render_items(
+    items: Iterable[Any], region_class: str, rendered_cls: type[Any], render: Callable[[Any, str], Any]
+) -> list[Any]:
+    """Each item's rendered form for ``region_class`` (``_rc`` cache, native, or ``render``)."""
 
 def digest_list(values: Iterable[object]) -> str:
     """Hex SHA-256 over the values' 32-byte canonical digests, in order."""

@@ -98,6 +98,17 @@ def _render(item: ConversationItem, rc: str) -> RenderedItem:
     raise ContextError(f"cannot render item of type {type(item).__name__}")
 
 
+def render_items(items: Sequence[ConversationItem], region_class: str) -> list[RenderedItem]:
+    """``render_item`` of each item, in one backend call (the Rust backend renders messages
+    and tool results natively; ADR 0011). Results and caches are the same either way."""
+    region_of(region_class)
+    from ..core import backends
+
+    core = backends.active()
+    rendered: list[RenderedItem] = core.render_items(items, region_class, RenderedItem, render_item)
+    return rendered
+
+
 def tool_result_pointer(item: ToolResult) -> RenderedItem:
     """A tool result truncated to a typed pointer (the pair stays whole); cached like renders."""
     cache: dict[str, RenderedItem] | None = item._rc
@@ -258,6 +269,7 @@ def render_metadata(now: datetime, principal: Principal, surface: str) -> Render
 
 __all__ = [
     "render_item",
+    "render_items",
     "render_knowledge",
     "render_lines",
     "render_metadata",

@@ -14,6 +14,7 @@ from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
 from .decode import decode_items
 from .estimate import TokenEstimator
+from .render import render_items
 
 __all__ = [
     "TokenEstimator",
@@ -24,6 +25,7 @@ __all__ = [
     "fit_body",
     "item_canonical",
     "payload_hash",
+    "render_items",
     "render_measure",
     "select_history",
     "validate_tool_pairs",

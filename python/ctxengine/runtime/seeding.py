@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..assembly.builder import ContextBuilder
-from ..assembly.render import render_item, render_summary
+from ..assembly.render import render_item, render_items, render_summary
 from ..core import backends
 from ..core.estimator import Estimator
 from ..errors import ModelValidationError
@@ -143,8 +143,8 @@ def prime_history(
     digests: list[bytes] = []
     raws: list[int] = []
     missing: list[tuple[int, object]] = []
-    for row, item in rows:
-        rendered = render_item(item, HISTORY)
+    renders = render_items([item for _, item in rows], HISTORY)
+    for (row, _), rendered in zip(rows, renders, strict=True):
         if row.tokens is None:
             missing.append((row.sequence, rendered))
         else:

@@ -124,6 +124,10 @@ async def _append(conn: Conn, new: NewEvent, text: str, created_at: datetime) ->
 async def _read(
     conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...] | None
 ) -> list[Event]:
+    if types is not None:
+        fast = await postgres_items.read_typed(conn, session_id, after, before, types)
+        if fast is not None:
+            return [_rows.decode_event(row) for row in fast]
     sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND sequence > %s"
     params: list[Any] = [session_id, after]
     if before is not None:
@@ -144,7 +148,17 @@ async def _latest_before(
 ) -> Event | None:
     # Newest first; every row passed over on the way to the answer is decoded,
     # so an unknown type, a newer format or a corrupt row of this type between
-    # the boundary and the answer fails closed instead of being skipped.
+    # the boundary and the answer fails closed instead of being skipped. With nothing of an
+    # unknown type or a newer format below the boundary, the type index answers.
+    decoded: dict[int, Event] = {}
+
+    def visible(row: tuple[Any, ...]) -> bool:
+        event = decoded[row[1]] = _rows.decode_event(row)
+        return event.visibility.allows(principal)
+
+    clean, found = await postgres_items.latest_typed(conn, session_id, before, event_type, visible)
+    if clean:
+        return decoded[found[1]] if found is not None else None
     sql = (
         f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND sequence < %s "
         "AND (type = %s OR NOT (type = ANY(%s)) OR schema_version > %s) ORDER BY sequence DESC"

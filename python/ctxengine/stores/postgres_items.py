@@ -95,6 +95,86 @@ async def read_items(
     return rows
 
 
+#: The smallest sequence of a row of an unknown type or a newer format in a session (see
+#: ``sqlite_items.ANOMALY_FLOOR``), as a CTE the typed reads join, so that the check and
+#: the read take one round trip.
+FLOOR = """
+WITH RECURSIVE kinds(type) AS (
+    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = %(s)s)
+    UNION ALL
+    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = %(s)s AND type > kinds.type)
+    FROM kinds WHERE kinds.type IS NOT NULL
+), floor AS (
+    SELECT MIN(m) AS f FROM (
+        SELECT (
+            SELECT MIN(sequence) FROM ctxengine_events WHERE session_id = %(s)s AND type = kinds.type
+        ) AS m FROM kinds WHERE kinds.type IS NOT NULL AND NOT (kinds.type = ANY(%(known)s))
+        UNION ALL
+        SELECT MIN(sequence) FROM ctxengine_events WHERE session_id = %(s)s AND schema_version > %(v)s
+    ) x
+)
+"""
+_PAGE = 64
+
+
+def _clean(floor: object, before: int | None) -> bool:
+    return floor is None or (before is not None and isinstance(floor, int) and floor >= before)
+
+
+async def read_typed(
+    conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...]
+) -> list[tuple[Any, ...]] | None:
+    """The rows of ``types`` in the range through the type index, or ``None`` when a row of an
+    unknown type or a newer format lies below ``before`` (the caller then reads precisely)."""
+    upper = " AND e.sequence < %(b)s" if before is not None else ""
+    sql = (
+        f"{FLOOR} SELECT floor.f, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ("
+        f"SELECT * FROM ctxengine_events e WHERE e.session_id = %(s)s AND e.sequence > %(a)s{upper} "
+        "AND e.type = ANY(%(t)s)) e ON true "
+        "ORDER BY e.sequence"
+    )
+    params = _params(session_id, a=after, b=before, t=list(types))
+    cur = await conn.execute(sql, params)
+    rows = await cur.fetchall()
+    if not rows or not _clean(rows[0][0], before):
+        return None
+    return [tuple(r[1:]) for r in rows if r[2] is not None]
+
+
+async def latest_typed(
+    conn: Conn, session_id: str, before: int, event_type: str, visible: Any
+) -> tuple[bool, tuple[Any, ...] | None]:
+    """``(True, the newest row of event_type below before that visible(row) accepts)`` through
+    the type index, or ``(False, None)`` when the fail-closed rule needs the precise read."""
+    sql = (
+        f"{FLOOR} SELECT floor.f, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ("
+        "SELECT * FROM ctxengine_events e WHERE e.session_id = %(s)s AND e.type = %(t)s "
+        "AND e.sequence < %(b)s "
+        f"ORDER BY e.sequence DESC LIMIT {_PAGE}) e ON true ORDER BY e.sequence DESC"
+    )
+    cur = await conn.execute(sql, _params(session_id, b=before, t=event_type))
+    rows = await cur.fetchall()
+    if not rows or not _clean(rows[0][0], before):
+        return False, None
+    while True:
+        page = [tuple(r[1:]) for r in rows if r[2] is not None]
+        for row in page:
+            if visible(row):
+                return True, row
+        if len(page) < _PAGE:
+            return True, None
+        cur = await conn.execute(
+            f"SELECT {_COLS} FROM ctxengine_events WHERE session_id = %s AND type = %s AND sequence < %s "
+            f"ORDER BY sequence DESC LIMIT {_PAGE}",
+            (session_id, event_type, page[-1][1]),
+        )
+        rows = [(None, *r) for r in await cur.fetchall()]
+
+
+def _params(session_id: str, **extra: Any) -> dict[str, Any]:
+    return {"s": session_id, "known": list(_rows.KNOWN_TYPES), "v": FORMAT_VERSION, **extra}
+
+
 async def put_counts(conn: Conn, session_id: str, counter: str, counts: list[tuple[int, int]]) -> None:
     # One statement for the batch: the sequences and counts travel as two arrays.
     await conn.execute(
@@ -124,4 +204,13 @@ async def prune(conn: Conn, run_id: str, before_version: int) -> int:
     return int(cur.rowcount)
 
 
-__all__ = ["append_all", "prune", "put_counts", "read_items", "visibilities"]
+__all__ = [
+    "FLOOR",
+    "append_all",
+    "latest_typed",
+    "prune",
+    "put_counts",
+    "read_items",
+    "read_typed",
+    "visibilities",
+]

@@ -156,12 +156,18 @@ def _read(
     before: int | None,
     types: tuple[str, ...] | None,
 ) -> list[Event]:
-    sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND sequence > ?"
+    # No row of an unknown type or a newer format in the range: the type index answers.
+    by_type = types is not None and sqlite_items.clean_below(conn, session_id, before)
+    index = " INDEXED BY ctxengine_events_by_type" if by_type else ""
+    sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events{index} WHERE session_id = ? AND sequence > ?"
     params: list[Any] = [session_id, after]
     if before is not None:
         sql += " AND sequence < ?"
         params.append(before)
-    if types is not None:
+    if types is not None and by_type:
+        sql += f" AND type IN ({', '.join('?' * len(types))})"
+        params.extend(types)
+    elif types is not None:
         # Rows of other types are passed over by SQL only when this code knows
         # them: an unknown type or a newer format is fetched and fails closed.
         known = _rows.KNOWN_TYPES
@@ -186,11 +192,19 @@ def _latest_before(
     # Newest first; every row passed over is decoded, so a corrupt row
     # between the boundary and the visible answer still fails closed.
     known = _rows.KNOWN_TYPES
-    cursor = conn.execute(
-        f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND sequence < ? AND (type = ? "
-        f"OR type NOT IN ({', '.join('?' * len(known))}) OR schema_version > ?) ORDER BY sequence DESC",
-        (session_id, before, event_type, *known, FORMAT_VERSION),
-    )
+    if sqlite_items.clean_below(conn, session_id, before):
+        # Nothing of an unknown type or a newer format below the boundary: the type index answers.
+        cursor = conn.execute(
+            f"SELECT {_EVENT_COLS} FROM ctxengine_events INDEXED BY ctxengine_events_by_type "
+            "WHERE session_id = ? AND type = ? AND sequence < ? ORDER BY sequence DESC",
+            (session_id, event_type, before),
+        )
+    else:
+        cursor = conn.execute(
+            f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND sequence < ? AND (type = ? "
+            f"OR type NOT IN ({', '.join('?' * len(known))}) OR schema_version > ?) ORDER BY sequence DESC",
+            (session_id, before, event_type, *known, FORMAT_VERSION),
+        )
     try:
         for row in cursor:
             event = _rows.decode_event(row)

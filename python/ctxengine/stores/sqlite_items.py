@@ -74,6 +74,35 @@ def read_items(
     return conn.execute(sql, params).fetchall()
 
 
+_KNOWN = ", ".join(f"'{t}'" for t in _rows.KNOWN_TYPES)
+#: The smallest sequence of a row of an unknown type or a newer format in a session: a loose
+#: index scan of the session's distinct types (one index seek per type) and a seek in the
+#: format-version index (migration revision 2), instead of a scan of the whole session.
+ANOMALY_FLOOR = f"""
+WITH RECURSIVE kinds(type) AS (
+    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = :s)
+    UNION ALL
+    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = :s AND type > kinds.type)
+    FROM kinds WHERE kinds.type IS NOT NULL
+)
+SELECT MIN(m) FROM (
+    SELECT (SELECT MIN(sequence) FROM ctxengine_events WHERE session_id = :s AND type = kinds.type) AS m
+    FROM kinds WHERE kinds.type IS NOT NULL AND kinds.type NOT IN ({_KNOWN})
+    UNION ALL
+    SELECT MIN(sequence) FROM ctxengine_events INDEXED BY ctxengine_events_by_version
+    WHERE session_id = :s AND schema_version > {FORMAT_VERSION}
+)
+"""
+
+
+def clean_below(conn: sqlite3.Connection, session_id: str, before: int | None) -> bool:
+    """True when no row of the session below ``before`` (at all, when ``None``) has an unknown
+    type or a newer format: a typed read of that range may then use the type index alone (the
+    fail-closed rule of ADR 0009 has nothing to fetch)."""
+    (floor,) = conn.execute(ANOMALY_FLOOR, {"s": session_id}).fetchone()
+    return floor is None or (before is not None and floor >= before)
+
+
 def put_counts(
     conn: sqlite3.Connection, own: bool, session_id: str, counter: str, counts: list[tuple[int, int]]
 ) -> None:
@@ -113,4 +142,4 @@ def _in_write_txn(conn: sqlite3.Connection, own: bool, body: Callable[[], R]) ->
     return run(conn, own, body)
 
 
-__all__ = ["append_all", "prune", "put_counts", "read_items", "visibilities"]
+__all__ = ["ANOMALY_FLOOR", "append_all", "clean_below", "prune", "put_counts", "read_items", "visibilities"]

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod canonical;
 pub mod cut;
 pub mod decode;
+pub mod envelope;
 pub mod error;
 pub mod estimate;
 pub mod hash;

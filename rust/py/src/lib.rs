@@ -13,6 +13,7 @@ mod decode;
 mod errors;
 mod estimator;
 mod interop;
+mod render;
 
 use std::cell::Cell;
 
@@ -409,6 +410,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest_list, m)?)?;
     m.add_function(wrap_pyfunction!(assemble::fit_body, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_items, m)?)?;
+    m.add_function(wrap_pyfunction!(render::render_items, m)?)?;
     m.add_class::<TokenEstimator>()?;
     interop::register(m)?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;

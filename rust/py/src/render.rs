@@ -1,0 +1,251 @@
+//! `render_items`: conversation items rendered for one region class in one
+//! call, the native half of `ctxengine.assembly.render.render_item` (ADR 0011).
+//!
+//! Messages and tool results (the bulk of any history) are rendered here:
+//! their content text fenced by the core's envelope, a `RenderedItem` built
+//! without running `__init__` (as `decode_items` builds items) with its
+//! canonical cache filled, and stored in the item's `_rc` cache. Tool calls,
+//! reasoning and anything else go to the Python `render` the caller passes,
+//! which is also the reference backend's whole implementation. The native
+//! module imports nothing from `ctxengine`: the caller passes the classes.
+
+use std::ptr;
+
+use ctxengine_core::envelope::{envelope, rendered_text_canonical};
+use ctxengine_core::hash::sha256;
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+
+use crate::conversions::item_canonical;
+use crate::errors::guard;
+
+/// The slots of `RenderedItem`, in the order values are passed to [`make`].
+const SLOTS: [&str; 11] = [
+    "region_class",
+    "role",
+    "text",
+    "call_id",
+    "name",
+    "arguments",
+    "is_error",
+    "provider",
+    "reasoning",
+    "seq",
+    "_cj",
+];
+
+/// The content text of a message (`model.content_text`): a str, or its parts
+/// joined by newlines, file references as `[file ID MEDIA_TYPE]`.
+fn content_text(content: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = content.cast::<PyString>() {
+        return Ok(s.to_str()?.to_owned());
+    }
+    let py = content.py();
+    let mut out = String::new();
+    for (i, part) in content.try_iter()?.enumerate() {
+        let part = part?;
+        if i > 0 {
+            out.push('\n');
+        }
+        let kind: String = part.get_type().getattr(intern!(py, "kind"))?.extract()?;
+        if kind == "text_part" {
+            out.push_str(
+                part.getattr(intern!(py, "text"))?
+                    .cast::<PyString>()?
+                    .to_str()?,
+            );
+        } else {
+            let id = part.getattr(intern!(py, "artifact_id"))?;
+            let media = part.getattr(intern!(py, "media_type"))?;
+            out.push_str(&format!(
+                "[file {} {}]",
+                id.cast::<PyString>()?.to_str()?,
+                media.cast::<PyString>()?.to_str()?
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The item's 32-byte canonical digest (filling `_cj` when it is empty).
+fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
+    let cached = item_canonical(item)?;
+    let digest = cached.get_item(1)?;
+    let bytes = digest.cast::<PyBytes>()?.as_bytes();
+    let mut out = [0u8; 32];
+    if bytes.len() != 32 {
+        return Err(PyTypeError::new_err("an item's _cj digest is not 32 bytes"));
+    }
+    out.copy_from_slice(bytes);
+    Ok(out)
+}
+
+/// A new instance of `cls` with `values` in [`SLOTS`] order (`object.__new__`
+/// and `object.__setattr__`, as the frozen class itself refuses assignment).
+fn make<'py>(
+    cls: &Bound<'py, PyType>,
+    names: &[Bound<'py, PyString>],
+    values: &[Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = cls.py();
+    let obj = unsafe {
+        let tp = cls.as_ptr() as *mut ffi::PyTypeObject;
+        let new = ffi::PyBaseObject_Type.tp_new.expect("object has tp_new");
+        Bound::from_owned_ptr_or_err(py, new(tp, PyTuple::empty(py).as_ptr(), ptr::null_mut()))?
+    };
+    for (name, value) in names.iter().zip(values) {
+        let rc =
+            unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) };
+        if rc != 0 {
+            return Err(PyErr::fetch(py));
+        }
+    }
+    Ok(obj)
+}
+
+/// Each item's rendered form for `region_class`: from its `_rc` cache, made
+/// here (messages and tool results), or by `render(item, region_class)`;
+/// stored in `_rc` either way. `rendered_cls` is `RenderedItem`.
+#[pyfunction]
+pub fn render_items<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyAny>,
+    region_class: &Bound<'py, PyString>,
+    rendered_cls: &Bound<'py, PyType>,
+    render: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    guard(py, || {
+        let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
+        if slots.iter().map(String::as_str).ne(SLOTS.iter().copied()) {
+            return Err(PyTypeError::new_err(format!(
+                "render_items: {} does not have the slots {SLOTS:?}",
+                rendered_cls.name()?
+            )));
+        }
+        let object_new = py.get_type::<PyAny>().getattr("__new__")?;
+        if !rendered_cls.getattr("__new__")?.is(&object_new) {
+            return Err(PyTypeError::new_err(
+                "render_items: the rendered class defines __new__",
+            ));
+        }
+        let names: Vec<Bound<'py, PyString>> =
+            SLOTS.iter().map(|s| PyString::intern(py, s)).collect();
+        let region = region_class.to_str()?;
+        let rc_name = intern!(py, "_rc");
+        let none = py.None().into_bound(py);
+        let out = PyList::empty(py);
+        // type(item).kind, looked up once per class.
+        let mut kinds: Vec<(usize, String)> = Vec::new();
+        for item in items.try_iter()? {
+            let item = item?;
+            let cache = item.getattr(rc_name)?;
+            if let Ok(d) = cache.cast::<PyDict>() {
+                if let Some(hit) = d.get_item(region_class)? {
+                    if !hit.is_none() {
+                        out.append(hit)?;
+                        continue;
+                    }
+                }
+            }
+            let tp = item.get_type();
+            let key = tp.as_ptr() as usize;
+            let kind = match kinds.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    kinds.push((key, tp.getattr(intern!(py, "kind"))?.extract()?));
+                    kinds.len() - 1
+                }
+            };
+            let (role, source) = match kinds[kind].1.as_str() {
+                "user_message" => ("user", "user".to_owned()),
+                "assistant_message" => ("assistant", "assistant".to_owned()),
+                "system_message" => ("system", "system".to_owned()),
+                "tool_result" => {
+                    let call_id = item.getattr(intern!(py, "call_id"))?;
+                    (
+                        "tool",
+                        format!("tool:{}", call_id.cast::<PyString>()?.to_str()?),
+                    )
+                }
+                _ => {
+                    out.append(render.call1((&item, region_class))?)?;
+                    continue;
+                }
+            };
+            let trust_obj = item.getattr(intern!(py, "trust"))?;
+            let trust = trust_obj.cast::<PyString>()?.to_str()?;
+            let text = content_text(&item.getattr(intern!(py, "content"))?)?;
+            let fenced = envelope(&text, trust, &source, &digest_of(&item)?);
+            let seq_obj = item.getattr(intern!(py, "seq"))?;
+            let seq: Option<i64> = if seq_obj.is_none() {
+                None
+            } else {
+                seq_obj.extract().ok()
+            };
+            let tool = role == "tool";
+            let call_id = if tool {
+                Some(item.getattr(intern!(py, "call_id"))?)
+            } else {
+                None
+            };
+            let is_error = tool && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
+            let call_id_str = match &call_id {
+                Some(c) => Some(c.cast::<PyString>()?.to_str()?.to_owned()),
+                None => None,
+            };
+            let canonical = if seq_obj.is_none() || seq.is_some() {
+                rendered_text_canonical(
+                    region,
+                    role,
+                    &fenced,
+                    call_id_str.as_deref(),
+                    is_error,
+                    seq,
+                )
+            } else {
+                None
+            };
+            let cj = match canonical {
+                Some(bytes) => {
+                    let digest = sha256(&bytes);
+                    PyTuple::new(py, [PyBytes::new(py, &bytes), PyBytes::new(py, &digest)])?
+                        .into_any()
+                }
+                None => none.clone(),
+            };
+            let values = [
+                region_class.clone().into_any(),
+                PyString::new(py, role).into_any(),
+                PyString::new(py, &fenced).into_any(),
+                call_id.unwrap_or_else(|| none.clone()),
+                none.clone(),
+                none.clone(),
+                PyBool::new(py, is_error).to_owned().into_any(),
+                none.clone(),
+                none.clone(),
+                seq_obj,
+                cj,
+            ];
+            let rendered = make(rendered_cls, &names, &values)?;
+            let dict = match cache.cast::<PyDict>() {
+                Ok(d) => d.clone(),
+                Err(_) => {
+                    let d = PyDict::new(py);
+                    let rc = unsafe {
+                        ffi::PyObject_GenericSetAttr(item.as_ptr(), rc_name.as_ptr(), d.as_ptr())
+                    };
+                    if rc != 0 {
+                        return Err(PyErr::fetch(py));
+                    }
+                    d
+                }
+            };
+            dict.set_item(region_class, &rendered)?;
+            out.append(rendered)?;
+        }
+        Ok(out)
+    })
+}
