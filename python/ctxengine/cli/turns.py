@@ -79,6 +79,10 @@ class TurnTiming:
     steps: int
     compactions: int
     history_items: int
+    #: Events the store acknowledged this turn: ``(sequence, derivation key)``.
+    acked: tuple[tuple[int, str], ...] = ()
+    #: Wall seconds per phase (append, plan, claim, seed, build, record).
+    phases: tuple[tuple[str, float], ...] = ()
 
 
 class ScriptedWorker:
@@ -113,26 +117,42 @@ class ScriptedWorker:
     async def turn(self, session_id: str, turn: int, *, principal: Principal = PRINCIPAL) -> TurnTiming:
         """Take turn ``turn`` of ``session_id`` (idempotent per turn: a repeat appends nothing)."""
         rng = random.Random(f"{session_id}:{turn}")
-        started = time.perf_counter()
+        phases: dict[str, float] = {}
+        clock = time.perf_counter
+        started = mark = clock()
+
+        def lap(name: str) -> None:
+            nonlocal mark
+            now = clock()
+            phases[name] = phases.get(name, 0.0) + now - mark
+            mark = now
+
+        user_key = f"user:{session_id}:{turn}"
         user = await append_item(
             self.store,
             session_id,
             UserMessage(f"[turn {turn}] " + text(rng, 200, 400), principal_id=principal.principal_id),
             principal=principal,
-            derivation_key=f"user:{session_id}:{turn}",
+            derivation_key=user_key,
             estimator=self.estimator,
             model_id=self.model.model_id,
         )
         assert user.seq is not None
+        acked = [(user.seq, user_key)]
+        lap("append")
         await self.planner.plan(
             session_id, AGENT, principal, self.model, TOOLS, policy_version=POLICY_VERSION
         )
+        lap("plan")
         run = RunContext(f"{session_id}-run-{turn}", session_id, user.seq)
         lease = await self.store.checkpoints.claim(run.run_id, self.owner)
+        lap("claim")
         checkpoint = await self.loop.seed_checkpoint(run, principal, lease=lease)
         history = len(checkpoint.conversation) - 1
         depth = checkpoint.summary_depth
+        lap("seed")
         _, checkpoint = await self.loop.build_with_pressure(run, checkpoint, AGENT, principal, lease=lease)
+        lap("build")
         first = time.perf_counter() - started
         compactions = checkpoint.summary_depth - depth
         steps = 1
@@ -143,16 +163,40 @@ class ScriptedWorker:
             checkpoint = await self.loop.record_step(
                 run, checkpoint, [call, result], lease=lease, trigger="tool_completed"
             )
+            acked += _acked(run, checkpoint.conversation[-2:])
+            lap("record")
             run = replace(run, step=1)
             depth = checkpoint.summary_depth
             built = await self.loop.build_with_pressure(run, checkpoint, AGENT, principal, lease=lease)
             checkpoint = built[1]
             compactions += checkpoint.summary_depth - depth
             steps += 1
-        await self.loop.record_step(
+            lap("build")
+        final = await self.loop.record_step(
             run, checkpoint, [AssistantMessage(text(rng, 200, 450))], lease=lease, trigger="final_completion"
         )
-        return TurnTiming(session_id, turn, first, time.perf_counter() - started, steps, compactions, history)
+        acked += _acked(run, final.conversation[-1:])
+        lap("record")
+        return TurnTiming(
+            session_id,
+            turn,
+            first,
+            time.perf_counter() - started,
+            steps,
+            compactions,
+            history,
+            tuple(acked),
+            tuple(phases.items()),
+        )
+
+
+def _acked(run: RunContext, items: Sequence[ConversationItem]) -> list[tuple[int, str]]:
+    """The step's items as the store acknowledged them: sequence and derivation key."""
+    return [
+        (item.seq, f"conversation.item:{run.run_id}:{run.step}:{i}")
+        for i, item in enumerate(items)
+        if item.seq is not None
+    ]
 
 
 async def bulk_history(

@@ -6,68 +6,16 @@ like every statement of ``postgres.py``.
 
 from __future__ import annotations
 
-import asyncio
-from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection, errors
+from psycopg import AsyncConnection
 
-from ..errors import StoreError
 from . import _batch_rows, _rows
-from .events import FORMAT_VERSION, NewEvent
+from .events import FORMAT_VERSION
 
 Conn = AsyncConnection[Any]
 _COLS = ", ".join(_rows.EVENT_COLUMNS)
 _ITEM_COLS = ", ".join(f"e.{c}" for c in _rows.EVENT_COLUMNS)
-
-
-async def append_all(
-    conn: Conn, news: list[NewEvent], texts: list[str], created_at: datetime
-) -> list[tuple[Any, bool]]:
-    """A batch of one session's events under the session's append lock: repeats found by
-    key, the rest inserted in one pipelined statement; a lost sequence race starts over."""
-    from .postgres import MAX_APPEND_ATTEMPTS, SESSION_LOCK_CLASS  # postgres.py imports this module
-
-    session_id = news[0].session_id
-    keys = sorted({new.derivation_key for new in news})
-    for _ in range(MAX_APPEND_ATTEMPTS):
-        try:
-            async with conn.transaction():  # a savepoint inside a caller's transaction
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SESSION_LOCK_CLASS, session_id)
-                )
-                cur = await conn.execute(
-                    f"SELECT {_COLS}, (SELECT COALESCE(MAX(sequence), 0) FROM ctxengine_events "
-                    "WHERE session_id = %s) FROM ctxengine_events WHERE session_id = %s "
-                    "AND derivation_key = ANY(%s)",
-                    (session_id, session_id, keys),
-                )
-                found = await cur.fetchall()
-                if found:
-                    last = int(found[0][-1])
-                else:
-                    cur = await conn.execute(
-                        "SELECT COALESCE(MAX(sequence), 0) FROM ctxengine_events WHERE session_id = %s",
-                        (session_id,),
-                    )
-                    row = await cur.fetchone()
-                    assert row is not None
-                    last = int(row[0])
-                stored = {r[4]: tuple(r[:-1]) for r in found}
-                results, inserts = _batch_rows.plan_batch(news, texts, stored, last, created_at)
-                if inserts:
-                    async with conn.cursor() as insert:
-                        await insert.executemany(
-                            f"INSERT INTO ctxengine_events ({_COLS}) "
-                            f"VALUES ({', '.join(['%s'] * len(_rows.EVENT_COLUMNS))})",
-                            inserts,
-                        )
-                return results
-        except errors.UniqueViolation:
-            await asyncio.sleep(0)
-    raise StoreError(
-        f"session {session_id!r}: a batch append lost {MAX_APPEND_ATTEMPTS} sequence races in a row"
-    )
 
 
 async def read_items(
@@ -206,7 +154,6 @@ async def prune(conn: Conn, run_id: str, before_version: int) -> int:
 
 __all__ = [
     "FLOOR",
-    "append_all",
     "latest_typed",
     "prune",
     "put_counts",
