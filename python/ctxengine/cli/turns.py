@@ -1,8 +1,9 @@
 """A scripted worker taking turns of sessions, the way a high-throughput runtime does (issue 13).
 
-Every turn is a new run on whatever worker takes it: append the user message,
-plan, claim the run, seed it from the log, build the first request (compacting
-when needed), and record the reply with ``record_step``; every third turn the
+Every turn is a new run on whatever worker takes it: plan, then append the user
+message, claim the run and seed it from the log (``ContextLoop.start_run``, one
+transaction), build the first request (compacting when needed), and record the
+reply with ``record_step``; every third turn the
 model first calls a tool, so the run records the call and its result, builds
 again, and then records the answer. The model is scripted and instant: what is
 measured is the engine and the store.
@@ -40,7 +41,6 @@ from ..plan import ContextPlanner
 from ..runtime.compaction import StructuredCompactor
 from ..runtime.loop import ContextLoop
 from ..runtime.seeding import HISTORY, history_counts
-from ..runtime.session import append_item
 from ..stores.events import NewEvent, Store, Visibility
 
 MODEL = ResolvedModel("bench", "model-200k", 200_000, 16_384, 8_192)
@@ -128,29 +128,19 @@ class ScriptedWorker:
             mark = now
 
         user_key = f"user:{session_id}:{turn}"
-        user = await append_item(
-            self.store,
-            session_id,
-            UserMessage(f"[turn {turn}] " + text(rng, 200, 400), principal_id=principal.principal_id),
-            principal=principal,
-            derivation_key=user_key,
-            estimator=self.estimator,
-            model_id=self.model.model_id,
-        )
-        assert user.seq is not None
-        acked = [(user.seq, user_key)]
-        lap("append")
         await self.planner.plan(
             session_id, AGENT, principal, self.model, TOOLS, policy_version=POLICY_VERSION
         )
         lap("plan")
-        run = RunContext(f"{session_id}-run-{turn}", session_id, user.seq)
-        lease = await self.store.checkpoints.claim(run.run_id, self.owner)
-        lap("claim")
-        checkpoint = await self.loop.seed_checkpoint(run, principal, lease=lease)
+        message = UserMessage(f"[turn {turn}] " + text(rng, 200, 400), principal_id=principal.principal_id)
+        run_id = f"{session_id}-run-{turn}"
+        run, lease, checkpoint = await self.loop.start_run(
+            session_id, run_id, message, principal, owner=self.owner, derivation_key=user_key
+        )
+        acked = [(run.seed_sequence, user_key)]
         history = len(checkpoint.conversation) - 1
         depth = checkpoint.summary_depth
-        lap("seed")
+        lap("start")
         _, checkpoint = await self.loop.build_with_pressure(run, checkpoint, AGENT, principal, lease=lease)
         lap("build")
         first = time.perf_counter() - started

@@ -32,12 +32,14 @@ full snapshot) deletes the run's earlier versions in the same transaction.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import CheckpointCorruption, ModelValidationError, StoreError
 from ..model import Checkpoint, ConversationItem, item_from_dict
-from ..stores.events import Lease, RawCheckpoint, Store, check_trigger
+from ..stores.events import CheckpointKind, Lease, RawCheckpoint, Store, check_trigger
 from ..stores.formats import WritePolicy
 from . import checkpoint_refs as refs
 
@@ -212,6 +214,8 @@ async def write_checkpoint(
     session_id: str | None = None,
     prune: bool = False,
     rows: list[RawCheckpoint] | None = None,
+    joined: bool = False,
+    into: list[RawCheckpoint] | None = None,
 ) -> int:
     """Write ``checkpoint`` as the run's next version (full or delta) and return that version.
 
@@ -220,8 +224,11 @@ async def write_checkpoint(
     lease (``LeaseLost``) or any failure leaves the store unchanged. With
     ``session_id`` (the run's session) items read from that log are stored
     as references; with ``prune`` a terminal trigger deletes earlier versions.
-    ``rows``: the run's ``latest_raw`` rows, when the caller has just read them
-    inside the same transaction (saves reading them again).
+    ``rows``: the run's ``latest_raw`` rows, when the caller knows them (it just
+    read or wrote them; a stale list cannot slip a version in: the store
+    refuses the version). ``joined``: the caller holds a store transaction
+    (no savepoint of its own). ``into`` receives the run's rows after the
+    write, for the caller's next ``rows``.
     """
     if not isinstance(checkpoint, Checkpoint):
         raise ModelValidationError(
@@ -232,7 +239,7 @@ async def write_checkpoint(
             "checkpoint", "run_id", f"checkpoint is for {checkpoint.run_id!r}, not {run_id!r}"
         )
     check_trigger(trigger)
-    async with store.transaction():
+    async with contextlib.nullcontext() if joined else store.transaction():
         if rows is None:
             rows = await store.checkpoints.latest_raw(run_id)
         version = rows[-1]["version"] + 1 if rows else 1
@@ -252,14 +259,18 @@ async def write_checkpoint(
             written = await store.checkpoints.write(
                 run_id, payload, trigger=trigger, lease=lease, kind="full"
             )
+            chain: list[RawCheckpoint] = []
         elif use_refs:
             assert session_id is not None
             base, _ = materialize_refs(run_id, rows)
             # As below: a delta is never written on a base that does not decode.
             decode_resolved(run_id, base, [e for e in base["conversation"] if isinstance(e, dict)])
             entries = refs.entries_of(stamped.conversation, session_id)
-            delta = refs.diff_entries(base, _shell_dict(stamped), entries)
-            written = await store.checkpoints.write(run_id, delta, trigger=trigger, lease=lease, kind="delta")
+            payload = refs.diff_entries(base, _shell_dict(stamped), entries)
+            written = await store.checkpoints.write(
+                run_id, payload, trigger=trigger, lease=lease, kind="delta"
+            )
+            chain = list(rows)
         else:
             new = stamped.to_dict()
             old = materialize(run_id, rows)
@@ -267,14 +278,20 @@ async def write_checkpoint(
             # A delta on a base that does not decode would bury the corruption
             # under a row that looks fine: refuse before writing anything.
             decode(run_id, old)
+            payload = diff(old, new)
             written = await store.checkpoints.write(
-                run_id, diff(old, new), trigger=trigger, lease=lease, kind="delta"
+                run_id, payload, trigger=trigger, lease=lease, kind="delta"
             )
+            chain = list(rows)
         if written != version:
             # Another writer slipped a version in under the same lease: undo ours.
             raise StoreError(f"run {run_id!r}: wrote version {written}, expected {version}")
         if prune and trigger in TERMINAL_TRIGGERS and version > 1:
             await store.checkpoints.prune(run_id, version)
+    if into is not None:
+        kind: CheckpointKind = "delta" if chain else "full"
+        into[:] = [*chain, RawCheckpoint(version=version, kind=kind, trigger=trigger, payload=payload,
+                                         created_at=datetime.now(UTC))]  # fmt: skip
     return version
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..model import ConversationItem
@@ -85,6 +86,32 @@ class HistoryReader:
         end = bisect_right(window.seqs, through)
         return window.rows[:end], window.items[:end]
 
+    def forget(self, session_id: str) -> None:
+        """Drop the session's window (it may hold rows of a transaction that rolled back)."""
+        self._put(session_id, None)
+
+    def extend(
+        self,
+        session_id: str,
+        sequences: Sequence[int],
+        rows: Sequence[ItemRow] = (),
+        items: Sequence[ConversationItem] = (),
+    ) -> None:
+        """Events this worker has just committed at ``sequences`` (``rows``/``items``: those of
+        them that are conversation items). When they follow the window without a gap, the
+        window grows by them: the next seed need not read them back."""
+        window = self._windows.get(session_id)
+        if window is None or not sequences:
+            return
+        first, last = min(sequences), max(sequences)
+        if first != window.hi + 1 or last - first + 1 != len(sequences) or len(rows) != len(items):
+            return
+        window.rows.extend(rows)
+        window.items.extend(items)
+        window.seqs.extend(row.sequence for row in rows)
+        self._size += len(rows)
+        window.hi = last
+
     def record_tokens(self, session_id: str, counter: str, tokens: dict[int, int]) -> None:
         """Remember counts just stored for rows of the cached window."""
         window = self._windows.get(session_id)
@@ -94,11 +121,12 @@ class HistoryReader:
             if row.tokens is None and row.sequence in tokens:
                 window.rows[i] = row._replace(tokens=tokens[row.sequence])
 
-    def _put(self, session_id: str, window: _Window) -> None:
+    def _put(self, session_id: str, window: _Window | None) -> None:
         old = self._windows.pop(session_id, None)
         if old is not None:
             self._size -= len(old.rows)
-        self._windows[session_id] = window
+        if window is not None:
+            self._windows[session_id] = window
 
     def _evict(self) -> None:
         while self._size > self.max_items and len(self._windows) > 1:

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..assembly.builder import ContextBuilder
 from ..assembly.request import ModelRequest
-from ..core.canonical import payload_hash
+from ..core.canonical import canonical_json, payload_hash
 from ..core.estimator import Estimator
 from ..errors import ContextError, ContextOverflow, ModelValidationError
 from ..model import (
@@ -29,20 +29,20 @@ from ..model import (
     ConversationItem,
     Principal,
     RunContext,
-    TrustLevel,
-    WorkingState,
+    UserMessage,
 )
 from ..plan import ContextPlan, ContextPlanner
-from ..stores.events import Lease, NewEvent, Store, Visibility
+from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store, Visibility
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
 from .checkpoints import checkpoint_from_rows, latest_checkpoint, write_checkpoint
 from .compaction import CompactionResult, StructuredCompactor
 from .history_reader import HistoryReader
+from .loop_state import WorkingStateWrites
 from .seeding import HISTORY, Seed, build_seed, history_counts, summary_counts, whole_pairs
-from .session import ITEM_APPENDED
+from .session import ITEM_APPENDED, item_event, logged
 from .steps import StateUpdate, prepare_step
-from .working_state import WORKING_STATE_UPDATED, WorkingStateManager
+from .working_state import WorkingStateManager
 
 CONTEXT_COMPACTED = "context.compacted"
 CHECKPOINT_SEEDED = "run.checkpoint.seeded"
@@ -56,7 +56,15 @@ def _key(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix}:{payload_hash(payload)[:16]}"
 
 
-class ContextLoop:
+class StartedRun(NamedTuple):
+    """What ``start_run`` returns: the run, its lease and its version 1."""
+
+    run: RunContext
+    lease: Lease
+    checkpoint: Checkpoint
+
+
+class ContextLoop(WorkingStateWrites):
     """What the agent runtime calls between model requests."""
 
     def __init__(
@@ -93,6 +101,55 @@ class ContextLoop:
         #: Per run seeded here: the carry it started from and the principal it was seeded for.
         self._seeded_from: OrderedDict[str, tuple[Carry | None, Principal | None]] = OrderedDict()
         self._carries = CarryCache()
+        #: Per run: the checkpoint rows this loop last wrote (a delta needs no read of its base).
+        self._rows: OrderedDict[str, list[RawCheckpoint]] = OrderedDict()
+
+    async def _write(
+        self,
+        run: RunContext,
+        checkpoint: Checkpoint,
+        trigger: str,
+        lease: Lease,
+        *,
+        rows: list[RawCheckpoint] | None = None,
+        prune: bool = False,
+    ) -> tuple[int, list[RawCheckpoint]]:
+        """Write the run's next checkpoint version inside the caller's transaction."""
+        if rows is None:
+            known = self._rows.get(run.run_id)
+            if known and known[-1]["version"] == checkpoint.version:
+                rows = known  # what this loop wrote last: the store refuses it if stale
+        written: list[RawCheckpoint] = []
+        version = await write_checkpoint(
+            self.store,
+            run.run_id,
+            checkpoint,
+            trigger=trigger,
+            lease=lease,
+            session_id=run.session_id,
+            prune=prune,
+            rows=rows,
+            joined=True,
+            into=written,
+        )
+        return version, written
+
+    def _committed(
+        self,
+        run: RunContext,
+        rows: list[RawCheckpoint],
+        events: Sequence[Event],
+        item_rows: Sequence[ItemRow] = (),
+        items: Sequence[ConversationItem] = (),
+    ) -> None:
+        """After a commit: remember the run's rows, and hand the history reader what this
+        worker just wrote (so the next seed need not read it back)."""
+        self._rows[run.run_id] = rows
+        self._rows.move_to_end(run.run_id)
+        while len(self._rows) > SEEDS_REMEMBERED:
+            self._rows.popitem(last=False)
+        if events:
+            self.history.extend(run.session_id, [e.sequence for e in events], item_rows, items)
 
     async def _plan(self, session_id: str) -> ContextPlan:
         plan = await self._plan_or_none(session_id)
@@ -157,17 +214,9 @@ class ContextLoop:
             )
             carry = await self._carry_event(run, principal, current, compacted, result, plan)
             async with self.store.transaction():
-                await self.store.events.append(event)
-                if carry is not None:
-                    await self.store.events.append(carry)
-                version = await write_checkpoint(
-                    self.store,
-                    run.run_id,
-                    compacted,
-                    trigger="compaction",
-                    lease=lease,
-                    session_id=run.session_id,
-                )
+                stored, _ = await self.store.events.append_all([event] if carry is None else [event, carry])
+                version, rows = await self._write(run, compacted, "compaction", lease)
+            self._committed(run, rows, stored)
             # Adopted only once both are committed.
             current = replace(compacted, version=version)
             compactions += 1
@@ -213,121 +262,6 @@ class ContextLoop:
             visibility=visibility,
         )
 
-    # -- working state -------------------------------------------------------------
-
-    async def update_working_state(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        update: dict[str, Any],
-        *,
-        source: TrustLevel | str,
-        lease: Lease,
-        principal: Principal | None = None,
-        trigger: str = "tool_completed",
-    ) -> Checkpoint:
-        """Apply a ``context.update_working_state`` input authored at trust ``source``.
-
-        Validates, appends ``context.working_state.updated`` (the whole new
-        state and the update) and writes the checkpoint, in one transaction.
-        ``principal`` scopes the event's visibility to that principal (the
-        carry reads principal-visible events); without one it is session-wide.
-        """
-        trust = _source(source)
-        model_id = await self._model_id(run.session_id)
-        state = self.working_state.transition(
-            checkpoint.working_state, update, source_trust=trust, model_id=model_id
-        )
-        return await self._commit_state(
-            run,
-            checkpoint,
-            state,
-            {"operation": "update", "update": dict(update)},
-            trust,
-            lease,
-            principal,
-            trigger,
-        )
-
-    async def add_question(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        text: str,
-        *,
-        lease: Lease,
-        question_id: str | None = None,
-        source: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
-        principal: Principal | None = None,
-        trigger: str = "approval_requested",
-    ) -> Checkpoint:
-        """Open a question (the runtime's question lifecycle), recorded like any transition."""
-        trust = _source(source)
-        model_id = await self._model_id(run.session_id)
-        state = self.working_state.add_question(
-            checkpoint.working_state, text, question_id=question_id, trust=trust, model_id=model_id
-        )
-        record = {"operation": "add_question", "text": text, "question_id": question_id}
-        return await self._commit_state(run, checkpoint, state, record, trust, lease, principal, trigger)
-
-    async def resolve_question(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        question_id: str,
-        *,
-        lease: Lease,
-        principal: Principal | None = None,
-        trigger: str = "approval_resolved",
-    ) -> Checkpoint:
-        """Close an open question, recorded like any transition."""
-        state = self.working_state.resolve_question(checkpoint.working_state, question_id)
-        record = {"operation": "resolve_question", "question_id": question_id}
-        return await self._commit_state(
-            run, checkpoint, state, record, TrustLevel.PLATFORM, lease, principal, trigger
-        )
-
-    async def _model_id(self, session_id: str) -> str:
-        plan = self.planner.cached(session_id) or await self.planner.current(session_id)
-        return plan.model_id if plan is not None else self.working_state.model_id
-
-    async def _commit_state(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        state: WorkingState,
-        record: dict[str, Any],
-        trust: TrustLevel,
-        lease: Lease,
-        principal: Principal | None,
-        trigger: str,
-    ) -> Checkpoint:
-        payload = {
-            "run_id": run.run_id,
-            "base_version": checkpoint.version,
-            "source": trust.value,
-            **record,
-            "state": state.to_dict(),
-        }
-        event = NewEvent(
-            session_id=run.session_id,
-            type=WORKING_STATE_UPDATED,
-            payload=payload,
-            derivation_key=_key(f"context.working_state:{run.run_id}:{checkpoint.version}", payload),
-            run_id=run.run_id,
-            actor="model" if trust is TrustLevel.EXTERNAL_UNTRUSTED else "runtime",
-            visibility=Visibility.session()
-            if principal is None
-            else Visibility.principal(principal.principal_id),
-        )
-        updated = replace(checkpoint, working_state=state)
-        async with self.store.transaction():
-            await self.store.events.append(event)
-            version = await write_checkpoint(
-                self.store, run.run_id, updated, trigger=trigger, lease=lease, session_id=run.session_id
-            )
-        return replace(updated, version=version)
-
     # -- seeding -------------------------------------------------------------------
 
     async def build_seed(self, run: RunContext, principal: Principal | None) -> Checkpoint:
@@ -353,6 +287,65 @@ class ContextLoop:
         Counts this worker had to compute (none were stored) are stored in the
         same transaction.
         """
+        async with self.store.transaction():
+            rows = await self.store.checkpoints.latest_raw(run.run_id)
+            checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows)
+        if events:
+            self._committed(run, written, events)
+        return checkpoint
+
+    async def start_run(
+        self,
+        session_id: str,
+        run_id: str,
+        message: UserMessage,
+        principal: Principal | None,
+        *,
+        owner: str,
+        derivation_key: str | None = None,
+        visibility: Visibility | None = None,
+        max_output_tokens: int | None = None,
+    ) -> StartedRun:
+        """Start a run in one transaction: append its user message (with its token count),
+        claim the run for ``owner`` and write its version 1 (``seed_checkpoint``).
+
+        The same as ``append_item`` + ``checkpoints.claim`` + ``seed_checkpoint``, with one
+        commit instead of three. ``derivation_key`` makes a retry append nothing new.
+        """
+        plan = await self._plan_or_none(session_id)
+        new, restored = item_event(
+            session_id, message, principal=principal, derivation_key=derivation_key, visibility=visibility
+        )
+        try:
+            async with self.store.transaction():
+                stored, fresh = await self.store.events.append_all([new])
+                seed = logged(restored, session_id, stored[0].sequence)
+                counts: list[tuple[int, int]] = []
+                if plan is not None:
+                    counter = self.estimator.counter_id(plan.model_id, HISTORY)
+                    counts = history_counts(self.estimator, plan.model_id, [seed])
+                    await self.store.events.put_counts(session_id, counter, counts)
+                if fresh:  # the seed need not read back what it has just appended
+                    text = canonical_json(new.payload).decode("utf-8")
+                    row = ItemRow(seed.seq or 0, text, new.visibility, counts[0][1] if counts else None)
+                    self.history.extend(session_id, [row.sequence], [row], [seed])
+                run = RunContext(run_id, session_id, stored[0].sequence, max_output_tokens=max_output_tokens)
+                lease = await self.store.checkpoints.claim(run_id, owner)
+                # A run's first lease: it has no checkpoint to find.
+                rows = [] if lease.epoch == 1 else await self.store.checkpoints.latest_raw(run_id)
+                checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows)
+        except BaseException:
+            self.history.forget(session_id)  # it may have read rows that were rolled back
+            raise
+        # The seed read the user message into the history window already.
+        self._committed(run, written, events)
+        return StartedRun(run, lease, checkpoint)
+
+    async def _seed_and_write(
+        self, run: RunContext, principal: Principal | None, lease: Lease, rows: list[RawCheckpoint]
+    ) -> tuple[Checkpoint, list[Event], list[RawCheckpoint]]:
+        """Version 1 built and written inside the caller's transaction (see ``seed_checkpoint``):
+        the checkpoint, the events appended and the run's rows after the write."""
         seed = await self._seed(run, principal)
         built = seed.checkpoint
         # The hash of built.to_dict(): items splice their cached canonical bytes.
@@ -370,31 +363,20 @@ class ContextLoop:
             derivation_key=f"run.checkpoint.seeded:{run.run_id}",
             run_id=run.run_id,
         )
-        async with self.store.transaction():
-            rows = await self.store.checkpoints.latest_raw(run.run_id)
-            existing = await checkpoint_from_rows(self.store, run.run_id, rows)
-            if existing is not None:
-                if existing == built:
-                    return existing
-                raise ContextError(
-                    f"run {run.run_id!r} already has checkpoint version {existing.version}; "
-                    "seed_checkpoint only writes version 1"
-                )
-            await self.store.events.append(event)
-            if seed.backfill and seed.counter is not None:
-                await self.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
-            version = await write_checkpoint(
-                self.store,
-                run.run_id,
-                built,
-                trigger="seeded",
-                lease=lease,
-                session_id=run.session_id,
-                rows=rows,
+        existing = await checkpoint_from_rows(self.store, run.run_id, rows)
+        if existing is not None:
+            if existing == built:
+                return existing, [], rows
+            raise ContextError(
+                f"run {run.run_id!r} already has checkpoint version {existing.version}; "
+                "seed_checkpoint only writes version 1"
             )
+        stored, _ = await self.store.events.append_all([event])
         if seed.backfill and seed.counter is not None:
+            await self.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
             self.history.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
-        return replace(built, version=version)
+        version, written = await self._write(run, built, "seeded", lease, rows=rows)
+        return replace(built, version=version), stored, written
 
     def _remember_seed(self, run_id: str, carry: Carry | None, principal: Principal | None) -> None:
         self._seeded_from[run_id] = (carry, principal)
@@ -434,6 +416,7 @@ class ContextLoop:
         steps = prepare_step(
             run, checkpoint, items, state_updates, self.working_state, model_id, principal, visibility
         )
+        counts: list[tuple[int, int]] = []
         async with self.store.transaction():
             stored, written = await self.store.events.append_all(steps.events)
             if not written and steps.events:
@@ -448,23 +431,12 @@ class ContextLoop:
             updated = replace(
                 checkpoint, conversation=(*checkpoint.conversation, *appended), working_state=steps.state
             )
-            version = await write_checkpoint(
-                self.store,
-                run.run_id,
-                updated,
-                trigger=trigger,
-                lease=lease,
-                session_id=run.session_id,
-                prune=self.prune_finished,
-            )
+            version, rows = await self._write(run, updated, trigger, lease, prune=self.prune_finished)
+        fresh = written == len(stored)  # all new: this worker knows exactly what it wrote
+        tokens = dict(counts)
+        item_rows = [steps.item_row(stored, i, tokens.get(item.seq or 0)) for i, item in enumerate(appended)]
+        self._committed(run, rows, stored if fresh else [], item_rows, appended)
         return replace(updated, version=version)
-
-
-def _source(value: TrustLevel | str) -> TrustLevel:
-    try:
-        return TrustLevel(value)
-    except ValueError:
-        raise ModelValidationError("ContextLoop", "source", f"unknown trust level {value!r}") from None
 
 
 __all__ = [
@@ -473,6 +445,7 @@ __all__ = [
     "MAX_COMPACTIONS_PER_STEP",
     "ContextLoop",
     "Seed",
+    "StartedRun",
     "StateUpdate",
     "whole_pairs",
 ]

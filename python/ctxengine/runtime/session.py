@@ -43,6 +43,44 @@ def item_payload(item: ConversationItem) -> dict[str, Any]:
     return {"item": data}
 
 
+def item_event(
+    session_id: str,
+    item: ConversationItem,
+    *,
+    run_id: str | None = None,
+    principal: Principal | None = None,
+    derivation_key: str | None = None,
+    visibility: Visibility | None = None,
+) -> tuple[NewEvent, ConversationItem]:
+    """The event that appends ``item`` (see ``append_item``) and the item as it will read back.
+
+    The item is decoded the way ``session_history`` will, before anything is written:
+    an item that would not read back is refused here instead of poisoning the session.
+    """
+    if not isinstance(item, _ITEM_CLASSES):
+        raise ModelValidationError("append_item", "item", f"expected a conversation item, got {type(item)}")
+    if visibility is None:
+        visibility = Visibility.session() if principal is None else Visibility.tenant(principal.tenant_id)
+    payload = item_payload(item)
+    try:
+        stored = json.loads(canonical_json(payload))
+        restored = item_from_dict({**stored["item"], "seq": None})
+    except ModelValidationError as exc:
+        raise ModelValidationError(
+            "append_item", "item", f"would not read back from the log: {exc}"
+        ) from None
+    new = NewEvent(
+        session_id=session_id,
+        type=ITEM_APPENDED,
+        payload=payload,
+        derivation_key=derivation_key or f"conversation.item:{uuid.uuid4().hex}",
+        run_id=run_id,
+        actor="runtime" if principal is None else principal.principal_id,
+        visibility=visibility,
+    )
+    return new, restored
+
+
 async def append_item(
     store: Store,
     session_id: str,
@@ -65,35 +103,20 @@ async def append_item(
     ``model_id`` the item's raw token count (as later runs render it in
     their history) is stored with it, in the same transaction (ADR 0011).
     """
-    if not isinstance(item, _ITEM_CLASSES):
-        raise ModelValidationError("append_item", "item", f"expected a conversation item, got {type(item)}")
-    if visibility is None:
-        visibility = Visibility.session() if principal is None else Visibility.tenant(principal.tenant_id)
-    payload = item_payload(item)
-    # Decode the item the way session_history will, before anything is written: an
-    # item that would not read back is refused here instead of poisoning the session.
-    try:
-        stored = json.loads(canonical_json(payload))
-        restored = item_from_dict({**stored["item"], "seq": None})
-    except ModelValidationError as exc:
-        raise ModelValidationError(
-            "append_item", "item", f"would not read back from the log: {exc}"
-        ) from None
-    new = NewEvent(
-        session_id=session_id,
-        type=ITEM_APPENDED,
-        payload=payload,
-        derivation_key=derivation_key or f"conversation.item:{uuid.uuid4().hex}",
+    new, restored = item_event(
+        session_id,
+        item,
         run_id=run_id,
-        actor="runtime" if principal is None else principal.principal_id,
+        principal=principal,
+        derivation_key=derivation_key,
         visibility=visibility,
     )
     if estimator is None or model_id is None:
         event = await store.events.append(new)
-        return _logged(restored, session_id, event.sequence)
+        return logged(restored, session_id, event.sequence)
     async with store.transaction():
         event = await store.events.append(new)
-        appended = _logged(restored, session_id, event.sequence)
+        appended = logged(restored, session_id, event.sequence)
         rendered = render_item(appended, HISTORY_REGION)
         count = estimator.raw(rendered, model_id)
         await store.events.put_counts(
@@ -106,7 +129,7 @@ async def append_item(
 HISTORY_REGION = "history"
 
 
-def _logged(item: ConversationItem, session_id: str, sequence: int) -> ConversationItem:
+def logged(item: ConversationItem, session_id: str, sequence: int) -> ConversationItem:
     """``item`` as event ``sequence`` of ``session_id`` holds it (with its log provenance)."""
     appended = replace(item, seq=sequence)
     object.__setattr__(appended, "_log", session_id)
@@ -137,4 +160,13 @@ def decode_rows(session_id: str, rows: Sequence[ItemRow]) -> list[ConversationIt
 
 _ITEM_CLASSES = tuple(ITEM_TYPES.values())
 
-__all__ = ["ITEM_APPENDED", "append_item", "decode_rows", "item_payload", "session_history"]
+__all__ = [
+    "HISTORY_REGION",
+    "ITEM_APPENDED",
+    "append_item",
+    "decode_rows",
+    "item_event",
+    "item_payload",
+    "logged",
+    "session_history",
+]

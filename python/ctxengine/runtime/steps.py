@@ -24,7 +24,7 @@ from ..core.decode import decode_stored_items
 from ..errors import ModelValidationError
 from ..model import Checkpoint, ConversationItem, Principal, RunContext, TrustLevel, WorkingState
 from ..model.items import ITEM_TYPES
-from ..stores.events import Event, NewEvent, Visibility
+from ..stores.events import Event, ItemRow, NewEvent, Visibility
 from .session import ITEM_APPENDED, item_payload
 from .working_state import WORKING_STATE_UPDATED, WorkingStateManager
 
@@ -47,6 +47,14 @@ class PreparedStep:
     state: WorkingState
     #: (index into ``events``, the item as it reads back) for each item, in order.
     items: list[tuple[int, ConversationItem]] = field(default_factory=list)
+    #: The stored payload text of each item, in order.
+    texts: list[str] = field(default_factory=list)
+
+    def item_row(self, stored: Sequence[Event], i: int, tokens: int | None) -> ItemRow:
+        """Item ``i`` as the history reader would read its row back."""
+        index, _ = self.items[i]
+        event = stored[index]
+        return ItemRow(event.sequence, self.texts[i], event.visibility, tokens)
 
     def appended(self, session_id: str, stored: Sequence[Event]) -> list[ConversationItem]:
         """The items with the sequences the log gave them (and the log's provenance)."""
@@ -117,6 +125,7 @@ def prepare_step(
     if index is not None:
         why = f"would not read back from the log: {reason}"
         raise ModelValidationError("record_step", f"items[{index}]", why)
+    prepared.texts = texts
     for position, (payload, item) in enumerate(zip(payloads, decoded, strict=True)):
         prepared.items.append((len(events), item))
         events.append(

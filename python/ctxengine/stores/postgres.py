@@ -276,7 +276,7 @@ class PostgresStore:
         pool = await self._ready()
         self._check_migrated()
         async with self._mapped(), pool.connection() as conn, conn.transaction():
-            with _TXN.bind(self, conn):
+            with _TXN.bind(self, conn), postgres_writes.locking(conn):
                 yield
 
 

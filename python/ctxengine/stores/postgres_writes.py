@@ -5,24 +5,32 @@ session's greatest sequence, the insert and a release: six round trips, and
 a transaction of its own outside a caller's. A checkpoint write took five.
 Here each is one statement: CTEs take the lock, find the keys already stored
 and the next sequence (or lock the lease row and find the next version), and
-insert. Outside a caller's transaction the statement is its own transaction;
-inside one it runs in a savepoint (pipelined with it), so a lost race rolls
-back only itself. The rules are unchanged: appends are idempotent on their
-derivation keys and keep their order, a batch goes in whole or not at all
-(a lost sequence race raises and the attempt is retried), a checkpoint write
-needs the run's current lease and, for a delta, a full snapshot before it.
+insert. Outside a caller's transaction the statement is its own transaction,
+and a lost sequence race (its snapshot predates a writer it waited for) undoes
+it whole and it is retried. Inside a caller's transaction the first append to
+a session takes the session lock in a statement of its own, so every later
+statement sees every earlier writer and no race is left to lose: no
+savepoint is needed (a writer that does not take the lock, a build from
+before it, can still win; the caller's transaction is then lost and
+``StoreUnavailable`` says to retry it). The rules are unchanged: appends are
+idempotent on their derivation keys and keep their order, a batch goes in
+whole or not at all, a checkpoint write needs the run's current lease and,
+for a delta, a full snapshot before it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection, errors
 from psycopg.pq import TransactionStatus
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreUnavailable
 from . import _rows
 from .events import Lease, NewEvent
 
@@ -78,6 +86,20 @@ def _in_transaction(conn: Conn) -> bool:
     return conn.info.transaction_status == TransactionStatus.INTRANS
 
 
+#: The store's open transaction (its connection) and the sessions whose append lock it holds.
+LOCKED: ContextVar[tuple[Conn, set[str]] | None] = ContextVar("ctxengine.postgres.locked", default=None)
+
+
+@contextmanager
+def locking(conn: Conn) -> Iterator[None]:
+    """Track the session locks of the transaction just opened on ``conn``."""
+    token = LOCKED.set((conn, set()))
+    try:
+        yield
+    finally:
+        LOCKED.reset(token)
+
+
 async def append_all(
     conn: Conn, news: list[NewEvent], texts: list[str], created_at: datetime
 ) -> list[tuple[Any, bool]]:
@@ -102,24 +124,42 @@ async def append_all(
         "versions": [n.format_version for n in unique],
         "at": created_at,
     }
+    if _in_transaction(conn):
+        held = LOCKED.get()
+        locked = held[1] if held is not None and held[0] is conn else None
+        if locked is None or session_id not in locked:
+            # Held until the caller commits; later statements see every earlier writer.
+            lock = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+            await conn.execute(lock, (SESSION_LOCK_CLASS, session_id))
+            if locked is not None:
+                locked.add(session_id)
+        try:
+            cur = await conn.execute(APPEND, params)
+            return _results(news, first, await cur.fetchall())
+        except errors.UniqueViolation as exc:
+            raise StoreUnavailable(
+                f"session {session_id!r}: a writer that does not take the session lock appended first; "
+                "the transaction is lost (retry it)"
+            ) from exc
     for _ in range(MAX_APPEND_ATTEMPTS):
         try:
-            if _in_transaction(conn):
-                async with conn.transaction():  # a savepoint: a lost race rolls back only this
-                    cur = await conn.execute(APPEND, params)
-                    rows = await cur.fetchall()
-            else:
-                cur = await conn.execute(APPEND, params)  # its own transaction
-                rows = await cur.fetchall()
+            cur = await conn.execute(APPEND, params)  # its own transaction
+            return _results(news, first, await cur.fetchall())
         except errors.UniqueViolation:
-            # A writer that does not take the lock (or a stale snapshot under contention)
-            # committed this sequence first: the whole attempt was undone; try again.
+            # Its snapshot predates a writer it waited for (or one that does not take the
+            # lock): the whole attempt was undone; try again.
             await asyncio.sleep(0)
-            continue
-        stored = {row[5]: (tuple(row[1:]), bool(row[0])) for row in rows}
-        return [stored[new.derivation_key] if i == first[new.derivation_key] else
-                (stored[new.derivation_key][0], False) for i, new in enumerate(news)]  # fmt: skip
     raise StoreError(f"session {session_id!r}: an append lost {MAX_APPEND_ATTEMPTS} sequence races in a row")
+
+
+def _results(news: list[NewEvent], first: dict[str, int], rows: list[Any]) -> list[tuple[Any, bool]]:
+    """``(row, inserted)`` per event in batch order; a key repeated in the batch repeats its first."""
+    stored = {row[5]: (tuple(row[1:]), bool(row[0])) for row in rows}
+    out = []
+    for i, new in enumerate(news):
+        row, inserted = stored[new.derivation_key]
+        out.append((row, inserted and i == first[new.derivation_key]))
+    return out
 
 
 async def write_checkpoint(
@@ -157,4 +197,4 @@ async def write_checkpoint(
     raise StoreError(f"run {run_id!r}: checkpoint version was not written")
 
 
-__all__ = ["APPEND", "WRITE_CHECKPOINT", "append_all", "write_checkpoint"]
+__all__ = ["APPEND", "LOCKED", "WRITE_CHECKPOINT", "append_all", "locking", "write_checkpoint"]
