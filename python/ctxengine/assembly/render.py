@@ -103,9 +103,11 @@ def render_items(items: Sequence[ConversationItem], region_class: str) -> list[R
     and tool results natively; ADR 0011). Results and caches are the same either way."""
     region_of(region_class)
     from ..core import backends
+    from ..core.decode import paused_gc
 
     core = backends.active()
-    rendered: list[RenderedItem] = core.render_items(items, region_class, RenderedItem, render_item)
+    with paused_gc():
+        rendered: list[RenderedItem] = core.render_items(items, region_class, RenderedItem, render_item)
     return rendered
 
 

@@ -77,6 +77,8 @@ async def build_fixture(url: str, session_id: str, events: int) -> Fixture:
             await worker.turn(session_id, turn)
         seed = await worker_seed(worker, session_id)
         every = await store.events.read(session_id)
+        if url.startswith("postgres"):
+            await _analyze(url)  # a live database has its statistics; a fresh bulk load has none
         carries = sum(1 for e in every if e.type == "context.carry.recorded")
         return Fixture(url, session_id, seed, len(every), carries)
     finally:
@@ -98,6 +100,13 @@ async def worker_seed(worker: ScriptedWorker, session_id: str) -> int:
     )
     assert item.seq is not None
     return item.seq
+
+
+async def _analyze(url: str) -> None:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute("ANALYZE")
 
 
 FIRST_REQUEST = """

@@ -7,7 +7,9 @@ intermediate dicts) and fills each item's ``_cj`` cache on the way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import gc
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..model import FileRef, TextPart, TrustLevel
@@ -28,15 +30,35 @@ def decode_stored_items(
     item slots the decoder leaves empty (e.g. the log provenance).
     """
     items: list[Any]
-    items, index, reason = backends.active().decode_items(
-        payloads if isinstance(payloads, list) else list(payloads),
-        seqs if isinstance(seqs, list) else list(seqs),
-        ITEM_TYPES,
-        _PARTS,
-        _TRUST,
-        dict(extra) if extra else None,
-    )
+    with paused_gc():
+        items, index, reason = backends.active().decode_items(
+            payloads if isinstance(payloads, list) else list(payloads),
+            seqs if isinstance(seqs, list) else list(seqs),
+            ITEM_TYPES,
+            _PARTS,
+            _TRUST,
+            dict(extra) if extra else None,
+        )
     return items, index, reason
 
 
-__all__ = ["decode_stored_items"]
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic collector paused while a batch builds many small, acyclic objects.
+
+    Every few hundred allocations would otherwise start a collection that finds
+    nothing to free, and the older generations' passes walk the whole heap; the
+    objects a batch builds (items, parts, rendered items, their caches) hold no
+    reference cycles. The collector runs again as soon as the batch returns.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+__all__ = ["decode_stored_items", "paused_gc"]

@@ -131,7 +131,8 @@ async def build_seed(
 
 
 def _digest(rendered: object) -> bytes:
-    digest: bytes = backends.active().item_canonical(rendered)[1]
+    cached = getattr(rendered, "_cj", None)  # filled by the native renderer
+    digest: bytes = cached[1] if cached is not None else backends.active().item_canonical(rendered)[1]
     return digest
 
 

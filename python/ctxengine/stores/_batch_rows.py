@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from ..errors import ModelValidationError, StoreCorruption
 from ._rows import (
     Row,
-    _timestamp,
     check_session,
     decode_event,
     event_row,
@@ -24,6 +24,9 @@ from ._rows import (
 from .events import FORMAT_VERSION, Event, ItemRow, NewEvent, Visibility, check_identifier, check_int
 
 ITEM_TYPE = "conversation.item.appended"
+
+
+_fromiso = datetime.fromisoformat
 
 
 def item_rows(session_id: str, rows: Iterable[Row]) -> list[ItemRow]:
@@ -59,8 +62,11 @@ def item_rows(session_id: str, rows: Iterable[Row]) -> list[ItemRow]:
             except ModelValidationError:
                 ok = False
         if ok:
+            stamp = row[9]
             try:
-                _timestamp(row[9])
+                # As decode_event reads it (an aware timestamp), without converting it.
+                parsed = _fromiso(stamp) if type(stamp) is str else stamp
+                ok = isinstance(parsed, datetime) and parsed.utcoffset() is not None
             except ValueError:
                 ok = False
         if not ok or visibility is None:

@@ -8,8 +8,6 @@
 //! `__init__` (the core has already made every check the constructor makes)
 //! and each slot is set as `object.__setattr__` would.
 
-use std::ptr;
-
 use ctxengine_core::decode::{decode_item, Content, Item, Json, Members, Part, TRUST_LEVELS};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -17,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::errors::guard;
+use crate::slots::{untracked, Maker};
 
 /// The six item kinds, in the order the classes are looked up.
 const KINDS: [&str; 6] = [
@@ -28,14 +27,11 @@ const KINDS: [&str; 6] = [
     "reasoning",
 ];
 
-/// One class and the names of its slots: the fields the core fills, then
-/// every other slot with its value from `extra` (or None).
+/// One class: the fields the core fills, then every other slot with its value
+/// from `extra` (or None).
 struct Class<'py> {
-    cls: Bound<'py, PyType>,
-    /// `cls.__new__ is object.__new__`: allocate with object's `tp_new`.
-    plain_new: bool,
-    fields: Vec<Bound<'py, PyString>>,
-    others: Vec<(Bound<'py, PyString>, Bound<'py, PyAny>)>,
+    maker: Maker<'py>,
+    others: Vec<Bound<'py, PyAny>>,
 }
 
 impl<'py> Class<'py> {
@@ -45,7 +41,7 @@ impl<'py> Class<'py> {
         extra: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Self> {
         let py = cls.py();
-        let cls = cls.cast::<PyType>()?.clone();
+        let cls = cls.cast::<PyType>()?;
         let slots: Vec<String> = cls.getattr("__slots__")?.extract()?;
         for f in fields {
             if !slots.iter().any(|s| s == f) {
@@ -55,65 +51,54 @@ impl<'py> Class<'py> {
                 )));
             }
         }
+        let mut names: Vec<&str> = fields.to_vec();
         let mut others = Vec::new();
         for s in slots.iter().filter(|s| !fields.contains(&s.as_str())) {
-            let value = match extra {
+            names.push(s);
+            others.push(match extra {
                 Some(d) => d.get_item(s)?.unwrap_or_else(|| py.None().into_bound(py)),
                 None => py.None().into_bound(py),
-            };
-            others.push((PyString::intern(py, s), value));
+            });
         }
-        let object_new = py.get_type::<pyo3::types::PyAny>().getattr("__new__")?;
-        let plain_new = cls.getattr("__new__")?.is(&object_new);
         Ok(Class {
-            plain_new,
-            fields: fields.iter().map(|f| PyString::intern(py, f)).collect(),
-            cls,
+            maker: Maker::new(cls, &names)?,
             others,
         })
     }
 
-    /// A new instance with `values` in `fields` order and the other slots set.
-    fn make(&self, values: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
-        let py = self.cls.py();
-        let obj = unsafe {
-            let tp = self.cls.as_ptr() as *mut ffi::PyTypeObject;
-            let raw = if self.plain_new {
-                // object.__new__(cls): the slots start empty and are all set below.
-                let empty = PyTuple::empty(py);
-                let new = ffi::PyBaseObject_Type.tp_new.expect("object has tp_new");
-                new(tp, empty.as_ptr(), ptr::null_mut())
-            } else {
-                ffi::PyObject_CallMethod(
-                    self.cls.as_ptr(),
-                    c"__new__".as_ptr(),
-                    c"O".as_ptr(),
-                    self.cls.as_ptr(),
-                )
-            };
-            Bound::from_owned_ptr_or_err(py, raw)?
-        };
-        for (name, value) in self.fields.iter().zip(values) {
-            set_slot(&obj, name, value)?;
-        }
-        for (name, value) in &self.others {
-            set_slot(&obj, name, value)?;
-        }
-        Ok(obj)
+    /// A new instance with `values` in `fields` order and the other slots set
+    /// (untracked by the collector when it can hold no cycle: see `Maker`).
+    fn make(&self, mut values: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        values.extend(self.others.iter().cloned());
+        let acyclic = values.iter().all(atomic);
+        self.maker.make_acyclic(values, acyclic)
     }
 }
 
-fn set_slot(
-    obj: &Bound<'_, PyAny>,
-    name: &Bound<'_, PyString>,
-    value: &Bound<'_, PyAny>,
-) -> PyResult<()> {
-    // object.__setattr__: the frozen class's own __setattr__ refuses.
-    let rc = unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) };
-    if rc != 0 {
-        return Err(PyErr::fetch(obj.py()));
+/// A value that cannot lead back to its holder: a str, int, float, bool or None,
+/// bytes, a tuple of such, or an instance this module made untracked.
+fn atomic(value: &Bound<'_, PyAny>) -> bool {
+    let p = value.as_ptr();
+    unsafe {
+        if ffi::PyUnicode_CheckExact(p) != 0
+            || ffi::PyLong_Check(p) != 0
+            || ffi::PyFloat_CheckExact(p) != 0
+            || ffi::PyBytes_CheckExact(p) != 0
+            || p == ffi::Py_None()
+        {
+            return true;
+        }
+        if ffi::PyTuple_CheckExact(p) != 0 {
+            return value
+                .cast::<PyTuple>()
+                .is_ok_and(|t| t.iter().all(|v| atomic(&v)));
+        }
+        // A trust member (an enum, tracked but module-level and immutable) or an
+        // instance made untracked here.
+        ffi::PyUnicode_Check(p) != 0
+            || ffi::PyObject_IS_GC(p) == 0
+            || ffi::PyObject_GC_IsTracked(p) == 0
     }
-    Ok(())
 }
 
 struct Builder<'py> {
@@ -170,19 +155,25 @@ impl<'py> Builder<'py> {
                 let mut out = Vec::with_capacity(parts.len());
                 for p in parts {
                     out.push(match p {
-                        Part::Text(t) => self.text_part.make(&[self.str(t)])?,
+                        Part::Text(t) => self.text_part.make(vec![self.str(t)])?,
                         Part::File {
                             artifact_id,
                             media_type,
                             filename,
-                        } => self.file_ref.make(&[
+                        } => self.file_ref.make(vec![
                             self.str(artifact_id),
                             self.str(media_type),
                             self.opt_str(filename),
                         ])?,
                     });
                 }
-                Ok(PyTuple::new(self.py, out)?.into_any())
+                let parts = PyTuple::new(self.py, out)?.into_any();
+                // Parts of text and file references: atoms all the way down.
+                Ok(if atomic(&parts) {
+                    untracked(parts)
+                } else {
+                    parts
+                })
             }
         }
     }
@@ -240,7 +231,7 @@ impl<'py> Builder<'py> {
         };
         values.push(seq.clone());
         values.push(cache);
-        self.items[index].make(&values)
+        self.items[index].make(values)
     }
 }
 
@@ -320,10 +311,10 @@ pub fn decode_items<'py>(
                 Err(reason) => return Ok((out, Some(i), Some(reason))),
             };
             let cache = match &decoded.cache {
-                Some((bytes, digest)) => {
+                Some((bytes, digest)) => untracked(
                     PyTuple::new(py, [PyBytes::new(py, bytes), PyBytes::new(py, digest)])?
-                        .into_any()
-                }
+                        .into_any(),
+                ),
                 None => py.None().into_bound(py),
             };
             out.append(b.item(&decoded.item, &seq_obj, cache)?)?;

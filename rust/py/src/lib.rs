@@ -14,6 +14,7 @@ mod errors;
 mod estimator;
 mod interop;
 mod render;
+mod slots;
 
 use std::cell::Cell;
 

@@ -9,8 +9,6 @@
 //! which is also the reference backend's whole implementation. The native
 //! module imports nothing from `ctxengine`: the caller passes the classes.
 
-use std::ptr;
-
 use ctxengine_core::envelope::{envelope, rendered_text_canonical};
 use ctxengine_core::hash::sha256;
 use pyo3::exceptions::PyTypeError;
@@ -21,6 +19,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::conversions::item_canonical;
 use crate::errors::guard;
+use crate::slots::{untracked, Maker};
 
 /// The slots of `RenderedItem`, in the order values are passed to [`make`].
 const SLOTS: [&str; 11] = [
@@ -83,27 +82,28 @@ fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
     Ok(out)
 }
 
-/// A new instance of `cls` with `values` in [`SLOTS`] order (`object.__new__`
-/// and `object.__setattr__`, as the frozen class itself refuses assignment).
-fn make<'py>(
-    cls: &Bound<'py, PyType>,
-    names: &[Bound<'py, PyString>],
-    values: &[Bound<'py, PyAny>],
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = cls.py();
-    let obj = unsafe {
-        let tp = cls.as_ptr() as *mut ffi::PyTypeObject;
-        let new = ffi::PyBaseObject_Type.tp_new.expect("object has tp_new");
-        Bound::from_owned_ptr_or_err(py, new(tp, PyTuple::empty(py).as_ptr(), ptr::null_mut()))?
-    };
-    for (name, value) in names.iter().zip(values) {
-        let rc =
-            unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) };
-        if rc != 0 {
-            return Err(PyErr::fetch(py));
+/// Store `rendered` in the item's `_rc` cache (a dict made on first use, as `render_item` does).
+fn cache_in(
+    item: &Bound<'_, PyAny>,
+    cache: &Bound<'_, PyAny>,
+    region_class: &Bound<'_, PyString>,
+    rendered: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let py = item.py();
+    let dict = match cache.cast::<PyDict>() {
+        Ok(d) => d.clone(),
+        Err(_) => {
+            let d = PyDict::new(py);
+            let name = intern!(py, "_rc");
+            let rc =
+                unsafe { ffi::PyObject_GenericSetAttr(item.as_ptr(), name.as_ptr(), d.as_ptr()) };
+            if rc != 0 {
+                return Err(PyErr::fetch(py));
+            }
+            d
         }
-    }
-    Ok(obj)
+    };
+    dict.set_item(region_class, rendered)
 }
 
 /// Each item's rendered form for `region_class`: from its `_rc` cache, made
@@ -125,14 +125,7 @@ pub fn render_items<'py>(
                 rendered_cls.name()?
             )));
         }
-        let object_new = py.get_type::<PyAny>().getattr("__new__")?;
-        if !rendered_cls.getattr("__new__")?.is(&object_new) {
-            return Err(PyTypeError::new_err(
-                "render_items: the rendered class defines __new__",
-            ));
-        }
-        let names: Vec<Bound<'py, PyString>> =
-            SLOTS.iter().map(|s| PyString::intern(py, s)).collect();
+        let maker = Maker::new(rendered_cls, &SLOTS)?;
         let region = region_class.to_str()?;
         let rc_name = intern!(py, "_rc");
         let none = py.None().into_bound(py);
@@ -169,6 +162,50 @@ pub fn render_items<'py>(
                         "tool",
                         format!("tool:{}", call_id.cast::<PyString>()?.to_str()?),
                     )
+                }
+                "tool_call" | "reasoning" => {
+                    // No text: the call (or the provider's continuation) travels as it is.
+                    // Its canonical cache is left for first use.
+                    let call = kinds[kind].1 == "tool_call";
+                    let field = |name: &Bound<'py, PyString>| item.getattr(name);
+                    let values = [
+                        region_class.clone().into_any(),
+                        PyString::new(py, "assistant").into_any(),
+                        none.clone(),
+                        if call {
+                            field(intern!(py, "call_id"))?
+                        } else {
+                            none.clone()
+                        },
+                        if call {
+                            field(intern!(py, "name"))?
+                        } else {
+                            none.clone()
+                        },
+                        if call {
+                            field(intern!(py, "arguments"))?
+                        } else {
+                            none.clone()
+                        },
+                        PyBool::new(py, false).to_owned().into_any(),
+                        if call {
+                            none.clone()
+                        } else {
+                            field(intern!(py, "provider"))?
+                        },
+                        if call {
+                            none.clone()
+                        } else {
+                            field(intern!(py, "payload"))?
+                        },
+                        item.getattr(intern!(py, "seq"))?,
+                        none.clone(),
+                    ];
+                    // It shares the call's arguments (a dict): the collector keeps seeing it.
+                    let rendered = maker.make(values.into())?;
+                    cache_in(&item, &cache, region_class, &rendered)?;
+                    out.append(rendered)?;
+                    continue;
                 }
                 _ => {
                     out.append(render.call1((&item, region_class))?)?;
@@ -211,8 +248,10 @@ pub fn render_items<'py>(
             let cj = match canonical {
                 Some(bytes) => {
                     let digest = sha256(&bytes);
-                    PyTuple::new(py, [PyBytes::new(py, &bytes), PyBytes::new(py, &digest)])?
-                        .into_any()
+                    untracked(
+                        PyTuple::new(py, [PyBytes::new(py, &bytes), PyBytes::new(py, &digest)])?
+                            .into_any(),
+                    )
                 }
                 None => none.clone(),
             };
@@ -229,21 +268,9 @@ pub fn render_items<'py>(
                 seq_obj,
                 cj,
             ];
-            let rendered = make(rendered_cls, &names, &values)?;
-            let dict = match cache.cast::<PyDict>() {
-                Ok(d) => d.clone(),
-                Err(_) => {
-                    let d = PyDict::new(py);
-                    let rc = unsafe {
-                        ffi::PyObject_GenericSetAttr(item.as_ptr(), rc_name.as_ptr(), d.as_ptr())
-                    };
-                    if rc != 0 {
-                        return Err(PyErr::fetch(py));
-                    }
-                    d
-                }
-            };
-            dict.set_item(region_class, &rendered)?;
+            // Strings, a bool, an int and a tuple of bytes: it can hold no cycle.
+            let rendered = maker.make_acyclic(values.into(), true)?;
+            cache_in(&item, &cache, region_class, &rendered)?;
             out.append(rendered)?;
         }
         Ok(out)
