@@ -287,9 +287,12 @@ class ContextLoop(WorkingStateWrites):
         Counts this worker had to compute (none were stored) are stored in the
         same transaction.
         """
+        # Built before the write transaction: reading and decoding the window does not
+        # hold the store's write lock (the log below the seed never changes).
+        seed = await self._seed(run, principal)
         async with self.store.transaction():
             rows = await self.store.checkpoints.latest_raw(run.run_id)
-            checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows)
+            checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows, seed)
         if events:
             self._committed(run, written, events)
         return checkpoint
@@ -342,11 +345,17 @@ class ContextLoop(WorkingStateWrites):
         return StartedRun(run, lease, checkpoint)
 
     async def _seed_and_write(
-        self, run: RunContext, principal: Principal | None, lease: Lease, rows: list[RawCheckpoint]
+        self,
+        run: RunContext,
+        principal: Principal | None,
+        lease: Lease,
+        rows: list[RawCheckpoint],
+        seed: Seed | None = None,
     ) -> tuple[Checkpoint, list[Event], list[RawCheckpoint]]:
         """Version 1 built and written inside the caller's transaction (see ``seed_checkpoint``):
         the checkpoint, the events appended and the run's rows after the write."""
-        seed = await self._seed(run, principal)
+        if seed is None:
+            seed = await self._seed(run, principal)
         built = seed.checkpoint
         # The hash of built.to_dict(): items splice their cached canonical bytes.
         shell = {**replace(built, conversation=()).to_dict(), "conversation": list(built.conversation)}
