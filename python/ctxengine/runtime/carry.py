@@ -30,7 +30,7 @@ from typing import Any, TypeGuard
 
 from ..core.canonical import payload_hash
 from ..errors import ModelValidationError, StoreCorruption
-from ..model import Checkpoint, ElidedSpan, Principal
+from ..model import Checkpoint, ConversationItem, ElidedSpan, Principal, WorkingState
 from ..stores.events import Event, Store, Visibility
 
 CARRY_RECORDED = "context.carry.recorded"
@@ -54,10 +54,14 @@ class Carry:
     visibility: Visibility
     tokens: dict[str, int]
 
-    def seed(self, run_id: str) -> Checkpoint:
-        """The summary part of a run's version 1 (depth re-based to 0; the carry is the source)."""
+    def seed(
+        self, run_id: str, conversation: tuple[ConversationItem, ...] = (), state: WorkingState | None = None
+    ) -> Checkpoint:
+        """A run's version 1 seeded from this carry (depth re-based to 0; the carry is the source)."""
         return Checkpoint(
             run_id,
+            conversation=conversation,
+            working_state=state if state is not None else WorkingState(),
             compacted_summary=self.summary,
             summary_source_event_ids=(self.sequence,),
             summary_elided=self.elided,

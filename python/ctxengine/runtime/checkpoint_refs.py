@@ -42,27 +42,31 @@ Entry = int | dict[str, Any]
 
 def entries_of(conversation: Sequence[ConversationItem], session_id: str) -> list[Entry]:
     """One entry per item: its sequence when it is the log's own item, else its dict."""
-    out: list[Entry] = []
-    for item in conversation:
-        if item._log == session_id and item.seq is not None:
-            out.append(item.seq)
-        else:
-            out.append(item.to_dict())
-    return out
+    return [
+        item.seq if item._log == session_id and item.seq is not None else item.to_dict()
+        for item in conversation
+    ]
 
 
 def to_segments(entries: Sequence[Entry]) -> list[Any]:
     """Entries with runs of consecutive sequences folded into ``[first, last]``."""
     out: list[Any] = []
+    first = last = -2  # the open run [first, last]; none while last == -2
     for entry in entries:
-        if isinstance(entry, int):
-            last = out[-1] if out else None
-            if isinstance(last, list) and last[1] + 1 == entry:
-                last[1] = entry
-            else:
-                out.append([entry, entry])
+        if type(entry) is int:
+            if entry == last + 1:
+                last = entry
+                continue
+            if last != -2:
+                out.append([first, last])
+            first = last = entry
         else:
+            if last != -2:
+                out.append([first, last])
+                first = last = -2
             out.append(entry)
+    if last != -2:
+        out.append([first, last])
     return out
 
 

@@ -33,6 +33,7 @@ full snapshot) deletes the run's earlier versions in the same transaction.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -192,9 +193,23 @@ async def checkpoint_from_rows(store: Store, run_id: str, rows: list[RawCheckpoi
     return decode(run_id, materialize(run_id, rows))
 
 
+_FIELDS = tuple(f.name for f in dataclasses.fields(Checkpoint))
+
+
+def evolve(checkpoint: Checkpoint, **changes: Any) -> Checkpoint:
+    """``replace(checkpoint, **changes)`` without validating again what was validated when
+    ``checkpoint`` was made: for the loop's own changes (a stored version, an empty
+    conversation), which cannot break what ``Checkpoint`` checks. ``replace`` re-checks the
+    whole conversation, item by item, on every change."""
+    new = object.__new__(Checkpoint)
+    for name in _FIELDS:
+        object.__setattr__(new, name, changes[name] if name in changes else getattr(checkpoint, name))
+    return new
+
+
 def _shell_dict(checkpoint: Checkpoint) -> dict[str, Any]:
     """``checkpoint.to_dict()`` without converting its conversation."""
-    data = replace(checkpoint, conversation=()).to_dict()
+    data = evolve(checkpoint, conversation=()).to_dict()
     del data["conversation"]
     return data
 
@@ -243,7 +258,7 @@ async def write_checkpoint(
         if rows is None:
             rows = await store.checkpoints.latest_raw(run_id)
         version = rows[-1]["version"] + 1 if rows else 1
-        stamped = replace(checkpoint, version=version)
+        stamped = evolve(checkpoint, version=version)
         use_refs = _writes_refs(store, session_id)
         ref_base = is_ref_chain(rows)
         if use_refs and ref_base and rows[0]["payload"].get("session_id") != session_id:
@@ -324,6 +339,7 @@ __all__ = [
     "is_full",
     "latest_checkpoint",
     "checkpoint_from_rows",
+    "evolve",
     "decode_resolved",
     "is_ref_chain",
     "materialize",

@@ -34,6 +34,8 @@ class _Window:
     lo: int
     hi: int
     counter: str | None
+    #: Rows up to here have primed the estimator's memo already (see ``seeding``).
+    primed: int = 0
     seqs: list[int] = field(default_factory=list)
     rows: list[ItemRow] = field(default_factory=list)
     items: list[ConversationItem] = field(default_factory=list)
@@ -85,6 +87,16 @@ class HistoryReader:
         self._evict()
         end = bisect_right(window.seqs, through)
         return window.rows[:end], window.items[:end]
+
+    def primed_through(self, session_id: str) -> int:
+        """The sequence up to which this window's rows have primed the estimator."""
+        window = self._windows.get(session_id)
+        return window.primed if window is not None else 0
+
+    def set_primed(self, session_id: str, sequence: int) -> None:
+        window = self._windows.get(session_id)
+        if window is not None:
+            window.primed = max(window.primed, sequence)
 
     def forget(self, session_id: str) -> None:
         """Drop the session's window (it may hold rows of a transaction that rolled back)."""

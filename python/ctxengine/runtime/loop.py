@@ -35,7 +35,7 @@ from ..plan import ContextPlan, ContextPlanner
 from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store, Visibility
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
-from .checkpoints import checkpoint_from_rows, latest_checkpoint, write_checkpoint
+from .checkpoints import checkpoint_from_rows, evolve, latest_checkpoint, write_checkpoint
 from .compaction import CompactionResult, StructuredCompactor
 from .history_reader import HistoryReader
 from .loop_state import WorkingStateWrites
@@ -103,6 +103,8 @@ class ContextLoop(WorkingStateWrites):
         self._carries = CarryCache()
         #: Per run: the checkpoint rows this loop last wrote (a delta needs no read of its base).
         self._rows: OrderedDict[str, list[RawCheckpoint]] = OrderedDict()
+        #: Per run started here: the seed message's count, stored with the run's first step.
+        self._pending_counts: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
 
     async def _write(
         self,
@@ -218,7 +220,7 @@ class ContextLoop(WorkingStateWrites):
                 version, rows = await self._write(run, compacted, "compaction", lease)
             self._committed(run, rows, stored)
             # Adopted only once both are committed.
-            current = replace(compacted, version=version)
+            current = evolve(compacted, version=version)
             compactions += 1
 
     async def _carry_event(
@@ -325,9 +327,9 @@ class ContextLoop(WorkingStateWrites):
                 seed = logged(restored, session_id, stored[0].sequence)
                 counts: list[tuple[int, int]] = []
                 if plan is not None:
-                    counter = self.estimator.counter_id(plan.model_id, HISTORY)
+                    # Stored with the run's first recorded step (one statement fewer); a run
+                    # that records nothing leaves it to the next seed, which counts what lacks one.
                     counts = history_counts(self.estimator, plan.model_id, [seed])
-                    await self.store.events.put_counts(session_id, counter, counts)
                 if fresh:  # the seed need not read back what it has just appended
                     text = canonical_json(new.payload).decode("utf-8")
                     row = ItemRow(seed.seq or 0, text, new.visibility, counts[0][1] if counts else None)
@@ -342,6 +344,10 @@ class ContextLoop(WorkingStateWrites):
             raise
         # The seed read the user message into the history window already.
         self._committed(run, written, events)
+        if counts:
+            self._pending_counts[run.run_id] = counts
+            while len(self._pending_counts) > SEEDS_REMEMBERED:
+                self._pending_counts.popitem(last=False)
         return StartedRun(run, lease, checkpoint)
 
     async def _seed_and_write(
@@ -358,7 +364,7 @@ class ContextLoop(WorkingStateWrites):
             seed = await self._seed(run, principal)
         built = seed.checkpoint
         # The hash of built.to_dict(): items splice their cached canonical bytes.
-        shell = {**replace(built, conversation=()).to_dict(), "conversation": list(built.conversation)}
+        shell = {**evolve(built, conversation=()).to_dict(), "conversation": list(built.conversation)}
         payload = {
             "run_id": run.run_id,
             "seed_sequence": run.seed_sequence,
@@ -385,7 +391,7 @@ class ContextLoop(WorkingStateWrites):
             await self.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
             self.history.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
         version, written = await self._write(run, built, "seeded", lease, rows=rows)
-        return replace(built, version=version), stored, written
+        return evolve(built, version=version), stored, written
 
     def _remember_seed(self, run_id: str, carry: Carry | None, principal: Principal | None) -> None:
         self._seeded_from[run_id] = (carry, principal)
@@ -433,19 +439,25 @@ class ContextLoop(WorkingStateWrites):
                 if latest is not None and latest.version > checkpoint.version:
                     return latest  # a retry of a step already recorded: nothing new
             appended = steps.appended(run.session_id, stored)
-            if plan is not None and appended:
+            pending = self._pending_counts.get(run.run_id, [])
+            if plan is not None and (appended or pending):
                 counter = self.estimator.counter_id(plan.model_id, HISTORY)
                 counts = history_counts(self.estimator, plan.model_id, appended)
-                await self.store.events.put_counts(run.session_id, counter, counts)
-            updated = replace(
-                checkpoint, conversation=(*checkpoint.conversation, *appended), working_state=steps.state
-            )
+                await self.store.events.put_counts(run.session_id, counter, [*pending, *counts])
+            conversation = (*checkpoint.conversation, *appended)
+            last = next((i.seq for i in reversed(checkpoint.conversation) if i.seq is not None), None)
+            if appended and last is not None and appended[0].seq is not None and last < appended[0].seq:
+                # New events follow everything the checkpoint holds: nothing to check again.
+                updated = evolve(checkpoint, conversation=conversation, working_state=steps.state)
+            else:
+                updated = replace(checkpoint, conversation=conversation, working_state=steps.state)
             version, rows = await self._write(run, updated, trigger, lease, prune=self.prune_finished)
+        self._pending_counts.pop(run.run_id, None)
         fresh = written == len(stored)  # all new: this worker knows exactly what it wrote
         tokens = dict(counts)
         item_rows = [steps.item_row(stored, i, tokens.get(item.seq or 0)) for i, item in enumerate(appended)]
         self._committed(run, rows, stored if fresh else [], item_rows, appended)
-        return replace(updated, version=version)
+        return evolve(updated, version=version)
 
 
 __all__ = [

@@ -16,8 +16,8 @@ records it for every later one).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ..assembly.builder import ContextBuilder
 from ..assembly.render import render_item, render_items, render_summary
@@ -36,8 +36,9 @@ from ..model import (
     UserMessage,
 )
 from ..plan import ContextPlan
-from ..stores.events import ItemRow, Store
+from ..stores.events import ItemRow, Store, Visibility
 from .carry import Carry, CarryCache, find_carry
+from .checkpoints import evolve
 from .history_reader import HistoryReader
 from .session import HISTORY_REGION
 from .working_state import carry_working_state
@@ -86,6 +87,19 @@ def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
     return tuple(item for item, kept in zip(items, keep, strict=True) if kept)
 
 
+def principal_filter(principal: Principal) -> Callable[[Visibility], bool]:
+    """``Visibility.allows(principal)``, remembered per visibility class (a window has few)."""
+    seen: dict[Visibility, bool] = {}
+
+    def allows(visibility: Visibility) -> bool:
+        hit = seen.get(visibility)
+        if hit is None:
+            hit = seen[visibility] = visibility.allows(principal)
+        return hit
+
+    return allows
+
+
 async def build_seed(
     store: Store,
     reader: HistoryReader,
@@ -110,21 +124,28 @@ async def build_seed(
             f"session {run.session_id!r} holds {found} at sequence {run.seed_sequence}, not a UserMessage",
         )
     state = await carry_working_state(store, run.session_id, run.seed_sequence, principal)
-    visible = [
-        (row, item)
-        for row, item in zip(rows[:-1], items[:-1], strict=True)
-        if principal is None or row.visibility.allows(principal)
-    ]
+    if principal is None:
+        visible = list(zip(rows[:-1], items[:-1], strict=True))
+    else:
+        allows = principal_filter(principal)
+        pairs = zip(rows[:-1], items[:-1], strict=True)
+        visible = [(row, item) for row, item in pairs if allows(row.visibility)]
     # Reasoning is replayed within its own run only, never carried.
-    history = whole_pairs([item for _, item in visible if not isinstance(item, ReasoningItem)])
+    history = whole_pairs([item for _, item in visible if type(item) is not ReasoningItem])
+    # Items read from the log in sequence order, the seed last: nothing to check again.
     base = carry.seed(run.run_id) if carry is not None else Checkpoint(run.run_id)
-    checkpoint = replace(base, conversation=(*history, seed), working_state=state)
+    checkpoint = evolve(base, conversation=(*history, seed), working_state=state)
     backfill: tuple[tuple[int, int], ...] = ()
     if plan is not None:
+        # A warm worker primed the rows it seeded from before: only the new ones are left.
+        primed = reader.primed_through(run.session_id)
         kept = {id(item) for item in history}
         backfill = prime_history(
-            estimator, plan.model_id, [(row, item) for row, item in visible if id(item) in kept]
+            estimator,
+            plan.model_id,
+            [(row, item) for row, item in visible if row.sequence > primed and id(item) in kept],
         )
+        reader.set_primed(run.session_id, run.seed_sequence - 1)
         if carry is not None:
             prime_summary(estimator, plan.model_id, carry, builder)
     return Seed(checkpoint, carry, counter, backfill)

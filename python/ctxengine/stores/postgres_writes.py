@@ -124,9 +124,10 @@ async def append_all(
         "versions": [n.format_version for n in unique],
         "at": created_at,
     }
-    if _in_transaction(conn):
-        held = LOCKED.get()
-        locked = held[1] if held is not None and held[0] is conn else None
+    held = LOCKED.get()
+    locked = held[1] if held is not None and held[0] is conn else None
+    # In pipeline mode the status may not show a BEGIN still on its way: the store says.
+    if locked is not None or _in_transaction(conn):
         if locked is None or session_id not in locked:
             # Held until the caller commits; later statements see every earlier writer.
             lock = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
