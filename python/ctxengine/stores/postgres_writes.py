@@ -126,7 +126,7 @@ async def append_all(
     }
     held = LOCKED.get()
     locked = held[1] if held is not None and held[0] is conn else None
-    # In pipeline mode the status may not show a BEGIN still on its way: the store says.
+    # The store says whether its transaction is open (the driver may not know yet).
     if locked is not None or _in_transaction(conn):
         if locked is None or session_id not in locked:
             # Held until the caller commits; later statements see every earlier writer.
