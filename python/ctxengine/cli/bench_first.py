@@ -73,6 +73,8 @@ async def build_fixture(url: str, session_id: str, events: int) -> Fixture:
         bulk = max(0, events - 2 - TAIL_TURNS * EVENTS_PER_TURN)
         if bulk:
             await bulk_history(store, session_id, history_items(bulk, session_id), estimator=worker.estimator)
+            if url.startswith("postgres"):
+                await _analyze(url)  # as autovacuum would, soon after a bulk load
         for turn in range(1, TAIL_TURNS + 1):
             await worker.turn(session_id, turn)
         seed = await worker_seed(worker, session_id)

@@ -26,9 +26,11 @@ async def read_items(
     if counter is None:
         sql = f"SELECT {_ITEM_COLS}, NULL FROM ctxengine_events e"
     else:
+        # A lookup per row in the counts' primary key: the same plan with or without
+        # table statistics (a join chosen without them can go quadratic).
         sql = (
-            f"SELECT {_ITEM_COLS}, c.count FROM ctxengine_events e LEFT JOIN ctxengine_token_counts c "
-            "ON c.session_id = e.session_id AND c.sequence = e.sequence AND c.counter = %s"
+            f"SELECT {_ITEM_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
+            "e.session_id AND c.sequence = e.sequence AND c.counter = %s) FROM ctxengine_events e"
         )
         params.append(counter)
     sql += (

@@ -59,8 +59,8 @@ def read_items(
         sql = f"SELECT {_ITEM_COLS}, NULL FROM ctxengine_events e"
     else:
         sql = (
-            f"SELECT {_ITEM_COLS}, c.count FROM ctxengine_events e LEFT JOIN ctxengine_token_counts c "
-            "ON c.session_id = e.session_id AND c.sequence = e.sequence AND c.counter = ?"
+            f"SELECT {_ITEM_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
+            "e.session_id AND c.sequence = e.sequence AND c.counter = ?) FROM ctxengine_events e"
         )
         params.append(counter)
     sql += (
