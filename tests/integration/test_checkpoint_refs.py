@@ -123,3 +123,46 @@ async def test_reference_rows_are_stamped_with_format_version_2(
         assert stamped.fetchall() == [(1, 2), (2, 1)]
     finally:
         conn.close()
+
+
+async def test_a_seeded_summary_is_stored_as_its_carrys_sequence(store: Store) -> None:
+    from sessionkit import session_with_carries
+
+    from ctxengine.cli.turns import PRINCIPAL
+    from ctxengine.runtime.carry import CARRY_RECORDED, stored_carry
+
+    worker = await session_with_carries(store, SID)
+    carry = stored_carry((await store.events.read(SID, types=[CARRY_RECORDED]))[-1])
+    run, lease, seeded = await worker.loop.start_run(SID, RUN, ce.UserMessage("next"), PRINCIPAL, owner="w")
+    assert seeded.compacted_summary == carry.summary and seeded.summary_elided == carry.elided
+    rows = await store.checkpoints.latest_raw(RUN)
+    shell = rows[0]["payload"]["checkpoint"]
+    assert (shell["summary_carry"], shell["compacted_summary"], shell["summary_elided"]) == (
+        carry.sequence,
+        None,
+        [],
+    )
+    assert carry.summary not in json.dumps(rows[0]["payload"])  # the carry's text is not copied
+    assert await ce.latest_checkpoint(store, RUN) == seeded
+    # A summary that is no longer the carry's (a compaction in the run) is stored as itself.
+    changed = replace(seeded, compacted_summary="a newer summary", summary_source_event_ids=(1, 2))
+    await worker.loop._write(run, changed, "tool_completed", lease)
+    assert await ce.latest_checkpoint(store, RUN) == replace(changed, version=2)
+    delta = (await store.checkpoints.latest_raw(RUN))[-1]["payload"]
+    assert delta["set"]["summary_carry"] is None and delta["set"]["compacted_summary"] == "a newer summary"
+
+
+async def test_a_summary_reference_the_log_does_not_answer_fails_closed(store: Store) -> None:
+    items = await logged(store, 3)
+    lease = await store.checkpoints.claim(RUN, "w")
+    shell = {**ce.Checkpoint(RUN).to_dict(), "conversation": []}
+    for bad in (items[1].seq, 10_000, "7", 0):
+        version = await store.checkpoints.write(
+            RUN,
+            {"format": "checkpoint.ref/1", "session_id": SID, "checkpoint": {**shell, "summary_carry": bad}},
+            trigger="compaction",
+            lease=lease,
+        )
+        with pytest.raises(CheckpointCorruption) as err:
+            await ce.latest_checkpoint(store, RUN)
+        assert (err.value.session_id, err.value.sequence) == (RUN, version)

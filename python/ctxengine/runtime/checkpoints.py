@@ -43,6 +43,7 @@ from ..model import Checkpoint, ConversationItem, item_from_dict
 from ..stores.events import CheckpointKind, Lease, RawCheckpoint, Store, check_trigger
 from ..stores.formats import WritePolicy
 from . import checkpoint_refs as refs
+from .carry import CARRY_RECORDED, Carry, stored_carry
 
 FULL_FORMAT = "checkpoint.full/1"
 DELTA_FORMAT = "checkpoint.delta/1"
@@ -56,6 +57,8 @@ FULL_EVERY = 8
 TERMINAL_TRIGGERS: frozenset[str] = frozenset({"final_completion", "final_failure"})
 #: The format version of the reference formats.
 REF_FORMAT_VERSION = 2
+#: A reference snapshot's key naming the carry whose summary it stands for (or ``None``).
+SUMMARY_CARRY = "summary_carry"
 
 
 def is_full(version: int, trigger: str) -> bool:
@@ -168,7 +171,8 @@ def decode_resolved(
 ) -> Checkpoint:
     """A checkpoint from a reference chain's dict and its resolved conversation."""
     try:
-        shell = Checkpoint.from_dict({**data, "conversation": []})
+        fields = {key: value for key, value in data.items() if key != SUMMARY_CARRY}
+        shell = Checkpoint.from_dict({**fields, "conversation": []})
         items = tuple(e if not isinstance(e, dict) else item_from_dict(e) for e in conversation)
         checkpoint = replace(shell, conversation=items)
     except ModelValidationError as exc:
@@ -189,7 +193,7 @@ async def checkpoint_from_rows(store: Store, run_id: str, rows: list[RawCheckpoi
         data, session_id = materialize_refs(run_id, rows)
         version = data["version"]
         resolved = await refs.resolve(store, run_id, version, session_id, data["conversation"])
-        return decode_resolved(run_id, data, resolved)
+        return decode_resolved(run_id, await _carried_summary(store, run_id, session_id, data), resolved)
     return decode(run_id, materialize(run_id, rows))
 
 
@@ -214,6 +218,41 @@ def _shell_dict(checkpoint: Checkpoint) -> dict[str, Any]:
     return data
 
 
+def _ref_shell(checkpoint: Checkpoint, carry: Carry | None) -> dict[str, Any]:
+    """``_shell_dict`` in reference form: a summary that is the seed carry's (its text, spans
+    and source) is stored as the carry's sequence under ``SUMMARY_CARRY`` (ADR 0011)."""
+    if (
+        carry is not None
+        and checkpoint.summary_source_event_ids == (carry.sequence,)
+        and checkpoint.compacted_summary == carry.summary
+        and checkpoint.summary_elided == carry.elided
+    ):
+        data = _shell_dict(evolve(checkpoint, compacted_summary=None, summary_elided=()))
+        data[SUMMARY_CARRY] = carry.sequence
+    else:
+        data = _shell_dict(checkpoint)
+        data[SUMMARY_CARRY] = None
+    return data
+
+
+async def _carried_summary(
+    store: Store, run_id: str, session_id: str, data: dict[str, Any]
+) -> dict[str, Any]:
+    """A reference chain's dict with the summary its ``SUMMARY_CARRY`` names read back."""
+    sequence = data.get(SUMMARY_CARRY)
+    if sequence is None:
+        return data
+    version = data.get("version")
+    if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 1:
+        raise _corrupt(run_id, version, f"bad {SUMMARY_CARRY} {sequence!r}")
+    found = await store.events.read(session_id, sequence - 1, [CARRY_RECORDED], before=sequence + 1)
+    if not found:
+        raise _corrupt(run_id, version, f"session {session_id!r} holds no carry at sequence {sequence}")
+    carry = stored_carry(found[0])
+    elided = [span.to_dict() for span in carry.elided]
+    return {**data, "compacted_summary": carry.summary, "summary_elided": elided}
+
+
 def _writes_refs(store: Store, session_id: str | None) -> bool:
     policy = getattr(store, "write_policy", None)
     return session_id is not None and (policy or WritePolicy()).writes(REF_FORMAT_VERSION)
@@ -231,6 +270,7 @@ async def write_checkpoint(
     rows: list[RawCheckpoint] | None = None,
     joined: bool = False,
     into: list[RawCheckpoint] | None = None,
+    carry: Carry | None = None,
 ) -> int:
     """Write ``checkpoint`` as the run's next version (full or delta) and return that version.
 
@@ -243,7 +283,8 @@ async def write_checkpoint(
     read or wrote them; a stale list cannot slip a version in: the store
     refuses the version). ``joined``: the caller holds a store transaction
     (no savepoint of its own). ``into`` receives the run's rows after the
-    write, for the caller's next ``rows``.
+    write, for the caller's next ``rows``. ``carry``: the carry the run was seeded from (a
+    reference chain then stores a summary that is still the carry's as its sequence).
     """
     if not isinstance(checkpoint, Checkpoint):
         raise ModelValidationError(
@@ -267,7 +308,7 @@ async def write_checkpoint(
             if use_refs:
                 assert session_id is not None
                 entries = refs.entries_of(stamped.conversation, session_id)
-                shell = {**_shell_dict(stamped), "conversation": refs.to_segments(entries)}
+                shell = {**_ref_shell(stamped, carry), "conversation": refs.to_segments(entries)}
                 payload = {"format": refs.REF_FORMAT, "session_id": session_id, "checkpoint": shell}
             else:
                 payload = {"format": FULL_FORMAT, "checkpoint": stamped.to_dict()}
@@ -281,7 +322,7 @@ async def write_checkpoint(
             # As below: a delta is never written on a base that does not decode.
             decode_resolved(run_id, base, [e for e in base["conversation"] if isinstance(e, dict)])
             entries = refs.entries_of(stamped.conversation, session_id)
-            payload = refs.diff_entries(base, _shell_dict(stamped), entries)
+            payload = refs.diff_entries(base, _ref_shell(stamped, carry), entries)
             written = await store.checkpoints.write(
                 run_id, payload, trigger=trigger, lease=lease, kind="delta"
             )
@@ -333,6 +374,7 @@ __all__ = [
     "FULL_FORMAT",
     "FULL_TRIGGERS",
     "REF_FORMAT_VERSION",
+    "SUMMARY_CARRY",
     "TERMINAL_TRIGGERS",
     "CheckpointWriter",
     "diff",

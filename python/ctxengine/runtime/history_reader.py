@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..model import ConversationItem
 from ..stores.events import ItemRow, Store
+from .seed_events import SeedEvents
 from .session import decode_rows
 
 
@@ -50,6 +51,8 @@ class HistoryReader:
         self._windows: OrderedDict[str, _Window] = OrderedDict()
         self._size = 0
         self.reads = 0  # store reads made (for tests and the bench)
+        #: The latest carry and working-state event below each session's last seed.
+        self.marks = SeedEvents(store)
 
     async def history(
         self, session_id: str, after: int, through: int, counter: str | None
@@ -101,6 +104,7 @@ class HistoryReader:
     def forget(self, session_id: str) -> None:
         """Drop the session's window (it may hold rows of a transaction that rolled back)."""
         self._put(session_id, None)
+        self.marks.forget(session_id)
 
     def extend(
         self,

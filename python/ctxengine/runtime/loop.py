@@ -32,13 +32,14 @@ from ..model import (
     UserMessage,
 )
 from ..plan import ContextPlan, ContextPlanner
-from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store, Visibility
+from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store, Visibility, interned
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
 from .checkpoints import checkpoint_from_rows, evolve, latest_checkpoint, write_checkpoint
 from .compaction import CompactionResult, StructuredCompactor
 from .history_reader import HistoryReader
 from .loop_state import WorkingStateWrites
+from .seed_digest import SeedDigest
 from .seeding import HISTORY, Seed, build_seed, history_counts, summary_counts, whole_pairs
 from .session import ITEM_APPENDED, item_event, logged
 from .steps import StateUpdate, prepare_step
@@ -101,6 +102,8 @@ class ContextLoop(WorkingStateWrites):
         #: Per run seeded here: the carry it started from and the principal it was seeded for.
         self._seeded_from: OrderedDict[str, tuple[Carry | None, Principal | None]] = OrderedDict()
         self._carries = CarryCache()
+        #: The hash state of each session's last seeded conversation (``SeedDigest``).
+        self._seed_digest = SeedDigest()
         #: Per run: the checkpoint rows this loop last wrote (a delta needs no read of its base).
         self._rows: OrderedDict[str, list[RawCheckpoint]] = OrderedDict()
         #: Per run started here: the seed message's count, stored with the run's first step.
@@ -133,6 +136,7 @@ class ContextLoop(WorkingStateWrites):
             rows=rows,
             joined=True,
             into=written,
+            carry=self._seeded_from.get(run.run_id, (None, None))[0],
         )
         return version, written
 
@@ -332,7 +336,8 @@ class ContextLoop(WorkingStateWrites):
                     counts = history_counts(self.estimator, plan.model_id, [seed])
                 if fresh:  # the seed need not read back what it has just appended
                     text = canonical_json(new.payload).decode("utf-8")
-                    row = ItemRow(seed.seq or 0, text, new.visibility, counts[0][1] if counts else None)
+                    count = counts[0][1] if counts else None
+                    row = ItemRow(seed.seq or 0, text, interned(new.visibility), count)
                     self.history.extend(session_id, [row.sequence], [row], [seed])
                 run = RunContext(run_id, session_id, stored[0].sequence, max_output_tokens=max_output_tokens)
                 lease = await self.store.checkpoints.claim(run_id, owner)
@@ -363,13 +368,13 @@ class ContextLoop(WorkingStateWrites):
         if seed is None:
             seed = await self._seed(run, principal)
         built = seed.checkpoint
-        # The hash of built.to_dict(): items splice their cached canonical bytes.
-        shell = {**evolve(built, conversation=()).to_dict(), "conversation": list(built.conversation)}
+        # The hash of built.to_dict(), continued from this session's previous seed when it can be.
+        shell = evolve(built, conversation=()).to_dict()
         payload = {
             "run_id": run.run_id,
             "seed_sequence": run.seed_sequence,
             "history_items": len(built.conversation) - 1,
-            "checkpoint_sha256": payload_hash(shell),
+            "checkpoint_sha256": self._seed_digest.digest(run.session_id, shell, built.conversation),
         }
         event = NewEvent(
             session_id=run.session_id,

@@ -16,14 +16,16 @@ records it for every later one).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from ..assembly.builder import ContextBuilder
 from ..assembly.render import render_item, render_items, render_summary
 from ..core import backends
 from ..core.estimator import Estimator
-from ..errors import ModelValidationError
+from ..errors import ModelValidationError, OrphanedToolPair
 from ..model import (
     Checkpoint,
     ConversationItem,
@@ -34,6 +36,7 @@ from ..model import (
     ToolCall,
     ToolResult,
     UserMessage,
+    WorkingState,
 )
 from ..plan import ContextPlan
 from ..stores.events import ItemRow, Store, Visibility
@@ -41,7 +44,7 @@ from .carry import Carry, CarryCache, find_carry
 from .checkpoints import evolve
 from .history_reader import HistoryReader
 from .session import HISTORY_REGION
-from .working_state import carry_working_state
+from .working_state import carried, carry_working_state, stored_state
 
 #: The region class history items render as: the ``kind`` of their stored counts.
 HISTORY = HISTORY_REGION
@@ -68,6 +71,9 @@ def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
     would make every later request invalid; the events stay in the log for
     audit, but a new run's seeded history leaves them out.
     """
+    with contextlib.suppress(OrphanedToolPair):
+        backends.active().validate_tool_pairs(items)
+        return tuple(items)  # every pair whole (the common case): nothing to leave out
     answered: set[str] = set()
     open_calls: dict[str, int] = {}
     keep = [True] * len(items)
@@ -85,6 +91,25 @@ def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
     for i in open_calls.values():
         keep[i] = False
     return tuple(item for item, kept in zip(items, keep, strict=True) if kept)
+
+
+def visible_rows(
+    rows: Sequence[ItemRow], items: Sequence[ConversationItem], principal: Principal | None
+) -> list[tuple[ItemRow, ConversationItem]]:
+    """The ``(row, item)`` pairs ``principal`` may read (all of them for ``None``).
+
+    A window holds few visibility classes: when ``principal`` may read every class
+    present, no row is looked at one by one.
+    """
+    pairs = list(zip(rows, items, strict=True))
+    if principal is None:
+        return pairs
+    classes = list(map(attrgetter("visibility"), rows))
+    distinct = dict(zip(map(id, classes), classes, strict=True))  # the rows hold them: ids are stable
+    denied = {key for key, visibility in distinct.items() if not visibility.allows(principal)}
+    if not denied:
+        return pairs
+    return [pair for pair in pairs if id(pair[0].visibility) not in denied]
 
 
 def principal_filter(principal: Principal) -> Callable[[Visibility], bool]:
@@ -111,7 +136,13 @@ async def build_seed(
 ) -> Seed:
     """Version 1 of ``run`` from the log (a pure read; the memo is primed with stored counts)."""
     estimator = builder.estimator
-    carry = await find_carry(store, run.session_id, run.seed_sequence, principal, carries)
+    if principal is None:
+        carry = await find_carry(store, run.session_id, run.seed_sequence, principal, carries)
+        state = await carry_working_state(store, run.session_id, run.seed_sequence, principal)
+    else:
+        carry_event, state_event = await reader.marks.latest(run.session_id, run.seed_sequence, principal)
+        carry = None if carry_event is None else (carries or CarryCache()).decode(carry_event)
+        state = WorkingState() if state_event is None else carried(stored_state(state_event))
     counter = estimator.counter_id(plan.model_id, HISTORY) if plan is not None else None
     after = carry.through if carry is not None else 0
     rows, items = await reader.history(run.session_id, after, run.seed_sequence, counter)
@@ -123,13 +154,7 @@ async def build_seed(
             "seed_sequence",
             f"session {run.session_id!r} holds {found} at sequence {run.seed_sequence}, not a UserMessage",
         )
-    state = await carry_working_state(store, run.session_id, run.seed_sequence, principal)
-    if principal is None:
-        visible = list(zip(rows[:-1], items[:-1], strict=True))
-    else:
-        allows = principal_filter(principal)
-        pairs = zip(rows[:-1], items[:-1], strict=True)
-        visible = [(row, item) for row, item in pairs if allows(row.visibility)]
+    visible = visible_rows(rows[:-1], items[:-1], principal)
     # Reasoning is replayed within its own run only, never carried.
     history = whole_pairs([item for _, item in visible if type(item) is not ReasoningItem])
     # Items read from the log in sequence order, the seed last: nothing to check again.
@@ -139,12 +164,14 @@ async def build_seed(
     if plan is not None:
         # A warm worker primed the rows it seeded from before: only the new ones are left.
         primed = reader.primed_through(run.session_id)
-        kept = {id(item) for item in history}
-        backfill = prime_history(
-            estimator,
-            plan.model_id,
-            [(row, item) for row, item in visible if row.sequence > primed and id(item) in kept],
-        )
+        start = len(visible)
+        while start and visible[start - 1][0].sequence > primed:
+            start -= 1
+        fresh = visible[start:]
+        if len(history) != len(visible):  # reasoning or half a tool pair left out
+            kept = {id(item) for item in history}
+            fresh = [(row, item) for row, item in fresh if id(item) in kept]
+        backfill = prime_history(estimator, plan.model_id, fresh)
         reader.set_primed(run.session_id, run.seed_sequence - 1)
         if carry is not None:
             prime_summary(estimator, plan.model_id, carry, builder)
@@ -217,5 +244,6 @@ __all__ = [
     "prime_history",
     "prime_summary",
     "summary_counts",
+    "visible_rows",
     "whole_pairs",
 ]

@@ -24,7 +24,7 @@ from ..core.decode import decode_stored_items
 from ..errors import ModelValidationError
 from ..model import Checkpoint, ConversationItem, Principal, RunContext, TrustLevel, WorkingState
 from ..model.items import ITEM_TYPES
-from ..stores.events import Event, ItemRow, NewEvent, Visibility
+from ..stores.events import Event, ItemRow, NewEvent, Visibility, interned
 from .session import ITEM_APPENDED, item_payload
 from .working_state import WORKING_STATE_UPDATED, WorkingStateManager
 
@@ -54,7 +54,7 @@ class PreparedStep:
         """Item ``i`` as the history reader would read its row back."""
         index, _ = self.items[i]
         event = stored[index]
-        return ItemRow(event.sequence, self.texts[i], event.visibility, tokens)
+        return ItemRow(event.sequence, self.texts[i], interned(event.visibility), tokens)
 
     def appended(self, session_id: str, stored: Sequence[Event]) -> list[ConversationItem]:
         """The items with the sequences the log gave them (and the log's provenance)."""

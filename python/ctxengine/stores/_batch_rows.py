@@ -21,7 +21,17 @@ from ._rows import (
     payload_text,
     repeat_of,
 )
-from .events import FORMAT_VERSION, Event, ItemRow, NewEvent, Visibility, check_identifier, check_int
+from .events import (
+    FORMAT_VERSION,
+    MAX_VISIBILITY_CLASSES,
+    VISIBILITY_CLASSES,
+    Event,
+    ItemRow,
+    NewEvent,
+    Visibility,
+    check_identifier,
+    check_int,
+)
 
 ITEM_TYPE = "conversation.item.appended"
 
@@ -34,7 +44,9 @@ def item_rows(session_id: str, rows: Iterable[Row]) -> list[ItemRow]:
     count), checked but with their payload text undecoded (ADR 0011). A row of an unknown
     type or a newer format fails closed (``decode_event``); other known types are skipped."""
     out: list[ItemRow] = []
-    visibilities: dict[tuple[Any, Any], Visibility] = {}
+    visibilities = VISIBILITY_CLASSES
+    if len(visibilities) >= MAX_VISIBILITY_CLASSES:
+        visibilities.clear()
     for row in rows:
         seq, event_type, version = row[1], row[2], row[10]
         if event_type != ITEM_TYPE or type(version) is not int or not 1 <= version <= FORMAT_VERSION:

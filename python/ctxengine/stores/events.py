@@ -208,6 +208,22 @@ class Visibility:
 
 SESSION_VISIBLE = Visibility.session()
 
+#: Visibility classes by ``(scope, id)``, shared by the item rows of every read in the process:
+#: rows of one class hold the same object, so a seed decides each class once (ADR 0011).
+VISIBILITY_CLASSES: dict[tuple[str, str | None], Visibility] = {}
+MAX_VISIBILITY_CLASSES = 4096
+
+
+def interned(visibility: Visibility) -> Visibility:
+    """The process's one object equal to ``visibility`` (see ``VISIBILITY_CLASSES``)."""
+    key = (visibility.scope, visibility.id)
+    found = VISIBILITY_CLASSES.get(key)
+    if found is None:
+        if len(VISIBILITY_CLASSES) >= MAX_VISIBILITY_CLASSES:
+            VISIBILITY_CLASSES.clear()
+        found = VISIBILITY_CLASSES[key] = visibility
+    return found
+
 
 @dataclass(frozen=True, slots=True)
 class NewEvent:
@@ -450,7 +466,9 @@ __all__ = [
     "EVENT_TYPES",
     "FORMAT_VERSION",
     "SCHEMA_VERSION",
+    "MAX_VISIBILITY_CLASSES",
     "SESSION_VISIBLE",
+    "VISIBILITY_CLASSES",
     "VISIBILITY_SCOPES",
     "CheckpointKind",
     "CheckpointStore",
@@ -471,4 +489,5 @@ __all__ = [
     "check_int",
     "check_event_type",
     "check_trigger",
+    "interned",
 ]

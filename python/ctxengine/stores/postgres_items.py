@@ -100,19 +100,23 @@ async def latest_typed(
         f"{FLOOR} SELECT floor.f, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ("
         "SELECT * FROM ctxengine_events e WHERE e.session_id = %(s)s AND e.type = %(t)s "
         "AND e.sequence < %(b)s "
-        f"ORDER BY e.sequence DESC LIMIT {_PAGE}) e ON true ORDER BY e.sequence DESC"
+        "ORDER BY e.sequence DESC LIMIT 1) e ON true"
     )
     cur = await conn.execute(sql, _params(session_id, b=before, t=event_type))
     rows = await cur.fetchall()
     if not rows or not _clean(rows[0][0], before):
         return False, None
+    # The newest row alone first (it is usually the answer, and payloads such as carries are
+    # large); then pages of _PAGE.
+    limit = 1
     while True:
         page = [tuple(r[1:]) for r in rows if r[2] is not None]
         for row in page:
             if visible(row):
                 return True, row
-        if len(page) < _PAGE:
+        if len(page) < limit:
             return True, None
+        limit = _PAGE
         cur = await conn.execute(
             f"SELECT {_COLS} FROM ctxengine_events WHERE session_id = %s AND type = %s AND sequence < %s "
             f"ORDER BY sequence DESC LIMIT {_PAGE}",
