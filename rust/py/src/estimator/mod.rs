@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple, PyType};
 
 use crate::arguments;
-use crate::batch::{scan, Facts, Items, Types, Want};
+use crate::items::{scan, Facts, Items, Types, Want};
 use crate::errors::{estimator_error, guard, IntoPy};
 
 /// An int that is not a bool.
