@@ -27,12 +27,17 @@ from .core.estimator import Estimator as Estimator
 from .core.estimator import TokenEstimator
 from .core.history import select_history, validate_tool_pairs
 from .errors import (
+    ArgumentError,
     BackendError,
     CanonicalizationError,
+    CheckpointCorruption,
     CompactionDepthExceeded,
     ContextError,
     ContextOverflow,
+    ConversionError,
+    CorruptPlan,
     EstimatorError,
+    FormatDisabled,
     IdempotencyConflict,
     LeaseLost,
     ModelValidationError,
@@ -46,7 +51,9 @@ from .errors import (
     StaleConfirmation,
     StoreCorruption,
     StoreError,
+    StoreUnavailable,
     UndeclaredRegionClass,
+    UnsupportedFormat,
     WorkingStateLimitExceeded,
 )
 from .model import (
@@ -188,12 +195,17 @@ __all__ = [
     # section 8: phase projections
     "phases",
     # sections 1 and 10: every error (ctxengine.errors)
+    "ArgumentError",
     "BackendError",
     "CanonicalizationError",
+    "CheckpointCorruption",
     "CompactionDepthExceeded",
     "ContextError",
     "ContextOverflow",
+    "ConversionError",
+    "CorruptPlan",
     "EstimatorError",
+    "FormatDisabled",
     "IdempotencyConflict",
     "LeaseLost",
     "ModelValidationError",
@@ -207,6 +219,8 @@ __all__ = [
     "StaleConfirmation",
     "StoreCorruption",
     "StoreError",
+    "StoreUnavailable",
     "UndeclaredRegionClass",
+    "UnsupportedFormat",
     "WorkingStateLimitExceeded",
 ]

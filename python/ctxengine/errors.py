@@ -83,6 +83,19 @@ class ModelValidationError(ContextError, ValueError):
         self.reason = reason
 
 
+class ConversionError(ContextError, ValueError):
+    """A foreign history (OpenAI, Anthropic, LangChain) that ctxengine items cannot hold exactly,
+    or items that a foreign format cannot hold: ``index`` is the message (or item) index,
+    ``field`` the offending field inside it, ``source`` the format."""
+
+    def __init__(self, source: str, index: int, field: str, reason: str) -> None:
+        super().__init__(f"{source} [{index}].{field}: {reason}")
+        self.source = source
+        self.index = index
+        self.field = field
+        self.reason = reason
+
+
 class EstimatorError(ContextError, ValueError):
     """Bad input to the token estimator (a negative count, a bad snapshot)."""
 
@@ -163,15 +176,14 @@ class UnsupportedFormat(StoreCorruption):
         needed_version: int,
         what: str = "row",
         *,
+        reads_up_to: int,
         session_id: str = "",
         sequence: int | None = None,
     ) -> None:
-        from .stores.events import FORMAT_VERSION
-
         StoreError.__init__(
             self,
             f"{where}: {what} is written in format version {needed_version}; this ctxengine reads up to "
-            f"version {FORMAT_VERSION}. Upgrade this worker before it reads the session "
+            f"version {reads_up_to}. Upgrade this worker before it reads the session "
             "(nothing was skipped)",
         )
         self.where = where
@@ -247,6 +259,7 @@ __all__ = [
     "CompactionDepthExceeded",
     "ContextError",
     "ContextOverflow",
+    "ConversionError",
     "CorruptPlan",
     "EstimatorError",
     "FormatDisabled",

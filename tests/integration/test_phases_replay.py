@@ -1,27 +1,45 @@
-"""Phase protocol over real stores (issue 6, acceptance 4): the log is the state.
+"""Phase protocol over real stores (issue 6, acceptance 4; issue 16, acceptance 3): the log is the state.
 
 A fresh controller on its own connection rebuilds every instance from the
 ``phase.*`` events and compiles byte-identical projections, with the same
-``projection_sha256``, on SQLite and PostgreSQL alike; concurrent workers
-deciding the same transition leave one event.
+``projection_sha256``, on SQLite and PostgreSQL alike; a fresh *process*
+does the same for a log that passes through every stage, and for the
+format-1 golden logs; concurrent workers deciding the same transition leave
+one event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from storekit import StoreCase
 
+import ctxengine
 from ctxengine.core.canonical import canonical_json
 from ctxengine.errors import ProtocolStateError
 from ctxengine.model.clock import FixedClock
-from ctxengine.phases import PHASE_EVENT_TYPES, Projection, ProtocolController, ProtocolState, body_digest
+from ctxengine.phases import (
+    PHASE_EVENT_TYPES,
+    STAGE_OPERATIONS,
+    STAGES,
+    Projection,
+    ProtocolController,
+    ProtocolState,
+    body_digest,
+)
 from ctxengine.phases.transitions import replay
 from ctxengine.stores import MemoryStore
-from phase_fixtures import PROMPT_V1, REQUEST, SOURCES, full_protocol, text_of
+from ctxengine.stores.events import NewEvent
+from phase_fixtures import PROMPT_V1, REQUEST, SOURCES, every_stage, full_protocol, full_summary, text_of
 
 REPLAY_KINDS = ("sqlite", "postgres")
 
@@ -52,6 +70,133 @@ async def test_a_fresh_controller_compiles_byte_identical_projections_from_the_l
             assert identity(again) == identity(original), operation
             assert again.manifest["projection_sha256"] == original.manifest["projection_sha256"]
             assert again.manifest["tokens"] == original.manifest["tokens"]
+    finally:
+        await case.close_all()
+
+
+# A reader with nothing but the store URL: it rebuilds each instance after every one of its events
+# and compiles the projection that stage allows, printing one JSON line per step.
+READER = """
+import asyncio, json, sys
+from ctxengine.core.canonical import canonical_json
+from ctxengine.phases import PHASE_EVENT_TYPES, STAGE_OPERATIONS, ProtocolController
+from ctxengine.phases.transitions import replay
+from ctxengine.stores import open_store
+from phase_fixtures import full_summary
+
+async def main() -> None:
+    store = await open_store(sys.argv[1])
+    ctl = ProtocolController(store)
+    for instance in sys.argv[2:]:
+        events = await store.events.read(instance, types=PHASE_EVENT_TYPES)
+        for n in range(1, len(events) + 1):
+            state = replay(instance, events[:n]).state
+            line = {"instance": instance, "n": n, "stage": state.stage, "state": full_summary(state)}
+            operation = STAGE_OPERATIONS.get(state.stage)
+            if operation is not None:
+                p = ctl.project(state, operation)
+                line["operation"] = operation
+                line["request"] = p.request.canonical_bytes().decode("utf-8")
+                line["manifest"] = canonical_json(p.manifest).decode("utf-8")
+            print(json.dumps(line, sort_keys=True), flush=True)
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
+def _read_in_a_fresh_process(url: str, instances: list[str]) -> list[dict[str, Any]]:
+    env = dict(os.environ)
+    package_root = str(Path(next(iter(ctxengine.__path__))).parent)
+    tests = str(Path(__file__).parent.parent)  # phase_fixtures, for the state summary
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, tests, env.get("PYTHONPATH")) if p)
+    done = subprocess.run(
+        [sys.executable, "-c", READER, url, *instances],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def _step(ctl: ProtocolController, state: ProtocolState, n: int) -> dict[str, Any]:
+    line: dict[str, Any] = {"instance": state.instance_id, "n": n, "stage": state.stage}
+    line["state"] = full_summary(state)
+    operation = STAGE_OPERATIONS.get(state.stage)
+    if operation is not None:
+        p = ctl.project(state, operation)
+        line["operation"] = operation
+        line["request"] = p.request.canonical_bytes().decode("utf-8")
+        line["manifest"] = canonical_json(p.manifest).decode("utf-8")
+    return line
+
+
+@pytest.mark.parametrize("kind", REPLAY_KINDS)
+async def test_a_fresh_process_compiles_every_stage_of_the_log_byte_identically(
+    kind: str, store_case_factory: Callable[[str], StoreCase], clock: FixedClock
+) -> None:
+    case = store_case_factory(kind)
+    try:
+        writer = ProtocolController(await case.open(clock))
+        states = await every_stage(writer)
+        assert {s.stage for s in states} == set(STAGES)
+        # What the writer saw: the state after each transition, and the projection its stage allows.
+        seen: dict[str, int] = {}
+        expected = []
+        for state in states:
+            seen[state.instance_id] = seen.get(state.instance_id, 0) + 1
+            expected.append(_step(writer, state, seen[state.instance_id]))
+        assert {e.get("operation") for e in expected} - {None} == set(STAGE_OPERATIONS.values())
+
+        rebuilt = _read_in_a_fresh_process(case.url, list(seen))
+        assert len(rebuilt) == len(expected)
+        for got, want in zip(rebuilt, expected, strict=True):
+            where = f"{want['instance']} step {want['n']} ({want['stage']})"
+            assert got == want, where
+    finally:
+        await case.close_all()
+
+
+@pytest.mark.parametrize("kind", REPLAY_KINDS)
+async def test_a_fresh_process_compiles_format_1_logs_to_their_recorded_bytes(
+    kind: str, store_case_factory: Callable[[str], StoreCase], clock: FixedClock
+) -> None:
+    golden = json.loads(
+        (Path(__file__).parent.parent / "phases" / "phase_golden_v1.json").read_text(encoding="utf-8")
+    )
+    case = store_case_factory(kind)
+    try:
+        store = await case.open(clock)
+        for scenario in golden["scenarios"]:
+            for e in scenario["events"]:
+                await store.events.append(
+                    NewEvent(
+                        scenario["instance_id"],
+                        e["type"],
+                        e["payload"],
+                        e["derivation_key"],
+                        actor=e["actor"],
+                    )
+                )
+        rebuilt = _read_in_a_fresh_process(case.url, [s["instance_id"] for s in golden["scenarios"]])
+        recorded = [
+            (s["instance_id"], n, entry)
+            for s in golden["scenarios"]
+            for n, entry in enumerate(s["after_each_event"], 1)
+        ]
+        assert len(rebuilt) == len(recorded)
+        for got, (instance, n, want) in zip(rebuilt, recorded, strict=True):
+            where = f"{instance} after event {n}"
+            assert (got["instance"], got["n"], got["stage"]) == (instance, n, want["stage"]), where
+            assert got.get("operation") == want.get("operation"), where
+            if "operation" in want:
+                assert got["manifest"] == want["manifest"], where
+                assert hashlib.sha256(got["request"].encode("utf-8")).hexdigest() == want["request_sha256"], (
+                    where
+                )
     finally:
         await case.close_all()
 
@@ -95,9 +240,11 @@ async def test_concurrent_identical_transitions_leave_one_event(
     stores = [await store_case.open(clock) for _ in range(2)]
     try:
         a, b = (ProtocolController(s) for s in stores)
-        await a.submit("race", REQUEST, sources=SOURCES)
+        state = await a.submit("race", REQUEST, sources=SOURCES)
+        answered = a.project(state, "draft_prompt").sha256
         results = await asyncio.gather(
-            a.record_artifact("race", "prompt", PROMPT_V1), b.record_artifact("race", "prompt", PROMPT_V1)
+            a.record_artifact("race", "prompt", PROMPT_V1, projection_sha256=answered),
+            b.record_artifact("race", "prompt", PROMPT_V1, projection_sha256=answered),
         )
         assert results[0] == results[1]
         events = await stores[0].events.read("race")
@@ -112,10 +259,11 @@ async def test_concurrent_conflicting_transitions_let_exactly_one_win(
     stores = [await store_case.open(clock) for _ in range(2)]
     try:
         a, b = (ProtocolController(s) for s in stores)
-        await a.submit("race", REQUEST)
+        state = await a.submit("race", REQUEST)
+        answered = a.project(state, "draft_prompt").sha256
         outcomes = await asyncio.gather(
-            a.record_artifact("race", "prompt", "draft from worker A"),
-            b.record_artifact("race", "prompt", "draft from worker B"),
+            a.record_artifact("race", "prompt", "draft from worker A", projection_sha256=answered),
+            b.record_artifact("race", "prompt", "draft from worker B", projection_sha256=answered),
             return_exceptions=True,
         )
         winners = [o for o in outcomes if isinstance(o, ProtocolState)]

@@ -153,3 +153,33 @@ def test_write_policy_reads_the_environment_and_rejects_bad_values() -> None:
         WritePolicy(disabled=frozenset({"no.such.type"}))
     with pytest.raises(ModelValidationError, match="format_version"):
         NewEvent("s", "context.compacted", {}, "k", format_version=NEWER)
+
+
+async def test_a_deployment_pinned_to_format_1_writes_what_format_1_readers_read(tmp_path: Path) -> None:
+    from ctxengine.phases import ProtocolController
+
+    pinned = await ce.open_store(
+        f"sqlite://{tmp_path / 'pinned.db'}", write_policy=WritePolicy(max_version=1)
+    )
+    try:
+        ctl = ProtocolController(pinned)
+        assert ctl.protocol_version == 1  # new instances follow the deployment's pin
+        await ctl.submit("task", "Summarize the report.")
+        [event] = await pinned.events.read("task")
+        assert event.format_version == 1 and "protocol_version" not in event.payload
+        with pytest.raises(FormatDisabled, match=r"phase\.stopped"):
+            await ctl.stop("task")  # a format-2 event type: refused, nothing written
+        assert len(await pinned.events.read("task")) == 1
+    finally:
+        await pinned.close()
+    unpinned = await ce.open_store(f"sqlite://{tmp_path / 'pinned.db'}")
+    try:
+        ctl = ProtocolController(unpinned)
+        assert ctl.protocol_version == 2
+        await ctl.submit("task-2", "Summarize the report.")
+        [event] = await unpinned.events.read("task-2")
+        assert event.format_version == 2 and event.payload["protocol_version"] == 2
+        await ctl.stop("task")  # the pin lifted: the old instance can stop now
+        assert [e.format_version for e in await unpinned.events.read("task")] == [1, 2]
+    finally:
+        await unpinned.close()

@@ -24,7 +24,7 @@ SHARED_EVENTS = 5  # keys every worker appends with the same payload
 # prints one JSON line per acknowledged append.
 WORKER = """
 import asyncio, json, os, sys, time
-from ctxengine.events import NewEvent
+from ctxengine.stores.events import NewEvent
 from ctxengine.stores import open_store
 
 url, session, worker, own, shared, go = sys.argv[1:7]

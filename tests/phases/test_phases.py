@@ -54,12 +54,15 @@ from phase_fixtures import (
     REQUEST,
     SOURCES,
     TOOLS,
+    change,
     drive,
     full_protocol,
+    record,
     text_of,
 )
 
 STAGE_OF = {op: CONTRACTS[op].stage for op in OPERATIONS}
+ANY_SHA = "a" * 64
 BASE = {"framing", "operation", "constraints"}
 # The contract table of SPEC section 8, written out independently of CONTRACTS.
 EXPECTED_SYMBOLS = {
@@ -78,6 +81,8 @@ EXPECTED_SYMBOLS = {
     | {"confirmed_prompt", "plan_draft", "plan_feedback", "plan_instructions", "conventions"},
     "execute": BASE
     | {"confirmed_prompt", "confirmed_plan", "task_inputs", "output_mode", "tools", "execution_instructions"},
+    # The feedback, the confirmed prompt and the displayed plan; nothing else (issue 16).
+    "interpret_review": BASE | {"confirmed_prompt", "plan_draft", "review_feedback", "review_instructions"},
 }
 
 
@@ -332,7 +337,7 @@ MARKER = st.text(
 @given(markers=st.lists(MARKER, min_size=6, max_size=6, unique=True), rounds=st.integers(1, 3))
 def test_random_markers_of_replaced_versions_never_leak(markers: list[str], rounds: int) -> None:
     """Any number of revision rounds: every replaced version and spent feedback stays out."""
-    p_body, p_fb, l_body, l_fb, change, req = (f"QX{m}" for m in markers)
+    p_body, p_fb, l_body, l_fb, chg, req = (f"QX{m}" for m in markers)
 
     async def scenario() -> None:
         ctl = ProtocolController(MemoryStore())
@@ -347,32 +352,33 @@ def test_random_markers_of_replaced_versions_never_leak(markers: list[str], roun
         s = await ctl.submit("i", f"request {req}", constraints=("c",))
         look(s, "draft_prompt")
         for n in range(1, rounds + 1):
-            s = await ctl.record_artifact("i", "prompt", f"prompt {p_body}-{n}")
+            s = await record(ctl, s, "prompt", f"prompt {p_body}-{n}")
             retired.add(f"{p_fb}-{n - 1}")
             s = await ctl.revise("i", "prompt", f"fb {p_fb}-{n}", displayed_version=n)
             look(s, "revise_prompt")
             retired.add(f"{p_body}-{n}")
-        s = await ctl.record_artifact("i", "prompt", "final prompt")
+        s = await record(ctl, s, "prompt", "final prompt")
         retired.add(f"{p_fb}-{rounds}")
         assert s.prompt is not None
         s = await ctl.confirm("i", "prompt", version=rounds + 1, digest=s.prompt.digest)
         look(s, "draft_plan")
         for n in range(1, rounds + 1):
-            s = await ctl.record_artifact("i", "plan", f"plan {l_body}-{n}")
+            s = await record(ctl, s, "plan", f"plan {l_body}-{n}")
             retired.add(f"{l_fb}-{n - 1}")
             s = await ctl.revise("i", "plan", f"fb {l_fb}-{n}", displayed_version=n)
             look(s, "revise_plan")
             retired.add(f"{l_body}-{n}")
-        s = await ctl.record_artifact("i", "plan", f"plan {l_body}-last")
+        s = await record(ctl, s, "plan", f"plan {l_body}-last")
         retired.add(f"{l_fb}-{rounds}")
-        s = await ctl.change_request("i", f"change {change}")
+        s = await change(ctl, s, f"change {chg}")
         look(s, "revise_prompt")
-        s = await ctl.record_artifact("i", "prompt", "prompt after change")
-        retired |= {f"{l_body}-last", change, "final prompt"}
+        s = await record(ctl, s, "prompt", "prompt after change")
+        # The change amends the request of later *prompt* projections; plan and execute never see it.
+        retired |= {f"{l_body}-last", chg, "final prompt"}
         assert s.prompt is not None
         s = await ctl.confirm("i", "prompt", version=rounds + 2, digest=s.prompt.digest)
         look(s, "draft_plan")
-        s = await ctl.record_artifact("i", "plan", "plan after change")
+        s = await record(ctl, s, "plan", "plan after change")
         assert s.plan is not None
         s = await ctl.confirm("i", "plan", version=rounds + 2, digest=s.plan.digest)
         look(s, "execute")
@@ -395,7 +401,7 @@ async def test_stale_confirmation_raises_and_changes_nothing(
     ctl: ProtocolController, store: MemoryStore, version: int, digest: str | None
 ) -> None:
     before = await drive(ctl, "task-1", "prompt_revising")
-    before = await ctl.record_artifact("task-1", "prompt", PROMPT_V2)  # version 2 displayed
+    before = await record(ctl, before, "prompt", PROMPT_V2)  # version 2 displayed
     assert before.prompt is not None and before.prompt.version == 2
     n = await event_count(store)
     named = (
@@ -412,7 +418,7 @@ async def test_stale_plan_confirmation_and_stale_revision_change_nothing(
 ) -> None:
     state = await drive(ctl, "task-1", "plan_review")
     state = await ctl.revise("task-1", "plan", "shorter", displayed_version=1)
-    state = await ctl.record_artifact("task-1", "plan", PLAN_V2)
+    state = await record(ctl, state, "plan", PLAN_V2)
     n = await event_count(store)
     with pytest.raises(StaleConfirmation):
         await ctl.confirm("task-1", "plan", version=1, digest=body_digest(PLAN_V1), output_mode="standard")
@@ -427,8 +433,8 @@ async def test_a_plan_whose_prompt_was_revised_cannot_authorize_execution(
     state = await drive(ctl, "task-1", "plan_review")
     old_plan = state.plan
     assert old_plan is not None and old_plan.basis is not None and old_plan.basis.version == 2
-    await ctl.change_request("task-1", CHANGE)
-    state = await ctl.record_artifact("task-1", "prompt", PROMPT_V3)
+    state = await change(ctl, state, CHANGE)
+    state = await record(ctl, state, "prompt", PROMPT_V3)
     assert state.prompt is not None
     state = await ctl.confirm("task-1", "prompt", version=3, digest=state.prompt.digest)
     assert state.plan is None  # the old plan answers prompt version 2, no longer current
@@ -437,7 +443,7 @@ async def test_a_plan_whose_prompt_was_revised_cannot_authorize_execution(
         await ctl.confirm("task-1", "plan", version=1, digest=old_plan.digest)
     with pytest.raises(ProtocolStateError):
         ctl.project(state, "execute")
-    state = await ctl.record_artifact("task-1", "plan", PLAN_V3)
+    state = await record(ctl, state, "plan", PLAN_V3)
     with pytest.raises(StaleConfirmation):
         await ctl.confirm("task-1", "plan", version=1, digest=old_plan.digest)
     # Even a hand-made state that claims execution cannot smuggle the stale plan through.
@@ -476,16 +482,16 @@ async def test_every_operation_outside_its_stage_is_refused(ctl: ProtocolControl
 @pytest.mark.parametrize(
     ("stage", "call"),
     [
-        ("prompt_drafting", lambda c: c.record_artifact("i", "plan", "x")),
+        ("prompt_drafting", lambda c: c.record_artifact("i", "plan", "x", projection_sha256=ANY_SHA)),
         ("prompt_drafting", lambda c: c.confirm("i", "prompt", version=1, digest="0" * 64)),
         ("prompt_drafting", lambda c: c.revise("i", "prompt", "x", displayed_version=1)),
-        ("prompt_review", lambda c: c.record_artifact("i", "prompt", "again")),
-        ("prompt_review", lambda c: c.change_request("i", "x")),
+        ("prompt_review", lambda c: c.record_artifact("i", "prompt", "again", projection_sha256=ANY_SHA)),
+        ("prompt_review", lambda c: c.change_request("i", "x", displayed_version=1, digest=ANY_SHA)),
         ("prompt_review", lambda c: c.confirm("i", "plan", version=1, digest="0" * 64)),
         ("plan_drafting", lambda c: c.revise("i", "prompt", "x", displayed_version=2)),
-        ("plan_review", lambda c: c.record_artifact("i", "prompt", "x")),
-        ("executing", lambda c: c.change_request("i", "x")),
-        ("executing", lambda c: c.record_artifact("i", "plan", "x")),
+        ("plan_review", lambda c: c.record_artifact("i", "prompt", "x", projection_sha256=ANY_SHA)),
+        ("executing", lambda c: c.change_request("i", "x", displayed_version=2, digest=ANY_SHA)),
+        ("executing", lambda c: c.record_artifact("i", "plan", "x", projection_sha256=ANY_SHA)),
         ("executing", lambda c: c.submit("i", "another request")),
     ],
 )
@@ -505,7 +511,7 @@ async def test_unknown_instance_and_bad_inputs_are_typed_errors(
     with pytest.raises(ProtocolStateError, match="has not been submitted"):
         await ctl.state("nobody")
     with pytest.raises(ProtocolStateError, match="has not been submitted"):
-        await ctl.record_artifact("nobody", "prompt", "x")
+        await ctl.record_artifact("nobody", "prompt", "x", projection_sha256=ANY_SHA)
     with pytest.raises(ModelValidationError, match="request"):
         await ctl.submit("i", "   ")
     with pytest.raises(ModelValidationError, match="duplicate source id"):
@@ -548,8 +554,9 @@ async def test_repeating_the_last_transition_is_a_retry_not_a_second_event(
 ) -> None:
     state = await ctl.submit("i", REQUEST, sources=SOURCES)
     assert await ctl.submit("i", REQUEST, sources=SOURCES) == state
-    state = await ctl.record_artifact("i", "prompt", PROMPT_V1)
-    assert await ctl.record_artifact("i", "prompt", PROMPT_V1) == state
+    answered = ctl.project(state, "draft_prompt").sha256
+    state = await ctl.record_artifact("i", "prompt", PROMPT_V1, projection_sha256=answered)
+    assert await ctl.record_artifact("i", "prompt", PROMPT_V1, projection_sha256=answered) == state
     state = await ctl.confirm("i", "prompt", version=1, digest=body_digest(PROMPT_V1))
     assert await ctl.confirm("i", "prompt", version=1, digest=body_digest(PROMPT_V1)) == state
     assert await event_count(store, "i") == 3
@@ -561,27 +568,34 @@ async def test_repeating_the_last_transition_is_a_retry_not_a_second_event(
 async def test_phase_events_use_ordinal_derivation_keys_in_the_instance_session(
     ctl: ProtocolController, store: MemoryStore
 ) -> None:
-    await drive(ctl, "task-9", "plan_drafting")
+    state = await ctl.submit("task-9", REQUEST, sources=SOURCES)
+    answered = ctl.project(state, "draft_prompt").sha256
+    await ctl.record_artifact("task-9", "prompt", PROMPT_V1, projection_sha256=answered)
+    await drive(ctl, "task-9b", "complete")
     events = await store.events.read("task-9")
-    assert [e.derivation_key for e in events] == [f"phase:task-9:{n}" for n in range(1, len(events) + 1)]
-    assert {e.type for e in events} <= PHASE_EVENT_TYPES
+    assert [e.derivation_key for e in events] == ["phase:task-9:1", "phase:task-9:2"]
+    assert events[0].payload["protocol_version"] == 2
     assert events[1].payload == {
         "kind": "prompt",
         "version": 1,
         "body": PROMPT_V1,
         "digest": body_digest(PROMPT_V1),
         "basis": None,
+        "projection_sha256": answered,
     }
+    events = await store.events.read("task-9b")
+    assert [e.derivation_key for e in events] == [f"phase:task-9b:{n}" for n in range(1, len(events) + 1)]
+    assert {e.type for e in events} <= PHASE_EVENT_TYPES
 
 
 async def test_other_session_events_do_not_disturb_the_protocol(
     ctl: ProtocolController, store: MemoryStore
 ) -> None:
-    await ctl.submit("i", REQUEST)
+    state = await ctl.submit("i", REQUEST)
     await store.events.append(
         NewEvent("i", "conversation.item.appended", {"item": {"type": "note"}}, "unrelated:1")
     )
-    state = await ctl.record_artifact("i", "prompt", PROMPT_V1)
+    state = await record(ctl, state, "prompt", PROMPT_V1)
     assert state.stage == "prompt_review" and [r.sequence for r in state.history] == [1, 3]
 
 
@@ -598,7 +612,14 @@ async def test_an_event_whose_derived_fields_disagree_fails_replay(
     ctl: ProtocolController, store: MemoryStore
 ) -> None:
     await ctl.submit("i", REQUEST)
-    lying = {"kind": "prompt", "version": 1, "body": "x", "digest": "2" * 64, "basis": None}
+    lying = {
+        "kind": "prompt",
+        "version": 1,
+        "body": "x",
+        "digest": "2" * 64,
+        "basis": None,
+        "projection_sha256": ANY_SHA,
+    }
     await store.events.append(NewEvent("i", "phase.artifact.recorded", lying, "forged:1"))
     with pytest.raises(StoreCorruption, match="differs from what its command yields"):
         await ctl.state("i")
@@ -673,7 +694,7 @@ async def test_custom_packs_replace_defaults_and_select_clauses_per_operation(st
     ids = [c["clause_id"] for c in draft.manifest["clauses"]]
     assert ids == ["framing", "house.spec", *(c.clause_id for c in DEFAULT_PACKS["conventions"].clauses)]
     assert draft.manifest["clauses"][1]["sha256"] == prompt_pack.clauses[0].sha256
-    state = await ctl.record_artifact("i", "prompt", PROMPT_V1)
+    state = await record(ctl, state, "prompt", PROMPT_V1)
     state = await ctl.revise("i", "prompt", PROMPT_FEEDBACK, displayed_version=1)
     revise = ctl.project(state, "revise_prompt")
     assert [c["clause_id"] for c in revise.manifest["clauses"]][1:3] == ["house.spec", "house.revise"]
@@ -772,5 +793,12 @@ def test_public_names() -> None:
         "OPERATIONS",
     ):
         assert name in phases.__all__ and hasattr(phases, name)
-    assert OPERATIONS == ("draft_prompt", "revise_prompt", "draft_plan", "revise_plan", "execute")
-    assert set(DEFAULT_PACKS) == {"prompt", "plan", "execution", "conventions"}
+    assert OPERATIONS == (
+        "draft_prompt",
+        "revise_prompt",
+        "draft_plan",
+        "revise_plan",
+        "execute",
+        "interpret_review",
+    )
+    assert set(DEFAULT_PACKS) == {"prompt", "plan", "execution", "conventions", "review"}

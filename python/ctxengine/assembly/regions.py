@@ -26,6 +26,7 @@ REGION_TABLE: dict[str, str] = {
     "phase.plan_instructions": "A",
     "phase.execution_instructions": "A",
     "phase.conventions": "A",
+    "phase.review_instructions": "A",
     # Region B: the body, in this order.
     "compacted_summary": "B",
     "history": "B",
@@ -47,7 +48,9 @@ REGION_TABLE: dict[str, str] = {
     "phase.confirmed_plan": "B",
     "phase.plan_draft": "B",
     "phase.plan_feedback": "B",
+    "phase.review_feedback": "B",
     "phase.task_inputs": "B",
+    "phase.execution_input": "B",
     "phase.output_mode": "B",
 }
 
@@ -57,7 +60,7 @@ ORDER: dict[str, int] = {name: i for i, name in enumerate(REGION_TABLE)}
 @dataclass(frozen=True, slots=True)
 class BodyClass:
     """How one class of the turn body enters the fit: its block kind
-    (``ctxengine.core.body.BLOCK_KINDS``) and where its caps come from
+    (``ctxengine.model.body.BLOCK_KINDS``) and where its caps come from
     (``"policy.<field>"`` of the planner's ``BudgetPolicy``, or
     ``"budget.<field>"`` of the plan's ``ContextBudget``)."""
 

@@ -43,7 +43,7 @@ def _bind_native_errors() -> None:
     from ``ctxengine``). Runs on import: ``import ctxengine._core`` imports
     the package, and so this module, first."""
     try:
-        from .. import _core
+        import ctxengine._core as _core
     except ImportError:  # the extension is not built
         return
     _core.bind_errors(errors)

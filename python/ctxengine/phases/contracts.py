@@ -31,6 +31,7 @@ PREFIX_SYMBOLS: tuple[str, ...] = (
     "plan_instructions",
     "execution_instructions",
     "conventions",
+    "review_instructions",
 )
 BODY_SYMBOLS: tuple[str, ...] = (
     "constraints",
@@ -42,7 +43,9 @@ BODY_SYMBOLS: tuple[str, ...] = (
     "confirmed_plan",
     "plan_draft",
     "plan_feedback",
+    "review_feedback",
     "task_inputs",
+    "execution_input",
     "output_mode",
 )
 TOOLS_SYMBOL = "tools"
@@ -147,12 +150,21 @@ CONTRACTS: Mapping[str, OperationContract] = MappingProxyType(
             "Carry out the task: follow the confirmed plan to produce the response the confirmed prompt "
             "specifies.",
             ("confirmed_prompt", "confirmed_plan", "execution_instructions", "output_mode"),
-            ("task_inputs", "tools", "conventions"),
+            ("task_inputs", "tools", "conventions", "execution_input"),
+        ),
+        "interpret_review": _contract(
+            "interpret_review",
+            "review_interpreting",
+            "Classify the user's feedback on the displayed Response Plan Pseudocode: does it change "
+            "the task, or only the approach?",
+            ("confirmed_prompt", "plan_draft", "review_feedback", "review_instructions"),
         ),
     }
 )
 
 OPERATIONS: tuple[str, ...] = tuple(CONTRACTS)
+#: The one operation each projecting stage allows (review, waiting and closed stages have none).
+STAGE_OPERATIONS: Mapping[str, str] = MappingProxyType({c.stage: op for op, c in CONTRACTS.items()})
 
 
 def available_symbols(state: ProtocolState) -> frozenset[str]:
@@ -165,6 +177,8 @@ def available_symbols(state: ProtocolState) -> frozenset[str]:
     if state.output_mode == "pseudocode":
         # A pseudocode response is written in the same notation as the artifacts.
         out.add("conventions")
+    if any(i.answer is not None for i in state.inputs):
+        out.add("execution_input")
     return frozenset(out)
 
 
@@ -196,6 +210,7 @@ __all__ = [
     "MANDATORY",
     "OPERATIONS",
     "PREFIX_SYMBOLS",
+    "STAGE_OPERATIONS",
     "SYMBOLS",
     "TOOLS_SYMBOL",
     "OperationContract",

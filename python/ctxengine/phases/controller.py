@@ -12,6 +12,13 @@ is refused by the store and surfaces as ``ProtocolStateError``. A call that
 repeats the instance's last transition (a retry after a lost reply) is
 recognised by re-deciding it from the state before that event, and returns
 the current state without writing.
+
+A model reply (a draft, a review verdict, an input request, a result) names
+the ``projection_sha256`` of the projection it answers, and is accepted only
+if that is the projection the controller compiles from the current state
+now; a late reply to an earlier projection is ``StaleConfirmation``. A user
+decision names what the user was shown (version and digest, or the input
+request's number). A call that omits such a name is ``ProtocolStateError``.
 """
 
 from __future__ import annotations
@@ -30,24 +37,30 @@ from ..errors import (
 from ..model import ToolSpec
 from ..model.clock import Clock, SystemClock
 from ..stores.events import NewEvent, Store
-from .compiler import Projection, ProjectionCompiler
-from .contracts import OperationContract
-from .packs import InstructionPack
-from .state import ProtocolState, Source
-from .transitions import (
+from .commands import (
     PHASE_EVENT_TYPES,
+    SUBMITTED,
     ChangeRequest,
     Command,
+    Complete,
     Confirm,
+    Fail,
+    Interpret,
+    ProvideInput,
     Record,
-    Replay,
+    RequestInput,
+    Review,
     Revise,
+    Stop,
     Submit,
-    decide,
-    evolve,
-    replay,
-    same_decision,
+    payload_format,
 )
+from .compiler import Projection, ProjectionCompiler
+from .contracts import OperationContract
+from .decide import decide, require_named, same_decision
+from .packs import InstructionPack
+from .state import PROTOCOL_VERSION, PROTOCOL_VERSIONS, ProtocolState, Source
+from .transitions import Replay, evolve, replay
 
 ACTOR = "protocol-controller"
 
@@ -75,7 +88,23 @@ class ProtocolController:
         model_id: str = "default",
         max_output_tokens: int = 8192,
         actor: str = ACTOR,
+        protocol_version: int | None = None,
     ) -> None:
+        if protocol_version is None:
+            # A deployment that still writes format 1 (ADR 0009) submits version-1 instances.
+            policy = getattr(store, "write_policy", None)
+            allows_v2 = policy is None or policy.allows(SUBMITTED, 2)
+            protocol_version = PROTOCOL_VERSION if allows_v2 else 1
+        if protocol_version not in PROTOCOL_VERSIONS or isinstance(protocol_version, bool):
+            raise ModelValidationError(
+                "ProtocolController",
+                "protocol_version",
+                f"unknown protocol version {protocol_version!r}; expected one of {PROTOCOL_VERSIONS}",
+            )
+        #: The version new instances are submitted at. Pin it to 1 while workers that predate
+        #: format 2 still read the store: version-1 instances write only format-1 rows until
+        #: they use a transition format 1 lacks.
+        self.protocol_version = protocol_version
         self.store = store
         self.estimator: Estimator = estimator if estimator is not None else cast(Estimator, TokenEstimator())
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -101,12 +130,26 @@ class ProtocolController:
     ) -> ProtocolState:
         """Start an instance with its authoritative request and canonical inputs."""
         return await self._transition(
-            instance_id, Submit(request, tuple(sources), tuple(constraints), tuple(tools))
+            instance_id,
+            Submit(request, tuple(sources), tuple(constraints), tuple(tools), self.protocol_version),
         )
 
-    async def record_artifact(self, instance_id: str, kind: str, body: str) -> ProtocolState:
-        """Record the model's draft of ``kind`` as its next version, displayed to the user."""
-        return await self._transition(instance_id, Record(kind, body))
+    async def record_artifact(
+        self, instance_id: str, kind: str, body: str, *, projection_sha256: str | None = None
+    ) -> ProtocolState:
+        """Record the model's draft of ``kind`` as its next version, displayed to the user.
+
+        ``projection_sha256`` names the projection the draft answers (the
+        ``draft_*`` or ``revise_*`` projection of the current stage); a reply
+        to any other projection is ``StaleConfirmation``, and omitting it is
+        ``ProtocolStateError``.
+        """
+        require_named(f"record_artifact({kind!r})", instance_id, projection_sha256=projection_sha256)
+        return await self._transition(
+            instance_id,
+            Record(kind, body, projection_sha256),
+            reply=(f"record_artifact({kind!r})", projection_sha256),
+        )
 
     async def revise(
         self, instance_id: str, kind: str, feedback: str, *, displayed_version: int
@@ -120,9 +163,87 @@ class ProtocolController:
         """Confirm the displayed version, named by version and digest (else ``StaleConfirmation``)."""
         return await self._transition(instance_id, Confirm(kind, version, digest, output_mode))
 
-    async def change_request(self, instance_id: str, feedback: str) -> ProtocolState:
-        """A semantic change during plan review: the plan is rejected, the prompt is revised."""
-        return await self._transition(instance_id, ChangeRequest(feedback))
+    async def change_request(
+        self,
+        instance_id: str,
+        feedback: str,
+        *,
+        displayed_version: int | None = None,
+        digest: str | None = None,
+    ) -> ProtocolState:
+        """A semantic change during plan review: the plan is rejected, the prompt is revised.
+
+        It names the plan version and digest the user was shown; another
+        version is ``StaleConfirmation``, omitting them ``ProtocolStateError``.
+        The change amends the request in every later prompt projection.
+        """
+        require_named("change_request", instance_id, displayed_version=displayed_version, digest=digest)
+        return await self._transition(instance_id, ChangeRequest(feedback, displayed_version, digest))
+
+    async def review(
+        self,
+        instance_id: str,
+        feedback: str,
+        *,
+        displayed_version: int | None = None,
+        digest: str | None = None,
+    ) -> ProtocolState:
+        """Free-text feedback during plan review, to be classified before it is applied.
+
+        The instance moves to ``review_interpreting``; compile
+        ``interpret_review``, send it, and pass the model's verdict to
+        ``interpret_review``. Names the displayed plan like ``change_request``.
+        """
+        require_named("review", instance_id, displayed_version=displayed_version, digest=digest)
+        return await self._transition(instance_id, Review(feedback, displayed_version, digest))
+
+    async def interpret_review(
+        self, instance_id: str, verdict: str, *, projection_sha256: str | None = None
+    ) -> ProtocolState:
+        """Route the pending review by the model's verdict on the ``interpret_review`` projection.
+
+        ``task_change`` rejects the plan and reopens the prompt (the feedback
+        amends the request); ``approach_change`` rejects the plan and revises it.
+        """
+        require_named("interpret_review", instance_id, projection_sha256=projection_sha256)
+        return await self._transition(
+            instance_id, Interpret(verdict, projection_sha256), reply=("interpret_review", projection_sha256)
+        )
+
+    async def request_input(
+        self, instance_id: str, question: str, *, projection_sha256: str | None = None
+    ) -> ProtocolState:
+        """Execution asks the user for a missing non-semantic input: the instance waits for it."""
+        require_named("request_input", instance_id, projection_sha256=projection_sha256)
+        return await self._transition(
+            instance_id, RequestInput(question, projection_sha256), reply=("request_input", projection_sha256)
+        )
+
+    async def provide_input(
+        self, instance_id: str, answer: str, *, request_number: int | None = None
+    ) -> ProtocolState:
+        """The user's answer to the pending input request (named by its number); execution resumes
+        and its projection carries the question and the answer."""
+        require_named("provide_input", instance_id, request_number=request_number)
+        return await self._transition(instance_id, ProvideInput(answer, request_number))
+
+    async def complete(
+        self, instance_id: str, result: str, *, projection_sha256: str | None = None
+    ) -> ProtocolState:
+        """Deliver the execution's result; the instance is complete. ``state.result`` keeps it
+        with its provenance (the confirmed prompt and plan, the output mode, the projection)."""
+        require_named("complete", instance_id, projection_sha256=projection_sha256)
+        return await self._transition(
+            instance_id, Complete(result, projection_sha256), reply=("complete", projection_sha256)
+        )
+
+    async def stop(self, instance_id: str, *, reason: str | None = None) -> ProtocolState:
+        """The user ends the instance from any active stage, without execution (or further execution)."""
+        return await self._transition(instance_id, Stop(reason))
+
+    async def fail(self, instance_id: str, reason: str) -> ProtocolState:
+        """A failure the host cannot recover from: the instance ends in ``error``, its state kept."""
+        return await self._transition(instance_id, Fail(reason))
 
     async def state(self, instance_id: str) -> ProtocolState:
         """The instance's state, rebuilt from the log."""
@@ -147,7 +268,11 @@ class ProtocolController:
         events = await self.store.events.read(instance_id, types=PHASE_EVENT_TYPES)
         return replay(instance_id, events)
 
-    async def _transition(self, instance_id: str, command: Command) -> ProtocolState:
+    async def _transition(
+        self, instance_id: str, command: Command, *, reply: tuple[str, str | None] | None = None
+    ) -> ProtocolState:
+        """Decide ``command``; for a model ``reply`` (its call, the projection hash it names),
+        check that it answers the current projection; append the event."""
         loaded = await self._load(instance_id)
         try:
             event_type, payload = decide(loaded.state, command)
@@ -156,9 +281,18 @@ class ProtocolController:
                 assert loaded.state is not None
                 return loaded.state
             raise
+        if reply is not None:
+            action, named = reply
+            assert loaded.state is not None and named is not None  # decide and require_named saw to it
+            self._check_answers(loaded.state, action, named)
         ordinal = len(loaded.state.history) + 1 if loaded.state is not None else 1
         event = NewEvent(
-            instance_id, event_type, payload, derivation_key(instance_id, ordinal), actor=self.actor
+            instance_id,
+            event_type,
+            payload,
+            derivation_key(instance_id, ordinal),
+            actor=self.actor,
+            format_version=payload_format(event_type, payload),
         )
         try:
             stored = await self.store.events.append(event)
@@ -168,6 +302,18 @@ class ProtocolController:
                 "with a different outcome; reload the state"
             ) from exc
         return evolve(loaded.state, instance_id, stored.type, stored.payload, stored.sequence)
+
+    def _check_answers(self, state: ProtocolState, action: str, named: str) -> None:
+        """A model reply is accepted only for the projection compiled from the current state."""
+        operation = self.compiler.operation_for(state)
+        assert operation is not None  # decide admitted a reply only in a projecting stage
+        current = self.project(state, operation).sha256
+        if named != current:
+            raise StaleConfirmation(
+                f"{action} for instance {state.instance_id!r} answers projection {named[:12]}..., but the "
+                f"current {operation} projection is {current[:12]}...: a reply to an earlier projection "
+                "is not accepted"
+            )
 
     @staticmethod
     def _is_retry(loaded: Replay, command: Command) -> bool:

@@ -3,7 +3,9 @@
 ADR-0003 rules out one monolithic skill in every phase. Each phase gets the
 packs its contract names (prompt, plan, execution, conventions), and within a
 pack only the clauses meant for that operation (``Clause.operations``; None
-means every operation that uses the pack). Clause text is stable across
+means every operation that uses the pack) and for the instance's protocol
+version (``Clause.since``: a clause added with version 2 never enters the
+projections of a version-1 instance, whose bytes are fixed). Clause text is stable across
 instances, which is what lets it sit in the cached prefix; the manifest
 carries each selected clause's hash, so a changed clause is visible as a
 changed prefix rather than a silent behaviour change.
@@ -26,17 +28,24 @@ PACK_SYMBOLS: Mapping[str, str] = MappingProxyType(
         "plan": "plan_instructions",
         "execution": "execution_instructions",
         "conventions": "conventions",
+        "review": "review_instructions",
     }
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Clause:
-    """One instruction, addressable by id (for hashing, overriding and review)."""
+    """One instruction, addressable by id (for hashing, overriding and review).
+
+    ``operations`` limits it to some operations (None: every operation using
+    its pack); ``since`` to instances of that protocol version or newer. The
+    clause hash covers id and text only.
+    """
 
     clause_id: str
     text: str
     operations: frozenset[str] | None = None
+    since: int = 1
 
     def __post_init__(self) -> None:
         for field in ("clause_id", "text"):
@@ -45,9 +54,11 @@ class Clause:
                 raise ModelValidationError("Clause", field, f"expected a non-empty str, got {value!r}")
         if self.operations is not None:
             object.__setattr__(self, "operations", frozenset(self.operations))
+        if not isinstance(self.since, int) or isinstance(self.since, bool) or self.since < 1:
+            raise ModelValidationError("Clause", "since", f"expected a positive int, got {self.since!r}")
 
-    def applies_to(self, operation: str) -> bool:
-        return self.operations is None or operation in self.operations
+    def applies_to(self, operation: str, protocol_version: int = 1) -> bool:
+        return (self.operations is None or operation in self.operations) and self.since <= protocol_version
 
     @property
     def sha256(self) -> str:
@@ -80,8 +91,8 @@ class InstructionPack:
             seen.add(clause.clause_id)
         object.__setattr__(self, "clauses", clauses)
 
-    def select(self, operation: str) -> tuple[Clause, ...]:
-        return tuple(c for c in self.clauses if c.applies_to(operation))
+    def select(self, operation: str, protocol_version: int = 1) -> tuple[Clause, ...]:
+        return tuple(c for c in self.clauses if c.applies_to(operation, protocol_version))
 
     def render(self, clauses: Iterable[Clause]) -> str:
         lines = [_TITLES[self.name]]
@@ -94,6 +105,7 @@ _TITLES = {
     "plan": "Plan instructions:",
     "execution": "Execution instructions:",
     "conventions": "Pseudocode conventions:",
+    "review": "Review instructions:",
 }
 
 
@@ -169,6 +181,15 @@ DEFAULT_PACKS: Mapping[str, InstructionPack] = MappingProxyType(
                 "Do not widen the task beyond the confirmed prompt. If a step cannot be "
                 "done, stop and report which step and why.",
             ),
+            (
+                "execution.input",
+                "If the task cannot go on without a non-semantic input that neither the confirmed "
+                "artifacts nor the task inputs supply (a value, a choice or a location only the user "
+                "can give), ask for exactly that input instead of writing the response; never guess "
+                "it. A supplied answer is data for its question, not a change to the task.",
+                None,
+                2,
+            ),
             ("execution.output", "Write the response in the selected output mode."),
         ),
         "conventions": _pack(
@@ -185,6 +206,28 @@ DEFAULT_PACKS: Mapping[str, InstructionPack] = MappingProxyType(
             ),
             ("pdl.references", "Refer to a source input as [source:ID] and to a tool as [tool:NAME]."),
             ("pdl.modality", "MUST, SHOULD and MAY carry their RFC 2119 meanings."),
+        ),
+        "review": _pack(
+            "review",
+            (
+                "review.role",
+                "Decide what the user's feedback on the displayed Response Plan Pseudocode asks for. "
+                "It is a task change if it alters what is to be produced, as the confirmed Prompt "
+                "Pseudocode states it: the goal, subject, scope, audience, constraints, exclusions or "
+                "required result. It is an approach change if it alters only how that same result is "
+                "produced.",
+            ),
+            (
+                "review.mixed",
+                "Feedback that asks for both is a task change: the prompt is revised first and the "
+                "plan is drafted again from it.",
+            ),
+            (
+                "review.scope",
+                "Judge the feedback by what it asks for, not by its wording. Do not revise the prompt "
+                "or the plan, and do not perform the task.",
+            ),
+            ("review.output", "Reply with task_change or approach_change only."),
         ),
     }
 )

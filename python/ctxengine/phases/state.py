@@ -5,6 +5,11 @@ instance's ``phase.*`` events (``transitions.replay``), so any worker holding
 the log holds the state. Every artifact version is kept, whatever its status,
 so the state doubles as the audit record; projections read only the current,
 authorized versions.
+
+``protocol_version`` is fixed when an instance is submitted (adr 0004): 1 for
+instances written before issue 16 (their ``phase.submitted`` payload has no
+version), 2 for new ones. It selects how the instance's projections render,
+so a stored instance keeps compiling to the bytes it compiled to.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from ..model import ToolSpec, TrustLevel
 ArtifactKind = Literal["prompt", "plan"]
 ArtifactStatus = Literal["displayed", "confirmed", "rejected", "superseded"]
 OutputMode = Literal["standard", "pseudocode"]
-FeedbackOrigin = Literal["revise", "change_request"]
+FeedbackOrigin = Literal["revise", "change_request", "review"]
+Verdict = Literal["task_change", "approach_change"]
 Stage = Literal[
     "prompt_drafting",
     "prompt_review",
@@ -29,13 +35,26 @@ Stage = Literal[
     "plan_drafting",
     "plan_review",
     "plan_revising",
+    "review_interpreting",
     "executing",
+    "waiting_input",
+    "complete",
+    "stopped",
+    "error",
 ]
 
 ARTIFACT_KINDS: tuple[str, ...] = get_args(ArtifactKind)
 ARTIFACT_STATUSES: tuple[str, ...] = get_args(ArtifactStatus)
 OUTPUT_MODES: tuple[str, ...] = get_args(OutputMode)
+VERDICTS: tuple[str, ...] = get_args(Verdict)
 STAGES: tuple[str, ...] = get_args(Stage)
+#: Stages an instance never leaves: every further transition is refused.
+TERMINAL_STAGES: tuple[Stage, ...] = ("complete", "stopped", "error")
+ACTIVE_STAGES: tuple[Stage, ...] = tuple(s for s in get_args(Stage) if s not in TERMINAL_STAGES)
+
+#: Protocol versions this code compiles; new instances are submitted at the newest.
+PROTOCOL_VERSIONS: tuple[int, ...] = (1, 2)
+PROTOCOL_VERSION = PROTOCOL_VERSIONS[-1]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -73,6 +92,14 @@ def check_digest(type_name: str, value: object) -> str:
     if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise ModelValidationError(type_name, "digest", f"expected 64 lowercase hex digits, got {value!r}")
     return value
+
+
+def check_verdict(type_name: str, value: object) -> Verdict:
+    if value == "task_change":
+        return "task_change"
+    if value == "approach_change":
+        return "approach_change"
+    raise ModelValidationError(type_name, "verdict", f"unknown verdict {value!r}; expected {VERDICTS}")
 
 
 def check_output_mode(type_name: str, value: object) -> OutputMode:
@@ -222,12 +249,61 @@ class Artifact:
 
 @dataclass(frozen=True, slots=True)
 class Feedback:
-    """User feedback on one artifact version: plan-only (``revise``) or semantic (``change_request``)."""
+    """User feedback on one artifact version.
+
+    ``origin`` is how it arrived: ``revise`` (the user's revision of the
+    displayed version), ``change_request`` (a semantic change, chosen by the
+    user during plan review) or ``review`` (plan-review feedback routed by the
+    review-interpretation verdict). Feedback of kind ``prompt`` that is not a
+    ``revise`` changes the task itself: it amends the request.
+    """
 
     kind: ArtifactKind
     version: int
     text: str
     origin: FeedbackOrigin
+
+    @property
+    def changes_task(self) -> bool:
+        return self.kind == "prompt" and self.origin != "revise"
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequest:
+    """A non-semantic input that execution asked the user for, and the answer once given.
+
+    ``projection_sha256`` names the execute projection whose reply asked it.
+    """
+
+    number: int
+    question: str
+    digest: str
+    projection_sha256: str
+    answer: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """The delivered result of a complete instance, with its provenance.
+
+    ``prompt`` and ``plan`` are the confirmed versions it executed,
+    ``projection_sha256`` the execute projection it answers.
+    """
+
+    body: str
+    digest: str
+    prompt: ArtifactRef
+    plan: ArtifactRef
+    output_mode: OutputMode
+    projection_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Termination:
+    """Why an instance stopped or failed, and the stage it was in."""
+
+    stage: Stage
+    reason: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +330,11 @@ class ProtocolState:
     pending_feedback: Feedback | None = None
     output_mode: OutputMode | None = None
     history: tuple[PhaseRecord, ...] = ()
+    protocol_version: int = 1
+    pending_review: Feedback | None = None
+    inputs: tuple[InputRequest, ...] = ()
+    result: Result | None = None
+    termination: Termination | None = None
 
     def latest(self, kind: ArtifactKind) -> Artifact | None:
         """The newest version of ``kind``, whatever its status."""
@@ -281,6 +362,25 @@ class ProtocolState:
         return plan
 
     @property
+    def task_changes(self) -> tuple[Feedback, ...]:
+        """The user's changes to the task that a prompt version has already answered, in order.
+
+        The request as amended by these is the authoritative request (the
+        pending change, if any, is shown as the feedback under revision).
+        """
+        answered = self.feedback
+        if self.pending_feedback is not None and answered and answered[-1] == self.pending_feedback:
+            answered = answered[:-1]
+        return tuple(f for f in answered if f.changes_task)
+
+    @property
+    def pending_input(self) -> InputRequest | None:
+        """The unanswered input request, while the instance waits for input."""
+        if self.stage == "waiting_input" and self.inputs:
+            return self.inputs[-1]
+        return None
+
+    @property
     def displayed(self) -> Artifact | None:
         """The version awaiting the user's decision, in a review stage; else None."""
         if self.stage == "prompt_review":
@@ -291,23 +391,33 @@ class ProtocolState:
 
 
 __all__ = [
+    "ACTIVE_STAGES",
     "ARTIFACT_KINDS",
     "ARTIFACT_STATUSES",
     "OUTPUT_MODES",
+    "PROTOCOL_VERSION",
+    "PROTOCOL_VERSIONS",
     "STAGES",
+    "TERMINAL_STAGES",
+    "VERDICTS",
     "Artifact",
     "ArtifactKind",
     "ArtifactRef",
     "ArtifactStatus",
     "Feedback",
     "FeedbackOrigin",
+    "InputRequest",
     "OutputMode",
     "PhaseRecord",
     "ProtocolState",
+    "Result",
     "Source",
     "Stage",
+    "Termination",
+    "Verdict",
     "body_digest",
     "check_digest",
     "check_kind",
     "check_output_mode",
+    "check_verdict",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..core.body import BLOCK_KINDS
+from ..model.body import BLOCK_KINDS
 from ..errors import ArgumentError, EstimatorError
 from ..model import ITEM_TYPES
 from .canonical import _SURROGATE, has_item_cache

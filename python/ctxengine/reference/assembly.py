@@ -1,7 +1,7 @@
 """Region B's fit (ADR 0001, "Assembly hot path"; the yield ladder of ADR 0003).
 
 This is the specification the Rust backend implements: the same checks,
-lookups, loops and steps, in the same order (``ctxengine.core.body``
+lookups, loops and steps, in the same order (``ctxengine.model.body``
 describes the contract).
 """
 
@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.body import BodyFit
+from ..model.body import BodyFit
 from .arguments import (
     RESULT,
     check_body_inputs,

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 #: The newest stored-format version this code reads and writes (ADR 0009). Rows
 #: carry the version they were written with in their ``schema_version`` column.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: The name this constant had before stored formats were versioned per type.
 SCHEMA_VERSION = FORMAT_VERSION
 
@@ -55,6 +55,14 @@ EVENT_FORMATS: Mapping[str, int] = MappingProxyType(
         "phase.confirmed": 1,
         "phase.change_requested": 1,
         "run.checkpoint.seeded": 1,
+        # Phase protocol format 2 (issue 16): ctxengine.phases.PHASE_EVENT_TYPES_V2.
+        "phase.review.received": 2,
+        "phase.review.interpreted": 2,
+        "phase.input.requested": 2,
+        "phase.input.provided": 2,
+        "phase.completed": 2,
+        "phase.stopped": 2,
+        "phase.failed": 2,
     }
 )
 EVENT_TYPES: frozenset[str] = frozenset(EVENT_FORMATS)

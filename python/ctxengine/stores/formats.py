@@ -132,6 +132,7 @@ def row_version(session_id: str, sequence: int | None, event_type: object, value
             f"session {session_id!r} sequence {sequence}",
             value,
             f"event type {event_type!r}",
+            reads_up_to=FORMAT_VERSION,
             session_id=session_id,
             sequence=sequence,
         )
@@ -156,6 +157,7 @@ def checkpoint_version(run_id: str, version: int | None, value: object) -> int:
             f"run {run_id!r} checkpoint version {version}",
             value,
             "checkpoint row",
+            reads_up_to=FORMAT_VERSION,
             session_id=run_id,
             sequence=version,
         )

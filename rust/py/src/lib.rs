@@ -13,6 +13,7 @@ mod canonical;
 mod errors;
 mod estimator;
 mod history;
+mod interop;
 mod items;
 
 use pyo3::prelude::*;
@@ -29,6 +30,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(history::validate_tool_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(assembly::fit_body, m)?)?;
     m.add_class::<estimator::TokenEstimator>()?;
+    interop::register(m)?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -17,7 +17,7 @@ pub use fit::fit_body;
 use crate::cut::ToolRole;
 use crate::error::CoreError;
 
-/// How a block enters the fit (`ctxengine.core.body.BLOCK_KINDS`).
+/// How a block enters the fit (`ctxengine.model.body.BLOCK_KINDS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     /// The compacted summary: over the window, the body is compactable.

@@ -78,6 +78,52 @@ pub fn select_history<H: CutHost>(
     Ok(pair_reach(fit.max(floor_bound), host.result_of()))
 }
 
+/// The cut of a history already measured and paired: [`select_history`]
+/// over `raws`, `seqs` and `result_of` (the interop cuts), with a floor.
+pub fn cut_after_validation(
+    raws: &[i64],
+    seqs: &[Option<i64>],
+    result_of: &[usize],
+    summary_floor: i64,
+    history_tokens: i128,
+    corrected: impl Fn(i64) -> i128,
+) -> Result<usize, CoreError> {
+    struct Measured<'a, F> {
+        raws: &'a [i64],
+        seqs: &'a [Option<i64>],
+        result_of: &'a [usize],
+        corrected: F,
+    }
+    impl<F: Fn(i64) -> i128> CutHost for Measured<'_, F> {
+        type Error = CoreError;
+        fn validate_pairs(&mut self) -> Result<(), CoreError> {
+            Ok(())
+        }
+        fn measure(&mut self) -> Result<(), CoreError> {
+            Ok(())
+        }
+        fn raws(&self) -> &[i64] {
+            self.raws
+        }
+        fn result_of(&self) -> &[usize] {
+            self.result_of
+        }
+        fn corrected(&self, raw_sum: i64) -> Result<i128, CoreError> {
+            Ok((self.corrected)(raw_sum))
+        }
+        fn seq(&self, index: usize) -> Result<Option<i64>, CoreError> {
+            Ok(self.seqs.get(index).copied().flatten())
+        }
+    }
+    let mut host = Measured {
+        raws,
+        seqs,
+        result_of,
+        corrected,
+    };
+    select_history(&mut host, Some(summary_floor), history_tokens)
+}
+
 /// The smallest `c` with `corrected(sum(raw[c..])) <= history_tokens`
 /// (`raw.len()` if none), in one backward pass. Raw estimates are
 /// non-negative, so the corrected suffix sum only grows as `c` falls.

@@ -1,5 +1,5 @@
 //! `fit_body`: Region B measured, capped, yielded and cut in one call (the
-//! contract: `ctxengine.core.body`; the specification: the reference).
+//! contract: `ctxengine.model.body`; the specification: the reference).
 //!
 //! This layer reads the inputs (`inputs`), looks the history's renders up
 //! in the tables by item digest, measures everything under one estimator
@@ -30,7 +30,7 @@ thread_local! {
         std::cell::Cell::new(Some(Box::new(PrefixStates::new(BODY_PREFIX_BYTES))));
 }
 
-/// Region B measured, capped, yielded and cut (`ctxengine.core.body`).
+/// Region B measured, capped, yielded and cut (`ctxengine.model.body`).
 #[pyfunction]
 #[pyo3(signature = (*, inputs, limits, estimator, model_id))]
 pub fn fit_body<'py>(
