@@ -6,7 +6,7 @@
 
 use std::ptr::addr_of_mut;
 
-use ctxengine_core::canonical::walk::{Elem, Member};
+use ctxengine_core::canonical::source::{Elem, Member};
 use ctxengine_core::canonical::{
     reason_unsupported_subclass, reason_unsupported_type, Cached, KeyProblem, Node, Source, REASON_SURROGATE,
 };
