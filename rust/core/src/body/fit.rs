@@ -153,73 +153,28 @@ pub fn fit_body<H: BodyHost>(
             result_raw = add(result_raw, history_raws[i])?;
         }
     }
-    let mut truncated = vec![false; history.len()];
-    let mut next_result = 0;
-    // Truncate the oldest untruncated tool result: Ok(Some(true)) when one
-    // was, Ok(Some(false)) when none is left, Ok(None) when a pointer is lacking.
-    let mut truncate_next = |history_raws: &mut [i64],
-                             result_raw: &mut i64,
-                             history_raw: &mut i64,
-                             truncated: &mut [bool],
-                             host: &mut H|
-     -> Result<Option<bool>, H::Error> {
-        while next_result < results.len() {
-            let i = results[next_result];
-            let Some(new_raw) = host.pointer_raw(i)? else {
-                return Ok(None);
-            };
-            next_result += 1;
-            if new_raw < history_raws[i] {
-                let delta = new_raw - history_raws[i];
-                *result_raw = add(*result_raw, delta)?;
-                *history_raw = add(*history_raw, delta)?;
-                history_raws[i] = new_raw;
-                truncated[i] = true;
-                return Ok(Some(true));
-            }
-        }
-        Ok(Some(false))
+    let mut t = Truncation {
+        results: &results,
+        next: 0,
+        truncated: vec![false; history.len()],
+        history_raws: &mut history_raws,
+        history_raw: &mut history_raw,
+        result_raw,
     };
     let mut lacking = false;
+    match t.run(host, |r, _| Ok(c(r) > tool_cap))? {
+        Some(0) => {}
+        Some(count) => steps.push(format!("tool_results_over_cap:{count}")),
+        None => lacking = true,
+    }
     let mut count = 0;
-    while c(result_raw) > tool_cap {
-        match truncate_next(
-            &mut history_raws,
-            &mut result_raw,
-            &mut history_raw,
-            &mut truncated,
-            host,
-        )? {
-            Some(true) => count += 1,
-            Some(false) => break,
-            None => {
-                lacking = true;
-                break;
-            }
-        }
-    }
     if !lacking {
-        if count > 0 {
-            steps.push(format!("tool_results_over_cap:{count}"));
-        }
-        count = 0;
-        while over(&yield_raw, history_raw)? || c(history_raw) > history_cap {
-            match truncate_next(
-                &mut history_raws,
-                &mut result_raw,
-                &mut history_raw,
-                &mut truncated,
-                host,
-            )? {
-                Some(true) => count += 1,
-                Some(false) => break,
-                None => {
-                    lacking = true;
-                    break;
-                }
-            }
+        match t.run(host, |_, h| Ok(over(&yield_raw, h)? || c(h) > history_cap))? {
+            Some(n) => count = n,
+            None => lacking = true,
         }
     }
+    let truncated = t.truncated;
     if lacking {
         let missing = host.lacking_pointers(&results)?;
         return Ok(BodyFit {
@@ -333,5 +288,59 @@ impl CutHost for Measured<'_, '_> {
 
     fn seq(&self, index: usize) -> CoreResult<Option<i64>> {
         Ok(self.history[index].seq)
+    }
+}
+
+/// Tool results truncated to their pointers, oldest first.
+struct Truncation<'a> {
+    /// The history indices of tool results, oldest first.
+    results: &'a [usize],
+    /// The next result to look at.
+    next: usize,
+    truncated: Vec<bool>,
+    history_raws: &'a mut [i64],
+    history_raw: &'a mut i64,
+    result_raw: i64,
+}
+
+impl Truncation<'_> {
+    /// Truncate results while `go(result_raw, history_raw)`: how many were,
+    /// or `None` when a pointer is lacking.
+    fn run<H: BodyHost>(
+        &mut self,
+        host: &mut H,
+        mut go: impl FnMut(i64, i64) -> CoreResult<bool>,
+    ) -> Result<Option<usize>, H::Error> {
+        let mut count = 0;
+        while go(self.result_raw, *self.history_raw)? {
+            match self.next_one(host)? {
+                Some(true) => count += 1,
+                Some(false) => break,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(count))
+    }
+
+    /// Truncate the oldest untruncated result that gets smaller:
+    /// `Some(true)` when one did, `Some(false)` when none is left, `None`
+    /// when a pointer is lacking.
+    fn next_one<H: BodyHost>(&mut self, host: &mut H) -> Result<Option<bool>, H::Error> {
+        while self.next < self.results.len() {
+            let i = self.results[self.next];
+            let Some(new_raw) = host.pointer_raw(i)? else {
+                return Ok(None);
+            };
+            self.next += 1;
+            if new_raw < self.history_raws[i] {
+                let delta = new_raw - self.history_raws[i];
+                self.result_raw = add(self.result_raw, delta)?;
+                *self.history_raw = add(*self.history_raw, delta)?;
+                self.history_raws[i] = new_raw;
+                self.truncated[i] = true;
+                return Ok(Some(true));
+            }
+        }
+        Ok(Some(false))
     }
 }
