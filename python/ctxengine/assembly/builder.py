@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import is_
 from typing import Any
 
 from ..core.body import BodyBlock, BodyFit, BodyInputs, BodyLimits, fit_body
@@ -42,7 +43,7 @@ from ..plan import ContextPlan, ContextPlanner
 from .blocks import BODY_BLOCKS, CORRECTIONS_TITLE, EMPTY, RECALL_TITLE, BodyContext, render_prefix
 from .regions import BODY_CLASSES
 from .render import digest_of
-from .render_cache import RENDERS, RenderCache
+from .render_cache import RENDERS, RenderCache, SessionRenders
 from .request import ModelRequest, RenderedItem
 from .turn import merge_reasoning, split_turn
 
@@ -120,9 +121,8 @@ class ContextBuilder:
         self._prefix_cache_size = prefix_cache_size
         # Renders live in the renderer's own bounded cache (shared by default).
         self.renders = render_cache if render_cache is not None else RENDERS
-        self._last_blocks: dict[str, tuple[Any, Any, Any, BodyBlock]] = {}
         self._last_limits: tuple[ContextBudget, int, bool, BodyLimits] | None = None
-        self._rows: tuple[BudgetPolicy, ContextBudget, list[tuple[Any, ...]]] | None = None
+        self._rows: tuple[BudgetPolicy, ContextBudget, list[tuple[Any, BodyBlock]]] | None = None
 
     # -- public ------------------------------------------------------------------
 
@@ -223,12 +223,14 @@ class ContextBuilder:
             validate_tool_pairs(turn)
         budget = plan.budget
         ctx = BodyContext(cp, tuple(turn), self.clock.now(), principal, self.surface)
-        blocks = self._blocks(ctx, budget)
+        history = conversation[:boundary]
+        tables = self._tables(run.session_id, history)
+        blocks = self._blocks(ctx, budget, tables)
         # The allocator splits the usable body into working state, tool results
         # and history; conversation history carries its tool results, so its
         # cap is the two classes together (the tool-result cap binds separately).
         limits = self._limits(budget, cp.replaced_through_sequence, cp.summary_depth < self.max_compaction_depth)
-        fit = self._fit_body(run.session_id, conversation[:boundary], blocks, limits, plan.model_id)
+        fit = self._fit_body(tables, history, blocks, limits, plan.model_id)
         body, body_raw, reason = fit["body"], fit["body_raw"], fit["reason"]
         body_tokens = self.estimator.corrected(body_raw, plan.model_id)
         prefix_tokens = plan.prefix_tokens
@@ -285,46 +287,58 @@ class ContextBuilder:
         self._last_limits = (budget, floor, compactable, limits)
         return limits
 
-    def _blocks(self, ctx: BodyContext, budget: ContextBudget) -> tuple[BodyBlock, ...]:
+    def _tables(self, session_id: str, history: Sequence[ConversationItem]) -> SessionRenders:
+        """The render tables of this history's line: a session's runs (or one
+        run after a compaction) start with the same item, so a build reads
+        small tables of its own."""
+        first = (history[0]._cj or (None, digest_of(history[0])))[1] if history else b""
+        return self.renders.session((session_id, first))
+
+    def _blocks(self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders) -> tuple[BodyBlock, ...]:
         """Every class of the body in order, rendered, with its caps (from the
         policy or the plan's budget, ``regions.BODY_CLASSES``)."""
         policy = self.planner.policy
         rows = self._rows
         if rows is None or rows[0] is not policy or rows[1] is not budget:
+            # Per class: its renderer and its block with no items (caps fixed
+            # per policy and budget).
             rows = self._rows = (
                 policy,
                 budget,
                 [
                     (
-                        name,
-                        spec.kind,
                         BODY_BLOCKS.get(name),
-                        _cap(spec.max_items, policy, budget),
-                        _cap(spec.max_tokens, policy, budget),
+                        BodyBlock(
+                            name,
+                            spec.kind,
+                            max_items=_cap(spec.max_items, policy, budget),
+                            max_tokens=_cap(spec.max_tokens, policy, budget),
+                        ),
                     )
                     for name, spec in BODY_CLASSES.items()
                 ],
             )
-        out = []
-        last = self._last_blocks
+        # The line's last blocks: the same renders again make the same blocks.
+        last = tables.blocks
+        if last is None or last[0] is not rows:
+            last = tables.blocks = (rows, [row[1] for row in rows[2]])
+        kept = last[1]
         renders = self.renders
-        for row in rows[2]:
-            name, kind, render, max_items, max_tokens = row
-            items, ids = render(ctx, renders) if render is not None else EMPTY
-            # The same renders as the last build's (they are cached): the same block.
-            prev = last.get(name)
-            if prev is None or prev[0] is not items or prev[1] is not ids or prev[2] is not row:
-                if prev is not None and prev[3].items == items and prev[3].ids == ids and prev[2] is row:
-                    block = prev[3]
-                else:
-                    block = BodyBlock(name, kind, items, ids, max_items, max_tokens)
-                prev = last[name] = (items, ids, row, block)
-            out.append(prev[3])
-        return tuple(out)
+        at = 0
+        for render, _ in rows[2]:
+            if render is not None:
+                block = kept[at]
+                items, ids = render(ctx, renders)
+                if (items is not block.items or ids is not block.ids) and not (
+                    len(items) == len(block.items) and all(map(is_, items, block.items)) and ids == block.ids
+                ):
+                    kept[at] = BodyBlock(block.region_class, block.kind, items, ids, *block[4:])
+            at += 1
+        return tuple(kept)
 
     def _fit_body(
         self,
-        session_id: str,
+        tables: SessionRenders,
         history: Sequence[ConversationItem],
         blocks: tuple[BodyBlock, ...],
         limits: BodyLimits,
@@ -334,11 +348,15 @@ class ContextBuilder:
         rendered first; what else the tables lack (evicted) comes back as
         ``missing``, is rendered, and the fit runs again."""
         items = tuple(history)
-        tables = self.renders.session(session_id)
-        self.renders.history(tables, items)
         renders, pointers = tables.renders, tables.pointers
+        if items:
+            # New items are at the end: none when the last one is rendered.
+            last = items[-1]
+            digest = (last._cj or (None, digest_of(last)))[1]
+            if digest not in renders or (isinstance(last, ToolResult) and digest not in pointers):
+                self.renders.history(tables, items)
         for attempt in range(3):
-            inputs = BodyInputs(history=items, renders=renders, pointers=pointers, blocks=blocks)
+            inputs = BodyInputs(items, renders, pointers, blocks)
             fit = fit_body(inputs=inputs, limits=limits, estimator=self.estimator, model_id=model_id)
             if not fit["missing"]:
                 break

@@ -16,7 +16,7 @@ that, ``block_capacity`` block renders.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from itertools import islice
 from typing import Any
 
@@ -26,13 +26,15 @@ from .request import RenderedItem
 
 
 class SessionRenders:
-    """One session's history renders and tool-result pointers, by item digest."""
+    """One history line's renders and tool-result pointers, by item digest,
+    and the body blocks of its last build (the builder's)."""
 
-    __slots__ = ("pointers", "renders")
+    __slots__ = ("blocks", "pointers", "renders")
 
     def __init__(self) -> None:
         self.renders: dict[bytes, RenderedItem] = {}
         self.pointers: dict[bytes, RenderedItem] = {}
+        self.blocks: Any = None
 
     def __len__(self) -> int:
         return len(self.renders) + len(self.pointers)
@@ -45,7 +47,7 @@ class RenderCache:
         self.capacity = capacity
         self.block_capacity = block_capacity
         self._tables: dict[str, dict[bytes, RenderedItem]] = {}
-        self._sessions: OrderedDict[str, SessionRenders] = OrderedDict()
+        self._sessions: OrderedDict[Hashable, SessionRenders] = OrderedDict()
         self._held = 0  # renders in session tables
         self._blocks: OrderedDict[Any, Any] = OrderedDict()
         # One-entry memos by identity of their inputs (the common rebuild).
@@ -106,7 +108,7 @@ class RenderCache:
 
     # -- a session's history ------------------------------------------------------
 
-    def session(self, key: str) -> SessionRenders:
+    def session(self, key: Hashable) -> SessionRenders:
         """The tables of session ``key``, now the most recently built."""
         sessions = self._sessions
         tables = sessions.get(key)
@@ -127,6 +129,7 @@ class RenderCache:
         """
         renders, pointers = tables.renders, tables.pointers
         before = len(renders) + len(pointers)
+        fresh = []
         order = indices if indices is not None else range(len(history) - 1, -1, -1)
         for i in order:
             item = history[i]
@@ -137,6 +140,9 @@ class RenderCache:
                 if indices is None:
                     break
                 continue
+            fresh.append((item, digest))
+        # Entered in history order (``indices`` ascend): the fit reads the table in that order.
+        for item, digest in fresh if indices is not None else reversed(fresh):
             if digest not in renders:
                 renders[digest] = render_conversation(item, "history")
             if isinstance(item, ToolResult) and digest not in pointers:
