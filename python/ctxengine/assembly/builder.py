@@ -5,13 +5,15 @@ exact request a provider receives: Region A from the plan, Region B in the
 fixed order of ``regions.REGION_TABLE``, measured in one batched estimator
 call, with the yield ladder applied no further than needed:
 
-1. knowledge passages drop, whole, lowest score first;
-2. recall lines drop, last first;
-3. history tool results truncate to typed pointers, oldest first;
-4. history is cut (``select_history``) and compaction is requested.
+1. the yielding classes, in body order (``regions.BODY_CLASSES``): knowledge
+   passages drop, whole, lowest score first; the lines of each lines class
+   (recall, ...) drop, last first;
+2. history tool results truncate to typed pointers, oldest first;
+3. history is cut (``select_history``) and compaction is requested.
 
 Never yielded: the current user message, working state, memory
-corrections, the current turn's tool pairs and runtime metadata.
+corrections, the current turn's tool pairs and runtime metadata (the
+classes whose kind does not yield).
 """
 
 from __future__ import annotations
