@@ -1,5 +1,5 @@
 """Rendering the prefix and the turn body's blocks (summary, skills, working
-state, knowledge, recall, corrections, metadata, the current turn).
+state, knowledge, recall, notes, corrections, metadata, the current turn).
 
 ``BODY_BLOCKS`` renders each class of ``regions.BODY_CLASSES`` (but history,
 which the fit takes from the render tables) from one ``BodyContext``: the
@@ -33,6 +33,7 @@ from .request import RenderedItem
 
 RECALL_TITLE = "Recalled memory:"
 CORRECTIONS_TITLE = "Memory corrections (these override the memory snapshot):"
+NOTES_TITLE = "Notes kept during this run:"
 
 # -- Region A ----------------------------------------------------------------
 
@@ -142,11 +143,11 @@ def render_knowledge(passage: KnowledgePassage) -> RenderedItem:
     return RenderedItem("knowledge", "system", text=text)
 
 
-def render_lines(region_class: str, title: str, lines: Sequence[str]) -> RenderedItem:
+def render_lines(
+    region_class: str, title: str, lines: Sequence[str], trust: TrustLevel = TrustLevel.MEMORY
+) -> RenderedItem:
     body = "\n".join(lines)
-    text = envelope(
-        body, trust=TrustLevel.MEMORY, source=region_class, digest=_value_digest([region_class, body])
-    )
+    text = envelope(body, trust=trust, source=region_class, digest=_value_digest([region_class, body]))
     return RenderedItem(region_class, "system", text=f"{title}\n{text}")
 
 
@@ -214,20 +215,31 @@ def _knowledge(ctx: BodyContext, cache: RenderCache) -> Block:
     return items, tuple(p.passage_id for p in passages)
 
 
-def lines_block(cache: RenderCache, region_class: str, title: str, lines: Sequence[str]) -> Block:
+def lines_block(
+    cache: RenderCache,
+    region_class: str,
+    title: str,
+    lines: Sequence[str],
+    trust: TrustLevel = TrustLevel.MEMORY,
+) -> Block:
     """A lines block: ``items[k - 1]`` holds the first ``k`` lines (the fit drops lines from the end)."""
     if not lines:
         return EMPTY
-    key = ("lines", region_class, title, tuple(lines))
+    key = ("lines", region_class, title, trust, tuple(lines))
 
     def make() -> tuple[RenderedItem, ...]:
-        return tuple(render_lines(region_class, title, lines[:k]) for k in range(1, len(lines) + 1))
+        return tuple(render_lines(region_class, title, lines[:k], trust) for k in range(1, len(lines) + 1))
 
     return cache.block(key, make), ()
 
 
 def _recall(ctx: BodyContext, cache: RenderCache) -> Block:
     return lines_block(cache, "recall", RECALL_TITLE, ctx.checkpoint.recall)
+
+
+def _notes(ctx: BodyContext, cache: RenderCache) -> Block:
+    # Model-authored: enveloped as untrusted.
+    return lines_block(cache, "notes", NOTES_TITLE, ctx.checkpoint.notes, TrustLevel.EXTERNAL_UNTRUSTED)
 
 
 def _corrections(ctx: BodyContext, cache: RenderCache) -> Block:
@@ -274,6 +286,7 @@ BODY_BLOCKS: dict[str, Callable[[BodyContext, RenderCache], Block]] = {
     "working_state": _working_state,
     "knowledge": _knowledge,
     "recall": _recall,
+    "notes": _notes,
     "memory_corrections": _corrections,
     "runtime_metadata": _metadata,
     "current_user": _current_user,
@@ -284,6 +297,7 @@ BODY_BLOCKS: dict[str, Callable[[BodyContext, RenderCache], Block]] = {
 __all__ = [
     "BODY_BLOCKS",
     "CORRECTIONS_TITLE",
+    "NOTES_TITLE",
     "RECALL_TITLE",
     "EMPTY",
     "BodyContext",
