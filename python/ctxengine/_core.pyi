@@ -4,7 +4,7 @@ The pure-Python twin is ``ctxengine.reference``; both export these names
 (``bind_errors`` aside) with byte-identical results.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import ModuleType
 from typing import Any, final
 

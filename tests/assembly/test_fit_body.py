@@ -36,7 +36,9 @@ def recall_blocks(lines: list[str]) -> tuple[RenderedItem, ...]:
     return tuple(render_lines("recall", RECALL_TITLE, lines[:k]) for k in range(1, len(lines) + 1))
 
 
-def tables(history: list[Any], skip_renders: set[int], skip_pointers: set[int]) -> tuple[dict[bytes, Any], ...]:
+def tables(
+    history: list[Any], skip_renders: set[int], skip_pointers: set[int]
+) -> tuple[dict[bytes, Any], ...]:
     renders, pointers = {}, {}
     for i, item in enumerate(history):
         digest = ref.item_canonical(item)[1]
@@ -65,7 +67,9 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
         BodyBlock(
             region_class="compacted_summary",
             kind="summary",
-            items=tuple(block("compacted_summary", "summary " * draw(size)) for _ in range(draw(st.integers(0, 2)))),
+            items=tuple(
+                block("compacted_summary", "summary " * draw(size)) for _ in range(draw(st.integers(0, 2)))
+            ),
         ),
         BodyBlock(region_class="history", kind="history"),
         BodyBlock(
@@ -124,7 +128,9 @@ def run(module: Any, case: dict[str, Any], estimator: Any) -> Any:
     outcomes = []
     for _ in range(2 if case["again"] else 1):  # a second build over the same items: warm
         try:
-            fit = dict(module.fit_body(inputs=inputs, limits=case["limits"], estimator=estimator, model_id=MODEL))
+            fit = dict(
+                module.fit_body(inputs=inputs, limits=case["limits"], estimator=estimator, model_id=MODEL)
+            )
         except OrphanedToolPair as e:
             outcomes.append(("orphan", e.call_id, e.index))
             break
@@ -160,7 +166,9 @@ def ladder_case(recall_cap: int) -> dict[str, Any]:
         "history": session(6, result_size=900),
         "blocks": (
             BodyBlock(region_class="history", kind="history"),
-            BodyBlock(region_class="working_state", kind="working_state", items=(block("working_state", "s"),)),
+            BodyBlock(
+                region_class="working_state", kind="working_state", items=(block("working_state", "s"),)
+            ),
             BodyBlock(
                 region_class="knowledge",
                 kind="passages",
@@ -245,11 +253,17 @@ def test_the_inputs_are_checked_alike() -> None:
     )
     limits = BodyLimits(usable=100, history_cap=100, tool_cap=100)
     bad_cases: list[tuple[Any, Any, str]] = [
-        (BodyInputs(history=(None,), renders={}, pointers={}, blocks=good.blocks), limits, "inputs.history[0]"),
+        (
+            BodyInputs(history=(None,), renders={}, pointers={}, blocks=good.blocks),
+            limits,
+            "inputs.history[0]",
+        ),
         (BodyInputs(history=(), renders=[], pointers={}, blocks=good.blocks), limits, "inputs.renders"),
         (BodyInputs(history=(), renders={}, pointers={}, blocks=()), limits, "inputs.blocks"),
         (
-            BodyInputs(history=(), renders={}, pointers={}, blocks=(BodyBlock(region_class="x", kind="odd"),)),
+            BodyInputs(
+                history=(), renders={}, pointers={}, blocks=(BodyBlock(region_class="x", kind="odd"),)
+            ),
             limits,
             "inputs.blocks[0].kind",
         ),
@@ -265,13 +279,20 @@ def test_the_inputs_are_checked_alike() -> None:
         ),
         (
             BodyInputs(
-                history=(), renders={}, pointers={}, blocks=(*good.blocks, BodyBlock(region_class="f", kind="fixed", items=("x",)))
+                history=(),
+                renders={},
+                pointers={},
+                blocks=(*good.blocks, BodyBlock(region_class="f", kind="fixed", items=("x",))),
             ),
             limits,
             "inputs.blocks[1].items[0]",
         ),
         (good, BodyLimits(usable=1.5, history_cap=1, tool_cap=1), "limits.usable"),  # type: ignore[arg-type]
-        (good, BodyLimits(usable=1, history_cap=1, tool_cap=1, summary_compactable=1), "limits.summary_compactable"),  # type: ignore[arg-type]
+        (
+            good,
+            BodyLimits(usable=1, history_cap=1, tool_cap=1, summary_compactable=1),
+            "limits.summary_compactable",
+        ),  # type: ignore[arg-type]
         (good, {"usable": 1}, "limits.usable"),
     ]
     for inputs, lim, argument in bad_cases:

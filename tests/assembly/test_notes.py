@@ -14,10 +14,14 @@ from ctxengine.assembly.regions import ORDER
 from ctxengine.core import backends
 
 
-def _assemble(items: list[Any], policy: ce.BudgetPolicy | None = None, window: int = 128_000, **kw: Any) -> Any:
+def _assemble(
+    items: list[Any], policy: ce.BudgetPolicy | None = None, window: int = 128_000, **kw: Any
+) -> Any:
     planner, plan = make_plan(window, policy=policy)
     builder = make_builder(planner)
-    return builder.assemble(run_at(items, len(items) - 4), checkpoint_for(items, **kw), AGENT, ALICE, plan=plan)
+    return builder.assemble(
+        run_at(items, len(items) - 4), checkpoint_for(items, **kw), AGENT, ALICE, plan=plan
+    )
 
 
 def _classes(assembly: Any) -> list[str]:
@@ -37,7 +41,7 @@ def test_notes_ride_after_recall_untrusted_and_alike_on_both_backends(backend: s
     assert classes.index("recall") < classes.index("notes") < classes.index("memory_corrections")
     assert ORDER["recall"] < ORDER["notes"] < ORDER["memory_corrections"]
     (block,) = [item for item in out[backend].request.body if item.region_class == "notes"]
-    assert block.text.startswith(NOTES_TITLE + "\n<untrusted trust=\"external_untrusted\" source=\"notes\"")
+    assert block.text.startswith(NOTES_TITLE + '\n<untrusted trust="external_untrusted" source="notes"')
     # The forged closing tag is escaped inside the envelope, not a real end.
     assert block.text.count("</untrusted:") == 1
 

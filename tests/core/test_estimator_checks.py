@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from test_estimator import MALFORMED, _snapshot
 
 from ctxengine.core import backends
-from test_estimator import MALFORMED, _snapshot
 
 Check = Callable[[Any], Any]
 

@@ -262,7 +262,9 @@ def _metadata(ctx: BodyContext, cache: RenderCache) -> Block:
     minute = now.replace(second=0, microsecond=0)
     key = ("metadata", minute, ctx.principal, ctx.surface)
     block = (cache.block(key, lambda: render_metadata(now, ctx.principal, ctx.surface)),), ()
-    cache.keep_last("runtime_metadata", (ctx.principal, ctx.surface, minute, minute + timedelta(minutes=1), block))
+    cache.keep_last(
+        "runtime_metadata", (ctx.principal, ctx.surface, minute, minute + timedelta(minutes=1), block)
+    )
     return block
 
 

@@ -42,7 +42,7 @@ from ..model import (
 from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
 from ..model.clock import Clock, SystemClock
 from ..plan import ContextPlan, ContextPlanner
-from .blocks import BODY_BLOCKS, CORRECTIONS_TITLE, EMPTY, RECALL_TITLE, BodyContext, render_prefix
+from .blocks import BODY_BLOCKS, CORRECTIONS_TITLE, RECALL_TITLE, BodyContext, render_prefix
 from .regions import BODY_CLASSES
 from .render import digest_of
 from .render_cache import RENDERS, RenderCache, SessionRenders
@@ -231,7 +231,9 @@ class ContextBuilder:
         # The allocator splits the usable body into working state, tool results
         # and history; conversation history carries its tool results, so its
         # cap is the two classes together (the tool-result cap binds separately).
-        limits = self._limits(budget, cp.replaced_through_sequence, cp.summary_depth < self.max_compaction_depth)
+        limits = self._limits(
+            budget, cp.replaced_through_sequence, cp.summary_depth < self.max_compaction_depth
+        )
         fit = self._fit_body(tables, history, blocks, limits, plan.model_id)
         body, body_raw, reason = fit["body"], fit["body_raw"], fit["reason"]
         body_tokens = self.estimator.corrected(body_raw, plan.model_id)
@@ -296,7 +298,9 @@ class ContextBuilder:
         first = (history[0]._cj or (None, digest_of(history[0])))[1] if history else b""
         return self.renders.session((session_id, first))
 
-    def _blocks(self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders) -> tuple[BodyBlock, ...]:
+    def _blocks(
+        self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders
+    ) -> tuple[BodyBlock, ...]:
         """Every class of the body in order, rendered, with its caps (from the
         policy or the plan's budget, ``regions.BODY_CLASSES``)."""
         policy = self.planner.policy
@@ -367,7 +371,9 @@ class ContextBuilder:
             else:  # a history larger than the cache holds: this build's own tables
                 renders = {digest_of(item): self.renders.item(item, "history") for item in items}
                 pointers = {
-                    digest_of(item): self.renders.pointer(item) for item in items if isinstance(item, ToolResult)
+                    digest_of(item): self.renders.pointer(item)
+                    for item in items
+                    if isinstance(item, ToolResult)
                 }
         return fit
 

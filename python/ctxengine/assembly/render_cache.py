@@ -119,7 +119,10 @@ class RenderCache:
         return tables
 
     def history(
-        self, tables: SessionRenders, history: Sequence[ConversationItem], indices: Sequence[int] | None = None
+        self,
+        tables: SessionRenders,
+        history: Sequence[ConversationItem],
+        indices: Sequence[int] | None = None,
     ) -> None:
         """Render history items (and tool results' pointers) the tables lack.
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..model.body import BLOCK_KINDS
 from ..errors import ArgumentError, EstimatorError
 from ..model import ITEM_TYPES
+from ..model.body import BLOCK_KINDS
 from .canonical import _SURROGATE, has_item_cache
 
 # 64-bit counts: both backends compute in signed 64-bit integers.

@@ -9,8 +9,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMapping, PyString};
 
-use crate::items::Items;
 use crate::errors::{argument_error, estimator_error};
+use crate::items::Items;
 
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
@@ -42,7 +42,10 @@ pub fn int_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 pub fn int64(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     let py = obj.py();
     if !is_int(obj) {
-        return Err(argument_error(py, function, name.to_string(),
+        return Err(argument_error(
+            py,
+            function,
+            name.to_string(),
             format!("expected an int, got {}", type_name(obj)),
         ));
     }
@@ -54,7 +57,10 @@ fn int64_of(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyRes
     // SAFETY: an int.
     let v = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
     if overflow != 0 {
-        return Err(argument_error(obj.py(), function, name.to_string(),
+        return Err(argument_error(
+            obj.py(),
+            function,
+            name.to_string(),
             format!("out of range, got {}", int_repr(obj)?),
         ));
     }
@@ -76,7 +82,10 @@ pub fn optional_int64(
         return Ok(None);
     }
     if !is_int(obj) {
-        return Err(argument_error(obj.py(), function, name.to_string(),
+        return Err(argument_error(
+            obj.py(),
+            function,
+            name.to_string(),
             format!("expected an int or None, got {}", type_name(obj)),
         ));
     }
@@ -97,7 +106,10 @@ pub fn ratio(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyRe
             if v == -1.0 {
                 if let Some(e) = PyErr::take(py) {
                     if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
-                        return Err(argument_error(py, function, name.to_string(),
+                        return Err(argument_error(
+                            py,
+                            function,
+                            name.to_string(),
                             format!("out of range, got {}", int_repr(obj)?),
                         ));
                     }
@@ -107,20 +119,31 @@ pub fn ratio(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyRe
             return Ok(v);
         }
     }
-    Err(argument_error(py, function, name.to_string(),
+    Err(argument_error(
+        py,
+        function,
+        name.to_string(),
         format!("expected a number, got {}", type_name(obj)),
     ))
 }
 
 /// A str that encodes as UTF-8 (no lone surrogate).
-pub fn string<'a>(function: &str, name: impl Display, obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
+pub fn string<'a>(
+    function: &str,
+    name: impl Display,
+    obj: &'a Bound<'_, PyAny>,
+) -> PyResult<&'a str> {
     let py = obj.py();
     let s = obj.cast::<PyString>().map_err(|_| {
-        argument_error(py, function, name.to_string(),
+        argument_error(
+            py,
+            function,
+            name.to_string(),
             format!("expected a str, got {}", type_name(obj)),
         )
     })?;
-    utf8_str(s).ok_or_else(|| argument_error(py, function, name.to_string(), "lone surrogate in string"))
+    utf8_str(s)
+        .ok_or_else(|| argument_error(py, function, name.to_string(), "lone surrogate in string"))
 }
 
 /// The UTF-8 of a str, borrowed from it; `None` for a lone surrogate.
@@ -173,7 +196,10 @@ pub fn sequence<'py>(
     what: &str,
 ) -> PyResult<Items<'py>> {
     iterable(obj)?.ok_or_else(|| {
-        argument_error(obj.py(), function, name.to_string(),
+        argument_error(
+            obj.py(),
+            function,
+            name.to_string(),
             format!("expected a sequence of {what}, got {}", type_name(obj)),
         )
     })
@@ -197,7 +223,10 @@ pub fn raw_estimates(function: &str, obj: &Bound<'_, PyAny>, count: usize) -> Py
         let name = format!("raw[{i}]");
         let n = int64(function, &name, &v)?;
         if n < 0 {
-            return Err(argument_error(py, function, name.to_string(),
+            return Err(argument_error(
+                py,
+                function,
+                name.to_string(),
                 format!("must not be negative, got {n}"),
             ));
         }

@@ -39,7 +39,11 @@ fn class<'py>(
         let module = ERRORS.get(py).ok_or_else(|| {
             PyRuntimeError::new_err("ctxengine._core: import ctxengine before using its backend")
         })?;
-        Ok(module.bind(py).getattr(name)?.cast_into::<PyType>()?.unbind())
+        Ok(module
+            .bind(py)
+            .getattr(name)?
+            .cast_into::<PyType>()?
+            .unbind())
     })
     .map(|cls| cls.bind(py))
 }
@@ -90,12 +94,7 @@ pub fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
             function,
             argument,
             reason,
-        } => instantiate(
-            py,
-            &ARGUMENT,
-            "ArgumentError",
-            (function, argument, reason),
-        ),
+        } => instantiate(py, &ARGUMENT, "ArgumentError", (function, argument, reason)),
     }
 }
 

@@ -76,7 +76,8 @@ pub fn select_history(
             batch: false,
             sums: Reconciled::default(),
         };
-        cut::select_history(&mut host, floor, history_tokens as i128).map_err(HostError::into_pyerr(py))
+        cut::select_history(&mut host, floor, history_tokens as i128)
+            .map_err(HostError::into_pyerr(py))
     })
 }
 

@@ -18,8 +18,8 @@ pub mod walk;
 
 pub use number::{write_f64, write_i64, write_int};
 pub use path::{PathError, PathSeg};
-pub use text::{cmp_utf16, write_str};
 pub use source::{Cached, KeyProblem, Node, Source, WalkError};
+pub use text::{cmp_utf16, write_str};
 pub use walk::Walker;
 
 /// The largest integer magnitude that prints as an integer: 2^53 - 1.

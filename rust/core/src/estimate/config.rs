@@ -22,7 +22,10 @@ pub const SNAPSHOT_KEYS: [&str; 6] = [
 pub enum Shape<V> {
     /// An int (not a bool): its value if it fits a signed 64-bit int, else
     /// whether it is negative; and its float value (infinite past the range).
-    Int { value: Result<i64, bool>, float: f64 },
+    Int {
+        value: Result<i64, bool>,
+        float: f64,
+    },
     Float(f64),
     /// A str: its text, `None` when it holds a lone surrogate.
     Str(Option<String>),
@@ -57,10 +60,18 @@ pub fn check_number<H: Values>(h: &mut H, v: &H::Value, place: &str) -> Result<f
     let number = match h.shape(v)? {
         Shape::Int { float, .. } => float,
         Shape::Float(f) => f,
-        _ => return fail(format!("{place}: expected a number, got {}", h.type_name(v))),
+        _ => {
+            return fail(format!(
+                "{place}: expected a number, got {}",
+                h.type_name(v)
+            ))
+        }
     };
     if !(number.is_finite() && number > 0.0) {
-        return fail(format!("{place}: must be a positive finite number, got {}", h.repr(v)?));
+        return fail(format!(
+            "{place}: must be a positive finite number, got {}",
+            h.repr(v)?
+        ));
     }
     Ok(number)
 }
@@ -69,12 +80,13 @@ pub fn check_number<H: Values>(h: &mut H, v: &H::Value, place: &str) -> Result<f
 pub fn check_count<H: Values>(h: &mut H, v: &H::Value, place: &str) -> Result<i64, H::Error> {
     match h.shape(v)? {
         Shape::Int { value: Ok(n), .. } if n >= 0 => Ok(n),
-        Shape::Int { value: Ok(_) | Err(true), .. } => {
-            fail(format!("{place}: must not be negative, got {}", h.repr(v)?))
-        }
-        Shape::Int { value: Err(false), .. } => {
-            fail(format!("{place}: out of range, got {}", h.repr(v)?))
-        }
+        Shape::Int {
+            value: Ok(_) | Err(true),
+            ..
+        } => fail(format!("{place}: must not be negative, got {}", h.repr(v)?)),
+        Shape::Int {
+            value: Err(false), ..
+        } => fail(format!("{place}: out of range, got {}", h.repr(v)?)),
         _ => fail(format!("{place}: expected an int, got {}", h.type_name(v))),
     }
 }
@@ -90,16 +102,29 @@ pub fn check_profiles<H: Values>(
     let members = match h.shape(v)? {
         Shape::None => return Ok(Vec::new()),
         Shape::Mapping(members) => members,
-        _ => return fail(format!("{place}: expected a mapping, got {}", h.type_name(v))),
+        _ => {
+            return fail(format!(
+                "{place}: expected a mapping, got {}",
+                h.type_name(v)
+            ))
+        }
     };
     let mut out: Vec<(String, Profile)> = Vec::new();
     for (prefix, profile) in members {
         let key = match h.shape(&prefix)? {
             Shape::Str(Some(text)) => text,
             Shape::Str(None) => {
-                return fail(format!("{place}: lone surrogate in prefix {}", h.repr(&prefix)?))
+                return fail(format!(
+                    "{place}: lone surrogate in prefix {}",
+                    h.repr(&prefix)?
+                ))
             }
-            _ => return fail(format!("{place}: prefix {} is not a string", h.repr(&prefix)?)),
+            _ => {
+                return fail(format!(
+                    "{place}: prefix {} is not a string",
+                    h.repr(&prefix)?
+                ))
+            }
         };
         let shown = h.repr(&prefix)?;
         let pair = match h.shape(&profile)? {
@@ -169,7 +194,10 @@ pub fn check_raw_sum<H: Values>(h: &mut H, raw_sum: &H::Value) -> Result<i64, H:
         Shape::Int { value: Err(_), .. } => {
             fail(format!("raw_sum: out of range, got {}", h.repr(raw_sum)?))
         }
-        _ => fail(format!("raw_sum: expected an int, got {}", h.type_name(raw_sum))),
+        _ => fail(format!(
+            "raw_sum: expected an int, got {}",
+            h.type_name(raw_sum)
+        )),
     }
 }
 
@@ -232,8 +260,17 @@ pub fn restore<H: Values>(h: &mut H, snapshot: &H::Value) -> Result<EstimatorSta
         &members[found[i].unwrap_or(0)].1
     };
     let version = field("version");
-    if !matches!(h.shape(version)?, Shape::Int { value: Ok(SNAPSHOT_VERSION), .. }) {
-        return fail(format!("snapshot: unsupported version {}", h.repr(version)?));
+    if !matches!(
+        h.shape(version)?,
+        Shape::Int {
+            value: Ok(SNAPSHOT_VERSION),
+            ..
+        }
+    ) {
+        return fail(format!(
+            "snapshot: unsupported version {}",
+            h.repr(version)?
+        ));
     }
     let mut state = settings(
         h,

@@ -72,7 +72,6 @@ pub fn corrected(raw_sum: i64, estimated: u64, actual: u64) -> i128 {
     (raw_sum as i128 * actual as i128 + e - 1).div_euclid(e)
 }
 
-
 /// Cumulative reconciled sums of one model: `E` estimated, `A` actual.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Reconciled {

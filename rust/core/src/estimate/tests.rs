@@ -222,8 +222,18 @@ fn settings_are_checked_in_order_with_their_names() {
     assert_eq!(ok.default_profile(), Profile::new(3.0, 4).unwrap());
     let e = settings(&mut Toy, &V::S("3"), &V::I(-1), &V::N, &V::I(10), "");
     assert_eq!(message(e), "bytes_per_token: expected a number, got str");
-    let e = settings(&mut Toy, &V::F(3.0), &V::I(-1), &V::N, &V::I(10), "snapshot.");
-    assert_eq!(message(e), "snapshot.framing_tokens: must not be negative, got -1");
+    let e = settings(
+        &mut Toy,
+        &V::F(3.0),
+        &V::I(-1),
+        &V::N,
+        &V::I(10),
+        "snapshot.",
+    );
+    assert_eq!(
+        message(e),
+        "snapshot.framing_tokens: must not be negative, got -1"
+    );
     let profiles = V::M(vec![(V::S("a"), V::L(vec![V::F(0.0), V::I(1)]))]);
     let e = settings(&mut Toy, &V::F(3.0), &V::I(4), &profiles, &V::I(10), "");
     assert_eq!(
@@ -243,7 +253,10 @@ fn snapshots_round_trip_and_name_what_is_wrong() {
         (V::S("framing_tokens"), V::I(snap.framing_tokens)),
         (V::S("profiles"), V::M(vec![])),
         (V::S("memo_capacity"), V::I(snap.memo_capacity as i64)),
-        (V::S("corrections"), V::M(vec![(V::S("m"), V::L(vec![V::I(10), V::I(12)]))])),
+        (
+            V::S("corrections"),
+            V::M(vec![(V::S("m"), V::L(vec![V::I(10), V::I(12)]))]),
+        ),
     ]);
     assert_eq!(restore(&mut Toy, &as_value).unwrap().snapshot(), snap);
     let e = restore(&mut Toy, &V::M(vec![(V::S("zz"), V::N)]));
@@ -257,7 +270,10 @@ fn snapshots_round_trip_and_name_what_is_wrong() {
 
 #[test]
 fn counts_of_reconcile_and_raw_sums() {
-    assert_eq!(check_reconcile(&mut Toy, &V::I(1), &V::I(0)).unwrap(), (1, 0));
+    assert_eq!(
+        check_reconcile(&mut Toy, &V::I(1), &V::I(0)).unwrap(),
+        (1, 0)
+    );
     let e = check_reconcile(&mut Toy, &V::I(0), &V::I(0));
     assert_eq!(message(e), "estimated: expected a positive int, got 0");
     let e = check_raw_sum(&mut Toy, &V::F(1.0));

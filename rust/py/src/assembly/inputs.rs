@@ -7,10 +7,12 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use super::gather::Buffers;
 use crate::arguments::{self, type_name};
 use crate::errors::argument_error;
-use super::gather::Buffers;
-use crate::items::{read_attr, read_digest, seq_of, seq_value, slot_value, tool_role, Attr, Role, Sort, Types};
+use crate::items::{
+    read_attr, read_digest, seq_of, seq_value, slot_value, tool_role, Attr, Role, Sort, Types,
+};
 
 pub const F: &str = "fit_body";
 
@@ -35,7 +37,11 @@ pub struct Path<'a> {
 
 impl<'a> Path<'a> {
     pub fn of(base: &'a str, field: &'a str) -> Self {
-        Path { base, at: None, field }
+        Path {
+            base,
+            at: None,
+            field,
+        }
     }
 
     fn at(base: &'a str, at: usize, field: &'a str) -> Self {
@@ -87,7 +93,11 @@ pub fn history<'py>(
 ) -> PyResult<Vec<(usize, Bound<'py, PyAny>)>> {
     let py = inputs.py();
     let name = "inputs.history";
-    let history = field(inputs, Path::of("inputs", "history"), intern!(py, "history"))?;
+    let history = field(
+        inputs,
+        Path::of("inputs", "history"),
+        intern!(py, "history"),
+    )?;
     let values = arguments::sequence(F, name, &history, "conversation items")?;
     let mut fresh = Vec::new();
     let mut ids: Vec<Bound<'py, PyAny>> = Vec::new();
@@ -101,7 +111,8 @@ pub fn history<'py>(
         for &key in &bufs.keys[*pinned..] {
             if !key.is_null() {
                 // SAFETY: live (no Python code ran since it was read).
-                bufs.pins.push(unsafe { Bound::from_borrowed_ptr(py, key) }.unbind());
+                bufs.pins
+                    .push(unsafe { Bound::from_borrowed_ptr(py, key) }.unbind());
             }
         }
         *pinned = bufs.keys.len();
@@ -234,7 +245,11 @@ fn cap(name: Path<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
 }
 
 /// Every element of a sequence argument.
-fn elements<'py>(name: Path<'_>, value: &Bound<'py, PyAny>, what: &str) -> PyResult<Vec<Bound<'py, PyAny>>> {
+fn elements<'py>(
+    name: Path<'_>,
+    value: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let values = arguments::sequence(F, name, value, what)?;
     let mut out = Vec::with_capacity(values.len());
     let mut i = 0;
@@ -252,16 +267,26 @@ pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Ve
     let mut counts = [0usize; 8];
     let all = field(inputs, Path::of("inputs", "blocks"), intern!(py, "blocks"))?;
     const B: &str = "inputs.blocks";
-    for (at, block) in elements(Path::of(B, ""), &all, "blocks")?.into_iter().enumerate() {
+    for (at, block) in elements(Path::of(B, ""), &all, "blocks")?
+        .into_iter()
+        .enumerate()
+    {
         let part = |name: &'static str| Path::at(B, at, name);
-        let get = |name: &'static str, interned: &Bound<'py, PyString>| field(&block, part(name), interned);
+        let get = |name: &'static str, interned: &Bound<'py, PyString>| {
+            field(&block, part(name), interned)
+        };
         let class = get("region_class", intern!(py, "region_class"))?;
         arguments::string(F, part("region_class"), &class)?;
         let kind_obj = get("kind", intern!(py, "kind"))?;
         let kind_name = arguments::string(F, part("kind"), &kind_obj)?;
         let Some(kind) = Kind::parse(kind_name) else {
             let repr = kind_obj.repr().map(|r| r.to_string()).unwrap_or_default();
-            return Err(argument_error(py, F, part("kind").to_string(), format!("unknown kind {repr}")));
+            return Err(argument_error(
+                py,
+                F,
+                part("kind").to_string(),
+                format!("unknown kind {repr}"),
+            ));
         };
         let items = elements(part("items"), &get("items", intern!(py, "items"))?, "items")?;
         for (index, item) in items.iter().enumerate() {
@@ -289,9 +314,18 @@ pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Ve
             arguments::string(F, format_args!("{name}.ids[{index}]"), id)?;
         }
         let ids = id_values;
-        let max_items = cap(part("max_items"), &get("max_items", intern!(py, "max_items"))?)?;
-        let max_tokens = cap(part("max_tokens"), &get("max_tokens", intern!(py, "max_tokens"))?)?;
-        let k = Kind::NAMES.iter().position(|n| *n == kind_name).unwrap_or(0);
+        let max_items = cap(
+            part("max_items"),
+            &get("max_items", intern!(py, "max_items"))?,
+        )?;
+        let max_tokens = cap(
+            part("max_tokens"),
+            &get("max_tokens", intern!(py, "max_tokens"))?,
+        )?;
+        let k = Kind::NAMES
+            .iter()
+            .position(|n| *n == kind_name)
+            .unwrap_or(0);
         counts[k] += 1;
         if matches!(kind, Kind::History | Kind::WorkingState | Kind::Skills) && counts[k] > 1 {
             return Err(argument_error(
@@ -320,11 +354,16 @@ pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Ve
 pub fn limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
     let py = limits.py();
     let part = |name: &'static str| Path::of("limits", name);
-    let get = |name: &'static str, interned: &Bound<'py, PyString>| field(limits, part(name), interned);
+    let get =
+        |name: &'static str, interned: &Bound<'py, PyString>| field(limits, part(name), interned);
     let usable = arguments::int64(F, part("usable"), &get("usable", intern!(py, "usable"))?)?;
     let history_cap = get("history_cap", intern!(py, "history_cap"))?;
     let history_cap = arguments::int64(F, part("history_cap"), &history_cap)?;
-    let tool_cap = arguments::int64(F, part("tool_cap"), &get("tool_cap", intern!(py, "tool_cap"))?)?;
+    let tool_cap = arguments::int64(
+        F,
+        part("tool_cap"),
+        &get("tool_cap", intern!(py, "tool_cap"))?,
+    )?;
     let floor = get("summary_floor", intern!(py, "summary_floor"))?;
     let summary_floor = arguments::optional_int64(F, part("summary_floor"), &floor)?;
     let compactable = get("summary_compactable", intern!(py, "summary_compactable"))?;

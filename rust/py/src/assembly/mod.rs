@@ -49,7 +49,10 @@ pub fn fit_body<'py>(
 }
 
 /// The `BodyFit` dict.
-fn body_fit<'py>(py: Python<'py>, fields: [(&str, Bound<'py, PyAny>); 9]) -> PyResult<Bound<'py, PyDict>> {
+fn body_fit<'py>(
+    py: Python<'py>,
+    fields: [(&str, Bound<'py, PyAny>); 9],
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in fields {
         d.set_item(k, v)?;
@@ -66,7 +69,10 @@ fn missing<'py>(py: Python<'py>, indices: Vec<usize>) -> PyResult<Bound<'py, PyD
             ("body", empty()),
             ("body_raw", 0i64.into_pyobject(py)?.into_any()),
             ("reason", "fits".into_pyobject(py)?.into_any()),
-            ("compactable", false.into_pyobject(py)?.to_owned().into_any()),
+            (
+                "compactable",
+                false.into_pyobject(py)?.to_owned().into_any(),
+            ),
             ("cut", 0usize.into_pyobject(py)?.into_any()),
             ("history_budget", 0i64.into_pyobject(py)?.into_any()),
             ("yield_steps", empty()),
@@ -78,7 +84,10 @@ fn missing<'py>(py: Python<'py>, indices: Vec<usize>) -> PyResult<Bound<'py, PyD
 
 /// The value a table holds for `key` (no Python code runs: the keys are
 /// `bytes`, whose hash the object caches).
-fn lookup<'py>(table: &Bound<'py, PyDict>, key: *mut ffi::PyObject) -> PyResult<Option<Bound<'py, PyAny>>> {
+fn lookup<'py>(
+    table: &Bound<'py, PyDict>,
+    key: *mut ffi::PyObject,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     // SAFETY: a dict and a live key.
     unsafe {
         let v = ffi::PyDict_GetItemWithError(table.as_ptr(), key);
@@ -192,7 +201,11 @@ fn measure_and_fit<'py>(
             class: inputs::text(&b.class),
             kind: b.kind,
             len: b.items.len(),
-            raws: at.iter().filter(|&&i| i != usize::MAX).map(|&i| raws[i]).collect(),
+            raws: at
+                .iter()
+                .filter(|&&i| i != usize::MAX)
+                .map(|&i| raws[i])
+                .collect(),
             ids: b.ids.iter().map(|id| inputs::text(id)).collect(),
             max_items: b.max_items,
             max_tokens: b.max_tokens,
@@ -259,10 +272,19 @@ fn measure_and_fit<'py>(
         [
             ("body", list.into_any()),
             ("body_raw", decided.body_raw.into_pyobject(py)?.into_any()),
-            ("reason", decided.reason.as_str().into_pyobject(py)?.into_any()),
-            ("compactable", decided.compactable.into_pyobject(py)?.to_owned().into_any()),
+            (
+                "reason",
+                decided.reason.as_str().into_pyobject(py)?.into_any(),
+            ),
+            (
+                "compactable",
+                decided.compactable.into_pyobject(py)?.to_owned().into_any(),
+            ),
             ("cut", decided.cut.into_pyobject(py)?.into_any()),
-            ("history_budget", decided.history_budget.into_pyobject(py)?.into_any()),
+            (
+                "history_budget",
+                decided.history_budget.into_pyobject(py)?.into_any(),
+            ),
             ("yield_steps", PyList::new(py, &decided.steps)?.into_any()),
             ("body_sha256", body_sha.into_pyobject(py)?.into_any()),
             ("missing", PyList::empty(py).into_any()),
@@ -290,9 +312,12 @@ impl Host<'_, '_> {
     /// Measure one more value through the memo.
     fn measure(&mut self, i: usize) -> Result<i64, HostError> {
         self.g.finish()?;
-        Ok(self
-            .est
-            .raw_one(&mut self.resolved, self.model_id, &self.g.types.kinds, &self.g.facts()[i])?)
+        Ok(self.est.raw_one(
+            &mut self.resolved,
+            self.model_id,
+            &self.g.types.kinds,
+            &self.g.facts()[i],
+        )?)
     }
 }
 

@@ -8,7 +8,8 @@ use std::ptr::addr_of_mut;
 
 use ctxengine_core::canonical::source::{Elem, Member};
 use ctxengine_core::canonical::{
-    reason_unsupported_subclass, reason_unsupported_type, Cached, KeyProblem, Node, Source, REASON_SURROGATE,
+    reason_unsupported_subclass, reason_unsupported_type, Cached, KeyProblem, Node, Source,
+    REASON_SURROGATE,
 };
 use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;

@@ -26,7 +26,11 @@ fn int_shape<'py>(v: &Bound<'py, PyAny>) -> Shape<Bound<'py, PyAny>> {
         if float == -1.0 && !ffi::PyErr_Occurred().is_null() {
             // Past the float range (an OverflowError in Python's float()).
             ffi::PyErr_Clear();
-            float = if overflow < 0 { f64::NEG_INFINITY } else { f64::INFINITY };
+            float = if overflow < 0 {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            };
         }
         Shape::Int { value, float }
     }

@@ -14,7 +14,6 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-
 /// A list, a tuple, or the items of any other iterable; indexed access that
 /// stays safe if Python code run mid-pass changes a list.
 pub enum Items<'py> {

@@ -174,7 +174,6 @@ pub struct Want {
     pub facts: bool,
 }
 
-
 /// One pass over `items`, checking the items (an `ArgumentError`) and
 /// validating tool pairs on the way (an `OrphanedToolPair` from
 /// [`Scan::pairs`]). Facts of items with a filled
@@ -450,4 +449,3 @@ fn hash_threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
 }
-

@@ -42,7 +42,10 @@ impl<S: Source> Walker<S> {
 
     /// Check and sort the keys of `members[start..]`, recording the order
     /// (replacing the least recently used one).
-    pub(super) fn key_order(&mut self, start: usize) -> Result<Rc<KeyOrder<S::Owned>>, WalkError<S::Error>> {
+    pub(super) fn key_order(
+        &mut self,
+        start: usize,
+    ) -> Result<Rc<KeyOrder<S::Owned>>, WalkError<S::Error>> {
         self.check_keys(start)?;
         let members = &self.members[start..];
         let n = members.len();

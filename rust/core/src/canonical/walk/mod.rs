@@ -14,7 +14,6 @@ mod keys;
 use std::rc::Rc;
 
 use super::nesting::nesting_within;
-use keys::KeyOrder;
 use super::path::PathError;
 use super::source::{Cached, Elem, Member, Node, Source, WalkError};
 use super::text::{cmp_utf16, write_str};
@@ -23,6 +22,7 @@ use super::{
     REASON_ITEM_CYCLE, REASON_VALUE_CYCLE,
 };
 use crate::hash::{sha256, StreamHasher};
+use keys::KeyOrder;
 
 #[cold]
 fn fail<T, E>(reason: impl Into<String>) -> Result<T, WalkError<E>> {

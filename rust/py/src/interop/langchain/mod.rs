@@ -276,7 +276,9 @@ fn facts(
                     None => {
                         // (`LangChainClasses.count`: LangChain's own count.)
                         let classes = c.classes.bind(py);
-                        classes.call_method1(intern!(py, "count"), (&m,))?.extract()?
+                        classes
+                            .call_method1(intern!(py, "count"), (&m,))?
+                            .extract()?
                     }
                 };
                 Entry {
