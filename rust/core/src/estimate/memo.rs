@@ -238,7 +238,8 @@ impl Memo {
         Ok(v)
     }
 
-    /// Keys from most to least recently used (for tests).
+    /// Keys from most to least recently used.
+    #[cfg(test)]
     pub fn keys_mru(&self) -> Vec<MemoKey> {
         let mut out = Vec::with_capacity(self.map.len());
         let mut i = self.head;

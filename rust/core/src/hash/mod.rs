@@ -79,8 +79,3 @@ pub fn sha256_spans(data: &[u8], spans: &[(usize, usize)], threads: usize) -> Ve
     });
     out
 }
-
-/// Lowercase SHA-256 hex of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&sha256(bytes))
-}

@@ -39,6 +39,7 @@ impl PrefixStates {
     }
 
     /// Bytes of prefixes held.
+    #[cfg(test)]
     pub fn held_bytes(&self) -> usize {
         self.bytes
     }

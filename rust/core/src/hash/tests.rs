@@ -81,11 +81,11 @@ fn prefix_states_hash_exactly() {
 #[test]
 fn known_digests() {
     assert_eq!(
-        sha256_hex(b""),
+        hex(&sha256(b"")),
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     );
     assert_eq!(
-        sha256_hex(b"abc"),
+        hex(&sha256(b"abc")),
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     );
 }
