@@ -8,7 +8,7 @@ extension is not built; select it with ``CTXENGINE_BACKEND=python`` or
 
 from __future__ import annotations
 
-from .assembly import digest_list, fit_body, render_measure
+from .assembly import fit_body
 from .budget import allocate_tokens
 from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
@@ -18,11 +18,9 @@ __all__ = [
     "TokenEstimator",
     "allocate_tokens",
     "canonical_json",
-    "digest_list",
     "fit_body",
     "item_canonical",
     "payload_hash",
-    "render_measure",
     "select_history",
     "validate_tool_pairs",
 ]
