@@ -1,19 +1,22 @@
 """Type stub of ``ctxengine._core``, the Rust backend (ADR 0001).
 
-The pure-Python twin is ``ctxengine.reference``; both export exactly these
-names with byte-identical results.
+The pure-Python twin is ``ctxengine.reference``; both export these names
+(``bind_errors`` aside) with byte-identical results.
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import ModuleType
 from typing import Any, final
+
+from ctxengine.model.body import BodyFit, BodyInputs, BodyLimits
 
 __all__ = [
     "LangChainCounter",
     "TokenEstimator",
     "allocate_tokens",
+    "bind_errors",
     "canonical_json",
     "decode_items",
-    "digest_list",
     "fit_body",
     "item_canonical",
     "langchain_trim",
@@ -21,12 +24,14 @@ __all__ = [
     "openai_chat_cut",
     "payload_hash",
     "render_items",
-    "render_measure",
     "select_history",
     "validate_tool_pairs",
 ]
 
 __version__: str
+
+def bind_errors(module: ModuleType) -> None:
+    """The module whose error classes this one raises (``ctxengine.errors``)."""
 
 def canonical_json(value: object) -> bytes:
     """RFC 8785 canonical JSON bytes of ``value``; raises ``CanonicalizationError``."""
@@ -59,52 +64,13 @@ def select_history(
     model_id: str,
     raw: Sequence[int] | None = None,
 ) -> int:
-    """The cut index: ``items[cut:]`` is retained; raises ``OrphanedToolPair``.
+    """The cut index: ``items[cut:]`` is retained; raises ``OrphanedToolPair``."""
 
-    ``raw``, when given, are the items' raw estimates already measured.
-    """
+def validate_tool_pairs(items: Iterable[object]) -> None:
+    """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""
 
-def render_measure(
-    items: Iterable[Any],
-    region_class: str,
-    render: Callable[[Any, str], Any],
-    estimator: Any,
-    model_id: str,
-) -> tuple[list[Any], list[int]]:
-    """Each item's cached rendered form (``item._rc``) or ``render(item, region_class)``, and raws."""
-
-def render_items(
-    items: Iterable[Any], region_class: str, rendered_cls: type[Any], render: Callable[[Any, str], Any]
-) -> list[Any]:
-    """Each item's rendered form for ``region_class`` (``_rc`` cache, native, or ``render``)."""
-
-def digest_list(values: Iterable[object]) -> str:
-    """Hex SHA-256 over the values' 32-byte canonical digests, in order."""
-
-def fit_body(
-    history_items: Sequence[Any],
-    turn_items: Sequence[Any],
-    first_user: bool,
-    summary: Sequence[Any],
-    skills: Sequence[Any],
-    working_state: Sequence[Any],
-    knowledge: Sequence[tuple[str, Any]],
-    recall_lines: Sequence[str],
-    recall: Sequence[Any],
-    corrections: Sequence[Any],
-    metadata: Sequence[Any],
-    limits: Sequence[int | None],
-    render: Callable[[Any, str], Any],
-    render_recall: Callable[[list[str]], Any],
-    pointer: Callable[[Any], Any],
-    estimator: Any,
-    model_id: str,
-) -> tuple[list[Any], int, str, bool, int, int, list[str], str]:
-    """Region B measured, capped, yielded and cut in one call (``reference.assembly.fit_body``).
-
-    Returns ``(body, body_raw, reason, compactable, cut, history_budget,
-    yield_steps, body_sha256)``.
-    """
+def fit_body(*, inputs: BodyInputs, limits: BodyLimits, estimator: TokenEstimator, model_id: str) -> BodyFit:
+    """Region B measured, capped, yielded and cut (``ctxengine.model.body``)."""
 
 def decode_items(
     payloads: Sequence[object],
@@ -120,8 +86,8 @@ def decode_items(
     the first payload that does not decode.
     """
 
-def validate_tool_pairs(items: Iterable[object]) -> None:
-    """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""
+def render_items(items: Iterable[Any], region_class: str, rendered_cls: type[Any]) -> list[Any]:
+    """Each item's render for ``region_class`` (``rendered_cls``), or ``None`` for the caller to make."""
 
 @final
 class TokenEstimator:

@@ -69,7 +69,7 @@ def test_both_backends_decode_stored_items_to_equal_items_with_their_cache(
             assert type(got) is type(want)
             if got.seq <= 2**53 - 1:
                 assert got._cj == PY.item_canonical(want)
-            assert got._rc is None
+            assert got._log is None
             assert hash(got) == hash(want)
 
 
@@ -160,8 +160,8 @@ def test_a_payload_that_does_not_decode_is_named_with_the_same_words_on_both_bac
 def test_slots_the_decoder_does_not_fill_take_the_extra_values() -> None:
     text = stored(ce.ToolResult("c1", "done"))
     for core in (RUST, PY):
-        [item], _, _ = decode(core, [text], [4], {"_rc": {"history": None}, "content": "ignored"})
-        assert item._rc == {"history": None} and item.content == "done"
+        [item], _, _ = decode(core, [text], [4], {"_log": "s1", "content": "ignored"})
+        assert item._log == "s1" and item.content == "done"
 
 
 def test_nesting_past_the_canonical_limit_is_refused_alike() -> None:

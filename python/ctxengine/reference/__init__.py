@@ -8,7 +8,7 @@ extension is not built; select it with ``CTXENGINE_BACKEND=python`` or
 
 from __future__ import annotations
 
-from .assembly import digest_list, fit_body, render_measure
+from .assembly import fit_body
 from .budget import allocate_tokens
 from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
@@ -21,12 +21,10 @@ __all__ = [
     "allocate_tokens",
     "canonical_json",
     "decode_items",
-    "digest_list",
     "fit_body",
     "item_canonical",
     "payload_hash",
     "render_items",
-    "render_measure",
     "select_history",
     "validate_tool_pairs",
 ]

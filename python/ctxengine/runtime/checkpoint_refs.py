@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import CheckpointCorruption
 from ..model import ConversationItem
+from ..model.checkpoint import OMITTED_WHEN_EMPTY
 from ..stores.events import MAX_INT, Store
 from .session import decode_rows
 
@@ -105,6 +106,10 @@ def diff_entries(base: dict[str, Any], new: dict[str, Any], new_entries: list[En
             break
         keep += 1
     changed = {k: v for k, v in new.items() if k != "conversation" and base.get(k) != v}
+    # A field the new checkpoint leaves out (empty) is cleared, as in full deltas.
+    for key in OMITTED_WHEN_EMPTY:
+        if key in base and key not in new:
+            changed[key] = []
     changed["version"] = new["version"]
     return {
         "format": REF_DELTA_FORMAT,
@@ -128,6 +133,9 @@ def apply_ref_delta(run_id: str, version: int, base: dict[str, Any], delta: dict
         raise _corrupt(run_id, version, f"delta keeps {keep!r} of {len(old)} conversation items")
     out = {**base, **changes}
     out["conversation"] = old[:keep] + from_segments(run_id, version, conv.get("append"))
+    for key in OMITTED_WHEN_EMPTY:
+        if out.get(key) == []:
+            del out[key]
     return out
 
 

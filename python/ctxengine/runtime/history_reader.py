@@ -6,8 +6,8 @@ range that ends at an existing event never change: a worker that seeded the
 session's previous run already holds most of them. ``HistoryReader`` keeps,
 per session, the last range it read (decoded items, their visibility and
 stored token counts) and reads from the store only the events after it; the
-items stay the same objects, so their rendered forms and canonical bytes
-(``_rc``, ``_cj``) are reused by the next build. A fresh process reads the
+items stay the same objects, so their canonical bytes (``_cj``) are reused
+by the next build (and their renders, which the renderer keeps by digest). A fresh process reads the
 range once, in one query, and decodes it in one native batch.
 
 The cache is bounded (``max_items`` across sessions, least recently used

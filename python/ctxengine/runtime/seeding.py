@@ -21,8 +21,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
+from ..assembly.blocks import render_summary
 from ..assembly.builder import ContextBuilder
-from ..assembly.render import render_item, render_items, render_summary
+from ..assembly.render import render_items
+from ..assembly.request import RenderedItem
 from ..core import backends
 from ..core.estimator import Estimator
 from ..errors import ModelValidationError, OrphanedToolPair
@@ -171,7 +173,8 @@ async def build_seed(
         if len(history) != len(visible):  # reasoning or half a tool pair left out
             kept = {id(item) for item in history}
             fresh = [(row, item) for row, item in fresh if id(item) in kept]
-        backfill = prime_history(estimator, plan.model_id, fresh)
+        renders = builder.prerender(run.session_id, history, [item for _, item in fresh])
+        backfill = prime_history(estimator, plan.model_id, fresh, renders)
         reader.set_primed(run.session_id, run.seed_sequence - 1)
         if carry is not None:
             prime_summary(estimator, plan.model_id, carry, builder)
@@ -185,14 +188,16 @@ def _digest(rendered: object) -> bytes:
 
 
 def prime_history(
-    estimator: Estimator, model_id: str, rows: Sequence[tuple[ItemRow, ConversationItem]]
+    estimator: Estimator,
+    model_id: str,
+    rows: Sequence[tuple[ItemRow, ConversationItem]],
+    renders: Sequence[RenderedItem],
 ) -> tuple[tuple[int, int], ...]:
-    """Prime the memo with the stored counts of history items; count the rest and return
-    ``(sequence, raw)`` for them (to be stored)."""
+    """Prime the memo with the stored counts of history items (``renders``: their history
+    renders); count the rest and return ``(sequence, raw)`` for them (to be stored)."""
     digests: list[bytes] = []
     raws: list[int] = []
     missing: list[tuple[int, object]] = []
-    renders = render_items([item for _, item in rows], HISTORY)
     for (row, _), rendered in zip(rows, renders, strict=True):
         if row.tokens is None:
             missing.append((row.sequence, rendered))
@@ -230,7 +235,7 @@ def history_counts(
 ) -> list[tuple[int, int]]:
     """``(sequence, raw)`` of logged items as they will render in a later run's history."""
     logged = [item for item in items if item.seq is not None]
-    raws = estimator.raw_estimates([render_item(item, HISTORY) for item in logged], model_id)
+    raws = estimator.raw_estimates(render_items(logged, HISTORY), model_id)
     return [(item.seq, raw) for item, raw in zip(logged, raws, strict=True) if item.seq is not None]
 
 

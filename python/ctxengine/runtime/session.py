@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..assembly.render import render_item
+from ..assembly.render_cache import render_item
 from ..core.canonical import canonical_json
 from ..core.decode import decode_stored_items
 from ..core.estimator import Estimator

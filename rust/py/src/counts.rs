@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
 use crate::arguments;
-use crate::errors::estimator_error;
-use crate::estimator::TokenEstimator;
+use crate::errors::{estimator_error, HostError};
+use crate::estimator::{PyValues, TokenEstimator};
 
 /// The `kind` argument: a str without lone surrogates (`EstimatorError` otherwise).
 fn kind_arg<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
@@ -78,7 +78,12 @@ pub fn prime(
         d.copy_from_slice(bytes);
         entries.push((
             d,
-            crate::estimator::check_count(py, raw, &format!("prime: raws[{i}]"))?,
+            ctxengine_core::estimate::check_count(
+                &mut PyValues(py),
+                raw,
+                &format!("prime: raws[{i}]"),
+            )
+            .map_err(HostError::into_pyerr(py))?,
         ));
     }
     let mut st = est.lock();

@@ -1,23 +1,21 @@
 //! `render_items`: conversation items rendered for one region class in one
 //! call, the native half of `ctxengine.assembly.render.render_item` (ADR 0011).
 //!
-//! Messages and tool results (the bulk of any history) are rendered here:
-//! their content text fenced by the core's envelope, a `RenderedItem` built
-//! without running `__init__` (as `decode_items` builds items) with its
-//! canonical cache filled, and stored in the item's `_rc` cache. Tool calls,
-//! reasoning and anything else go to the Python `render` the caller passes,
-//! which is also the reference backend's whole implementation. The native
-//! module imports nothing from `ctxengine`: the caller passes the classes.
+//! Messages, tool results and tool calls (the bulk of any history) are
+//! rendered here: content text fenced by the core's envelope, a
+//! `RenderedItem` built without running `__init__` (as `decode_items` builds
+//! items) with its canonical cache filled. Anything else comes back as
+//! `None` for the caller to render (data in, data out: no callback). The
+//! native module imports nothing from `ctxengine`: the caller passes the class.
 
 use ctxengine_core::envelope::{envelope, rendered_text_canonical};
 use ctxengine_core::hash::sha256;
 use pyo3::exceptions::PyTypeError;
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
 
-use crate::conversions::item_canonical;
+use crate::canonical::item_cache as item_canonical;
 use crate::errors::guard;
 use crate::slots::{untracked, Maker};
 
@@ -82,40 +80,15 @@ fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
     Ok(out)
 }
 
-/// Store `rendered` in the item's `_rc` cache (a dict made on first use, as `render_item` does).
-fn cache_in(
-    item: &Bound<'_, PyAny>,
-    cache: &Bound<'_, PyAny>,
-    region_class: &Bound<'_, PyString>,
-    rendered: &Bound<'_, PyAny>,
-) -> PyResult<()> {
-    let py = item.py();
-    let dict = match cache.cast::<PyDict>() {
-        Ok(d) => d.clone(),
-        Err(_) => {
-            let d = PyDict::new(py);
-            let name = intern!(py, "_rc");
-            let rc =
-                unsafe { ffi::PyObject_GenericSetAttr(item.as_ptr(), name.as_ptr(), d.as_ptr()) };
-            if rc != 0 {
-                return Err(PyErr::fetch(py));
-            }
-            d
-        }
-    };
-    dict.set_item(region_class, rendered)
-}
-
-/// Each item's rendered form for `region_class`: from its `_rc` cache, made
-/// here (messages and tool results), or by `render(item, region_class)`;
-/// stored in `_rc` either way. `rendered_cls` is `RenderedItem`.
+/// Each item's rendered form for `region_class`, made here (messages, tool
+/// results, tool calls, reasoning) or `None` (the caller renders it).
+/// `rendered_cls` is `RenderedItem`.
 #[pyfunction]
 pub fn render_items<'py>(
     py: Python<'py>,
     items: &Bound<'py, PyAny>,
     region_class: &Bound<'py, PyString>,
     rendered_cls: &Bound<'py, PyType>,
-    render: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
     guard(py, || {
         let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
@@ -127,22 +100,12 @@ pub fn render_items<'py>(
         }
         let maker = Maker::new(rendered_cls, &SLOTS)?;
         let region = region_class.to_str()?;
-        let rc_name = intern!(py, "_rc");
         let none = py.None().into_bound(py);
         let out = PyList::empty(py);
         // type(item).kind, looked up once per class.
         let mut kinds: Vec<(usize, String)> = Vec::new();
         for item in items.try_iter()? {
             let item = item?;
-            let cache = item.getattr(rc_name)?;
-            if let Ok(d) = cache.cast::<PyDict>() {
-                if let Some(hit) = d.get_item(region_class)? {
-                    if !hit.is_none() {
-                        out.append(hit)?;
-                        continue;
-                    }
-                }
-            }
             let tp = item.get_type();
             let key = tp.as_ptr() as usize;
             let kind = match kinds.iter().position(|(k, _)| *k == key) {
@@ -203,12 +166,11 @@ pub fn render_items<'py>(
                     ];
                     // It shares the call's arguments (a dict): the collector keeps seeing it.
                     let rendered = maker.make(values.into())?;
-                    cache_in(&item, &cache, region_class, &rendered)?;
                     out.append(rendered)?;
                     continue;
                 }
                 _ => {
-                    out.append(render.call1((&item, region_class))?)?;
+                    out.append(&none)?;
                     continue;
                 }
             };
@@ -270,7 +232,6 @@ pub fn render_items<'py>(
             ];
             // Strings, a bool, an int and a tuple of bytes: it can hold no cycle.
             let rendered = maker.make_acyclic(values.into(), true)?;
-            cache_in(&item, &cache, region_class, &rendered)?;
             out.append(rendered)?;
         }
         Ok(out)
