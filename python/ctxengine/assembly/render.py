@@ -5,6 +5,7 @@ renderer's cache is ``render_cache``; the body's blocks are ``blocks``).
 from __future__ import annotations
 
 import hashlib
+import json.encoder as json_encoder
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,9 +23,17 @@ from ..model import (
     UserMessage,
     content_text,
 )
-from .envelope import envelope, json_inline
+from .envelope import envelope
 from .regions import region_of
 from .request import RenderedItem
+
+_json_str = json_encoder.encode_basestring_ascii  # json.dumps of one string (ensure_ascii)
+
+
+def _inline_escapes(text: str) -> str:
+    """What ``json_inline`` does after ``json.dumps``."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
 
 POINTER = "history:pointer"
 
@@ -90,15 +99,16 @@ def render_items(items: Sequence[ConversationItem], region_class: str) -> list[R
 
 def render_pointer(item: ToolResult) -> RenderedItem:
     """A tool result truncated to a typed pointer (the pair stays whole; uncached)."""
-    pointer = {
-        "elided": "tool_result",
-        "call_id": item.call_id,
-        "byte_length": len(content_text(item.content).encode("utf-8")),
-        "event_id": item.seq,
-        "trust": item.trust.value,
-        "is_error": item.is_error,
-    }
-    text = "[tool result elided under context pressure] " + json_inline(pointer)
+    # ``json_inline`` of the pointer object, spelled out: every tool result of a cold history
+    # gets one, and json.dumps of a dict cost more than the rest of its render.
+    seq = item.seq
+    pointer = (
+        f'{{"byte_length": {len(content_text(item.content).encode("utf-8"))}, '
+        f'"call_id": {_json_str(item.call_id)}, "elided": "tool_result", '
+        f'"event_id": {"null" if seq is None else int.__repr__(seq)}, '
+        f'"is_error": {"true" if item.is_error else "false"}, "trust": {_json_str(item.trust.value)}}}'
+    )
+    text = "[tool result elided under context pressure] " + _inline_escapes(pointer)
     return RenderedItem(
         "history", "tool", text=text, call_id=item.call_id, is_error=item.is_error, seq=item.seq
     )
