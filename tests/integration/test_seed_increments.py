@@ -16,6 +16,7 @@ import ctxengine as ce
 from ctxengine.cli.turns import PRINCIPAL, ScriptedWorker
 from ctxengine.core.canonical import payload_hash
 from ctxengine.runtime.carry import CARRY_RECORDED
+from ctxengine.runtime.checkpoints import evolve
 from ctxengine.runtime.loop import CHECKPOINT_SEEDED
 from ctxengine.runtime.seed_digest import SeedDigest
 from ctxengine.runtime.seed_events import SeedEvents
@@ -26,10 +27,12 @@ SID = "increments"
 GUS = ce.Principal("gus", "globex", frozenset())
 
 
-async def _turns_with_state(store: Store, turns: int) -> ScriptedWorker:
+async def _turns_with_state(
+    store: Store, turns: int, *, first: int = 1, worker: ScriptedWorker | None = None
+) -> ScriptedWorker:
     """Scripted turns; every fifth, a principal-scoped working-state update in its own run."""
-    worker = ScriptedWorker(store, model=SMALL)
-    for turn in range(1, turns + 1):
+    worker = worker if worker is not None else ScriptedWorker(store, model=SMALL)
+    for turn in range(first, turns + 1):
         await worker.turn(SID, turn)
         if turn % 5 == 0:
             run, lease, checkpoint = await worker.loop.start_run(
@@ -69,6 +72,29 @@ async def test_seed_events_match_the_precise_reads_at_every_seed(store: Store) -
     marks.forget(SID)
     await marks.latest(SID, seeds[-1], PRINCIPAL)
     assert marks.reads == reads + 4
+
+
+async def test_a_worker_that_wrote_the_range_itself_seeds_without_reading_it(store: Store) -> None:
+    worker = await _turns_with_state(store, 30)
+    marks = worker.loop.history.marks
+    carries = len(await store.events.read(SID, types=[CARRY_RECORDED]))
+    reads = marks.reads
+    await _turns_with_state(store, 50, first=31, worker=worker)
+    assert len(await store.events.read(SID, types=[CARRY_RECORDED])) > carries  # it carried meanwhile
+    assert marks.reads == reads  # every event since its last seed was its own
+    # Another worker's working-state update breaks the run: the next seed reads, and sees it.
+    other = ScriptedWorker(store, model=SMALL)
+    run, lease, checkpoint = await other.loop.start_run(
+        SID, "other", ce.UserMessage("x"), PRINCIPAL, owner="o"
+    )
+    await other.loop.update_working_state(
+        run, checkpoint, {"objective": "the other worker's"}, source="user", lease=lease, principal=PRINCIPAL
+    )
+    run, _, seeded = await worker.loop.start_run(SID, "after", ce.UserMessage("y"), PRINCIPAL, owner="w")
+    assert marks.reads == reads + 1
+    assert "the other worker's" in str(seeded.working_state.to_dict())
+    fresh = ScriptedWorker(store, model=SMALL)
+    assert seeded == evolve(await fresh.loop.build_seed(run, PRINCIPAL), version=seeded.version)
 
 
 async def test_a_warm_workers_seeds_carry_the_state_and_carry_a_fresh_worker_finds(store: Store) -> None:

@@ -156,6 +156,7 @@ class ContextLoop(WorkingStateWrites):
             self._rows.popitem(last=False)
         if events:
             self.history.extend(run.session_id, [e.sequence for e in events], item_rows, items)
+            self.history.marks.committed(run.session_id, events)
 
     async def _plan(self, session_id: str) -> ContextPlan:
         plan = await self._plan_or_none(session_id)
@@ -348,6 +349,7 @@ class ContextLoop(WorkingStateWrites):
             self.history.forget(session_id)  # it may have read rows that were rolled back
             raise
         # The seed read the user message into the history window already.
+        self.history.marks.committed(session_id, stored)
         self._committed(run, written, events)
         if counts:
             self._pending_counts[run.run_id] = counts

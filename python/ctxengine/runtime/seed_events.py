@@ -17,11 +17,18 @@ view (``principal=None``, which passes over principal-scoped carries) does not
 use it.
 Typed reads fail closed on a row of an unknown type or a newer format in their
 range, as ``latest_before`` does on the rows it passes over.
+
+A worker that wrote every event of that range itself (the usual case: a session's
+turns run on the worker that took its previous turn) knows them already: the
+loop reports what it committed (``committed``), and a range inside an unbroken
+run of events reported in sequence order is answered without a read (there is no
+row in it of a type or format this process does not know).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..model import Principal
@@ -30,6 +37,8 @@ from .carry import CARRY_RECORDED
 from .working_state import WORKING_STATE_UPDATED
 
 _TYPES = (CARRY_RECORDED, WORKING_STATE_UPDATED)
+#: Carry and state events an unbroken run keeps (older ones end it there).
+_MARKS_KEPT = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +57,9 @@ class SeedEvents:
         self.store = store
         self.capacity = capacity
         self._known: OrderedDict[tuple[str, str, str], _Known] = OrderedDict()
+        #: Per session: ``(lo, hi, carry and state events)`` of an unbroken run of events
+        #: ``lo <= sequence <= hi`` this process committed (or saw committed) in order.
+        self._tail: OrderedDict[str, tuple[int, int, tuple[Event, ...]]] = OrderedDict()
         self.reads = 0  # store reads made (for tests)
 
     async def latest(
@@ -63,8 +75,13 @@ class SeedEvents:
             carry, state = known.carry, known.state
         else:
             carry, state = known.carry, known.state
-            self.reads += 1
-            for event in await self.store.events.read(session_id, known.below - 1, _TYPES, before=before):
+            tail = self._tail.get(session_id)
+            if tail is not None and tail[0] <= known.below and before - 1 <= tail[1]:
+                events = [e for e in tail[2] if known.below <= e.sequence < before]
+            else:
+                self.reads += 1
+                events = await self.store.events.read(session_id, known.below - 1, _TYPES, before=before)
+            for event in events:
                 if not event.visibility.allows(principal):
                     continue
                 if event.type == CARRY_RECORDED:
@@ -77,8 +94,33 @@ class SeedEvents:
             self._known.popitem(last=False)
         return carry, state
 
+    def committed(self, session_id: str, events: Sequence[Event]) -> None:
+        """``events`` of ``session_id`` are committed (appended by this process, or found
+        stored by an idempotent repeat): when they continue the session's unbroken run
+        without a gap, the run grows by them; otherwise a new run starts with them."""
+        if not events:
+            return
+        seqs = sorted(e.sequence for e in events)
+        first, last = seqs[0], seqs[-1]
+        if last - first + 1 != len(seqs) or len(set(seqs)) != len(seqs):
+            self._tail.pop(session_id, None)
+            return
+        marks = tuple(sorted((e for e in events if e.type in _TYPES), key=lambda e: e.sequence))
+        tail = self._tail.get(session_id)
+        if tail is not None and tail[1] + 1 == first:
+            lo, marks = tail[0], (*tail[2], *marks)
+            if len(marks) > _MARKS_KEPT:  # the run now starts after the marks let go
+                lo, marks = marks[-_MARKS_KEPT - 1].sequence + 1, marks[-_MARKS_KEPT:]
+            self._tail[session_id] = (lo, last, marks)
+        else:
+            self._tail[session_id] = (first, last, marks)
+        self._tail.move_to_end(session_id)
+        while len(self._tail) > self.capacity:
+            self._tail.popitem(last=False)
+
     def forget(self, session_id: str) -> None:
         """Drop what is known of ``session_id`` (a transaction that read it rolled back)."""
+        self._tail.pop(session_id, None)
         for key in [key for key in self._known if key[0] == session_id]:
             del self._known[key]
 
