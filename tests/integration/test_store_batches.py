@@ -100,6 +100,37 @@ async def test_read_items_fails_closed_on_a_bad_column(store_case: StoreCase, st
     assert (err.value.session_id, err.value.sequence) == (SID, 1)
 
 
+async def test_counts_commit_and_roll_back_with_the_transaction_that_put_them(store: Store) -> None:
+    """On PostgreSQL counts put in a transaction travel with its next checkpoint write or
+    statement: they must still be there for a read in the transaction, reach the commit when
+    nothing follows them, and never outlive a savepoint that rolled back."""
+    await store.events.append_all([item_event(t, f"k{i}") for i, t in enumerate("abcd")])
+    counter = "heuristic:3:4|history"
+    await store.checkpoints.claim("run", "me")
+    lease = await store.checkpoints.claim("run", "me")
+    async with store.transaction():
+        await store.events.put_counts(SID, counter, [(1, 10)])
+        with pytest.raises(RuntimeError):
+            async with store.transaction():
+                await store.events.put_counts(SID, counter, [(2, 20)])
+                raise RuntimeError("undo the savepoint")
+        assert [r.tokens for r in await store.events.read_items(SID, counter=counter)] == [
+            10,
+            None,
+            None,
+            None,
+        ]
+        await store.events.put_counts(SID, counter, [(3, 30)])
+        await store.checkpoints.write("run", {"checkpoint": 1}, trigger="seeded", lease=lease)
+        await store.events.put_counts(SID, counter, [(4, 40)])  # nothing follows it but the commit
+    assert [r.tokens for r in await store.events.read_items(SID, counter=counter)] == [10, None, 30, 40]
+    with pytest.raises(RuntimeError):
+        async with store.transaction():
+            await store.events.put_counts(SID, counter, [(2, 21)])
+            raise RuntimeError("undo it all")
+    assert [r.tokens for r in await store.events.read_items(SID, counter=counter)] == [10, None, 30, 40]
+
+
 async def test_put_counts_checks_its_input(store: Store) -> None:
     with pytest.raises(ModelValidationError, match="count"):
         await store.events.put_counts(SID, "c|history", [(1, -1)])

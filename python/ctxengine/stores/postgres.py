@@ -260,6 +260,8 @@ class PostgresStore:
         conn = _TXN.get(self)
         if conn is not None:
             async with self._mapped():
+                if fn not in _TAKES_DEFERRED:  # deferred counts go first, as if sent when put
+                    await postgres_items.flush_deferred(conn)
                 return await fn(conn, *args)
         pool = await self._ready()
         self._check_migrated()
@@ -270,14 +272,22 @@ class PostgresStore:
     async def transaction(self) -> AsyncIterator[None]:
         conn = _TXN.get(self)
         if conn is not None:  # nested: a savepoint inside the outer transaction
-            async with self._mapped(), conn.transaction():
-                yield
+            async with self._mapped():
+                await postgres_items.flush_deferred(conn)  # nothing deferred crosses a savepoint
+                async with conn.transaction():
+                    try:
+                        yield
+                        await postgres_items.flush_deferred(conn)
+                    except BaseException:
+                        postgres_items.drop_deferred(conn)  # put inside what rolls back
+                        raise
             return
         pool = await self._ready()
         self._check_migrated()
         async with self._mapped(), pool.connection() as conn, conn.transaction():
-            with _TXN.bind(self, conn), postgres_writes.locking(conn):
+            with _TXN.bind(self, conn), postgres_writes.locking(conn), postgres_items.deferring(conn):
                 yield
+                await postgres_items.flush_deferred(conn)  # before the commit
 
 
 async def _claim(conn: Conn, run_id: str, owner: str) -> int:
@@ -332,6 +342,10 @@ _OPS = SqlOps(
     visibilities=postgres_items.visibilities,
     prune=postgres_items.prune,
 )
+
+
+#: Ops that handle the transaction's deferred counts themselves (put or send them).
+_TAKES_DEFERRED = (postgres_items.put_counts, postgres_writes.write_checkpoint)
 
 
 class PostgresEventLog(SqlEventLog):

@@ -6,6 +6,9 @@ like every statement of ``postgres.py``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -129,14 +132,68 @@ def _params(session_id: str, **extra: Any) -> dict[str, Any]:
     return {"s": session_id, "known": list(_rows.KNOWN_TYPES), "v": FORMAT_VERSION, **extra}
 
 
+#: Insert-or-ignore of counts given as four arrays (session, sequence, counter, count).
+INSERT_COUNTS = (
+    "INSERT INTO ctxengine_token_counts (session_id, sequence, counter, count) "
+    "SELECT * FROM unnest(%(cs)s::text[], %(cq)s::bigint[], %(cc)s::text[], %(cn)s::bigint[]) "
+    "ON CONFLICT (session_id, sequence, counter) DO NOTHING"
+)
+
+#: Counts put inside the store's open transaction and not yet sent: ``(conn, rows)``.
+#: They travel with the transaction's next checkpoint write (one statement), or on their
+#: own before any other statement, a savepoint or the commit (ADR 0011).
+DEFERRED: ContextVar[tuple[Conn, list[tuple[str, int, str, int]]] | None] = ContextVar(
+    "ctxengine.postgres.deferred_counts", default=None
+)
+
+
+@contextmanager
+def deferring(conn: Conn) -> Iterator[None]:
+    """Defer the counts put inside the transaction just opened on ``conn``."""
+    token = DEFERRED.set((conn, []))
+    try:
+        yield
+    finally:
+        DEFERRED.reset(token)
+
+
+def take_deferred(conn: Conn) -> dict[str, list[Any]] | None:
+    """The deferred counts of ``conn``'s transaction as ``INSERT_COUNTS`` parameters (now
+    taken: the caller sends them), or ``None``."""
+    held = DEFERRED.get()
+    if held is None or held[0] is not conn or not held[1]:
+        return None
+    rows = list(held[1])
+    held[1].clear()
+    return {
+        "cs": [r[0] for r in rows],
+        "cq": [r[1] for r in rows],
+        "cc": [r[2] for r in rows],
+        "cn": [r[3] for r in rows],
+    }
+
+
+def drop_deferred(conn: Conn) -> None:
+    """Forget the deferred counts (what put them is being rolled back)."""
+    held = DEFERRED.get()
+    if held is not None and held[0] is conn:
+        held[1].clear()
+
+
+async def flush_deferred(conn: Conn) -> None:
+    params = take_deferred(conn)
+    if params is not None:
+        await conn.execute(INSERT_COUNTS, params)
+
+
 async def put_counts(conn: Conn, session_id: str, counter: str, counts: list[tuple[int, int]]) -> None:
-    # One statement for the batch: the sequences and counts travel as two arrays.
-    await conn.execute(
-        "INSERT INTO ctxengine_token_counts (session_id, sequence, counter, count) "
-        "SELECT %s, s, %s, n FROM unnest(%s::bigint[], %s::bigint[]) AS t(s, n) "
-        "ON CONFLICT (session_id, sequence, counter) DO NOTHING",
-        (session_id, counter, [s for s, _ in counts], [n for _, n in counts]),
-    )
+    held = DEFERRED.get()
+    if held is not None and held[0] is conn:
+        held[1].extend((session_id, s, counter, n) for s, n in counts)
+        return
+    # One statement for the batch: the sequences and counts travel as arrays.
+    rows = {"cs": [session_id] * len(counts), "cq": [s for s, _ in counts], "cc": [counter] * len(counts)}
+    await conn.execute(INSERT_COUNTS, {**rows, "cn": [n for _, n in counts]})
 
 
 async def visibilities(
@@ -159,7 +216,13 @@ async def prune(conn: Conn, run_id: str, before_version: int) -> int:
 
 
 __all__ = [
+    "DEFERRED",
     "FLOOR",
+    "INSERT_COUNTS",
+    "deferring",
+    "drop_deferred",
+    "flush_deferred",
+    "take_deferred",
     "latest_typed",
     "prune",
     "put_counts",

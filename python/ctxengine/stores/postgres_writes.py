@@ -31,7 +31,7 @@ from psycopg import AsyncConnection, errors
 from psycopg.pq import TransactionStatus
 
 from ..errors import StoreError, StoreUnavailable
-from . import _rows
+from . import _rows, postgres_items
 from .events import Lease, NewEvent
 
 Conn = AsyncConnection[Any]
@@ -80,6 +80,11 @@ ins AS (
 SELECT (SELECT owner FROM lease), (SELECT epoch FROM lease), (SELECT has_full FROM last),
        (SELECT version FROM ins)
 """
+
+
+WRITE_CHECKPOINT_WITH_COUNTS = WRITE_CHECKPOINT.replace(
+    "\nlast AS (", f"\ncounts AS ({postgres_items.INSERT_COUNTS}),\nlast AS (", 1
+)
 
 
 def _in_transaction(conn: Conn) -> bool:
@@ -185,7 +190,11 @@ async def write_checkpoint(
         "at": created_at,
         "fmt": fmt,
     }
-    cur = await conn.execute(WRITE_CHECKPOINT, params)
+    counts = postgres_items.take_deferred(conn)
+    if counts is None:
+        cur = await conn.execute(WRITE_CHECKPOINT, params)
+    else:  # the transaction's deferred token counts ride along (one statement)
+        cur = await conn.execute(WRITE_CHECKPOINT_WITH_COUNTS, {**params, **counts})
     row = await cur.fetchone()
     assert row is not None
     owner, epoch, has_full, version = row
@@ -198,4 +207,12 @@ async def write_checkpoint(
     raise StoreError(f"run {run_id!r}: checkpoint version was not written")
 
 
-__all__ = ["APPEND", "LOCKED", "WRITE_CHECKPOINT", "append_all", "locking", "write_checkpoint"]
+__all__ = [
+    "APPEND",
+    "LOCKED",
+    "WRITE_CHECKPOINT",
+    "WRITE_CHECKPOINT_WITH_COUNTS",
+    "append_all",
+    "locking",
+    "write_checkpoint",
+]
