@@ -11,7 +11,12 @@ __all__ = [
     "TokenEstimator",
     "allocate_tokens",
     "canonical_json",
+    "count_tokens",
+    "counting_method",
     "digest_list",
+    "encode_tokens",
+    "encoding_ranks_sha256",
+    "exact_raw",
     "fit_body",
     "item_canonical",
     "payload_hash",
@@ -66,6 +71,21 @@ def render_measure(
     model_id: str,
 ) -> tuple[list[Any], list[int]]:
     """Each item's cached rendered form (``item._rc``) or ``render(item, region_class)``, and raws."""
+
+def count_tokens(encoding_name: str, text: str) -> int:
+    """Tokens of ``text`` in a public encoding (``o200k_base``, ``cl100k_base``), as ordinary text."""
+
+def encode_tokens(encoding_name: str, text: str) -> list[int]:
+    """The token ids of ``text`` in a public encoding, as ordinary text."""
+
+def exact_raw(encoding_name: str, kind: str, canonical: bytes) -> int:
+    """The exact raw count of a value of ``kind`` whose canonical JSON is ``canonical`` (ADR 0012)."""
+
+def counting_method(model_id: str, table: Mapping[str, str] | None = None) -> str:
+    """``heuristic`` or the encoding that counts ``model_id`` (built-in table, then ``table``)."""
+
+def encoding_ranks_sha256(encoding_name: str) -> str:
+    """SHA-256 hex over the encoding's ranks in order (one length byte, then the bytes)."""
 
 def digest_list(values: Iterable[object]) -> str:
     """Hex SHA-256 over the values' 32-byte canonical digests, in order."""

@@ -13,12 +13,18 @@ from .budget import allocate_tokens
 from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
 from .estimate import TokenEstimator
+from .tokenize import count_tokens, counting_method, encode_tokens, encoding_ranks_sha256, exact_raw
 
 __all__ = [
     "TokenEstimator",
     "allocate_tokens",
     "canonical_json",
+    "count_tokens",
+    "counting_method",
     "digest_list",
+    "encode_tokens",
+    "encoding_ranks_sha256",
+    "exact_raw",
     "fit_body",
     "item_canonical",
     "payload_hash",

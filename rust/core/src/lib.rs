@@ -12,5 +12,6 @@ pub mod cut;
 pub mod error;
 pub mod estimate;
 pub mod hash;
+pub mod tokenize;
 
 pub use error::{CoreError, CoreResult};

@@ -9,6 +9,7 @@ mod batch;
 mod conversions;
 mod errors;
 mod estimator;
+mod tokenize;
 
 use std::cell::Cell;
 
@@ -400,6 +401,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digest_list, m)?)?;
     m.add_function(wrap_pyfunction!(assemble::fit_body, m)?)?;
     m.add_class::<TokenEstimator>()?;
+    m.add_function(wrap_pyfunction!(tokenize::count_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize::encode_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize::exact_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize::counting_method, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize::encoding_ranks_sha256, m)?)?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
