@@ -7,6 +7,7 @@
 
 pub mod assembly;
 pub mod budget;
+pub mod calibrate;
 pub mod canonical;
 pub mod cut;
 pub mod error;
