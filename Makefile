@@ -3,12 +3,13 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 export CTXENGINE_REQUIRE_POSTGRES ?= 1
 
-.PHONY: help demo test bench install system-deps lint cargo-test pytest clean
+.PHONY: help demo test bench docs install system-deps lint cargo-test pytest clean
 
 help:
 	@echo "make demo   install, then run the demo on the embedded SQLite store"
 	@echo "make test   install, cargo test, lints, then pytest under both backends"
 	@echo "make bench  release build, benchmarks, ratios; ctxengine bench tables and plot in bench-out/"
+	@echo "make docs   the user guide (mkdocs-material + mkdocstrings) into site/, strict, offline"
 
 # PostgreSQL server binaries for the integration suite (the harness starts a
 # private server on a temp dir and a free port; nothing listens system-wide).
@@ -52,6 +53,13 @@ bench: system-deps
 	$(PYTHON) benches/report.py .bench.json
 	$(PYTHON) -m ctxengine bench --out bench-out
 
+# The guide's code blocks run in `make test` (tests/test_docs.py); this builds the site.
+# The build fetches nothing (no fonts, no plugins that call out); the NO_MKDOCS_2_WARNING
+# variable silences mkdocs-material's end-of-life banner, which is not a build warning.
+docs:
+	$(PIP) install -q --disable-pip-version-check -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
+
 clean:
 	cargo clean
-	rm -rf build dist .bench.json python/ctxengine/_core*.so
+	rm -rf build dist site .bench.json python/ctxengine/_core*.so

@@ -21,7 +21,19 @@ import ctxengine
 PACKAGE = Path(ctxengine.__file__).parent
 
 # Bottom to top. A layer may import the layers listed before it.
-ENGINE = ("errors", "model", "reference", "core", "stores", "plan", "assembly", "runtime", "phases")
+ENGINE = (
+    "errors",
+    "model",
+    "reference",
+    "core",
+    "interop",
+    "integrations",
+    "stores",
+    "plan",
+    "assembly",
+    "runtime",
+    "phases",
+)
 # Leaf renderers: built on assembly's ModelRequest; no engine layer imports them.
 PROVIDERS_MAY_IMPORT = frozenset({"errors", "model", "core", "assembly", "providers"})
 # The public face (ctxengine/__init__.py) and the alias finder sit above the engine, below cli.

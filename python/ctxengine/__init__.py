@@ -27,12 +27,14 @@ from .core.estimator import Estimator as Estimator
 from .core.estimator import TokenEstimator
 from .core.history import select_history, validate_tool_pairs
 from .errors import (
+    ArgumentError,
     BackendError,
     CanonicalizationError,
     CheckpointCorruption,
     CompactionDepthExceeded,
     ContextError,
     ContextOverflow,
+    ConversionError,
     CorruptPlan,
     EstimatorError,
     FormatDisabled,
@@ -193,12 +195,14 @@ __all__ = [
     # section 8: phase projections
     "phases",
     # sections 1 and 10: every error (ctxengine.errors)
+    "ArgumentError",
     "BackendError",
     "CanonicalizationError",
     "CheckpointCorruption",
     "CompactionDepthExceeded",
     "ContextError",
     "ContextOverflow",
+    "ConversionError",
     "CorruptPlan",
     "EstimatorError",
     "FormatDisabled",

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, final
 
 __all__ = [
+    "LangChainCounter",
     "TokenEstimator",
     "allocate_tokens",
     "canonical_json",
@@ -19,6 +20,9 @@ __all__ = [
     "exact_raw",
     "fit_body",
     "item_canonical",
+    "langchain_trim",
+    "mappings_cut",
+    "openai_chat_cut",
     "payload_hash",
     "render_measure",
     "select_history",
@@ -143,3 +147,50 @@ class TokenEstimator:
     @classmethod
     def restore(cls, snapshot: Mapping[str, Any]) -> TokenEstimator: ...
     def memo_stats(self) -> dict[str, int]: ...
+
+# -- foreign histories (issue 15; twin: ctxengine.reference.interop) ------------------------
+
+def openai_chat_cut(
+    messages: Any,
+    summary_floor: int,
+    history_tokens: int,
+    estimator: Any,
+    model_id: str,
+    seq_field: str | None,
+    first_seq: int | None,
+    tool_trust: str,
+) -> int:
+    """The cut over OpenAI Chat dict messages as a message index, without building items.
+
+    ``-1 - i`` when message ``i`` needs the reference (which raises its error),
+    ``-1`` when the fast path does not take the input (not a list, another estimator).
+    """
+
+def mappings_cut(
+    mappings: Any, summary_floor: int, history_tokens: int, estimator: Any, model_id: str
+) -> int:
+    """The cut over items' ``to_dict()`` mappings, measured without building items.
+
+    ``-1 - i`` when mapping ``i`` is not exactly an item's dict form (the reference
+    decodes it and raises its error), ``-1`` when the input is not taken at all.
+    """
+
+def langchain_trim(
+    counter: LangChainCounter,
+    messages: Any,
+    max_tokens: int,
+    strategy: str,
+    use_len: bool,
+    include_system: bool,
+    end_on: Callable[[Any], bool] | None,
+    start_on: Callable[[Any], bool] | None,
+) -> tuple[bool, int, int] | None:
+    """``(system_kept, start, end)`` of the pair-safe ``trim_messages`` over memoized counts;
+    ``None`` when ``messages`` is not a list of ``BaseMessage`` (the caller converts it)."""
+
+@final
+class LangChainCounter:
+    """Per-message ``count_tokens_approximately`` facts, memoized by message identity."""
+
+    def __new__(cls, classes: Any, capacity: int = ...) -> LangChainCounter: ...
+    def __len__(self) -> int: ...

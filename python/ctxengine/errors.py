@@ -10,6 +10,21 @@ class ContextError(Exception):
     """Base class of every ctxengine error."""
 
 
+class ArgumentError(ContextError, TypeError, ValueError):
+    """A backend entry point called with an argument of the wrong type or value.
+
+    ``function`` and ``argument`` name it (``items[3]`` for one element).
+    Both backends raise it alike; it is also a ``TypeError`` and a
+    ``ValueError``, the builtin errors such calls raised before.
+    """
+
+    def __init__(self, function: str, argument: str, reason: str) -> None:
+        super().__init__(f"{function}: {argument}: {reason}")
+        self.function = function
+        self.argument = argument
+        self.reason = reason
+
+
 class CanonicalizationError(ContextError, ValueError):
     """A value cannot be written as RFC 8785 canonical JSON.
 
@@ -64,6 +79,19 @@ class ModelValidationError(ContextError, ValueError):
     def __init__(self, type_name: str, field: str, reason: str) -> None:
         super().__init__(f"{type_name}.{field}: {reason}")
         self.type_name = type_name
+        self.field = field
+        self.reason = reason
+
+
+class ConversionError(ContextError, ValueError):
+    """A foreign history (OpenAI, Anthropic, LangChain) that ctxengine items cannot hold exactly,
+    or items that a foreign format cannot hold: ``index`` is the message (or item) index,
+    ``field`` the offending field inside it, ``source`` the format."""
+
+    def __init__(self, source: str, index: int, field: str, reason: str) -> None:
+        super().__init__(f"{source} [{index}].{field}: {reason}")
+        self.source = source
+        self.index = index
         self.field = field
         self.reason = reason
 
@@ -224,12 +252,14 @@ class WorkingStateLimitExceeded(ContextError):
 
 
 __all__ = [
+    "ArgumentError",
     "BackendError",
     "CanonicalizationError",
     "CheckpointCorruption",
     "CompactionDepthExceeded",
     "ContextError",
     "ContextOverflow",
+    "ConversionError",
     "CorruptPlan",
     "EstimatorError",
     "FormatDisabled",

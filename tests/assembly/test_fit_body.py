@@ -15,7 +15,7 @@ from ctxengine.assembly.builder import _render_recall
 from ctxengine.assembly.render import render_item, tool_result_pointer
 from ctxengine.assembly.request import RenderedItem
 from ctxengine.core import backends
-from ctxengine.errors import OrphanedToolPair
+from ctxengine.errors import ArgumentError, OrphanedToolPair
 from ctxengine.model import ToolCall, ToolResult, UserMessage
 from strategies import fresh, sessions
 
@@ -76,7 +76,7 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
     limits = [draw(cap) for _ in range(9)]
     limits[:3] = [draw(st.integers(0, 8000)) for _ in range(3)]
     limits[4] = draw(st.integers(-1, 4))  # skill items
-    limits[6] = draw(st.integers(-1, 5))  # knowledge items (negative: the reference's IndexError)
+    limits[6] = draw(st.integers(-1, 5))  # knowledge items (negative: an ArgumentError)
     limits += [draw(st.integers(-1, 40)), draw(st.integers(0, 1))]
     return {
         "history": history,
@@ -125,13 +125,13 @@ def run(module: Any, case: dict[str, Any], estimator: Any) -> tuple[Any, list[tu
         out: Any = module.fit_body(*args)
     except OrphanedToolPair as e:
         out = ("orphan", e.call_id, e.index)
-    except IndexError as e:
-        out = ("index", str(e))
+    except ArgumentError as e:
+        out = ("argument", str(e))
     else:
         body, *rest = out
         out = ([item.to_dict() for item in body], *rest)
     if case["shared_memo"]:  # a second build over the same items, warm
-        again = module.fit_body(*args) if out[0] not in ("orphan", "index") else None
+        again = module.fit_body(*args) if out[0] not in ("orphan", "argument") else None
         out = (out, again and ([item.to_dict() for item in again[0]], *again[1:]))
     return out, calls.log
 
@@ -235,5 +235,5 @@ def test_pairing_errors_and_callback_errors_come_in_the_reference_order() -> Non
             module.fit_body(*failing, module.TokenEstimator(), MODEL)
         bad = list(args)
         bad[11] = (1, 2, 3)
-        with pytest.raises(ValueError, match="unpack"):
+        with pytest.raises(ArgumentError, match="limits: expected 11 values, got 3"):
             module.fit_body(*bad, module.TokenEstimator(), MODEL)

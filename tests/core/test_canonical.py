@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from typing import Any
 
 import pytest
@@ -157,23 +157,15 @@ class Colour(enum.IntEnum):
     RED = 7
 
 
-class Ratio(float):
-    pass
-
-
-class Name(str):
-    def __str__(self) -> str:
-        return "not the data"
-
-
-def test_subclasses_use_their_data(backend: str) -> None:
+def test_enum_members_and_plain_dicts_use_their_data(backend: str) -> None:
+    # The accepted subclasses (ADR 0010); every other one is refused
+    # (tests/test_canonical_budget.py).
     cj = ctxengine.canonical_json
     assert cj(TrustLevel.USER) == b'"user"'
     assert cj({TrustLevel.PLATFORM: TrustLevel.MEMORY}) == b'{"platform":"memory"}'
     assert cj(Colour.RED) == b"7"
-    assert cj(Ratio(0.5)) == b"0.5"
-    assert cj(Name("data")) == b'"data"'
     assert cj(OrderedDict([("b", 1), ("a", 2)])) == b'{"a":2,"b":1}'
+    assert cj(defaultdict(list, {"k": [1]})) == b'{"k":[1]}'
 
 
 def test_shared_subtree_is_not_a_cycle(backend: str) -> None:

@@ -56,12 +56,13 @@ from typing import Any, cast
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "integration")]
 
-import ctxengine as ce  # noqa: E402
-from ctxengine import backends  # noqa: E402
 from ctxengine.canonical import canonical_json, payload_hash  # noqa: E402
 from ctxengine.checkpoints import latest_checkpoint, write_checkpoint  # noqa: E402
 from ctxengine.demo import AGENT, DemoConfig, DemoRecord, DemoSession, demo_model  # noqa: E402
 from ctxengine.fakemodel import script_turn  # noqa: E402
+
+import ctxengine as ce  # noqa: E402
+from ctxengine import backends  # noqa: E402
 from ctxengine.phases import ProtocolController  # noqa: E402
 from ctxengine.providers import to_anthropic_messages, to_openai_chat, to_openai_responses  # noqa: E402
 
@@ -362,6 +363,7 @@ async def expectations(store: Any, sessions: list[str], runs: dict[str, list[str
 
 def vectors() -> list[dict[str, Any]]:
     from ctxengine.budget import BudgetPolicy, allocate
+
     from ctxengine.model import (
         ElidedSpan,
         KnowledgePassage,

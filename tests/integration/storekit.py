@@ -59,6 +59,8 @@ class PostgresServer:
     bin: Path
     root: Path
     port: int = 0
+    #: Commit only after the WAL reached the kernel: what a crash test of acknowledged writes needs.
+    durable: bool = False
 
     @property
     def data(self) -> Path:
@@ -91,22 +93,36 @@ class PostgresServer:
         last_error = ""
         for _ in range(3):  # a free port can be taken between probe and bind
             self.port = _free_port()
-            options = (
-                f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200 "
-                # Durability of the test cluster itself does not matter.
-                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-            )
-            result = self._run(
-                "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", options, "start",
-                check=False,
-            )  # fmt: skip
+            result = self._pg_ctl_start()
             if result.returncode == 0:
                 return
             last_error = result.stderr + (self.log.read_text() if self.log.exists() else "")
         raise RuntimeError(f"PostgreSQL did not start:\n{last_error}")
 
+    def _pg_ctl_start(self) -> subprocess.CompletedProcess[str]:
+        durability = (
+            "-c synchronous_commit=on"
+            if self.durable
+            # Durability of the test cluster itself does not matter.
+            else "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        )
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200 {durability}"
+        )
+        return self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", options, "start",
+            check=False,
+        )  # fmt: skip
+
     def stop(self) -> None:
+        """An immediate shutdown: the server processes exit as in a crash."""
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)
+
+    def restart(self) -> None:
+        """Start again on the same port and data (crash recovery runs first)."""
+        result = self._pg_ctl_start()
+        if result.returncode != 0:
+            raise RuntimeError(f"PostgreSQL did not restart:\n{result.stderr}")
 
 
 def schema_dsn(dsn: str, schema: str) -> str:

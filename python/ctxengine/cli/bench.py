@@ -258,6 +258,7 @@ class _Runner:
                 self._growth_backend(name)
             if self.peer:
                 self._peer()
+                self._interop()
         finally:
             backends.use_backend(previous)
         r = self.results
@@ -430,6 +431,16 @@ class _Runner:
                     max_seconds=self.s.max_seconds,
                 ),
             )
+
+    def _interop(self) -> None:
+        """Issue 15: the trim_messages drop-in and the chat-dict cut (see ``bench_interop``)."""
+        from ctxengine.cli.bench_interop import TRIM_SIZES, run_interop
+
+        sizes = TRIM_SIZES[:1] if self.s.quick else TRIM_SIZES
+        found = run_interop(self.s.repeats, time_call, self.s.max_seconds, sizes, self.progress)
+        for measure, row in found.items():
+            for impl, timing in row.items():
+                self._spec(measure, impl, timing)
 
 
 def _cpus() -> int:

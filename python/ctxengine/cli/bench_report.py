@@ -184,6 +184,11 @@ def markdown(r: BenchResults) -> str:
     peer = _peer_table(r)
     if peer:
         lines += ["", *peer]
+    from ctxengine.cli.bench_interop import TRIM_SIZES, interop_markdown
+
+    foreign = interop_markdown(r.spec, TRIM_SIZES[:1] if r.settings.quick else TRIM_SIZES)
+    if foreign:
+        lines += ["", *foreign]
     columns = growth_columns(r)
     if columns:
         lines += [

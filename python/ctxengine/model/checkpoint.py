@@ -151,7 +151,7 @@ class Checkpoint:
         _require(n, "run_id", self.run_id, str)
         _require(n, "version", self.version, int)
         conv_types = (SystemMessage, UserMessage, AssistantMessage, ToolCall, ToolResult, ReasoningItem)
-        conversation = _tuple_of(n, "conversation", self.conversation, conv_types)  # type: ignore[arg-type]
+        conversation = _tuple_of(n, "conversation", self.conversation, conv_types)
         object.__setattr__(self, "conversation", conversation)
         last = None
         for i, item in enumerate(conversation):

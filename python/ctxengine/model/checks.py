@@ -50,12 +50,13 @@ def _str_set(type_name: str, name: str, value: object) -> frozenset[str]:
     return frozenset(value)
 
 
-def _tuple_of(type_name: str, name: str, value: object, kind: type) -> tuple[Any, ...]:
+def _tuple_of(type_name: str, name: str, value: object, kind: type | tuple[type, ...]) -> tuple[Any, ...]:
     if not isinstance(value, (list, tuple)):
         raise ModelValidationError(type_name, name, f"expected a sequence, got {type(value).__name__}")
     for i, entry in enumerate(value):
         if not isinstance(entry, kind):
+            expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
             raise ModelValidationError(
-                type_name, f"{name}[{i}]", f"expected {kind.__name__}, got {type(entry).__name__}"
+                type_name, f"{name}[{i}]", f"expected {expected}, got {type(entry).__name__}"
             )
     return tuple(value)

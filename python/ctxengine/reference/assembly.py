@@ -6,6 +6,8 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import ArgumentError
+from .arguments import check_estimator, check_int, check_items, check_optional_int, check_sequence, check_str
 from .canonical import item_canonical
 from .cut import select_history
 
@@ -50,6 +52,20 @@ LIMITS = (
 )
 
 
+def _check_limits(function: str, limits: object) -> list[Any]:
+    values = check_sequence(function, "limits", limits, "limits")
+    if len(values) != len(LIMITS):
+        raise ArgumentError(function, "limits", f"expected {len(LIMITS)} values, got {len(values)}")
+    for index, key in enumerate(LIMITS):
+        if key == "summary_floor":
+            check_optional_int(function, f"limits.{key}", values[index])
+        elif key != "summary_compactable":
+            value = check_int(function, f"limits.{key}", values[index])
+            if key.endswith("_items_cap") and value < 0:
+                raise ArgumentError(function, f"limits.{key}", f"must not be negative, got {value}")
+    return values
+
+
 def fit_body(
     history_items: Sequence[Any],
     turn_items: Sequence[Any],
@@ -74,6 +90,12 @@ def fit_body(
     Returns ``(body, body_raw, reason, compactable, cut, history_budget,
     yield_steps, body_sha256)``; ``body`` is in the region table's order.
     """
+    name = "fit_body"
+    history_items = check_items(name, history_items, "history_items")[0]
+    turn_items = check_items(name, turn_items, "turn_items")[0]
+    limits = _check_limits(name, limits)
+    check_estimator(name, estimator)
+    check_str(name, "model_id", model_id)
     (
         usable,
         history_cap,
@@ -148,7 +170,7 @@ def fit_body(
     base_raw = fixed_raw + summary_raw
 
     def over() -> bool:
-        return c(base_raw + knowledge_raw + recall_raw + history_raw) > usable
+        return bool(c(base_raw + knowledge_raw + recall_raw + history_raw) > usable)
 
     # The ladder, each rung only while the body is still over.
     while kept and over():

@@ -5,6 +5,14 @@ from __future__ import annotations
 import math
 
 from ..errors import ContextOverflow, PolicyError
+from .arguments import INT64_MAX, INT64_MIN, check_int, check_ratio
+
+
+def _i64(value: int) -> int:
+    """The arithmetic is signed 64-bit in both backends: beyond it is a policy error."""
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise PolicyError("budget", "token arithmetic overflows a 64-bit integer")
+    return value
 
 
 def _floor_product(tokens: int, ratio: float, key: str) -> int:
@@ -12,7 +20,7 @@ def _floor_product(tokens: int, ratio: float, key: str) -> int:
     product = tokens * float(ratio)
     if not math.isfinite(product):
         raise PolicyError(key, "ratio must be a finite number")
-    return math.floor(product)
+    return _i64(math.floor(product))
 
 
 def allocate_tokens(
@@ -32,32 +40,32 @@ def allocate_tokens(
     The checks run in a fixed order: prefix ceiling, context window, history
     floor. Ratios multiply in IEEE-754 double and are floored.
     """
-    for name, value in (
-        ("context_window", context_window),
-        ("max_output_tokens", max_output_tokens),
-        ("default_output_reserve", default_output_reserve),
-        ("prefix_tokens", prefix_tokens),
-        ("reserve_tokens", reserve_tokens),
-        ("working_state_tokens", working_state_tokens),
-        ("history_floor", history_floor),
-        ("prefix_ceiling", prefix_ceiling),
-    ):
-        if not isinstance(value, int):
-            raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    name = "allocate_tokens"
+    check_int(name, "context_window", context_window)
+    check_int(name, "max_output_tokens", max_output_tokens)
+    check_int(name, "default_output_reserve", default_output_reserve)
+    check_int(name, "prefix_tokens", prefix_tokens)
+    check_int(name, "reserve_tokens", reserve_tokens)
+    margin_ratio = check_ratio(name, "margin_ratio", margin_ratio)
+    tool_results_ratio = check_ratio(name, "tool_results_ratio", tool_results_ratio)
+    check_int(name, "working_state_tokens", working_state_tokens)
+    check_int(name, "history_floor", history_floor)
+    check_int(name, "prefix_ceiling", prefix_ceiling)
     if prefix_tokens > prefix_ceiling:
         raise ContextOverflow("prefix", prefix_tokens, prefix_ceiling, "prefix exceeds the prefix ceiling")
     reserve = min(reserve_tokens, default_output_reserve, max_output_tokens)
-    body = context_window - reserve - prefix_tokens
+    taken = _i64(reserve + prefix_tokens)
+    body = _i64(context_window - taken)
     if body <= 0:
         raise ContextOverflow(
             "context_window",
-            reserve + prefix_tokens,
+            taken,
             context_window,
             f"output reserve {reserve} + prefix {prefix_tokens} leave no body",
         )
-    usable = body - _floor_product(body, margin_ratio, "margin_ratio")
+    usable = _i64(body - _floor_product(body, margin_ratio, "margin_ratio"))
     tool_results = _floor_product(usable, tool_results_ratio, "tool_results_ratio")
-    history = usable - working_state_tokens - tool_results
+    history = _i64(_i64(usable - working_state_tokens) - tool_results)
     if history < history_floor:
         raise ContextOverflow("history", history, history_floor, "history budget is below its floor")
     return reserve, body, usable, tool_results, history

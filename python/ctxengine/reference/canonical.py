@@ -1,6 +1,6 @@
 """RFC 8785 (JCS) canonical JSON and SHA-256 payload hashes, in pure Python.
 
-The contract is ADR 0001. The walker appends ``str`` fragments to a list and
+The contract is ADR 0001; what it accepts, ADR 0010. The walker appends ``str`` fragments to a list and
 encodes once; conversation items splice their cached bytes (``_cj``) in
 directly. Error paths are built on the way back up the recursion, so the
 common, successful case never formats a path.
@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections import OrderedDict, defaultdict
+from enum import Enum
 from operator import itemgetter
 from typing import Any
 
@@ -134,6 +136,16 @@ def _format_finite(value: float) -> str:
 
 # --------------------------------------------------------------------------
 # the walker
+#
+# One nesting budget for the whole value (ADR 0010): every mapping, sequence
+# and value type counts one level. A value type's ``to_dict()`` must return a
+# dict, which is that same level, so an item is exactly one JSON object and
+# its cached bytes nest exactly the levels it takes wherever it is spliced.
+# ``depth`` below is always the level of the enclosing value (0 at the root).
+
+# Subclasses of the JSON types are refused (ADR 0010), except enum members
+# (their builtin data) and these dicts, which keep their members in the dict.
+_PLAIN_DICTS = (dict, OrderedDict, defaultdict)
 
 
 def has_item_cache(value: object) -> bool:
@@ -141,8 +153,22 @@ def has_item_cache(value: object) -> bool:
     return hasattr(type(value), "_cj") and hasattr(value, "to_dict")
 
 
+def _read_cache(item: object) -> tuple[bytes, bytes] | None:
+    """The item's ``_cj`` when well formed: ``(bytes, 32-byte digest)``."""
+    cached = getattr(item, "_cj", None)
+    if (
+        type(cached) is tuple
+        and len(cached) == 2
+        and type(cached[0]) is bytes
+        and type(cached[1]) is bytes
+        and len(cached[1]) == 32
+    ):
+        return cached
+    return None
+
+
 def _write(value: Any, sink: _Sink, depth: int, active: set[int]) -> None:
-    """Append ``value``; ``depth`` is the depth of its enclosing container (0 at the root)."""
+    """Append ``value``; ``depth`` is the level of its enclosing value (0 at the root)."""
     kind = type(value)
     # exact types first, most frequent first
     if kind is str:
@@ -163,36 +189,45 @@ def _write(value: Any, sink: _Sink, depth: int, active: set[int]) -> None:
         _write_other(value, sink, depth, active)
 
 
+def _refuse(value: object, base: str) -> _Failure:
+    return _Failure(f"unsupported subclass {type(value).__name__} of {base}")
+
+
 def _write_other(value: object, sink: _Sink, depth: int, active: set[int]) -> None:
-    """Subclasses of the JSON types, then value types."""
+    """Subclasses of the JSON types (enum members and plain dicts only), then value types."""
     if isinstance(value, str):
+        if not isinstance(value, Enum):
+            raise _refuse(value, "str")
         sink.parts.append(_quote(str.__str__(value)))  # the string data, not Enum.__str__
     elif isinstance(value, int):  # bool cannot be subclassed: the exact check caught it
+        if not isinstance(value, Enum):
+            raise _refuse(value, "int")
         sink.parts.append(_format_int(int.__int__(value)))
     elif isinstance(value, float):
+        if not isinstance(value, Enum):
+            raise _refuse(value, "float")
         sink.parts.append(_format_finite(float.__float__(value)))
     elif isinstance(value, dict):
+        if type(value) not in _PLAIN_DICTS:
+            raise _refuse(value, "dict")
         _write_dict(value, sink, depth, active)
-    elif isinstance(value, (list, tuple)):
-        _write_array(value, sink, depth, active)
+    elif isinstance(value, list):
+        raise _refuse(value, "list")
+    elif isinstance(value, tuple):
+        raise _refuse(value, "tuple")
     elif has_item_cache(value):
-        sink.splice(_item_cache(value, active)[0])
+        _write_item(value, sink, depth, active)
     elif callable(getattr(value, "to_dict", None)):
-        ident = id(value)
-        if ident in active:
-            raise _Failure("cycle: value contains itself")
-        active.add(ident)
-        _write(value.to_dict(), sink, depth, active)  # type: ignore[attr-defined]
-        active.discard(ident)
+        _write_object(value, sink, depth, active, "cycle: value contains itself")
     else:
         raise _Failure(f"unsupported type {type(value).__name__}")
 
 
-def _enter(container: object, depth: int, active: set[int]) -> int:
-    """Check a container before writing it: cycle first, then depth."""
+def _enter(container: object, depth: int, active: set[int], cycle: str) -> int:
+    """The one gate of every level: cycle first, then the budget."""
     ident = id(container)
     if ident in active:
-        raise _Failure("cycle: container contains itself")
+        raise _Failure(cycle)
     if depth >= MAX_DEPTH:
         raise _Failure(f"nesting deeper than {MAX_DEPTH}")
     active.add(ident)
@@ -205,13 +240,15 @@ def _utf16_order(entry: tuple[str, Any]) -> bytes:
 
 
 def _write_dict(mapping: dict[Any, Any], sink: _Sink, depth: int, active: set[int]) -> None:
-    ident = _enter(mapping, depth, active)
+    ident = _enter(mapping, depth, active, "cycle: container contains itself")
     entries: list[tuple[str, Any]] = []
     ascii_only = True
-    for key, value in mapping.items():
+    for key, value in dict.items(mapping):  # the dict's own members, in its own order
         if type(key) is not str:
             if not isinstance(key, str):
                 raise _Failure(f"object key {key!r} is not a string")
+            if not isinstance(key, Enum):
+                raise _Failure(f"object key of unsupported subclass {type(key).__name__} of str")
             key = str.__str__(key)
         if not key.isascii():
             ascii_only = False
@@ -234,7 +271,7 @@ def _write_dict(mapping: dict[Any, Any], sink: _Sink, depth: int, active: set[in
 
 
 def _write_array(items: list[Any] | tuple[Any, ...], sink: _Sink, depth: int, active: set[int]) -> None:
-    ident = _enter(items, depth, active)
+    ident = _enter(items, depth, active, "cycle: container contains itself")
     sink.parts.append("[")
     for index, item in enumerate(items):
         if index:
@@ -248,26 +285,70 @@ def _write_array(items: list[Any] | tuple[Any, ...], sink: _Sink, depth: int, ac
     active.discard(ident)
 
 
-def _item_cache(item: Any, active: set[int]) -> tuple[bytes, bytes]:
-    """The item's ``(canonical_bytes, sha256_digest)``, filling ``_cj`` on first use.
-
-    An item is canonicalized as a root of its own (depth starts again at 1),
-    so its bytes never depend on where it sits and the cache is always valid.
-    """
-    cached: tuple[bytes, bytes] | None = item._cj
-    if cached is not None:
-        return cached
-    ident = id(item)
-    if ident in active:
-        raise _Failure("cycle: item contains itself")
-    active.add(ident)
-    sink = _Sink()
-    _write(item.to_dict(), sink, 0, active)
+def _write_object(value: Any, sink: _Sink, depth: int, active: set[int], cycle: str) -> None:
+    """A value type as its ``to_dict()``: the hop and the dict are one level."""
+    ident = _enter(value, depth, active, cycle)
+    result = value.to_dict()
+    if type(result) not in _PLAIN_DICTS:
+        raise _Failure(f"{type(value).__name__}.to_dict() returned {type(result).__name__}, not a dict")
+    _write_dict(result, sink, depth, active)
     active.discard(ident)
+
+
+def _write_item(item: Any, sink: _Sink, depth: int, active: set[int]) -> None:
+    """An item splices its cached bytes when they fit the budget left here."""
+    cached = _read_cache(item)
+    if cached is None:
+        sink.splice(_item_fresh(item, depth, active)[0])
+        return
+    if id(item) in active:
+        raise _Failure("cycle: item contains itself")
+    if depth < MAX_DEPTH and _nesting_within(cached[0], MAX_DEPTH - depth):
+        sink.splice(cached[0])
+        return
+    # Too deep here: walk it to name the path (the cache stays).
+    _write_object(item, sink, depth, active, "cycle: item contains itself")
+
+
+def _item_fresh(item: Any, depth: int, active: set[int]) -> tuple[bytes, bytes]:
+    """An item's bytes (at ``depth + 1``, error paths continuing the enclosing
+    walk's), then its ``_cj`` filled."""
+    sink = _Sink()
+    _write_object(item, sink, depth, active, "cycle: item contains itself")
     data = sink.getvalue()
     pair = (data, hashlib.sha256(data).digest())
     object.__setattr__(item, "_cj", pair)
     return pair
+
+
+def _nesting(data: bytes) -> int:
+    """The deepest bracket nesting of canonical JSON (brackets in strings do not count)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def _nesting_within(data: bytes, budget: int) -> bool:
+    """``_nesting(data) <= budget``, usually without the scan (a nesting of d
+    needs 2d bytes and d opening brackets)."""
+    if len(data) // 2 <= budget:
+        return True
+    return data.count(b"[") + data.count(b"{") <= budget or _nesting(data) <= budget
 
 
 # --------------------------------------------------------------------------
@@ -295,8 +376,11 @@ def item_canonical(item: object) -> tuple[bytes, bytes]:
     """``(canonical_bytes, sha256_digest)`` of a conversation item or ``ToolSpec``, cached in ``_cj``."""
     if not has_item_cache(item):
         raise CanonicalizationError("$", f"{type(item).__name__} has no canonical cache slot")
+    cached = _read_cache(item)
+    if cached is not None:
+        return cached
     try:
-        return _item_cache(item, set())
+        return _item_fresh(item, 0, set())
     except _Failure as failure:
         raise failure.to_error() from None
 

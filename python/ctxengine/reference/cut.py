@@ -2,7 +2,7 @@
 
 ``select_history`` is linear: one pass for the raw estimates (memo or item
 cache), one backward pass for the token fit, one forward pass to keep tool
-pairs whole.
+pairs whole. Arguments are checked first (``arguments.py``, ADR 0010).
 """
 
 from __future__ import annotations
@@ -11,25 +11,35 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import OrphanedToolPair
-from ..model import ToolCall, ToolResult
+from .arguments import (
+    CALL,
+    RESULT,
+    check_estimator,
+    check_int,
+    check_items,
+    check_optional_int,
+    check_raw,
+    check_str,
+    estimator_int,
+    estimator_raws,
+)
 
 
-def _pair_ends(items: Sequence[object]) -> dict[int, int]:
+def _pair_ends(roles: Sequence[tuple[int, Any]]) -> dict[int, int]:
     """Map each tool call's index to its result's index; raise on the first orphan."""
     called: set[str] = set()
     unanswered: dict[str, int] = {}  # call_id -> index, in index order
     ends: dict[int, int] = {}
-    for index, item in enumerate(items):
-        if isinstance(item, ToolCall):
-            call_id = item.call_id
+    for index, (role, call_id) in enumerate(roles):
+        if role == CALL:
             if call_id in called:
                 raise OrphanedToolPair(call_id, index, "duplicate tool call id")
             called.add(call_id)
             unanswered[call_id] = index
-        elif isinstance(item, ToolResult):
-            call_index = unanswered.pop(item.call_id, None)
+        elif role == RESULT:
+            call_index = unanswered.pop(call_id, None)
             if call_index is None:
-                raise OrphanedToolPair(item.call_id, index, "tool result without an earlier unanswered call")
+                raise OrphanedToolPair(call_id, index, "tool result without an earlier unanswered call")
             ends[call_index] = index
     for call_id, call_index in unanswered.items():  # the lowest index comes first
         raise OrphanedToolPair(call_id, call_index, "tool call never answered")
@@ -38,12 +48,12 @@ def _pair_ends(items: Sequence[object]) -> dict[int, int]:
 
 def validate_tool_pairs(items: Sequence[object]) -> None:
     """Raise ``OrphanedToolPair`` for the first unpaired or duplicate tool call/result."""
-    _pair_ends(items)
+    _pair_ends(check_items("validate_tool_pairs", items)[1])
 
 
 def select_history(
     items: Sequence[object],
-    summary_floor: int,
+    summary_floor: int | None,
     history_tokens: int,
     estimator: Any,
     model_id: str,
@@ -53,33 +63,38 @@ def select_history(
 
     ``estimator`` is any object with ``raw_estimates(items, model_id)`` and
     ``corrected(raw_sum, model_id)``; ``raw``, when given, are the items'
-    raw estimates already measured (one per item).
+    raw estimates already measured (one per item). ``summary_floor=None``
+    means no floor.
     """
-    if not isinstance(items, (list, tuple)):
-        items = list(items)
-    ends = _pair_ends(items)
-    count = len(items)
-
-    # Items at or below the summary floor are already summarized: never candidates.
-    floor_bound = 0
-    for index in range(count - 1, -1, -1):
-        seq = getattr(items[index], "seq", None)
-        if seq is not None and seq <= summary_floor:
-            floor_bound = index + 1
-            break
+    name = "select_history"
+    values, roles = check_items(name, items)
+    floor = check_optional_int(name, "summary_floor", summary_floor)
+    check_int(name, "history_tokens", history_tokens)
+    check_estimator(name, estimator)
+    check_str(name, "model_id", model_id)
+    count = len(values)
+    measured = None if raw is None else check_raw(name, raw, count)
+    ends = _pair_ends(roles)
 
     # The smallest c whose suffix fits; suffix sums only grow going backwards.
-    if raw is None:
-        raw = estimator.raw_estimates(items, model_id)
-    elif len(raw) != count:
-        raise ValueError(f"raw has {len(raw)} estimates for {count} items")
+    if measured is None:
+        measured = estimator_raws(estimator.raw_estimates(values, model_id), count)
     fit = count
     raw_sum = 0
     for index in range(count - 1, -1, -1):
-        raw_sum += raw[index]
-        if estimator.corrected(raw_sum, model_id) > history_tokens:
+        raw_sum += measured[index]
+        if estimator_int(estimator.corrected(raw_sum, model_id), "corrected") > history_tokens:
             break
         fit = index
+
+    # Items at or below the summary floor are already summarized: never candidates.
+    floor_bound = 0
+    if floor is not None:
+        for index in range(count - 1, -1, -1):
+            seq = getattr(values[index], "seq", None)
+            if isinstance(seq, int) and not isinstance(seq, bool) and seq <= floor:
+                floor_bound = index + 1
+                break
 
     # Never split a tool pair: move the cut past the latest result it would orphan.
     cut = max(fit, floor_bound)

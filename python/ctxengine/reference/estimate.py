@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import EstimatorError
+from .arguments import _has_surrogate, check_model_id, check_values
 from .canonical import canonical_json, has_item_cache, item_canonical
 
 SNAPSHOT_VERSION = 1
@@ -62,6 +63,8 @@ def _check_profiles(profiles: object, where: str) -> dict[str, tuple[float, int]
     for prefix, profile in profiles.items():
         if not isinstance(prefix, str):
             raise EstimatorError(f"{where}: prefix {prefix!r} is not a string")
+        if _has_surrogate(str(prefix)):
+            raise EstimatorError(f"{where}: lone surrogate in prefix {prefix!r}")
         if not isinstance(profile, (list, tuple)) or len(profile) != 2:
             raise EstimatorError(f"{where}[{prefix!r}]: expected (bytes_per_token, framing_tokens)")
         checked[str(prefix)] = (
@@ -143,6 +146,9 @@ class TokenEstimator:
 
     def raw(self, value: object, model_id: str) -> int:
         """The uncorrected estimate of one value."""
+        return self._raw(value, check_model_id(model_id))
+
+    def _raw(self, value: object, model_id: str) -> int:
         data, digest, kind = _canonical_and_kind(value)
         key = (model_id, kind, digest)
         memo = self._memo
@@ -153,7 +159,12 @@ class TokenEstimator:
             return cached
         self._misses += 1
         bytes_per_token, framing_tokens = self._profile(model_id)
-        estimate = math.ceil(len(data) / bytes_per_token) + framing_tokens
+        quotient = len(data) / bytes_per_token
+        # Both backends count in signed 64 bits (floats at 4e18 are integers,
+        # so this is ceil(quotient) >= 4e18).
+        if quotient >= 4.0e18 or math.ceil(quotient) + framing_tokens > MAX_COUNT:
+            raise EstimatorError("raw estimate overflows a 64-bit integer")
+        estimate = math.ceil(quotient) + framing_tokens
         if self._memo_capacity:
             memo[key] = estimate
             if len(memo) > self._memo_capacity:
@@ -162,7 +173,9 @@ class TokenEstimator:
 
     def raw_estimates(self, items: Iterable[object], model_id: str) -> list[int]:
         """The raw estimate of each item, in order."""
-        return [self.raw(item, model_id) for item in items]
+        values = check_values("items", items)
+        check_model_id(model_id)
+        return [self._raw(item, model_id) for item in values]
 
     # ------------------------------------------------------------------
     # correction
@@ -173,6 +186,9 @@ class TokenEstimator:
             raise EstimatorError(f"raw_sum: expected an int, got {type(raw_sum).__name__}")
         if not -MAX_COUNT - 1 <= raw_sum <= MAX_COUNT:
             raise EstimatorError(f"raw_sum: out of range, got {raw_sum}")
+        return self._corrected(raw_sum, check_model_id(model_id))
+
+    def _corrected(self, raw_sum: int, model_id: str) -> int:
         sums = self._corrections.get(model_id)
         if sums is None:
             return raw_sum
@@ -181,21 +197,29 @@ class TokenEstimator:
             return raw_sum
         return (raw_sum * actual + estimated - 1) // estimated
 
+    def _sum(self, name: str, items: Iterable[object], model_id: str) -> int:
+        values = check_values(name, items)
+        check_model_id(model_id)
+        total = sum(self._raw(item, model_id) for item in values)
+        if total > MAX_COUNT:
+            raise EstimatorError("raw estimate sum overflows a 64-bit integer")
+        return self._corrected(total, model_id)
+
     def estimate(self, items: Iterable[object], model_id: str) -> int:
-        return self.corrected(sum(self.raw_estimates(items, model_id)), model_id)
+        return self._sum("items", items, model_id)
 
     def estimate_text(self, text: str, model_id: str) -> int:
         if not isinstance(text, str):
             raise EstimatorError(f"text: expected a str, got {type(text).__name__}")
-        return self.corrected(self.raw(text, model_id), model_id)
+        check_model_id(model_id)
+        return self._corrected(self._raw(text, model_id), model_id)
 
     def estimate_tools(self, tools: Iterable[object], model_id: str) -> int:
-        return self.estimate(tools, model_id)
+        return self._sum("tools", tools, model_id)
 
     def reconcile(self, model_id: str, estimated: int, actual: int) -> None:
         """Record a provider's actual count against our estimate (after a model response)."""
-        if not isinstance(model_id, str):
-            raise EstimatorError(f"model_id: expected a str, got {type(model_id).__name__}")
+        check_model_id(model_id)
         if not _is_int(estimated) or not 0 < estimated <= MAX_COUNT:
             raise EstimatorError(f"estimated: expected a positive int, got {estimated!r}")
         if not _is_int(actual) or not 0 <= actual <= MAX_COUNT:
@@ -203,7 +227,7 @@ class TokenEstimator:
         sums = self._corrections.get(model_id, [0, 0])
         total_estimated, total_actual = sums[0] + int(estimated), sums[1] + int(actual)
         if total_estimated > MAX_SUM or total_actual > MAX_SUM:
-            raise EstimatorError(f"reconciled sums of {model_id!r} overflow 64 bits")
+            raise EstimatorError("reconciled sums overflow 64 bits")
         self._corrections[model_id] = [total_estimated, total_actual]
 
     def correction(self, model_id: str) -> float:
@@ -212,7 +236,7 @@ class TokenEstimator:
 
     def error_ratio(self, model_id: str) -> float:
         """``A / E`` unclamped; ``1.0`` before any reconcile."""
-        sums = self._corrections.get(model_id)
+        sums = self._corrections.get(check_model_id(model_id))
         if sums is None or sums[0] == 0:
             return 1.0
         return sums[1] / sums[0]
@@ -258,6 +282,8 @@ class TokenEstimator:
             where = f"snapshot.corrections[{model_id!r}]"
             if not isinstance(model_id, str):
                 raise EstimatorError(f"{where}: model id is not a string")
+            if _has_surrogate(model_id):
+                raise EstimatorError(f"{where}: lone surrogate in model id")
             if not isinstance(sums, (list, tuple)) or len(sums) != 2:
                 raise EstimatorError(f"{where}: expected [estimated, actual]")
             estimator._corrections[model_id] = [

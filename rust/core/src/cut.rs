@@ -59,6 +59,18 @@ impl Hasher for PassThrough {
     }
 }
 
+/// The class `kind`s of conversation items (`ctxengine.model.ITEM_TYPES`):
+/// what `select_history` and `validate_tool_pairs` accept, and the two of
+/// them whose pairing they check.
+pub const CONVERSATION_KINDS: [&str; 6] = [
+    "system_message",
+    "user_message",
+    "assistant_message",
+    "tool_call",
+    "tool_result",
+    "reasoning",
+];
+
 pub const REASON_DUPLICATE_CALL: &str = "duplicate tool call id";
 pub const REASON_RESULT_WITHOUT_CALL: &str = "tool result without an earlier unanswered call";
 pub const REASON_CALL_WITHOUT_RESULT: &str = "tool call never answered";

@@ -25,6 +25,12 @@ pub enum CoreError {
     },
     /// Bad input to the token estimator.
     Estimator(String),
+    /// An entry point's argument of the wrong type or value.
+    Argument {
+        function: String,
+        argument: String,
+        reason: String,
+    },
 }
 
 impl CoreError {
@@ -62,6 +68,18 @@ impl CoreError {
     pub fn estimator(message: impl Into<String>) -> Self {
         CoreError::Estimator(message.into())
     }
+
+    pub fn argument(
+        function: &str,
+        argument: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        CoreError::Argument {
+            function: function.to_owned(),
+            argument: argument.into(),
+            reason: reason.into(),
+        }
+    }
 }
 
 impl fmt::Display for CoreError {
@@ -87,6 +105,11 @@ impl fmt::Display for CoreError {
                 reason,
             } => write!(f, "tool pair {call_id:?} at item {index}: {reason}"),
             CoreError::Estimator(message) => f.write_str(message),
+            CoreError::Argument {
+                function,
+                argument,
+                reason,
+            } => write!(f, "{function}: {argument}: {reason}"),
         }
     }
 }

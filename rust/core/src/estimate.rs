@@ -39,12 +39,13 @@ impl Profile {
     #[inline]
     pub fn raw(&self, len: usize) -> CoreResult<i64> {
         let q = (len as f64 / self.bytes_per_token).ceil();
+        let overflow = || CoreError::estimator("raw estimate overflows a 64-bit integer");
         if q >= 4.0e18 {
-            return Err(CoreError::estimator(
-                "raw estimate overflows a 64-bit integer",
-            ));
+            return Err(overflow());
         }
-        Ok(q as i64 + self.framing_tokens)
+        (q as i64)
+            .checked_add(self.framing_tokens)
+            .ok_or_else(overflow)
     }
 }
 
@@ -456,11 +457,11 @@ impl EstimatorState {
             estimated: current
                 .estimated
                 .checked_add(estimated as u64)
-                .ok_or_else(|| CoreError::estimator("reconciled sums overflow"))?,
+                .ok_or_else(|| CoreError::estimator("reconciled sums overflow 64 bits"))?,
             actual: current
                 .actual
                 .checked_add(actual as u64)
-                .ok_or_else(|| CoreError::estimator("reconciled sums overflow"))?,
+                .ok_or_else(|| CoreError::estimator("reconciled sums overflow 64 bits"))?,
         };
         self.set_reconciled(model_id, next);
         Ok(())

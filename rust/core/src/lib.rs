@@ -13,6 +13,7 @@ pub mod cut;
 pub mod error;
 pub mod estimate;
 pub mod hash;
+pub mod interop;
 pub mod tokenize;
 
 pub use error::{CoreError, CoreResult};

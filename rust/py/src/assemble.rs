@@ -12,19 +12,20 @@ use ctxengine_core::assembly::{self, BodyHost, Limits, Measured, Step};
 use ctxengine_core::cut::PairValidator;
 use ctxengine_core::hash::{hex, sha256, PrefixStates};
 use ctxengine_core::CoreError;
-use pyo3::exceptions::{PyAttributeError, PyIndexError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyAttributeError, PyIndexError, PyValueError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
+use crate::arguments;
 use crate::batch::{
-    canonicalize_pending, read_attr, read_digest, saturating_i64, tool_role, Attr, Facts, Items,
-    Sort, Types,
+    canonicalize_pending, check_conversation, read_attr, read_digest, seq_of, tool_role, Attr,
+    Facts, Items, Sort, Types,
 };
 use crate::conversions::item_canonical as item_cache;
-use crate::errors::{guard, to_pyerr};
+use crate::errors::{argument_error, guard, to_pyerr};
 use crate::estimator::{Resolved, TokenEstimator};
 
 static REFERENCE_FIT_BODY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -181,12 +182,18 @@ impl<'py> Gather<'py> {
             });
             if let Some(h) = history.as_deref_mut() {
                 let seq = read_attr(&item, seq_how, seq_name)?;
-                h.seqs.push(seq.and_then(|v| saturating_i64(&v)));
+                h.seqs.push(seq.and_then(|v| seq_of(&v)));
                 if tool_result {
                     h.tool_results.push(i);
                 }
                 if pair_error.is_none() {
-                    let (tool_role, hash) = tool_role(&item, role, call_id_how, &mut call_ids)?;
+                    let (tool_role, hash) = tool_role(
+                        &item,
+                        role,
+                        call_id_how,
+                        &mut call_ids,
+                        (F, "history_items", i),
+                    )?;
                     if let Err(e) = pairs.push_hashed(tool_role, hash) {
                         pair_error = Some(e);
                     }
@@ -305,43 +312,72 @@ impl BodyHost for Host<'_, '_> {
     }
 }
 
-/// An int limit (exact up to 128 bits).
-fn limit(v: &Bound<'_, PyAny>, name: &str) -> PyResult<i128> {
-    v.extract::<i128>()
-        .map_err(|_| PyTypeError::new_err(format!("limits.{name} must be an int")))
-}
+/// The names of `limits`, in order (the reference's `LIMITS`).
+const LIMITS: [&str; 11] = [
+    "usable",
+    "history_cap",
+    "tool_cap",
+    "working_state_cap",
+    "skill_items_cap",
+    "skill_tokens_cap",
+    "knowledge_items_cap",
+    "knowledge_tokens_cap",
+    "recall_cap",
+    "summary_floor",
+    "summary_compactable",
+];
 
 fn parse_limits(limits: &Bound<'_, PyAny>) -> PyResult<Limits> {
-    let values: Vec<Bound<'_, PyAny>> = limits.try_iter()?.collect::<PyResult<_>>()?;
-    if values.len() != 11 {
-        let got = values.len();
-        return Err(PyValueError::new_err(if got < 11 {
-            format!("not enough values to unpack (expected 11, got {got})")
-        } else {
-            "too many values to unpack (expected 11)".to_owned()
-        }));
+    let py = limits.py();
+    let values = arguments::sequence(F, "limits", limits, "limits")?;
+    if values.len() != LIMITS.len() {
+        return Err(argument_error(
+            py,
+            F,
+            "limits",
+            format!("expected {} values, got {}", LIMITS.len(), values.len()),
+        ));
     }
-    let floor = &values[9];
-    let summary_floor = if floor.is_none() {
-        i64::MIN
-    } else {
-        saturating_i64(floor)
-            .ok_or_else(|| PyTypeError::new_err("limits.summary_floor must be an int"))?
-    };
+    let mut ints = [0i128; 9];
+    for (i, slot) in ints.iter_mut().enumerate() {
+        let name = format!("limits.{}", LIMITS[i]);
+        let v = arguments::int64(
+            F,
+            &name,
+            &values.get(i).unwrap_or_else(|| py.None().into_bound(py)),
+        )?;
+        if LIMITS[i].ends_with("_items_cap") && v < 0 {
+            return Err(argument_error(
+                py,
+                F,
+                name,
+                format!("must not be negative, got {v}"),
+            ));
+        }
+        *slot = v as i128;
+    }
+    let none = || py.None().into_bound(py);
+    let floor = arguments::optional_int64(
+        F,
+        "limits.summary_floor",
+        &values.get(9).unwrap_or_else(none),
+    )?;
     Ok(Limits {
-        usable: limit(&values[0], "usable")?,
-        history_cap: limit(&values[1], "history_cap")?,
-        tool_cap: limit(&values[2], "tool_cap")?,
-        working_state_cap: limit(&values[3], "working_state_cap")?,
-        skill_items_cap: limit(&values[4], "skill_items_cap")?,
-        skill_tokens_cap: limit(&values[5], "skill_tokens_cap")?,
-        knowledge_items_cap: limit(&values[6], "knowledge_items_cap")?,
-        knowledge_tokens_cap: limit(&values[7], "knowledge_tokens_cap")?,
-        recall_cap: limit(&values[8], "recall_cap")?,
-        summary_floor,
-        summary_compactable: values[10].is_truthy()?,
+        usable: ints[0],
+        history_cap: ints[1],
+        tool_cap: ints[2],
+        working_state_cap: ints[3],
+        skill_items_cap: ints[4],
+        skill_tokens_cap: ints[5],
+        knowledge_items_cap: ints[6],
+        knowledge_tokens_cap: ints[7],
+        recall_cap: ints[8],
+        summary_floor: floor.unwrap_or(i64::MIN),
+        summary_compactable: values.get(10).unwrap_or_else(none).is_truthy()?,
     })
 }
+
+const F: &str = "fit_body";
 
 /// `(pid, item)` of one knowledge entry (any two-element iterable).
 fn unpack_pair<'py>(entry: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
@@ -403,6 +439,23 @@ pub fn fit_body<'py>(
     model_id: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     guard(py, || {
+        // The arguments, in order, before any work.
+        let mut types = Types::new(py)?;
+        check_conversation(
+            F,
+            "history_items",
+            &arguments::sequence(F, "history_items", history_items, "conversation items")?,
+            &mut types,
+        )?;
+        check_conversation(
+            F,
+            "turn_items",
+            &arguments::sequence(F, "turn_items", turn_items, "conversation items")?,
+            &mut types,
+        )?;
+        let checked_limits = parse_limits(limits)?;
+        arguments::estimator_like(F, estimator)?;
+        let model_id_text = arguments::string(F, "model_id", model_id)?;
         let Ok(est) = estimator.cast::<TokenEstimator>() else {
             // Another estimator's memo and correction are its own methods:
             // the reference makes exactly its calls.
@@ -436,8 +489,8 @@ pub fn fit_body<'py>(
                 .map_err(Into::into);
         };
         let est = est.get();
-        let model_id: &str = model_id.cast::<PyString>()?.to_str()?;
-        let limits = parse_limits(limits)?;
+        let model_id: &str = model_id_text;
+        let limits = checked_limits;
         fit_own(
             py,
             [
@@ -544,10 +597,6 @@ fn fit_own<'py>(
         recall_lines: lines.len(),
         recall: sum_range(&raws, recall_range)?,
     };
-    if limits.knowledge_items_cap < 0 {
-        // The reference pops past the last passage.
-        return Err(PyIndexError::new_err("pop from empty list"));
-    }
     let mut host = Host {
         g: &mut g,
         est,

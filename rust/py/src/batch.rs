@@ -13,16 +13,14 @@ use ctxengine_core::hash::sha256_spans;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyString, PyTuple, PyType};
 
-use ctxengine_core::cut::{PairValidator, ToolRole};
+use ctxengine_core::cut::{PairValidator, ToolRole, CONVERSATION_KINDS};
+use ctxengine_core::CoreError;
 
-use crate::conversions::{has_item_cache, make_cache, store_cache, utf8, Walker};
-use crate::errors::to_pyerr;
-
-static TOOL_CALL: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static TOOL_RESULT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+use crate::arguments::type_name;
+use crate::conversions::{has_item_cache, make_cache, store_cache, utf8, walk_error, walker};
+use crate::errors::{argument_error, to_pyerr};
 
 /// What an item is to the pairing rules.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -69,6 +67,9 @@ pub(crate) struct TypeInfo {
     pub role: Role,
     /// The class `kind` is `"tool_result"`.
     pub tool_result: bool,
+    /// A conversation item: an item whose class `kind` is one of
+    /// [`CONVERSATION_KINDS`].
+    pub conversation: bool,
     pub cj: Attr,
     pub seq: Attr,
     pub call_id: Attr,
@@ -87,8 +88,6 @@ pub struct Types {
     recent: [(*mut ffi::PyTypeObject, usize); RECENT],
     recent_len: usize,
     pub kinds: Vec<String>,
-    tool_call: *mut ffi::PyTypeObject,
-    tool_result: *mut ffi::PyTypeObject,
     generation: u64,
 }
 
@@ -175,13 +174,7 @@ fn slot_offset(ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResult<A
 }
 
 impl Types {
-    pub fn new(py: Python<'_>) -> PyResult<Self> {
-        let tool_call = TOOL_CALL
-            .import(py, "ctxengine.model", "ToolCall")?
-            .as_ptr();
-        let tool_result = TOOL_RESULT
-            .import(py, "ctxengine.model", "ToolResult")?
-            .as_ptr();
+    pub fn new(_py: Python<'_>) -> PyResult<Self> {
         let (infos, kinds, generation) = match TYPE_CACHE.with(|c| c.take()) {
             Some(c) if c.kinds.len() <= MAX_CACHED_TYPES => (c.infos, c.kinds, c.generation + 1),
             Some(c) => {
@@ -204,8 +197,6 @@ impl Types {
             recent: [(std::ptr::null_mut(), 0); RECENT],
             recent_len: 0,
             kinds,
-            tool_call: tool_call as *mut ffi::PyTypeObject,
-            tool_result: tool_result as *mut ffi::PyTypeObject,
             generation,
         })
     }
@@ -253,8 +244,7 @@ impl Types {
                 Attr::Slot(offset) => unsafe { seq_value(slot_value(p, offset)) },
                 Attr::Lookup => {
                     let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-                    read_attr(&item, Attr::Lookup, intern!(py, "seq"))?
-                        .and_then(|v| saturating_i64(&v))
+                    read_attr(&item, Attr::Lookup, intern!(py, "seq"))?.and_then(|v| seq_of(&v))
                 }
             };
             if let Some(v) = seq {
@@ -363,6 +353,7 @@ impl Types {
             kind,
             role: Role::Other,
             tool_result: false,
+            conversation: false,
             cj: Attr::Lookup,
             seq: Attr::Lookup,
             call_id: Attr::Lookup,
@@ -388,14 +379,18 @@ impl Types {
                 }
                 _ => 1,
             };
-            let role = unsafe {
-                if ffi::PyType_IsSubtype(tp, self.tool_call) != 0 {
-                    Role::Call
-                } else if ffi::PyType_IsSubtype(tp, self.tool_result) != 0 {
-                    Role::Result
-                } else {
-                    Role::Other
-                }
+            // Conversation items by their class `kind` (ADR 0001): the
+            // pairing roles are the tool calls' and results'.
+            let name = if kind > 1 {
+                self.kinds[kind].as_str()
+            } else {
+                ""
+            };
+            let conversation = item && CONVERSATION_KINDS.contains(&name);
+            let role = match name {
+                "tool_call" if conversation => Role::Call,
+                "tool_result" if conversation => Role::Result,
+                _ => Role::Other,
             };
             TypeInfo {
                 tp,
@@ -404,7 +399,8 @@ impl Types {
                 sort: if item { Sort::Item } else { Sort::Object },
                 kind,
                 role,
-                tool_result: kind != 1 && self.kinds[kind] == "tool_result",
+                tool_result: role == Role::Result,
+                conversation,
                 cj: slot_offset(&ty, intern!(py, "_cj"))?,
                 seq: slot_offset(&ty, intern!(py, "seq"))?,
                 call_id: slot_offset(&ty, intern!(py, "call_id"))?,
@@ -433,7 +429,8 @@ pub(crate) fn read_attr<'py>(
 
 /// The tool-pair role of an item and its id's hash: Python's own hash of
 /// the id as an exact `str` (cached in the string object after the first
-/// use). Non-`str` ids are converted with `str()`, as the reference does.
+/// use). A `str` subclass counts as its data; any other id is an
+/// `ArgumentError` of `function` naming `items[index].call_id`.
 /// `keep` takes a reference to each id string: the role borrows its text.
 #[inline(always)]
 pub(crate) fn tool_role<'a, 'py>(
@@ -441,23 +438,28 @@ pub(crate) fn tool_role<'a, 'py>(
     role: Role,
     how: Attr,
     keep: &mut Vec<Bound<'py, PyAny>>,
+    (function, name, index): (&str, &str, usize),
 ) -> PyResult<(ToolRole<'a>, u64)> {
     if role == Role::Other {
         return Ok((ToolRole::Other, 0));
     }
     let py = item.py();
-    let id = read_attr(item, how, intern!(py, "call_id"))?
-        .ok_or_else(|| pyo3::exceptions::PyAttributeError::new_err("call_id"))?;
-    let id = if unsafe { ffi::PyUnicode_CheckExact(id.as_ptr()) } != 0 {
-        id
-    } else {
-        let text = if id.is_instance_of::<PyString>() {
-            id
-        } else {
-            id.str()?.into_any()
-        };
-        // SAFETY: a str (or subclass): an exact copy of its text.
-        unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_FromObject(text.as_ptr()))? }
+    let id = read_attr(item, how, intern!(py, "call_id"))?;
+    let id = match id {
+        Some(id) if unsafe { ffi::PyUnicode_CheckExact(id.as_ptr()) } != 0 => id,
+        // SAFETY: a str subclass: an exact copy of its data.
+        Some(id) if id.is_instance_of::<PyString>() => unsafe {
+            Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_FromObject(id.as_ptr()))?
+        },
+        other => {
+            let got = other.map_or_else(|| "NoneType".to_owned(), |v| type_name(&v));
+            return Err(argument_error(
+                py,
+                function,
+                format!("{name}[{index}].call_id"),
+                format!("expected a str, got {got}"),
+            ));
+        }
     };
     // SAFETY: an exact str.
     let hash = unsafe { str_hash(id.as_ptr()) };
@@ -704,6 +706,9 @@ pub struct Scan<'py> {
     pub buf: Box<Buffers>,
     /// Values whose facts still need canonicalization: (index, value).
     pending: Vec<(usize, Bound<'py, PyAny>)>,
+    /// The first pairing error, raised by [`Scan::pairs`] once the other
+    /// arguments are checked.
+    pair_error: Option<CoreError>,
 }
 
 impl Drop for Scan<'_> {
@@ -719,8 +724,10 @@ impl Drop for Scan<'_> {
     }
 }
 
-/// `seq` read from a slot: an int (not a bool) as a saturating i64; None
-/// for an unset slot, None or anything else.
+/// An item's `seq` as the floor comparison sees it: an int (not a bool);
+/// `None` for an unset slot, `None` or anything else. Compared only with a
+/// 64-bit floor, so an int above the range is `None` (never at or below
+/// it) and one below it `i64::MIN` (always): exact, like the reference.
 ///
 /// # Safety
 /// `v` must be null or a live object.
@@ -732,7 +739,7 @@ unsafe fn seq_value(v: *mut ffi::PyObject) -> Option<i64> {
     let mut overflow: c_int = 0;
     let n = ffi::PyLong_AsLongLongAndOverflow(v, &mut overflow);
     if overflow > 0 {
-        Some(i64::MAX)
+        None
     } else if overflow < 0 {
         Some(i64::MIN)
     } else if n == -1 && !ffi::PyErr_Occurred().is_null() {
@@ -743,33 +750,48 @@ unsafe fn seq_value(v: *mut ffi::PyObject) -> Option<i64> {
     }
 }
 
-/// An int as i64, saturating beyond the range (only comparisons use it).
-pub fn saturating_i64(obj: &Bound<'_, PyAny>) -> Option<i64> {
-    let ptr = obj.as_ptr();
-    unsafe {
-        if ffi::PyLong_Check(ptr) == 0 || ffi::PyBool_Check(ptr) != 0 {
-            return None;
+/// [`seq_value`] of a held object.
+pub fn seq_of(obj: &Bound<'_, PyAny>) -> Option<i64> {
+    // SAFETY: a live object.
+    unsafe { seq_value(obj.as_ptr()) }
+}
+
+/// `ArgumentError` unless every element of `items` is a conversation item
+/// with, for tool calls and results, a `str` call id (`name` names the
+/// argument of `function`).
+pub fn check_conversation(
+    function: &'static str,
+    name: &str,
+    items: &Items<'_>,
+    types: &mut Types,
+) -> PyResult<()> {
+    let mut keep = Vec::new();
+    let mut i = 0;
+    while let Some(item) = items.get(i) {
+        let t = types.info(&item)?;
+        let info = &types.infos[t];
+        if !info.conversation {
+            return Err(argument_error(
+                item.py(),
+                function,
+                format!("{name}[{i}]"),
+                format!("expected a conversation item, got {}", type_name(&item)),
+            ));
         }
-        let mut overflow: c_int = 0;
-        let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
-        if overflow > 0 {
-            Some(i64::MAX)
-        } else if overflow < 0 {
-            Some(i64::MIN)
-        } else if v == -1 && !ffi::PyErr_Occurred().is_null() {
-            ffi::PyErr_Clear();
-            None
-        } else {
-            Some(v)
-        }
+        let (role, how) = (info.role, info.call_id);
+        tool_role(&item, role, how, &mut keep, (function, name, i))?;
+        keep.clear();
+        i += 1;
     }
+    Ok(())
 }
 
 /// What a pass collects.
 #[derive(Clone, Copy)]
 pub struct Want {
-    /// Validate tool pairs (and fill `result_of`, one entry per item).
-    pub pairs: bool,
+    /// Check that every item is a conversation item and validate the tool
+    /// pairs (filling `result_of`, one entry per item), for this function.
+    pub pairs: Option<&'static str>,
     /// Kind, length and digest per item.
     pub facts: bool,
 }
@@ -779,8 +801,9 @@ unsafe fn slot_value(obj: *mut ffi::PyObject, offset: isize) -> *mut ffi::PyObje
     *((obj as *mut u8).offset(offset) as *mut *mut ffi::PyObject)
 }
 
-/// One pass over `items`, validating tool pairs on the way (an
-/// `OrphanedToolPair` is raised from here). Facts of items with a filled
+/// One pass over `items`, checking the items (an `ArgumentError`) and
+/// validating tool pairs on the way (an `OrphanedToolPair` from
+/// [`Scan::pairs`]). Facts of items with a filled
 /// cache are read here; the rest wait for [`Scan::finish_facts`], so a
 /// pairing error comes before any canonicalization, as the contract orders.
 pub fn scan<'py>(
@@ -799,9 +822,14 @@ pub fn scan<'py>(
         call_ids: Vec::new(),
         buf,
         pending: Vec::new(),
+        pair_error: None,
     };
     // Calls are typically a quarter of a history.
-    let mut pairs = PairValidator::new(&mut result_of, if want.pairs { n / 4 + 8 } else { 0 });
+    let hint = if want.pairs.is_some() { n / 4 + 8 } else { 0 };
+    let mut pairs = PairValidator::new(&mut result_of, hint);
+    // The first pairing error waits until every item is checked: argument
+    // errors come first.
+    let mut pair_error: Option<CoreError> = None;
     let cj_name = intern!(py, "_cj");
     // The fast path reads items, slots and call id strings without taking
     // references: nothing can free them while no Python code runs. Before
@@ -828,7 +856,17 @@ pub fn scan<'py>(
         let info = &types.infos[t];
         let (sort, kind, role) = (info.sort, info.kind, info.role);
         let (cj_how, call_id_how) = (info.cj, info.call_id);
-        if want.pairs {
+        if let Some(function) = want.pairs {
+            if !info.conversation {
+                // SAFETY: as above.
+                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                return Err(argument_error(
+                    py,
+                    function,
+                    format!("items[{i}]"),
+                    format!("expected a conversation item, got {}", type_name(&item)),
+                ));
+            }
             // SAFETY: a slot of this type's layout; an exact str's hash and
             // UTF-8 run no Python code.
             let fast = match (role, call_id_how) {
@@ -859,12 +897,20 @@ pub fn scan<'py>(
                     s.pin(py, &mut borrowed);
                     // SAFETY: as above.
                     let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-                    tool_role(&item, role, call_id_how, &mut s.call_ids)?
+                    tool_role(
+                        &item,
+                        role,
+                        call_id_how,
+                        &mut s.call_ids,
+                        (function, "items", i),
+                    )?
                 }
             };
-            pairs
-                .push_hashed(tool_role, hash)
-                .map_err(|e| to_pyerr(py, e))?;
+            if pair_error.is_none() {
+                if let Err(e) = pairs.push_hashed(tool_role, hash) {
+                    pair_error = Some(e);
+                }
+            }
         }
         if want.facts {
             let cached = match (sort, cj_how) {
@@ -901,9 +947,10 @@ pub fn scan<'py>(
         }
         i += 1;
     }
-    if want.pairs {
-        pairs.finish().map_err(|e| to_pyerr(py, e))?;
+    if want.pairs.is_some() && pair_error.is_none() {
+        pair_error = pairs.finish().err();
     }
+    s.pair_error = pair_error;
     s.buf.result_of = result_of;
     Ok(s)
 }
@@ -938,6 +985,14 @@ unsafe fn utf8_str<'a>(id: *mut ffi::PyObject) -> &'a str {
 }
 
 impl<'py> Scan<'py> {
+    /// `OrphanedToolPair` for the first pairing violation, if any.
+    pub fn pairs(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.pair_error.take() {
+            Some(e) => Err(to_pyerr(py, e)),
+            None => Ok(()),
+        }
+    }
+
     /// Before Python code may run mid-pass: take references to the call ids
     /// read without one, and settle the borrowed fact lengths.
     #[cold]
@@ -988,7 +1043,7 @@ pub(crate) fn canonicalize_pending<'py>(
     facts: &mut [Facts],
     pending: Vec<(usize, Bound<'py, PyAny>)>,
 ) -> PyResult<()> {
-    let mut walker = Walker::new(py, Vec::new());
+    let mut w = walker(py, Vec::new());
     let mut big = BIG.with(|b| b.take());
     big.clear();
     // (fact index, the item when its cache is to be stored, span)
@@ -999,15 +1054,15 @@ pub(crate) fn canonicalize_pending<'py>(
         let t = types.info(&item)?;
         let start = big.len();
         let result = if types.infos[t].sort == Sort::Item {
-            walker.item_bytes_into(&item, &mut big).map(|()| Some(item))
+            w.item_into(item.as_ptr(), &mut big).map(|()| Some(item))
         } else {
-            walker.root_into(&item, &mut big).map(|()| None)
+            w.root_into(item.as_ptr(), &mut big).map(|()| None)
         };
         match result {
             Ok(store) => spans.push((i, store, start, big.len())),
             Err(e) => {
                 big.truncate(start);
-                failure = Some(e.into_pyerr(py));
+                failure = Some(walk_error(py, e));
                 break;
             }
         }

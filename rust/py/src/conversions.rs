@@ -1,99 +1,28 @@
-//! Walking Python objects straight into canonical JSON bytes, and the
-//! per-item `_cj` cache.
-//!
-//! Dispatch is on the exact type first (`str`, `dict`, `list`, `None`,
-//! `bool`, `int`, `float`, `tuple`), then on subclasses, then value types:
-//! an object with a `_cj` attribute splices its cached item bytes, an
-//! object with `to_dict()` is walked through that dict.
+//! Python objects as a canonical-JSON [`Source`]: this layer only says what
+//! each object is (exact types first, then the accepted subclasses, then
+//! value types) and hands out members and caches. Every rule — nesting
+//! budget, cycles, key order, splicing item bytes — is the core's walk.
 
 use std::ptr::addr_of_mut;
 
+use ctxengine_core::canonical::walk::{Elem, Member};
 use ctxengine_core::canonical::{
-    self, PathError, MAX_DEPTH, REASON_CYCLE, REASON_DEPTH, REASON_ITEM_CYCLE, REASON_SURROGATE,
-    REASON_VALUE_CYCLE,
+    reason_unsupported_subclass, reason_unsupported_type, Cached, KeyProblem, Node, Source,
+    WalkError, Walker, REASON_SURROGATE,
 };
-use ctxengine_core::hash::{sha256, StreamHasher};
-use pyo3::exceptions::{PyAttributeError, PyRuntimeError};
+use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyTuple, PyType};
 
 use crate::errors::canonicalization_error;
 
-/// A walk failure: a canonicalization error whose path is still being
-/// completed, or a Python error raised by code the walk called.
-pub enum WalkError {
-    Path(PathError),
-    Py(PyErr),
-}
-
-impl From<PyErr> for WalkError {
-    fn from(e: PyErr) -> Self {
-        WalkError::Py(e)
-    }
-}
-
-impl WalkError {
-    fn in_key(self, key: &str) -> Self {
-        match self {
-            WalkError::Path(p) => WalkError::Path(p.in_key(key)),
-            other => other,
-        }
-    }
-
-    fn in_index(self, index: usize) -> Self {
-        match self {
-            WalkError::Path(p) => WalkError::Path(p.in_index(index)),
-            other => other,
-        }
-    }
-
-    pub fn into_pyerr(self, py: Python<'_>) -> PyErr {
-        match self {
-            WalkError::Path(p) => canonicalization_error(py, &p.path(), p.reason),
-            WalkError::Py(e) => e,
-        }
-    }
-}
-
-fn fail<T>(reason: impl Into<String>) -> Result<T, WalkError> {
-    Err(WalkError::Path(PathError::new(reason)))
-}
-
-/// A dict member waiting to be written in key order. Holds strong
-/// references so that Python code run mid-walk cannot free them.
-struct Entry<'py> {
-    key: *const u8,
-    key_len: usize,
-    _key_obj: Bound<'py, PyAny>,
-    value: Bound<'py, PyAny>,
-}
-
-impl Entry<'_> {
-    #[inline]
-    fn key(&self) -> &[u8] {
-        // SAFETY: UTF-8 buffer cached inside `_key_obj`, which we own.
-        unsafe { std::slice::from_raw_parts(self.key, self.key_len) }
-    }
-}
-
-/// The member order of a dict's keys: a run of dicts with the same key
-/// objects (records in a list) is checked and sorted once. Holds the keys,
-/// so a key pointer met again is the same string.
-struct KeyOrder<'py> {
-    keys: Vec<Bound<'py, PyAny>>,
-    /// For each written position, the index of the member in iteration order.
-    order: Vec<u32>,
-    /// `"key":` of each written position, back to back; `ends` delimits them.
-    text: Vec<u8>,
-    ends: Vec<u32>,
-}
-
-/// Key orders kept per walk.
-const KEY_ORDERS: usize = 8;
-
 /// UTF-8 of a `str` (or subclass); `None` for lone surrogates.
+///
+/// # Safety
+/// `ptr` must be a live `str`; the bytes live as long as it does.
 #[inline]
 pub unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a [u8]> {
     let mut size: ffi::Py_ssize_t = 0;
@@ -106,7 +35,6 @@ pub unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a [u8]> {
     }
 }
 
-/// `repr(obj)`.
 fn repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(obj.repr()?.to_string_lossy().into_owned())
 }
@@ -124,522 +52,259 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".to_owned())
 }
 
-/// The walker: one output buffer, the ancestor stack for cycle detection,
-/// and a shared scratch stack of dict members (no allocation per dict).
-pub struct Walker<'py> {
-    py: Python<'py>,
-    pub out: Vec<u8>,
-    ancestors: Vec<*mut ffi::PyObject>,
-    entries: Vec<Entry<'py>>,
-    /// Key orders of recent dicts (see [`KeyOrder`]).
-    /// (last use, order), the least recently used replaced first.
-    orders: Vec<(u64, std::rc::Rc<KeyOrder<'py>>)>,
-    order_clock: u64,
-    /// Dicts met with and without a recorded order in this walk: orders
-    /// are recorded while that pays (many key sets alternating do not).
-    order_hits: u64,
-    order_misses: u64,
-    /// The last float written and its text (payloads repeat values).
-    last_float: Option<(u64, [u8; 32], usize)>,
-    /// A buffer for item bytes, reused across items.
-    spare: Vec<u8>,
-    /// Hand `out` to `stream` whenever it reaches this length.
-    flush_at: usize,
-    /// Hashes flushed output on a worker thread (payload_hash of a large value).
-    stream: Option<StreamHasher>,
+static ENUM: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static ORDERED_DICT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static DEFAULT_DICT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// An enum member (`TrustLevel.USER`, an `IntEnum`): its builtin data is
+/// accepted (ADR 0010); any other subclass of a JSON type is refused.
+unsafe fn is_enum_member(py: Python<'_>, ptr: *mut ffi::PyObject) -> PyResult<bool> {
+    let e = ENUM.import(py, "enum", "Enum")?;
+    Ok(ffi::PyType_IsSubtype(ffi::Py_TYPE(ptr), e.as_ptr() as *mut ffi::PyTypeObject) != 0)
 }
 
-impl<'py> Walker<'py> {
-    pub fn new(py: Python<'py>, out: Vec<u8>) -> Self {
-        Walker {
-            py,
-            out,
-            ancestors: Vec::new(),
-            entries: Vec::new(),
-            orders: Vec::new(),
-            order_clock: 0,
-            order_hits: 0,
-            order_misses: 0,
-            last_float: None,
-            spare: Vec::new(),
-            flush_at: usize::MAX,
-            stream: None,
-        }
+/// The standard library's dicts that keep their members in the dict itself.
+unsafe fn is_plain_dict_subclass(py: Python<'_>, ptr: *mut ffi::PyObject) -> PyResult<bool> {
+    let tp = ffi::Py_TYPE(ptr) as *mut ffi::PyObject;
+    Ok(tp
+        == ORDERED_DICT
+            .import(py, "collections", "OrderedDict")?
+            .as_ptr()
+        || tp
+            == DEFAULT_DICT
+                .import(py, "collections", "defaultdict")?
+                .as_ptr())
+}
+
+/// Python objects, borrowed while something holds them.
+pub struct PySource<'py> {
+    py: Python<'py>,
+}
+
+impl<'py> PySource<'py> {
+    pub fn new(py: Python<'py>) -> Self {
+        PySource { py }
     }
 
-    /// Hash the output while walking: once it reaches `start_at` bytes, full
-    /// chunks are hashed as they are made, on a worker thread once it is up.
-    pub fn streaming(mut self, start_at: usize) -> Self {
-        self.flush_at = start_at;
-        self
+    unsafe fn bound(&self, ptr: *mut ffi::PyObject) -> Bound<'py, PyAny> {
+        Bound::from_borrowed_ptr(self.py, ptr)
     }
 
     #[cold]
-    fn flush(&mut self) {
-        let stream = self.stream.get_or_insert_with(StreamHasher::new);
-        let full = std::mem::take(&mut self.out);
-        // Chunk buffers stay below the allocator's mmap threshold, so they
-        // are reused rather than mapped and faulted in each time.
-        self.out = stream.push(full, STREAM_CHUNK + STREAM_CHUNK / 4);
-        self.flush_at = STREAM_CHUNK;
+    unsafe fn subclass<'a>(&mut self, ptr: *mut ffi::PyObject) -> PyResult<Node<'a>> {
+        let py = self.py;
+        if ffi::PyUnicode_Check(ptr) != 0 {
+            if is_enum_member(py, ptr)? {
+                return Ok(match utf8(ptr) {
+                    Some(s) => Node::Str(s),
+                    None => Node::Reject(REASON_SURROGATE.to_owned()),
+                });
+            }
+            return Ok(self.refuse(ptr, "str"));
+        }
+        if ffi::PyLong_Check(ptr) != 0 {
+            // bool cannot be subclassed: the exact check caught it.
+            if is_enum_member(py, ptr)? {
+                return int_node(py, ptr);
+            }
+            return Ok(self.refuse(ptr, "int"));
+        }
+        if ffi::PyFloat_Check(ptr) != 0 {
+            if is_enum_member(py, ptr)? {
+                let v = ffi::PyFloat_AsDouble(ptr);
+                if v == -1.0 && !ffi::PyErr_Occurred().is_null() {
+                    return Err(PyErr::fetch(py));
+                }
+                return Ok(Node::Float(v));
+            }
+            return Ok(self.refuse(ptr, "float"));
+        }
+        if ffi::PyDict_Check(ptr) != 0 {
+            if is_plain_dict_subclass(py, ptr)? {
+                return Ok(Node::Map);
+            }
+            return Ok(self.refuse(ptr, "dict"));
+        }
+        if ffi::PyList_Check(ptr) != 0 {
+            return Ok(self.refuse(ptr, "list"));
+        }
+        if ffi::PyTuple_Check(ptr) != 0 {
+            return Ok(self.refuse(ptr, "tuple"));
+        }
+        let obj = self.bound(ptr);
+        if has_item_cache(&obj)? {
+            return Ok(Node::Object { item: true });
+        }
+        match obj.getattr_opt(intern!(py, "to_dict"))? {
+            Some(f) if f.is_callable() => Ok(Node::Object { item: false }),
+            _ => Ok(Node::Reject(reason_unsupported_type(&type_name(&obj)))),
+        }
+    }
+
+    unsafe fn refuse<'a>(&self, ptr: *mut ffi::PyObject, base: &str) -> Node<'a> {
+        Node::Reject(reason_unsupported_subclass(
+            &type_name(&self.bound(ptr)),
+            base,
+        ))
+    }
+}
+
+#[inline]
+unsafe fn int_node<'a>(py: Python<'_>, ptr: *mut ffi::PyObject) -> PyResult<Node<'a>> {
+    let mut overflow: std::os::raw::c_int = 0;
+    let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
+    if overflow != 0 {
+        return Ok(Node::BigInt);
+    }
+    if v == -1 && !ffi::PyErr_Occurred().is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(Node::Int(v))
+}
+
+impl<'py> Source for PySource<'py> {
+    type Ref = *mut ffi::PyObject;
+    type Owned = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    #[inline(always)]
+    fn borrow(owned: &Bound<'py, PyAny>) -> *mut ffi::PyObject {
+        owned.as_ptr()
     }
 
     #[inline(always)]
-    fn maybe_flush(&mut self) {
-        if self.out.len() >= self.flush_at {
-            self.flush();
-        }
+    fn identity(value: *mut ffi::PyObject) -> usize {
+        value as usize
     }
 
-    /// The SHA-256 of everything written (streamed or not). Returns the
-    /// output buffer (holding only the unflushed tail when streaming).
-    pub fn finish_hash(mut self) -> PyResult<([u8; 32], Vec<u8>)> {
-        let out = std::mem::take(&mut self.out);
-        match self.stream.take() {
-            Some(stream) => {
-                let (digest, spare) = stream
-                    .finish(&out)
-                    .ok_or_else(|| PyRuntimeError::new_err("the hashing thread failed"))?;
-                // Keep the larger buffer (usually the first, big one).
-                Ok((
-                    digest,
-                    if spare.capacity() > out.capacity() {
-                        spare
-                    } else {
-                        out
-                    },
-                ))
-            }
-            None if out.len() >= DETACH_HASH_BYTES => Ok((self.py.detach(|| sha256(&out)), out)),
-            None => Ok((sha256(&out), out)),
+    #[inline(always)]
+    unsafe fn classify<'a>(&mut self, ptr: *mut ffi::PyObject) -> PyResult<Node<'a>> {
+        let tp = ffi::Py_TYPE(ptr);
+        if tp == addr_of_mut!(ffi::PyUnicode_Type) {
+            return Ok(match utf8(ptr) {
+                Some(s) => Node::Str(s),
+                None => Node::Reject(REASON_SURROGATE.to_owned()),
+            });
         }
+        if tp == addr_of_mut!(ffi::PyDict_Type) {
+            return Ok(Node::Map);
+        }
+        if tp == addr_of_mut!(ffi::PyList_Type) {
+            return Ok(Node::Seq);
+        }
+        if ptr == ffi::Py_None() {
+            return Ok(Node::Null);
+        }
+        if tp == addr_of_mut!(ffi::PyBool_Type) {
+            return Ok(Node::Bool(ptr == ffi::Py_True()));
+        }
+        if tp == addr_of_mut!(ffi::PyLong_Type) {
+            return int_node(self.py, ptr);
+        }
+        if tp == addr_of_mut!(ffi::PyFloat_Type) {
+            return Ok(Node::Float(ffi::PyFloat_AS_DOUBLE(ptr)));
+        }
+        if tp == addr_of_mut!(ffi::PyTuple_Type) {
+            return Ok(Node::Seq);
+        }
+        self.subclass(ptr)
     }
 
-    /// Append the canonical bytes of `obj` as a root value.
-    pub fn write_root(&mut self, obj: &Bound<'py, PyAny>) -> Result<(), WalkError> {
-        self.ancestors.clear();
-        self.entries.clear();
-        self.value(obj.as_ptr(), 0)
+    unsafe fn type_name(&mut self, value: *mut ffi::PyObject) -> String {
+        type_name(&self.bound(value))
     }
 
-    /// Cycle check, then depth check, then push `ptr` as an ancestor.
-    #[inline]
-    fn enter(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
-        if self.ancestors.contains(&ptr) {
-            return fail(REASON_CYCLE);
-        }
-        if depth + 1 > MAX_DEPTH {
-            return fail(REASON_DEPTH);
-        }
-        self.ancestors.push(ptr);
-        Ok(())
-    }
-
-    /// `ptr` is a borrowed reference kept alive by the caller; `depth` is
-    /// the depth of its parent container (0 for the root).
-    fn value(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
-        unsafe {
-            let tp = ffi::Py_TYPE(ptr);
-            if tp == addr_of_mut!(ffi::PyUnicode_Type) {
-                return self.string(ptr);
-            }
-            if tp == addr_of_mut!(ffi::PyDict_Type) {
-                return self.dict(ptr, depth);
-            }
-            if tp == addr_of_mut!(ffi::PyList_Type) {
-                return self.list(ptr, depth);
-            }
-            if ptr == ffi::Py_None() {
-                self.out.extend_from_slice(b"null");
-                return Ok(());
-            }
-            if tp == addr_of_mut!(ffi::PyBool_Type) {
-                if ptr == ffi::Py_True() {
-                    self.out.extend_from_slice(b"true");
-                } else {
-                    self.out.extend_from_slice(b"false");
-                }
-                return Ok(());
-            }
-            if tp == addr_of_mut!(ffi::PyLong_Type) {
-                return self.int(ptr);
-            }
-            if tp == addr_of_mut!(ffi::PyFloat_Type) {
-                return self.float(ffi::PyFloat_AS_DOUBLE(ptr));
-            }
-            if tp == addr_of_mut!(ffi::PyTuple_Type) {
-                return self.tuple(ptr, depth);
-            }
-            // subclasses (bool cannot be subclassed)
-            if ffi::PyUnicode_Check(ptr) != 0 {
-                return self.string(ptr);
-            }
-            if ffi::PyLong_Check(ptr) != 0 {
-                return self.int(ptr);
-            }
-            if ffi::PyFloat_Check(ptr) != 0 {
-                let v = ffi::PyFloat_AsDouble(ptr);
-                if v == -1.0 && !ffi::PyErr_Occurred().is_null() {
-                    return Err(PyErr::fetch(self.py).into());
-                }
-                return self.float(v);
-            }
-            if ffi::PyDict_Check(ptr) != 0 {
-                return self.dict(ptr, depth);
-            }
-            if ffi::PyList_Check(ptr) != 0 {
-                return self.list(ptr, depth);
-            }
-            if ffi::PyTuple_Check(ptr) != 0 {
-                return self.tuple(ptr, depth);
-            }
-            let obj = Bound::from_borrowed_ptr(self.py, ptr);
-            self.value_type(&obj, depth)
-        }
-    }
-
-    #[inline]
-    unsafe fn string(&mut self, ptr: *mut ffi::PyObject) -> Result<(), WalkError> {
-        match utf8(ptr) {
-            Some(s) => {
-                canonical::write_str(&mut self.out, s);
-                Ok(())
-            }
-            None => fail(REASON_SURROGATE),
-        }
-    }
-
-    #[inline]
-    unsafe fn int(&mut self, ptr: *mut ffi::PyObject) -> Result<(), WalkError> {
-        let mut overflow: std::os::raw::c_int = 0;
-        let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
-        if overflow != 0 {
-            return fail(canonical::REASON_INT_RANGE);
-        }
-        if v == -1 && !ffi::PyErr_Occurred().is_null() {
-            return Err(PyErr::fetch(self.py).into());
-        }
-        canonical::write_int(&mut self.out, v).or_else(fail)
-    }
-
-    #[inline]
-    fn float(&mut self, v: f64) -> Result<(), WalkError> {
-        if let Some((bits, text, len)) = &self.last_float {
-            if v.to_bits() == *bits {
-                self.out.extend_from_slice(&text[..*len]);
-                return Ok(());
-            }
-        }
-        let start = self.out.len();
-        canonical::write_f64(&mut self.out, v).or_else(fail)?;
-        let written = &self.out[start..];
-        if written.len() <= 32 {
-            let mut text = [0u8; 32];
-            text[..written.len()].copy_from_slice(written);
-            self.last_float = Some((v.to_bits(), text, written.len()));
-        }
-        Ok(())
-    }
-
-    unsafe fn list(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
-        self.enter(ptr, depth)?;
-        self.out.push(b'[');
-        let mut i: ffi::Py_ssize_t = 0;
-        // Re-read the size each step: Python code run by a nested value
-        // (to_dict) may change the list.
-        while i < ffi::PyList_GET_SIZE(ptr) {
-            if i > 0 {
-                self.out.push(b',');
-            }
-            let item = Bound::from_borrowed_ptr(self.py, ffi::PyList_GET_ITEM(ptr, i));
-            if let Err(e) = self.value(item.as_ptr(), depth + 1) {
-                self.ancestors.pop();
-                return Err(e.in_index(i as usize));
-            }
-            self.maybe_flush();
-            i += 1;
-        }
-        self.out.push(b']');
-        self.ancestors.pop();
-        Ok(())
-    }
-
-    unsafe fn tuple(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
-        self.enter(ptr, depth)?;
-        self.out.push(b'[');
-        let n = ffi::PyTuple_GET_SIZE(ptr);
-        for i in 0..n {
-            if i > 0 {
-                self.out.push(b',');
-            }
-            if let Err(e) = self.value(ffi::PyTuple_GET_ITEM(ptr, i), depth + 1) {
-                self.ancestors.pop();
-                return Err(e.in_index(i as usize));
-            }
-            self.maybe_flush();
-        }
-        self.out.push(b']');
-        self.ancestors.pop();
-        Ok(())
-    }
-
-    unsafe fn dict(&mut self, ptr: *mut ffi::PyObject, depth: usize) -> Result<(), WalkError> {
-        self.enter(ptr, depth)?;
-        let start = self.entries.len();
-        let result = self.dict_members(ptr, depth, start);
-        self.entries.truncate(start);
-        self.ancestors.pop();
-        result
-    }
-
-    unsafe fn dict_members(
+    #[inline(always)]
+    unsafe fn seq_item(
         &mut self,
-        ptr: *mut ffi::PyObject,
-        depth: usize,
-        start: usize,
-    ) -> Result<(), WalkError> {
+        seq: *mut ffi::PyObject,
+        index: usize,
+    ) -> Option<Elem<*mut ffi::PyObject, Bound<'py, PyAny>>> {
+        let i = index as ffi::Py_ssize_t;
+        if ffi::PyTuple_Check(seq) != 0 {
+            // Immutable: its elements live as long as it does.
+            return (i < ffi::PyTuple_GET_SIZE(seq))
+                .then(|| Elem::Borrowed(ffi::PyTuple_GET_ITEM(seq, i)));
+        }
+        // A list can change under host code run by a nested value: its
+        // size is read afresh and the element held.
+        (i < ffi::PyList_GET_SIZE(seq))
+            .then(|| Elem::Held(self.bound(ffi::PyList_GET_ITEM(seq, i))))
+    }
+
+    unsafe fn map_members(
+        &mut self,
+        map: *mut ffi::PyObject,
+        out: &mut Vec<Member<Bound<'py, PyAny>>>,
+    ) -> PyResult<()> {
         let mut pos: ffi::Py_ssize_t = 0;
         let mut k: *mut ffi::PyObject = std::ptr::null_mut();
         let mut v: *mut ffi::PyObject = std::ptr::null_mut();
-        while ffi::PyDict_Next(ptr, &mut pos, &mut k, &mut v) != 0 {
-            self.entries.push(Entry {
-                key: std::ptr::null(),
-                key_len: 0,
-                _key_obj: Bound::from_borrowed_ptr(self.py, k),
-                value: Bound::from_borrowed_ptr(self.py, v),
-            });
-        }
-        let n = self.entries.len() - start;
-        // The same key objects as a recent dict: its order and key text.
-        let hit = self.orders.iter().position(|(_, o)| {
-            o.keys.len() == n
-                && o.keys
-                    .iter()
-                    .zip(&self.entries[start..])
-                    .all(|(a, b)| a.as_ptr() == b._key_obj.as_ptr())
-        });
-        let o = match hit {
-            Some(i) => {
-                self.order_hits += 1;
-                self.order_clock += 1;
-                self.orders[i].0 = self.order_clock;
-                // (Shared: a nested dict may replace the slot meanwhile.)
-                std::rc::Rc::clone(&self.orders[i].1)
-            }
-            None => {
-                self.order_misses += 1;
-                if self.order_misses > 64 && self.order_hits < self.order_misses {
-                    return self.dict_sorted(start, depth);
-                }
-                self.key_order(start)?
-            }
-        };
-        self.out.push(b'{');
-        for j in 0..n {
-            let (at, value) = {
-                let at = o.order[j] as usize;
-                let text = &o.text[o.ends[j] as usize..o.ends[j + 1] as usize];
-                if j > 0 {
-                    self.out.push(b',');
-                }
-                self.out.extend_from_slice(text);
-                (at, self.entries[start + at].value.as_ptr())
-            };
-            if let Err(e) = self.value(value, depth + 1) {
-                let key = utf8(self.entries[start + at]._key_obj.as_ptr()).unwrap_or_default();
-                return Err(e.in_key(std::str::from_utf8_unchecked(key)));
-            }
-            self.maybe_flush();
-        }
-        self.out.push(b'}');
-        Ok(())
-    }
-
-    /// Check the keys of `entries[start..]` (in iteration order: the first
-    /// bad one is the error) and note their UTF-8.
-    unsafe fn check_keys(&mut self, start: usize) -> Result<(), WalkError> {
-        for e in &mut self.entries[start..] {
-            let k = e._key_obj.as_ptr();
-            if ffi::PyUnicode_Check(k) == 0 {
-                return fail(format!("object key {} is not a string", repr(&e._key_obj)?));
-            }
-            let Some(key) = utf8(k) else {
-                return fail(format!(
-                    "lone surrogate in object key {}",
-                    str_repr(self.py, k)?
-                ));
-            };
-            e.key = key.as_ptr();
-            e.key_len = key.len();
+        while ffi::PyDict_Next(map, &mut pos, &mut k, &mut v) != 0 {
+            out.push(Member::new(self.bound(k), self.bound(v)));
         }
         Ok(())
     }
 
-    /// The members of `entries[start..]` sorted in place and written, no
-    /// order recorded.
-    unsafe fn dict_sorted(&mut self, start: usize, depth: usize) -> Result<(), WalkError> {
-        self.check_keys(start)?;
-        let members = &mut self.entries[start..];
-        if members.len() > 1 {
-            members.sort_unstable_by(|a, b| canonical::cmp_utf16(a.key(), b.key()));
-        }
-        self.out.push(b'{');
-        let end = self.entries.len();
-        for i in start..end {
-            if i > start {
-                self.out.push(b',');
-            }
-            let (key, value) = {
-                let e = &self.entries[i];
-                (e.key(), e.value.as_ptr())
-            };
-            // `key` borrows memory owned by the entry, not by `self`.
-            let key: &[u8] = std::slice::from_raw_parts(key.as_ptr(), key.len());
-            canonical::write_str(&mut self.out, key);
-            self.out.push(b':');
-            if let Err(e) = self.value(value, depth + 1) {
-                return Err(e.in_key(std::str::from_utf8_unchecked(key)));
-            }
-            self.maybe_flush();
-        }
-        self.out.push(b'}');
-        Ok(())
-    }
-
-    /// Check and sort the keys of `entries[start..]`, recording the order
-    /// (replacing the least recently used one).
-    unsafe fn key_order(&mut self, start: usize) -> Result<std::rc::Rc<KeyOrder<'py>>, WalkError> {
-        self.check_keys(start)?;
-        let n = self.entries.len() - start;
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        let members = &self.entries[start..];
-        if n > 1 {
-            order.sort_unstable_by(|&a, &b| {
-                canonical::cmp_utf16(members[a as usize].key(), members[b as usize].key())
-            });
-        }
-        let mut text = Vec::new();
-        let mut ends = Vec::with_capacity(n + 1);
-        ends.push(0u32);
-        for &i in &order {
-            canonical::write_str(&mut text, members[i as usize].key());
-            text.push(b':');
-            ends.push(text.len() as u32);
-        }
-        let recorded = std::rc::Rc::new(KeyOrder {
-            keys: members.iter().map(|e| e._key_obj.clone()).collect(),
-            order,
-            text,
-            ends,
-        });
-        self.order_clock += 1;
-        let entry = (self.order_clock, std::rc::Rc::clone(&recorded));
-        if self.orders.len() < KEY_ORDERS {
-            self.orders.push(entry);
-        } else if let Some(oldest) = self.orders.iter_mut().min_by_key(|(used, _)| *used) {
-            *oldest = entry;
-        }
-        Ok(recorded)
-    }
-
-    /// Value types: items splice their cached bytes, others walk `to_dict()`.
-    fn value_type(&mut self, obj: &Bound<'py, PyAny>, depth: usize) -> Result<(), WalkError> {
-        let py = self.py;
-        if has_item_cache(obj)? {
-            let tuple = self.item_tuple(obj)?;
-            // SAFETY: item_tuple returns a checked `(bytes, bytes)` tuple.
-            let bytes = unsafe { bytes_of(ffi::PyTuple_GET_ITEM(tuple.as_ptr(), 0)) };
-            self.out.extend_from_slice(bytes);
-            return Ok(());
-        }
-        match obj.getattr_opt(intern!(py, "to_dict"))? {
-            Some(to_dict) if to_dict.is_callable() => {
-                let ptr = obj.as_ptr();
-                if self.ancestors.contains(&ptr) {
-                    return fail(REASON_VALUE_CYCLE);
-                }
-                self.ancestors.push(ptr);
-                let result = match to_dict.call0() {
-                    Ok(d) => self.value(d.as_ptr(), depth),
-                    Err(e) => Err(e.into()),
-                };
-                self.ancestors.pop();
-                result
-            }
-            _ => fail(format!("unsupported type {}", type_name(obj))),
-        }
-    }
-
-    /// The item's `(canonical_bytes, sha256_digest)`, filling `_cj` on first
-    /// use. The item is canonicalized as a root of its own (depth restarts),
-    /// sharing the ancestor stack so cycles through items are caught; error
-    /// paths continue those of the enclosing walk.
-    pub fn item_tuple(
+    unsafe fn key_text<'a>(
         &mut self,
-        item: &Bound<'py, PyAny>,
-    ) -> Result<Bound<'py, PyTuple>, WalkError> {
+        key: *mut ffi::PyObject,
+    ) -> PyResult<Result<&'a [u8], KeyProblem>> {
+        if ffi::PyUnicode_Check(key) == 0 {
+            return Ok(Err(KeyProblem::NotStr(repr(&self.bound(key))?)));
+        }
+        if ffi::PyUnicode_CheckExact(key) == 0 && !is_enum_member(self.py, key)? {
+            return Ok(Err(KeyProblem::Subclass(type_name(&self.bound(key)))));
+        }
+        match utf8(key) {
+            Some(text) => Ok(Ok(text)),
+            None => Ok(Err(KeyProblem::Surrogate(str_repr(self.py, key)?))),
+        }
+    }
+
+    unsafe fn to_dict(&mut self, value: *mut ffi::PyObject) -> PyResult<Bound<'py, PyAny>> {
+        self.bound(value).call_method0(intern!(self.py, "to_dict"))
+    }
+
+    unsafe fn item_cache(
+        &mut self,
+        item: *mut ffi::PyObject,
+    ) -> PyResult<Option<Cached<Bound<'py, PyAny>>>> {
         let py = self.py;
-        match item.getattr(intern!(py, "_cj")) {
-            Ok(cj) => {
-                if unsafe { read_cache(cj.as_ptr()) }.is_some() {
-                    return Ok(cj.cast_into::<PyTuple>().map_err(PyErr::from)?);
-                }
-            }
+        match self.bound(item).getattr(intern!(py, "_cj")) {
+            Ok(cj) => Ok(read_cache(cj.as_ptr()).map(|(bytes, _)| Cached::new(cj, bytes))),
             // A slot never set counts as empty.
-            Err(e) if e.is_instance_of::<PyAttributeError>(py) => {}
-            Err(e) => return Err(e.into()),
+            Err(e) if e.is_instance_of::<PyAttributeError>(py) => Ok(None),
+            Err(e) => Err(e),
         }
-        let mut bytes = std::mem::take(&mut self.spare);
-        bytes.clear();
-        let result = self.item_bytes_into(item, &mut bytes).and_then(|()| {
-            let tuple = make_cache(py, &bytes, &sha256(&bytes))?;
-            store_cache(item, &tuple)?;
-            Ok(tuple)
-        });
-        if bytes.capacity() <= SPARE_LIMIT {
-            self.spare = bytes;
-        }
-        result
     }
 
-    /// Append the canonical bytes of `item.to_dict()` to `out`, the item a
-    /// root of its own (see [`Walker::item_tuple`]). On error `out` may hold
-    /// a partial tail.
-    pub fn item_bytes_into(
+    unsafe fn store_item_cache(
         &mut self,
-        item: &Bound<'py, PyAny>,
-        out: &mut Vec<u8>,
-    ) -> Result<(), WalkError> {
-        let ptr = item.as_ptr();
-        if self.ancestors.contains(&ptr) {
-            return fail(REASON_ITEM_CYCLE);
-        }
-        self.ancestors.push(ptr);
-        // `out` is not the stream: no flushing while it stands in.
-        let flush_at = std::mem::replace(&mut self.flush_at, usize::MAX);
-        let saved = std::mem::replace(&mut self.out, std::mem::take(out));
-        let result = match item.call_method0(intern!(self.py, "to_dict")) {
-            Ok(d) => self.value(d.as_ptr(), 0),
-            Err(e) => Err(e.into()),
-        };
-        *out = std::mem::replace(&mut self.out, saved);
-        self.flush_at = flush_at;
-        self.ancestors.pop();
-        result
+        item: *mut ffi::PyObject,
+        bytes: &[u8],
+        digest: &[u8; 32],
+    ) -> PyResult<Cached<Bound<'py, PyAny>>> {
+        let tuple = make_cache(self.py, bytes, digest)?;
+        store_cache(&self.bound(item), &tuple)?;
+        let held = tuple.into_any();
+        let stored = bytes_of(ffi::PyTuple_GET_ITEM(held.as_ptr(), 0));
+        Ok(Cached::new(held, stored))
     }
+}
 
-    /// Append the canonical bytes of a root value to `out`.
-    pub fn root_into(
-        &mut self,
-        value: &Bound<'py, PyAny>,
-        out: &mut Vec<u8>,
-    ) -> Result<(), WalkError> {
-        let flush_at = std::mem::replace(&mut self.flush_at, usize::MAX);
-        let saved = std::mem::replace(&mut self.out, std::mem::take(out));
-        let result = self.write_root(value);
-        *out = std::mem::replace(&mut self.out, saved);
-        self.flush_at = flush_at;
-        result
+/// The walker over Python objects.
+pub type PyWalker<'py> = Walker<PySource<'py>>;
+
+pub fn walker(py: Python<'_>, out: Vec<u8>) -> PyWalker<'_> {
+    Walker::new(PySource::new(py), out)
+}
+
+/// A walk failure as the Python exception.
+pub fn walk_error(py: Python<'_>, e: WalkError<PyErr>) -> PyErr {
+    match e {
+        WalkError::Path(p) => canonicalization_error(py, &p.path(), p.reason),
+        WalkError::Host(e) => e,
     }
 }
 
@@ -654,14 +319,6 @@ pub fn make_cache<'py>(
     PyTuple::new(py, [b.into_any(), h.into_any()])
 }
 
-/// Streamed hashing sends chunks of this size after the first.
-const STREAM_CHUNK: usize = 64 * 1024;
-/// Hashing at least this many bytes in one piece releases the GIL.
-const DETACH_HASH_BYTES: usize = 512 * 1024;
-
-/// A spare item buffer larger than this is dropped rather than kept.
-const SPARE_LIMIT: usize = 1 << 20;
-
 /// `hasattr(type(value), "_cj") and hasattr(value, "to_dict")`: conversation
 /// items and `ToolSpec`.
 pub fn has_item_cache(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -672,17 +329,23 @@ pub fn has_item_cache(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 // ---------------------------------------------------------------------------
 // the per-item cache
 
-/// An item's `(canonical_bytes, sha256_digest)` pair.
+/// The bytes of a `bytes` object.
+///
+/// # Safety
+/// `ptr` must be a live `bytes`; the slice lives as long as it does.
 #[inline]
 pub unsafe fn bytes_of<'a>(ptr: *mut ffi::PyObject) -> &'a [u8] {
     let data = ffi::PyBytes_AS_STRING(ptr) as *const u8;
     std::slice::from_raw_parts(data, ffi::Py_SIZE(ptr) as usize)
 }
 
-/// A well-formed `_cj` value: `(bytes, 32-byte bytes)`; returns the
-/// canonical length and the digest.
+/// A well-formed `_cj` value `(bytes, 32-byte bytes)`: its canonical bytes
+/// and digest.
+///
+/// # Safety
+/// `ptr` must be a live object; the slice lives as long as it does.
 #[inline]
-pub unsafe fn read_cache(ptr: *mut ffi::PyObject) -> Option<(usize, [u8; 32])> {
+pub unsafe fn read_cache<'a>(ptr: *mut ffi::PyObject) -> Option<(&'a [u8], [u8; 32])> {
     if ffi::PyTuple_CheckExact(ptr) == 0 || ffi::PyTuple_GET_SIZE(ptr) != 2 {
         return None;
     }
@@ -697,7 +360,7 @@ pub unsafe fn read_cache(ptr: *mut ffi::PyObject) -> Option<(usize, [u8; 32])> {
     }
     let mut out = [0u8; 32];
     out.copy_from_slice(digest);
-    Some((ffi::Py_SIZE(b) as usize, out))
+    Some((bytes_of(b), out))
 }
 
 /// Store `value` in the frozen item's `_cj` slot (`object.__setattr__`).
@@ -722,6 +385,7 @@ pub fn item_canonical<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTu
             format!("{} has no canonical cache slot", type_name(item)),
         ));
     }
-    let mut walker = Walker::new(py, Vec::new());
-    walker.item_tuple(item).map_err(|e| e.into_pyerr(py))
+    let mut w = walker(py, Vec::new());
+    let cached = w.item_cache(item.as_ptr()).map_err(|e| walk_error(py, e))?;
+    Ok(cached.into_keep().cast_into::<PyTuple>()?)
 }

@@ -13,6 +13,7 @@ static CONTEXT_OVERFLOW: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static POLICY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static ORPHANED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static ESTIMATOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static ARGUMENT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static CONTEXT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn class<'py>(
@@ -65,12 +66,27 @@ pub fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
             reason,
         } => instantiate(py, &ORPHANED, "OrphanedToolPair", (call_id, index, reason)),
         CoreError::Estimator(message) => instantiate(py, &ESTIMATOR, "EstimatorError", (message,)),
+        CoreError::Argument {
+            function,
+            argument,
+            reason,
+        } => instantiate(py, &ARGUMENT, "ArgumentError", (function, argument, reason)),
     }
 }
 
 /// `EstimatorError(message)`.
 pub fn estimator_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
     to_pyerr(py, CoreError::estimator(message))
+}
+
+/// `ArgumentError(function, argument, reason)`.
+pub fn argument_error(
+    py: Python<'_>,
+    function: &str,
+    argument: impl Into<String>,
+    reason: impl Into<String>,
+) -> PyErr {
+    to_pyerr(py, CoreError::argument(function, argument, reason))
 }
 
 /// `CanonicalizationError(path, reason)`.

@@ -10,6 +10,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple, PyType};
 
+use crate::arguments;
 use crate::batch::{scan, Facts, Items, Types, Want};
 use crate::errors::{estimator_error, guard, IntoPy};
 
@@ -141,7 +142,13 @@ fn check_profiles(
             &framing,
             &format!("{place}[{prefix_repr}].framing_tokens"),
         )?;
-        let key = prefix.str()?.to_str()?.to_owned();
+        let key = prefix.str()?;
+        let Ok(key) = key.to_str().map(str::to_owned) else {
+            return Err(estimator_error(
+                py,
+                format!("{place}: lone surrogate in prefix {prefix_repr}"),
+            ));
+        };
         let profile = Profile::new(bpt, framing).into_py(py)?;
         match out.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = profile,
@@ -241,7 +248,7 @@ impl TokenEstimator {
         values: &Items<'py>,
     ) -> PyResult<Vec<Facts>> {
         let want = Want {
-            pairs: false,
+            pairs: None,
             facts: true,
         };
         let mut s = scan(py, types, values, want)?;
@@ -272,6 +279,67 @@ impl TokenEstimator {
             sums.estimated,
             sums.actual,
         ))
+    }
+
+    fn reconcile_checked(
+        &self,
+        py: Python<'_>,
+        model_id: &Bound<'_, PyAny>,
+        estimated: &Bound<'_, PyAny>,
+        actual: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let model_id = arguments::model_id(model_id)?;
+        let e = if is_int(estimated) {
+            estimated.extract::<i64>().ok()
+        } else {
+            None
+        };
+        let Some(e) = e.filter(|v| *v > 0) else {
+            return Err(estimator_error(
+                py,
+                format!(
+                    "estimated: expected a positive int, got {}",
+                    repr(estimated)?
+                ),
+            ));
+        };
+        let a = if is_int(actual) {
+            actual.extract::<i64>().ok()
+        } else {
+            None
+        };
+        let Some(a) = a.filter(|v| *v >= 0) else {
+            return Err(estimator_error(
+                py,
+                format!("actual: expected a non-negative int, got {}", repr(actual)?),
+            ));
+        };
+        self.lock().reconcile(model_id, e, a).into_py(py)
+    }
+
+    fn corrected_checked(
+        &self,
+        py: Python<'_>,
+        raw_sum: &Bound<'_, PyAny>,
+        model_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i128> {
+        if !is_int(raw_sum) {
+            return Err(estimator_error(
+                py,
+                format!("raw_sum: expected an int, got {}", type_name(raw_sum)),
+            ));
+        }
+        let Ok(raw_sum) = raw_sum.extract::<i64>() else {
+            return Err(estimator_error(
+                py,
+                format!(
+                    "raw_sum: out of range, got {}",
+                    arguments::int_repr(raw_sum)?
+                ),
+            ));
+        };
+        let model_id = arguments::model_id(model_id)?;
+        Ok(self.lock().corrected(raw_sum, model_id))
     }
 
     fn from_parts(
@@ -333,8 +401,14 @@ impl TokenEstimator {
     }
 
     /// `ceil(len(canonical) / bytes_per_token) + framing_tokens`, memoized.
-    fn raw(&self, py: Python<'_>, value: &Bound<'_, PyAny>, model_id: &str) -> PyResult<i64> {
+    fn raw(
+        &self,
+        py: Python<'_>,
+        value: &Bound<'_, PyAny>,
+        model_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
         guard(py, || {
+            let model_id = arguments::model_id(model_id)?;
             let mut types = Types::new(py)?;
             let facts = Self::facts_of(py, &mut types, &Items::Other(vec![value.clone()]))?;
             let raws = self.raw_batch(model_id, &types.kinds, &facts).into_py(py)?;
@@ -349,10 +423,11 @@ impl TokenEstimator {
         &self,
         py: Python<'_>,
         items: &Bound<'_, PyAny>,
-        model_id: &str,
+        model_id: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<i64>> {
         guard(py, || {
-            let values = Items::new(items)?;
+            let values = arguments::values("items", items)?;
+            let model_id = arguments::model_id(model_id)?;
             let mut types = Types::new(py)?;
             let facts = Self::facts_of(py, &mut types, &values)?;
             self.raw_batch(model_id, &types.kinds, &facts).into_py(py)
@@ -360,8 +435,16 @@ impl TokenEstimator {
     }
 
     /// `corrected(sum of raw estimates)`.
-    fn estimate(&self, py: Python<'_>, items: &Bound<'_, PyAny>, model_id: &str) -> PyResult<i128> {
-        guard(py, || self.sum_corrected(py, &Items::new(items)?, model_id))
+    fn estimate(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        model_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i128> {
+        guard(py, || {
+            let values = arguments::values("items", items)?;
+            self.sum_corrected(py, &values, arguments::model_id(model_id)?)
+        })
     }
 
     /// `corrected(raw(text))`.
@@ -369,15 +452,16 @@ impl TokenEstimator {
         &self,
         py: Python<'_>,
         text: &Bound<'_, PyAny>,
-        model_id: &str,
+        model_id: &Bound<'_, PyAny>,
     ) -> PyResult<i128> {
-        if !text.is_instance_of::<PyString>() {
-            return Err(estimator_error(
-                py,
-                format!("text: expected a str, got {}", type_name(text)),
-            ));
-        }
         guard(py, || {
+            if !text.is_instance_of::<PyString>() {
+                return Err(estimator_error(
+                    py,
+                    format!("text: expected a str, got {}", type_name(text)),
+                ));
+            }
+            let model_id = arguments::model_id(model_id)?;
             self.sum_corrected(py, &Items::Other(vec![text.clone()]), model_id)
         })
     }
@@ -387,9 +471,12 @@ impl TokenEstimator {
         &self,
         py: Python<'_>,
         tools: &Bound<'_, PyAny>,
-        model_id: &str,
+        model_id: &Bound<'_, PyAny>,
     ) -> PyResult<i128> {
-        guard(py, || self.sum_corrected(py, &Items::new(tools)?, model_id))
+        guard(py, || {
+            let values = arguments::values("tools", tools)?;
+            self.sum_corrected(py, &values, arguments::model_id(model_id)?)
+        })
     }
 
     /// `raw_sum`, scaled up by the model's reconciled factor exactly in integers.
@@ -397,21 +484,9 @@ impl TokenEstimator {
         &self,
         py: Python<'_>,
         raw_sum: &Bound<'_, PyAny>,
-        model_id: &str,
+        model_id: &Bound<'_, PyAny>,
     ) -> PyResult<i128> {
-        if !is_int(raw_sum) {
-            return Err(estimator_error(
-                py,
-                format!("raw_sum: expected an int, got {}", type_name(raw_sum)),
-            ));
-        }
-        let Ok(raw_sum) = raw_sum.extract::<i64>() else {
-            return Err(estimator_error(
-                py,
-                format!("raw_sum: out of range, got {}", repr(raw_sum)?),
-            ));
-        };
-        Ok(self.lock().corrected(raw_sum, model_id))
+        guard(py, || self.corrected_checked(py, raw_sum, model_id))
     }
 
     /// Record one response: `estimated` > 0 and `actual` >= 0 tokens.
@@ -422,48 +497,25 @@ impl TokenEstimator {
         estimated: &Bound<'_, PyAny>,
         actual: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let Ok(model_id) = model_id.cast::<PyString>() else {
-            return Err(estimator_error(
-                py,
-                format!("model_id: expected a str, got {}", type_name(model_id)),
-            ));
-        };
-        let e = if is_int(estimated) {
-            estimated.extract::<i64>().ok()
-        } else {
-            None
-        };
-        let Some(e) = e.filter(|v| *v > 0) else {
-            return Err(estimator_error(
-                py,
-                format!(
-                    "estimated: expected a positive int, got {}",
-                    repr(estimated)?
-                ),
-            ));
-        };
-        let a = if is_int(actual) {
-            actual.extract::<i64>().ok()
-        } else {
-            None
-        };
-        let Some(a) = a.filter(|v| *v >= 0) else {
-            return Err(estimator_error(
-                py,
-                format!("actual: expected a non-negative int, got {}", repr(actual)?),
-            ));
-        };
-        self.lock().reconcile(model_id.to_str()?, e, a).into_py(py)
+        guard(py, || {
+            self.reconcile_checked(py, model_id, estimated, actual)
+        })
     }
 
     /// `max(1.0, actual / estimated)`; 1.0 before any reconcile.
-    fn correction(&self, model_id: &str) -> f64 {
-        self.lock().correction(model_id)
+    fn correction(&self, py: Python<'_>, model_id: &Bound<'_, PyAny>) -> PyResult<f64> {
+        guard(py, || {
+            let model_id = arguments::model_id(model_id)?;
+            Ok(self.lock().correction(model_id))
+        })
     }
 
     /// `actual / estimated`, unclamped; 1.0 before any reconcile.
-    fn error_ratio(&self, model_id: &str) -> f64 {
-        self.lock().error_ratio(model_id)
+    fn error_ratio(&self, py: Python<'_>, model_id: &Bound<'_, PyAny>) -> PyResult<f64> {
+        guard(py, || {
+            let model_id = arguments::model_id(model_id)?;
+            Ok(self.lock().error_ratio(model_id))
+        })
     }
 
     /// Configuration and reconciled sums (not the memo), as plain data.
@@ -593,8 +645,14 @@ impl TokenEstimator {
             };
             let e = check_count(py, &e, &format!("{place}.estimated"))?;
             let a = check_count(py, &a, &format!("{place}.actual"))?;
+            let Ok(model_id) = model_id.to_str().map(str::to_owned) else {
+                return Err(estimator_error(
+                    py,
+                    format!("{place}: lone surrogate in model id"),
+                ));
+            };
             restored.push((
-                model_id.to_str()?.to_owned(),
+                model_id,
                 Reconciled {
                     estimated: e as u64,
                     actual: a as u64,

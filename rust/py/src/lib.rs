@@ -4,11 +4,13 @@
 //! canonical-JSON writer, core results come back as ints, bytes and
 //! indices, and core errors are mapped once to `ctxengine.errors`.
 
+mod arguments;
 mod assemble;
 mod batch;
 mod conversions;
 mod errors;
 mod estimator;
+mod interop;
 mod tokenize;
 
 use std::cell::Cell;
@@ -17,14 +19,14 @@ use ctxengine_core::budget::{self, BudgetInput};
 use ctxengine_core::cut;
 use ctxengine_core::estimate::{corrected, Reconciled};
 use ctxengine_core::hash::{hex, sha256};
-use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use batch::{saturating_i64, scan, Items, Types, Want};
-use conversions::{has_item_cache, item_canonical as item_cache, Walker};
+use batch::{scan, Items, Types, Want};
+use conversions::{has_item_cache, item_canonical as item_cache, walk_error, walker};
 use errors::{guard, IntoPy};
 use estimator::TokenEstimator;
 
@@ -32,6 +34,8 @@ use estimator::TokenEstimator;
 /// them in chunks as the walk goes on, on a second thread as soon as that
 /// is up (`StreamHasher`): a megabyte costs little more than its hashing.
 const STREAM_FROM_BYTES: usize = 16 * 1024;
+/// Hashing at least this many bytes in one piece releases the GIL.
+const DETACH_HASH_BYTES: usize = 512 * 1024;
 /// A scratch buffer larger than this is not kept between calls.
 const KEEP_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 
@@ -44,12 +48,12 @@ thread_local! {
 fn canonical_bytes(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let mut buf = SCRATCH.with(Cell::take);
     buf.clear();
-    let mut walker = Walker::new(py, buf);
-    match walker.write_root(value) {
-        Ok(()) => Ok(walker.out),
+    let mut w = walker(py, buf);
+    match w.write_root(value.as_ptr()) {
+        Ok(()) => Ok(w.out),
         Err(e) => {
-            give_back(walker.out);
-            Err(e.into_pyerr(py))
+            give_back(w.out);
+            Err(walk_error(py, e))
         }
     }
 }
@@ -100,11 +104,17 @@ fn payload_hash(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String> {
         }
         let mut buf = SCRATCH.with(Cell::take);
         buf.clear();
-        let mut walker = Walker::new(py, buf).streaming(STREAM_FROM_BYTES);
-        if let Err(e) = walker.write_root(value) {
-            return Err(e.into_pyerr(py));
+        let mut w = walker(py, buf).streaming(STREAM_FROM_BYTES);
+        if let Err(e) = w.write_root(value.as_ptr()) {
+            return Err(walk_error(py, e));
         }
-        let (digest, buf) = walker.finish_hash()?;
+        let (streamed, buf) = w.finish_stream();
+        let digest = match streamed {
+            Some(Some(digest)) => digest,
+            Some(None) => return Err(PyRuntimeError::new_err("the hashing thread failed")),
+            None if buf.len() >= DETACH_HASH_BYTES => py.detach(|| sha256(&buf)),
+            None => sha256(&buf),
+        };
         give_back(buf);
         Ok(hex(&digest))
     })
@@ -130,31 +140,40 @@ fn item_canonical<'py>(py: Python<'py>, item: &Bound<'py, PyAny>) -> PyResult<Bo
 #[allow(clippy::too_many_arguments)]
 fn allocate_tokens(
     py: Python<'_>,
-    context_window: i64,
-    max_output_tokens: i64,
-    default_output_reserve: i64,
-    prefix_tokens: i64,
-    reserve_tokens: i64,
-    margin_ratio: f64,
-    tool_results_ratio: f64,
-    working_state_tokens: i64,
-    history_floor: i64,
-    prefix_ceiling: i64,
+    context_window: &Bound<'_, PyAny>,
+    max_output_tokens: &Bound<'_, PyAny>,
+    default_output_reserve: &Bound<'_, PyAny>,
+    prefix_tokens: &Bound<'_, PyAny>,
+    reserve_tokens: &Bound<'_, PyAny>,
+    margin_ratio: &Bound<'_, PyAny>,
+    tool_results_ratio: &Bound<'_, PyAny>,
+    working_state_tokens: &Bound<'_, PyAny>,
+    history_floor: &Bound<'_, PyAny>,
+    prefix_ceiling: &Bound<'_, PyAny>,
 ) -> PyResult<(i64, i64, i64, i64, i64)> {
     guard(py, || {
-        let a = budget::allocate_tokens(&BudgetInput {
-            context_window,
-            max_output_tokens,
-            default_output_reserve,
-            prefix_tokens,
-            reserve_tokens,
-            margin_ratio,
-            tool_results_ratio,
-            working_state_tokens,
-            history_floor,
-            prefix_ceiling,
-        })
-        .into_py(py)?;
+        const F: &str = "allocate_tokens";
+        let input = BudgetInput {
+            context_window: arguments::int64(F, "context_window", context_window)?,
+            max_output_tokens: arguments::int64(F, "max_output_tokens", max_output_tokens)?,
+            default_output_reserve: arguments::int64(
+                F,
+                "default_output_reserve",
+                default_output_reserve,
+            )?,
+            prefix_tokens: arguments::int64(F, "prefix_tokens", prefix_tokens)?,
+            reserve_tokens: arguments::int64(F, "reserve_tokens", reserve_tokens)?,
+            margin_ratio: arguments::ratio(F, "margin_ratio", margin_ratio)?,
+            tool_results_ratio: arguments::ratio(F, "tool_results_ratio", tool_results_ratio)?,
+            working_state_tokens: arguments::int64(
+                F,
+                "working_state_tokens",
+                working_state_tokens,
+            )?,
+            history_floor: arguments::int64(F, "history_floor", history_floor)?,
+            prefix_ceiling: arguments::int64(F, "prefix_ceiling", prefix_ceiling)?,
+        };
+        let a = budget::allocate_tokens(&input).into_py(py)?;
         Ok((a.reserve, a.body, a.usable, a.tool_results, a.history))
     })
 }
@@ -163,14 +182,14 @@ fn allocate_tokens(
 #[pyfunction]
 fn validate_tool_pairs(py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<()> {
     guard(py, || {
-        let values = Items::new(items)?;
+        const F: &str = "validate_tool_pairs";
+        let values = arguments::sequence(F, "items", items, "conversation items")?;
         let mut types = Types::new(py)?;
         let want = Want {
-            pairs: true,
+            pairs: Some(F),
             facts: false,
         };
-        scan(py, &mut types, &values, want)?;
-        Ok(())
+        scan(py, &mut types, &values, want)?.pairs(py)
     })
 }
 
@@ -185,55 +204,42 @@ fn select_history(
     py: Python<'_>,
     items: &Bound<'_, PyAny>,
     summary_floor: &Bound<'_, PyAny>,
-    history_tokens: i128,
+    history_tokens: &Bound<'_, PyAny>,
     estimator: &Bound<'_, PyAny>,
-    model_id: &str,
+    model_id: &Bound<'_, PyAny>,
     raw: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<usize> {
     guard(py, || {
-        let floor = if summary_floor.is_none() {
-            i64::MIN
-        } else {
-            saturating_i64(summary_floor).ok_or_else(|| {
-                PyTypeError::new_err(format!(
-                    "summary_floor must be an int, got {}",
-                    summary_floor
-                        .get_type()
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default()
-                ))
-            })?
-        };
-        let values = Items::new(items)?;
+        const F: &str = "select_history";
+        // The arguments, in order, before any work.
+        let values = arguments::sequence(F, "items", items, "conversation items")?;
         let mut types = Types::new(py)?;
         let own = estimator.cast::<TokenEstimator>().ok();
         let want = Want {
-            pairs: true,
+            pairs: Some(F),
             facts: own.is_some() && raw.is_none(),
         };
-        // 1. the pairs (OrphanedToolPair), and cached facts on the way
+        // (The scan checks the items and holds its pairing error back.)
         let mut s = scan(py, &mut types, &values, want)?;
-        let count = s.buf.result_of.len();
+        let floor = arguments::optional_int64(F, "summary_floor", summary_floor)?;
+        let history_tokens = arguments::int64(F, "history_tokens", history_tokens)? as i128;
+        arguments::estimator_like(F, estimator)?;
+        let model_id = arguments::string(F, "model_id", model_id)?;
+        let count = values.len();
+        let raw = match raw {
+            Some(r) if !r.is_none() => Some(arguments::raw_estimates(F, r, count)?),
+            _ => None,
+        };
+        // 1. the pairs (OrphanedToolPair)
+        s.pairs(py)?;
 
         // 3. the fit, over measured, own or any estimator's raw estimates
         let fit = match (raw, own) {
-            (Some(raw), _) => {
-                let n = raw.len()?;
-                if n != count {
-                    return Err(PyValueError::new_err(format!(
-                        "raw has {n} estimates for {count} items"
-                    )));
-                }
-                let raws: Vec<i64> = raw.extract()?;
-                match own {
-                    Some(est) => {
-                        let sums = est.get().lock().reconciled(model_id);
-                        own_fit(&raws, sums, history_tokens)?
-                    }
-                    None => generic_fit(py, estimator, &raws, history_tokens, model_id)?,
-                }
+            (Some(raws), Some(est)) => {
+                let sums = est.get().lock().reconciled(model_id);
+                own_fit(py, &raws, sums, history_tokens)?
             }
+            (Some(raws), None) => generic_fit(py, estimator, &raws, history_tokens, model_id)?,
             (None, Some(est)) => {
                 // One lock for the whole batch, the correction in Rust.
                 s.finish_facts(py, &mut types)?;
@@ -242,20 +248,14 @@ fn select_history(
                     .get()
                     .raw_batch_into(model_id, &types.kinds, &buf.facts, &mut buf.raws)
                     .into_py(py)?;
-                own_fit(&buf.raws, sums, history_tokens)?
+                own_fit(py, &buf.raws, sums, history_tokens)?
             }
             (None, None) => {
-                let raws: Vec<i64> = estimator
-                    .call_method1(
-                        intern!(py, "raw_estimates"),
-                        (values.to_object(py)?, model_id),
-                    )?
-                    .extract()?;
-                if raws.len() != count {
-                    return Err(PyTypeError::new_err(
-                        "raw_estimates returned the wrong number of estimates",
-                    ));
-                }
+                let raws = estimator.call_method1(
+                    intern!(py, "raw_estimates"),
+                    (values.to_object(py)?, model_id),
+                )?;
+                let raws = arguments::foreign_raws(&raws, count)?;
                 generic_fit(py, estimator, &raws, history_tokens, model_id)?
             }
         };
@@ -263,7 +263,10 @@ fn select_history(
         // 2. the floor bound: 1 + the last index with seq <= summary_floor.
         // Only an index at or after the fit can move the cut, so only the
         // items from the fit on are read (backwards, up to the first hit).
-        let floor_bound = types.floor_bound_from(py, &values, fit, count, floor)?;
+        let floor_bound = match floor {
+            Some(floor) => types.floor_bound_from(py, &values, fit, count, floor)?,
+            None => 0,
+        };
 
         // 4. never split a tool pair
         Ok(cut::pair_reach(fit.max(floor_bound), &s.buf.result_of))
@@ -271,17 +274,22 @@ fn select_history(
 }
 
 /// The fit with this module's own correction (exact integers, no calls).
-fn own_fit(raws: &[i64], sums: Reconciled, history_tokens: i128) -> PyResult<usize> {
+fn own_fit(
+    py: Python<'_>,
+    raws: &[i64],
+    sums: Reconciled,
+    history_tokens: i128,
+) -> PyResult<usize> {
     cut::fit_index(
         raws,
         history_tokens,
         |sum| Ok::<i128, PyErr>(corrected(sum, sums.estimated, sums.actual)),
-        overflow_error,
+        || overflow_error(py),
     )
 }
 
-fn overflow_error() -> PyErr {
-    PyOverflowError::new_err("raw estimate sum overflows a 64-bit integer")
+fn overflow_error(py: Python<'_>) -> PyErr {
+    errors::estimator_error(py, "raw estimate sum overflows a 64-bit integer")
 }
 
 /// The fit through any estimator's `corrected()`.
@@ -297,11 +305,10 @@ fn generic_fit(
         raws,
         history_tokens,
         |sum| {
-            estimator
-                .call_method1(corrected_name, (sum, model_id))?
-                .extract::<i128>()
+            let r = estimator.call_method1(corrected_name, (sum, model_id))?;
+            arguments::foreign_int(&r, "corrected")
         },
-        overflow_error,
+        || overflow_error(py),
     )
 }
 
@@ -370,12 +377,12 @@ fn digest_list(py: Python<'_>, values: &Bound<'_, PyAny>) -> PyResult<String> {
                 None
             } else {
                 match value.getattr_opt(cj_name) {
-                    Ok(Some(cj)) => unsafe { conversions::read_cache(cj.as_ptr()) },
+                    Ok(Some(cj)) => unsafe { conversions::read_cache(cj.as_ptr()) }.map(|(_, d)| d),
                     _ => None,
                 }
             };
             match cached {
-                Some((_, digest)) => flat.extend_from_slice(&digest),
+                Some(digest) => flat.extend_from_slice(&digest),
                 None => {
                     let tuple = item_cache(&value)?;
                     let digest = tuple.get_item(1)?;
@@ -406,6 +413,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tokenize::exact_raw, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::counting_method, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::encoding_ranks_sha256, m)?)?;
+    interop::register(m)?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,0 +1,51 @@
+"""The cut over foreign dict messages on the active backend.
+
+The Rust backend writes each message's items as canonical bytes straight
+from the dicts and measures them by length (no item objects, no hashing,
+no memo: measuring a length costs less than looking it up). Whatever it
+does not take (another estimator, non-dict messages, a field it does not
+know) goes to the reference, which raises the same typed errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..model import TrustLevel
+from ..reference import interop as reference
+from ._backend import active_name
+from ._common import Provenance, check_groups
+
+
+def openai_chat_cut(
+    messages: Sequence[Any],
+    summary_floor: int,
+    history_tokens: int,
+    estimator: Any,
+    model_id: str,
+    *,
+    seq_field: str | None,
+    first_seq: int | None,
+    tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
+) -> int:
+    trust = TrustLevel(tool_trust)
+    if active_name() == "rust":
+        from .._core import openai_chat_cut
+
+        cut: int = openai_chat_cut(
+            messages, summary_floor, history_tokens, estimator, model_id, seq_field, first_seq, trust.value
+        )
+        if cut >= 0:
+            return cut
+    from . import openai_chat
+
+    p = Provenance(openai_chat.SOURCE, seq_field, first_seq, tool_trust=trust)
+    items, owners = openai_chat._convert(p, messages)
+    check_groups(p, owners, openai_chat.groups(items), len(items))
+    return reference.items_cut(
+        items, owners, len(messages), summary_floor, history_tokens, estimator, model_id
+    )
+
+
+__all__ = ["openai_chat_cut"]

@@ -1,0 +1,223 @@
+"""Argument checks of the backend seam's entry points (ADR 0010).
+
+Every entry point checks its arguments in signature order before any work,
+and raises ``ArgumentError`` (the estimator's methods: ``EstimatorError``)
+naming the argument, with the Rust backend's exact wording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..errors import ArgumentError, EstimatorError
+from ..model import ITEM_TYPES
+from .canonical import _SURROGATE
+
+# 64-bit counts: both backends compute in signed 64-bit integers.
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+# The tool-pair role of each conversation item kind.
+CALL, RESULT, OTHER = 1, 2, 0
+_ROLES = {"tool_call": CALL, "tool_result": RESULT}
+
+
+def type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _role_of(tp: type, item: object) -> int | None:
+    """The tool-pair role of a conversation item type; ``None`` for anything else.
+
+    A conversation item is a value type with the ``_cj`` cache whose class
+    ``kind`` names a conversation item (``model.ITEM_TYPES``).
+    """
+    kind = getattr(tp, "kind", None)
+    if hasattr(tp, "_cj") and hasattr(item, "to_dict") and isinstance(kind, str) and kind in ITEM_TYPES:
+        return _ROLES.get(kind, OTHER)
+    return None
+
+
+def _iterable(value: object) -> Iterator[Any] | None:
+    """An iterator over an iterable other than a string, bytes or a mapping."""
+    if isinstance(value, (str, bytes, bytearray, Mapping)):
+        return None
+    try:
+        return iter(value)  # type: ignore[call-overload,no-any-return]
+    except TypeError:
+        return None
+
+
+def _elements(value: object) -> list[Any] | None:
+    """A list's or tuple's own elements (a subclass's data, as the Rust backend reads them)."""
+    if type(value) is list:
+        return value
+    if isinstance(value, list):
+        return list(list.__iter__(value))
+    if isinstance(value, tuple):
+        return list(tuple.__iter__(value))
+    return None
+
+
+def check_sequence(function: str, name: str, value: object, what: str) -> list[Any]:
+    """An iterable other than a string, bytes or a mapping, as a list."""
+    elements = _elements(value)
+    if elements is not None:
+        return elements
+    it = _iterable(value)
+    if it is None:
+        raise ArgumentError(function, name, f"expected a sequence of {what}, got {type_name(value)}")
+    return list(it)
+
+
+def check_items(function: str, items: object, name: str = "items") -> tuple[list[Any], list[tuple[int, Any]]]:
+    """Conversation items, with each one's ``(role, call_id)``."""
+    values = check_sequence(function, name, items, "conversation items")
+    roles: list[tuple[int, Any]] = []
+    seen: dict[type, int | None] = {}  # per call: a type's class attributes do not change mid-call
+    for index, item in enumerate(values):
+        tp = type(item)
+        role = seen[tp] if tp in seen else seen.setdefault(tp, _role_of(tp, item))
+        if role is None:
+            raise ArgumentError(
+                function, f"{name}[{index}]", f"expected a conversation item, got {type_name(item)}"
+            )
+        call_id = None
+        if role != OTHER:
+            call_id = getattr(item, "call_id", None)
+            if not isinstance(call_id, str):
+                raise ArgumentError(
+                    function, f"{name}[{index}].call_id", f"expected a str, got {type_name(call_id)}"
+                )
+            if type(call_id) is not str:
+                call_id = str.__str__(call_id)  # a subclass counts as its data
+        roles.append((role, call_id))
+    return values, roles
+
+
+def check_int(function: str, name: str, value: object) -> int:
+    """A signed 64-bit int (not a bool)."""
+    if not is_int(value):
+        raise ArgumentError(function, name, f"expected an int, got {type_name(value)}")
+    assert isinstance(value, int)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise ArgumentError(function, name, f"out of range, got {int.__repr__(value)}")
+    return int(value)
+
+
+def check_optional_int(function: str, name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if not is_int(value):
+        raise ArgumentError(function, name, f"expected an int or None, got {type_name(value)}")
+    return check_int(function, name, value)
+
+
+def check_ratio(function: str, name: str, value: object) -> float:
+    """An int or a float (not a bool), as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentError(function, name, f"expected a number, got {type_name(value)}")
+    try:
+        return float.__float__(value) if isinstance(value, float) else int.__float__(value)
+    except OverflowError:
+        raise ArgumentError(function, name, f"out of range, got {int.__repr__(value)}") from None
+
+
+def _has_surrogate(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def check_str(function: str, name: str, value: object) -> str:
+    """A str that encodes as UTF-8 (no lone surrogate)."""
+    if not isinstance(value, str):
+        raise ArgumentError(function, name, f"expected a str, got {type_name(value)}")
+    if _has_surrogate(value):
+        raise ArgumentError(function, name, "lone surrogate in string")
+    return value
+
+
+def check_estimator(function: str, estimator: object) -> None:
+    """Any object with ``raw_estimates(items, model_id)`` and ``corrected(raw_sum, model_id)``."""
+    if not (
+        callable(getattr(estimator, "raw_estimates", None))
+        and callable(getattr(estimator, "corrected", None))
+    ):
+        raise ArgumentError(function, "estimator", f"expected a token estimator, got {type_name(estimator)}")
+
+
+def check_raw(function: str, raw: object, count: int) -> list[int]:
+    """Measured raw estimates: one non-negative 64-bit int per item."""
+    values = check_sequence(function, "raw", raw, "raw estimates")
+    if len(values) != count:
+        raise ArgumentError(function, "raw", f"{len(values)} estimates for {count} items")
+    for index, value in enumerate(values):
+        if check_int(function, f"raw[{index}]", value) < 0:
+            raise ArgumentError(function, f"raw[{index}]", f"must not be negative, got {int.__repr__(value)}")
+    return values
+
+
+def estimator_raws(raws: object, count: int) -> list[int]:
+    """What a foreign estimator's ``raw_estimates`` returned, checked."""
+    if not isinstance(raws, (list, tuple)) or len(raws) != count:
+        got = len(raws) if isinstance(raws, (list, tuple)) else type_name(raws)
+        raise EstimatorError(f"estimator.raw_estimates returned {got} estimates for {count} items")
+    for value in raws:
+        if not is_int(value) or not 0 <= value <= INT64_MAX:
+            raise EstimatorError(f"estimator.raw_estimates returned {value!r}, not a count")
+    return list(raws)
+
+
+def estimator_int(value: object, method: str) -> int:
+    """What a foreign estimator's ``corrected`` returned, checked."""
+    if not is_int(value):
+        raise EstimatorError(f"estimator.{method} returned {type_name(value)}, not an int")
+    assert isinstance(value, int)
+    return value
+
+
+def check_model_id(value: object) -> str:
+    """The estimator methods' ``model_id``."""
+    if not isinstance(value, str):
+        raise EstimatorError(f"model_id: expected a str, got {type_name(value)}")
+    if _has_surrogate(value):
+        raise EstimatorError("model_id: lone surrogate in string")
+    return value
+
+
+def check_values(name: str, value: object) -> list[Any]:
+    """The estimator methods' sequences of values (any canonicalizable values)."""
+    elements = _elements(value)
+    if elements is not None:
+        return elements
+    it = _iterable(value)
+    if it is None:
+        raise EstimatorError(f"{name}: expected a sequence of values, got {type_name(value)}")
+    return list(it)
+
+
+__all__ = [
+    "CALL",
+    "INT64_MAX",
+    "INT64_MIN",
+    "OTHER",
+    "RESULT",
+    "check_estimator",
+    "check_int",
+    "check_items",
+    "check_model_id",
+    "check_optional_int",
+    "check_ratio",
+    "check_raw",
+    "check_sequence",
+    "check_str",
+    "check_values",
+    "estimator_int",
+    "estimator_raws",
+    "is_int",
+    "type_name",
+]

@@ -1,0 +1,424 @@
+"""The pure-Python twin of the Rust interop functions (``rust/core/src/interop``).
+
+- ``items_cut``: the history cut over converted foreign messages, as a message
+  index (the reference half of ``ctxengine.interop.openai_chat.select_history``):
+  cut with ``select_history``, move a cut that fell inside a message to the next
+  message, then past any tool pair that move split.
+- ``LangChainCounter`` and ``trim``: ``langchain_core``'s ``trim_messages``
+  for an additive per-message counter (``count_tokens_approximately`` or
+  ``len``), over counts measured once per message and memoized, and the
+  pair-safe window inside its result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import OrphanedToolPair
+
+# -- the LangChain trim over counts ----------------------------------------------------------
+
+KIND_OTHER, KIND_SYSTEM, KIND_AI, KIND_TOOL = 0, 1, 2, 3
+
+
+def lc_window(
+    counts: Sequence[int],
+    max_tokens: int,
+    strategy: str,
+    *,
+    first_is_system: bool,
+    include_system: bool,
+    end_on: Callable[[int], bool] | None,
+    start_on: Callable[[int], bool] | None,
+) -> tuple[bool, int, int]:
+    """``(system_kept, a, b)``: ``trim_messages`` keeps ``[messages[0]] * system_kept +
+    messages[a:b]``, computed as ``langchain_core`` does (the same loops and binary search)
+    over prefix sums of additive per-message counts."""
+    n = len(counts)
+    prefix = [0] * (n + 1)
+    for i, c in enumerate(counts):
+        prefix[i + 1] = prefix[i] + c
+    if strategy == "first":
+        if n == 0:
+            return False, 0, 0
+        if prefix[n] <= max_tokens:
+            idx = n
+        else:
+            left, right = 0, n
+            for _ in range(n.bit_length()):
+                if left >= right:
+                    break
+                mid = (left + right + 1) // 2
+                if prefix[mid] <= max_tokens:
+                    left = mid
+                else:
+                    right = mid - 1
+            idx = left
+        if end_on is not None:
+            while idx > 0 and not end_on(idx - 1):
+                idx -= 1
+        return False, 0, idx
+    b = n
+    if end_on is not None:
+        while b > 0 and not end_on(b - 1):
+            b -= 1
+    if b == 0:
+        return False, 0, 0
+    system = include_system and first_is_system
+    lo = 1 if system else 0
+    remaining = max(0, max_tokens - counts[0]) if system else max_tokens
+    m = b - lo
+    if m == 0:
+        return system, b, b
+    if prefix[b] - prefix[lo] <= remaining:
+        idx = m
+    else:
+        left, right = 0, m
+        for _ in range(m.bit_length()):
+            if left >= right:
+                break
+            mid = (left + right + 1) // 2
+            if prefix[b] - prefix[b - mid] <= remaining:
+                left = mid
+            else:
+                right = mid - 1
+        idx = left
+    a = b - idx
+    if start_on is not None:
+        while a < b and not start_on(a):
+            a += 1
+    return system, a, b
+
+
+def safe_suffix(
+    calls: Sequence[Sequence[str | None] | None],
+    results: Sequence[str | None],
+    a: int,
+    b: int,
+    start_ok: Callable[[int], bool] | None,
+) -> int:
+    """The smallest ``s >= a`` whose ``[s, b)`` splits no tool pair (and starts where
+    ``start_ok`` allows, unless empty); ``b`` when there is none.
+
+    A window is pair-safe when its call ids are distinct, its result ids are distinct,
+    every result's call is earlier in it and every call's result later in it.
+    ``calls[i]`` are message ``i``'s call ids, ``results[i]`` the call it answers."""
+    best = b
+    needed: set[str] = set()
+    seen_results: set[str] = set()
+    seen_calls: set[str] = set()
+    for s in range(b - 1, a - 1, -1):
+        result = results[s]
+        if result is not None:
+            if result in seen_results:
+                break
+            seen_results.add(result)
+            needed.add(result)
+        ids = calls[s]
+        if ids:
+            broken = False
+            for call_id in ids:
+                if call_id is None or call_id in seen_calls or call_id not in needed:
+                    broken = True
+                    break
+                seen_calls.add(call_id)
+                needed.discard(call_id)
+            if broken:
+                break
+        if not needed and (start_ok is None or start_ok(s)):
+            best = s
+    return best
+
+
+def safe_prefix(
+    calls: Sequence[Sequence[str | None] | None],
+    results: Sequence[str | None],
+    e: int,
+    end_ok: Callable[[int], bool] | None,
+) -> int:
+    """The largest ``e2 <= e`` whose ``[0, e2)`` splits no tool pair (and ends where ``end_ok``
+    allows, unless empty)."""
+    best = 0
+    open_calls: set[str] = set()
+    seen_calls: set[str] = set()
+    for i in range(e):
+        ids = calls[i]
+        if ids:
+            broken = False
+            for call_id in ids:
+                if call_id is None or call_id in seen_calls:
+                    broken = True
+                    break
+                seen_calls.add(call_id)
+                open_calls.add(call_id)
+            if broken:
+                break
+        result = results[i]
+        if result is not None:
+            if result not in open_calls:
+                break
+            open_calls.discard(result)
+        if not open_calls and (end_ok is None or end_ok(i)):
+            best = i + 1
+    return best
+
+
+# -- count_tokens_approximately, one message at a time --------------------------------------
+
+
+class LangChainClasses:
+    """The ``langchain_core.messages`` classes the count and the pairing look at."""
+
+    __slots__ = ("ai", "base", "chat", "function", "human", "system", "tool")
+
+    def __init__(self, messages_module: Any) -> None:
+        self.base = messages_module.BaseMessage
+        self.ai = messages_module.AIMessage
+        self.human = messages_module.HumanMessage
+        self.tool = messages_module.ToolMessage
+        self.system = messages_module.SystemMessage
+        self.function = messages_module.FunctionMessage
+        self.chat = messages_module.ChatMessage
+
+
+def _role(m: Any, c: LangChainClasses) -> str:
+    if isinstance(m, c.ai):
+        return "assistant"
+    if isinstance(m, c.human):
+        return "user"
+    if isinstance(m, c.tool):
+        return "tool"
+    if isinstance(m, c.system):
+        role = m.additional_kwargs.get("__openai_role__", "system")
+        if not isinstance(role, str):
+            raise TypeError(f"Expected '__openai_role__' to be a str, got {type(role).__name__}")
+        return role
+    if isinstance(m, c.function):
+        return "function"
+    if isinstance(m, c.chat):
+        return str(m.role)
+    raise ValueError(f"Unknown BaseMessage type {m.__class__}.")
+
+
+def approximate_count(m: Any, c: LangChainClasses) -> int:
+    """``count_tokens_approximately([m])`` with its default settings, computed directly."""
+    content = m.content
+    chars = 0
+    tokens = 0
+    if isinstance(content, str):
+        chars += len(content)
+    elif isinstance(content, list):
+        for block in content:
+            if isinstance(block, str):
+                chars += len(block)
+            elif isinstance(block, dict):
+                kind = block.get("type", "")
+                if kind in ("image", "image_url"):
+                    tokens += 85
+                elif kind == "text":
+                    chars += len(block.get("text", ""))
+                else:
+                    chars += len(repr(block))
+            else:
+                chars += len(repr(block))
+    else:
+        chars += len(repr(content))
+    if isinstance(m, c.ai) and not isinstance(content, list) and m.tool_calls:
+        chars += len(repr(m.tool_calls))
+    if isinstance(m, c.tool):
+        chars += len(m.tool_call_id)
+    chars += len(_role(m, c))
+    if m.name:
+        chars += len(m.name)
+    return tokens + math.ceil(chars / 4.0) + 3
+
+
+def _pairing(m: Any, c: LangChainClasses) -> tuple[int, tuple[str | None, ...] | None, str | None]:
+    if isinstance(m, c.ai):
+        ids = tuple(tc.get("id") for tc in m.tool_calls) + tuple(tc.get("id") for tc in m.invalid_tool_calls)
+        return KIND_AI, ids or None, None
+    if isinstance(m, c.tool):
+        return KIND_TOOL, None, m.tool_call_id
+    if isinstance(m, c.system):
+        return KIND_SYSTEM, None, None
+    return KIND_OTHER, None, None
+
+
+class LangChainCounter:
+    """Per-message facts (count, kind, call ids), memoized by message identity.
+
+    An entry holds the message and the attribute values it was measured from
+    (``content``, ``name``, and ``tool_calls``/``tool_call_id``/``additional_kwargs``);
+    it is reused only while the message holds those very objects, so reassigning a
+    field recounts it. Mutating a content list in place is not seen: messages are
+    treated as values, as LangGraph treats them. At most ``capacity`` entries are kept
+    (two generations: the older is dropped when the newer fills).
+    """
+
+    __slots__ = ("_c", "_capacity", "_new", "_old")
+
+    def __init__(self, classes: LangChainClasses, capacity: int = 1 << 18) -> None:
+        self._c = classes
+        self._capacity = capacity
+        self._new: dict[int, tuple[Any, ...]] = {}
+        self._old: dict[int, tuple[Any, ...]] = {}
+
+    def _extra(self, m: Any) -> Any:
+        c = self._c
+        if isinstance(m, c.ai):
+            return m.tool_calls
+        if isinstance(m, c.tool):
+            return m.tool_call_id
+        return m.additional_kwargs
+
+    def facts(
+        self, messages: Sequence[Any], use_len: bool
+    ) -> tuple[list[int], list[int], list[Any], list[Any]] | None:
+        """``(counts, kinds, calls, results)`` of each message; ``None`` if one is not a message."""
+        counts: list[int] = []
+        kinds: list[int] = []
+        calls: list[Any] = []
+        results: list[Any] = []
+        c = self._c
+        base = c.base
+        for m in messages:
+            if not isinstance(m, base):
+                return None
+            key = id(m)
+            entry = self._new.get(key)
+            if entry is None:
+                entry = self._old.pop(key, None)
+                if entry is not None:
+                    self._remember(key, entry)
+            content, name, extra = m.content, m.name, self._extra(m)
+            if (
+                entry is None
+                or entry[0] is not m
+                or entry[1] is not content
+                or entry[2] is not name
+                or entry[3] is not extra
+            ):
+                kind, ids, answers = _pairing(m, c)
+                entry = (m, content, name, extra, approximate_count(m, c), kind, ids, answers)
+                self._remember(key, entry)
+            counts.append(1 if use_len else entry[4])
+            kinds.append(entry[5])
+            calls.append(entry[6])
+            results.append(entry[7])
+        return counts, kinds, calls, results
+
+    def _remember(self, key: int, entry: tuple[Any, ...]) -> None:
+        if len(self._new) >= self._capacity // 2:
+            self._old = self._new
+            self._new = {}
+        self._new[key] = entry
+
+    def __len__(self) -> int:
+        return len(self._new) + len(self._old)
+
+
+def trim(
+    counter: LangChainCounter,
+    messages: Sequence[Any],
+    max_tokens: int,
+    strategy: str,
+    use_len: bool,
+    include_system: bool,
+    end_on: Callable[[Any], bool] | None,
+    start_on: Callable[[Any], bool] | None,
+) -> tuple[bool, int, int] | None:
+    """``(system_kept, start, end)`` of the pair-safe trim (see ``lc_window``, ``safe_suffix``);
+    ``None`` when ``messages`` is not a list of messages (the caller converts it first)."""
+    facts = counter.facts(messages, use_len) if isinstance(messages, list) else None
+    if facts is None:
+        return None
+    counts, kinds, calls, results = facts
+    end_at = None if end_on is None else (lambda i: end_on(messages[i]))
+    start_at = None if start_on is None else (lambda i: start_on(messages[i]))
+    system, a, b = lc_window(
+        counts,
+        max_tokens,
+        strategy,
+        first_is_system=bool(kinds) and kinds[0] == KIND_SYSTEM,
+        include_system=include_system,
+        end_on=end_at,
+        start_on=start_at,
+    )
+    if strategy == "first":
+        return False, 0, safe_prefix(calls, results, b, end_at)
+    return system, safe_suffix(calls, results, a, b, start_at), b
+
+
+# -- OpenAI chat dicts: the cut as a message index ------------------------------------------
+
+
+def message_cut(cut: int, owners: Sequence[int], result_of: dict[int, int]) -> int:
+    """An item cut as a message index: moved to the next message boundary, then past the
+    result of any call that the move dropped (a result is one whole message)."""
+    n = len(owners)
+    while 0 < cut < n and owners[cut] == owners[cut - 1]:
+        cut += 1
+    reach = -1
+    for index in range(n):
+        if index == cut:
+            if reach < cut:
+                break
+            cut = reach + 1
+        end = result_of.get(index)
+        if end is not None and end > reach:
+            reach = end
+    if cut >= n:
+        return owners[-1] + 1 if owners else 0
+    return owners[cut]
+
+
+def items_cut(
+    items: Sequence[Any],
+    owners: Sequence[int],
+    n_messages: int,
+    summary_floor: int,
+    history_tokens: int,
+    estimator: Any,
+    model_id: str,
+) -> int:
+    """The reference definition of the message-index cut: ``items`` converted from
+    ``n_messages`` messages (``owners[k]`` is the message of item ``k``) are cut with
+    ``select_history``, and the cut moves to a message start (``message_cut``). A tool
+    pair error names the message."""
+    from .cut import select_history
+
+    try:
+        cut = select_history(items, summary_floor, history_tokens, estimator, model_id)
+    except OrphanedToolPair as exc:
+        index = owners[exc.index] if exc.index < len(owners) else n_messages
+        raise OrphanedToolPair(exc.call_id, index, exc.reason) from None
+    result_of: dict[int, int] = {}
+    open_calls: dict[str, int] = {}
+    for k, item in enumerate(items):
+        call_id = getattr(item, "call_id", None)
+        if call_id is None:
+            continue
+        if item.kind == "tool_call":
+            open_calls[call_id] = k
+        else:
+            result_of[open_calls.pop(call_id)] = k
+    return message_cut(cut, owners, result_of)
+
+
+__all__ = [
+    "KIND_AI",
+    "KIND_OTHER",
+    "KIND_SYSTEM",
+    "KIND_TOOL",
+    "LangChainClasses",
+    "LangChainCounter",
+    "approximate_count",
+    "lc_window",
+    "message_cut",
+    "items_cut",
+    "safe_prefix",
+    "safe_suffix",
+    "trim",
+]

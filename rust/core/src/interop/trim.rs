@@ -1,0 +1,249 @@
+//! LangChain's `trim_messages` over additive per-message counts, the
+//! pair-safe window inside its result, and the message-index cut.
+//! `python/ctxengine/reference/interop.py` is the same, line for line.
+
+use std::collections::HashSet;
+
+/// No id (a LangChain tool call whose `id` is `None`): never pairs.
+pub const NO_ID: u32 = u32::MAX;
+
+/// `(system_kept, a, b)`: `trim_messages` keeps `[messages[0]] * system_kept
+/// + messages[a..b]`, with LangChain's loops and binary search over prefix
+/// sums. `end_on` / `start_on` test message `i` (`None`: not given).
+#[allow(clippy::too_many_arguments)]
+pub fn lc_window<E>(
+    counts: &[i64],
+    max_tokens: i64,
+    first: bool,
+    first_is_system: bool,
+    include_system: bool,
+    mut end_on: Option<&mut dyn FnMut(usize) -> Result<bool, E>>,
+    mut start_on: Option<&mut dyn FnMut(usize) -> Result<bool, E>>,
+) -> Result<(bool, usize, usize), E> {
+    let n = counts.len();
+    let mut prefix = Vec::with_capacity(n + 1);
+    prefix.push(0i128);
+    for &c in counts {
+        prefix.push(prefix[prefix.len() - 1] + c as i128);
+    }
+    let max = max_tokens as i128;
+    let search = |m: usize, limit: i128, sum: &dyn Fn(usize) -> i128| -> usize {
+        let (mut left, mut right) = (0usize, m);
+        for _ in 0..(usize::BITS - m.leading_zeros()) {
+            if left >= right {
+                break;
+            }
+            let mid = (left + right).div_ceil(2);
+            if sum(mid) <= limit {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        left
+    };
+    if first {
+        if n == 0 {
+            return Ok((false, 0, 0));
+        }
+        let mut idx = if prefix[n] <= max {
+            n
+        } else {
+            search(n, max, &|k| prefix[k])
+        };
+        if let Some(f) = end_on.as_mut() {
+            while idx > 0 && !f(idx - 1)? {
+                idx -= 1;
+            }
+        }
+        return Ok((false, 0, idx));
+    }
+    let mut b = n;
+    if let Some(f) = end_on.as_mut() {
+        while b > 0 && !f(b - 1)? {
+            b -= 1;
+        }
+    }
+    if b == 0 {
+        return Ok((false, 0, 0));
+    }
+    let system = include_system && first_is_system;
+    let lo = usize::from(system);
+    let remaining = if system {
+        (max - counts[0] as i128).max(0)
+    } else {
+        max
+    };
+    let m = b - lo;
+    if m == 0 {
+        return Ok((system, b, b));
+    }
+    let idx = if prefix[b] - prefix[lo] <= remaining {
+        m
+    } else {
+        search(m, remaining, &|k| prefix[b] - prefix[b - k])
+    };
+    let mut a = b - idx;
+    if let Some(f) = start_on.as_mut() {
+        while a < b && !f(a)? {
+            a += 1;
+        }
+    }
+    Ok((system, a, b))
+}
+
+/// The smallest `s >= a` whose `[s, b)` splits no tool pair and starts
+/// where `start_ok` allows (an empty window always qualifies): call ids
+/// distinct, result ids distinct, each result's call earlier in the window
+/// and each call's result later. `calls[i]` are message `i`'s call ids,
+/// `results[i]` the call id it answers.
+pub fn safe_suffix<E>(
+    calls: &[&[u32]],
+    results: &[Option<u32>],
+    a: usize,
+    b: usize,
+    mut start_ok: Option<&mut dyn FnMut(usize) -> Result<bool, E>>,
+) -> Result<usize, E> {
+    let mut best = b;
+    let mut needed: HashSet<u32> = HashSet::new();
+    let mut seen_results: HashSet<u32> = HashSet::new();
+    let mut seen_calls: HashSet<u32> = HashSet::new();
+    for s in (a..b).rev() {
+        if let Some(r) = results[s] {
+            if !seen_results.insert(r) {
+                break;
+            }
+            needed.insert(r);
+        }
+        let mut broken = false;
+        for &id in calls[s] {
+            if id == NO_ID || !seen_calls.insert(id) || !needed.remove(&id) {
+                broken = true;
+                break;
+            }
+        }
+        if broken {
+            break;
+        }
+        if needed.is_empty() {
+            let ok = match start_ok.as_mut() {
+                Some(f) => f(s)?,
+                None => true,
+            };
+            if ok {
+                best = s;
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// The largest `e2 <= e` whose `[0, e2)` splits no tool pair and ends where
+/// `end_ok` allows (an empty prefix always qualifies).
+pub fn safe_prefix<E>(
+    calls: &[&[u32]],
+    results: &[Option<u32>],
+    e: usize,
+    mut end_ok: Option<&mut dyn FnMut(usize) -> Result<bool, E>>,
+) -> Result<usize, E> {
+    let mut best = 0;
+    let mut open: HashSet<u32> = HashSet::new();
+    let mut seen: HashSet<u32> = HashSet::new();
+    for i in 0..e {
+        let mut broken = false;
+        for &id in calls[i] {
+            if id == NO_ID || !seen.insert(id) {
+                broken = true;
+                break;
+            }
+            open.insert(id);
+        }
+        if broken {
+            break;
+        }
+        if let Some(r) = results[i] {
+            if !open.remove(&r) {
+                break;
+            }
+        }
+        if open.is_empty() {
+            let ok = match end_ok.as_mut() {
+                Some(f) => f(i)?,
+                None => true,
+            };
+            if ok {
+                best = i + 1;
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// An item cut as a message index: moved to the next message boundary
+/// (`owners[k]` is the message of item `k`), then past the result of any
+/// call that move dropped (`result_of` as from the pair validation).
+pub fn message_cut(cut: usize, owners: &[usize], result_of: &[usize]) -> usize {
+    let n = owners.len();
+    let mut c = cut;
+    while c > 0 && c < n && owners[c] == owners[c - 1] {
+        c += 1;
+    }
+    let c = crate::cut::pair_reach(c, result_of);
+    if c >= n {
+        owners.last().map_or(0, |&o| o + 1)
+    } else {
+        owners[c]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+
+    #[test]
+    fn last_keeps_the_fitting_suffix() {
+        let counts = [5, 1, 1, 1, 1];
+        let r = lc_window::<Infallible>(&counts, 3, false, true, true, None, None).unwrap();
+        assert_eq!(r, (true, 5, 5)); // the system message alone uses the budget
+        let r = lc_window::<Infallible>(&counts, 8, false, true, true, None, None).unwrap();
+        assert_eq!(r, (true, 2, 5));
+        let r = lc_window::<Infallible>(&counts, 2, true, false, false, None, None).unwrap();
+        assert_eq!(r, (false, 0, 0));
+        let r = lc_window::<Infallible>(&counts, 7, true, false, false, None, None).unwrap();
+        assert_eq!(r, (false, 0, 3));
+    }
+
+    #[test]
+    fn windows_without_orphans() {
+        // 0: call 1; 1: result 1; 2: result 9 (ghost); 3: call 2; 4: result 2
+        let calls: Vec<&[u32]> = vec![&[1], &[], &[], &[2], &[]];
+        let results = [None, Some(1), Some(9), None, Some(2)];
+        assert_eq!(
+            safe_suffix::<Infallible>(&calls, &results, 0, 5, None).unwrap(),
+            3
+        );
+        assert_eq!(
+            safe_suffix::<Infallible>(&calls, &results, 0, 4, None).unwrap(),
+            4
+        );
+        assert_eq!(
+            safe_prefix::<Infallible>(&calls, &results, 5, None).unwrap(),
+            2
+        );
+        assert_eq!(
+            safe_prefix::<Infallible>(&calls, &results, 1, None).unwrap(),
+            0
+        );
+    }
+
+    #[test]
+    fn cuts_land_on_message_starts() {
+        // messages: 0 -> items 0,1 (text, call); 1 -> item 2 (result); 2 -> item 3
+        let owners = [0, 0, 1, 2];
+        let result_of = [usize::MAX, 2, usize::MAX, usize::MAX];
+        assert_eq!(message_cut(0, &owners, &result_of), 0);
+        assert_eq!(message_cut(1, &owners, &result_of), 2);
+        assert_eq!(message_cut(4, &owners, &result_of), 3);
+    }
+}

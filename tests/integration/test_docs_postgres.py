@@ -1,0 +1,27 @@
+"""Acceptance 4: the guide's PostgreSQL page runs against the harness's server."""
+
+from __future__ import annotations
+
+import importlib.util
+import uuid
+from pathlib import Path
+
+import psycopg
+from storekit import schema_dsn
+
+_spec = importlib.util.spec_from_file_location("docs_blocks", Path(__file__).parent.parent / "docs_blocks.py")
+assert _spec is not None and _spec.loader is not None
+docs_blocks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(docs_blocks)
+
+
+def test_postgres_page_runs(postgres_dsn: str, tmp_path: Path) -> None:
+    schema = f"docs_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        env = {"CTXENGINE_DSN": schema_dsn(postgres_dsn, schema)}
+        docs_blocks.run_page(docs_blocks.DOCS / "postgres.md", tmp_path, env)
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
