@@ -81,8 +81,11 @@ class Pressure:
     history_cut: int
     history_budget_tokens: int
     yield_steps: tuple[str, ...] = ()
+    # How the tokens were counted (ADR 0012); None for a plan that records no method.
+    counting: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {} if self.counting is None else {"counting": self.counting}
         return {
             "fits": self.fits,
             "compactable": self.compactable,
@@ -95,6 +98,7 @@ class Pressure:
             "history_cut": self.history_cut,
             "history_budget_tokens": self.history_budget_tokens,
             "yield_steps": list(self.yield_steps),
+            **extra,
         }
 
 
@@ -282,10 +286,10 @@ class ContextBuilder:
                 _render_recall,
                 tool_result_pointer,
                 self.estimator,
-                plan.model_id,
+                plan.counting_key,
             )
         )
-        body_tokens = self.estimator.corrected(body_raw, plan.model_id)
+        body_tokens = self.estimator.corrected(body_raw, plan.counting_key)
         prefix_tokens = plan.prefix_tokens
         reserve = budget.reserve_output_tokens
         capacity = budget.total_tokens - reserve
@@ -308,6 +312,9 @@ class ContextBuilder:
             "capacity_tokens": capacity,
             "reserve_tokens": reserve,
         }
+        if plan.counting is not None:
+            # Only plans that record a method name it: older requests keep their bytes.
+            metadata["counting"] = plan.counting
         request = ModelRequest(
             prefix, tuple(body), plan.tool_specs, max_out, plan.cache_breakpoints, metadata
         )
@@ -323,6 +330,7 @@ class ContextBuilder:
             cut,
             history_budget,
             tuple(steps),
+            plan.counting,
         )
         return Assembly(request, pressure)
 

@@ -281,7 +281,10 @@ class DemoSession:
             tr.compactions += checkpoint.summary_depth - depth_before
             self._observe(tr, step_run, plan, checkpoint, request)
             total = int(request.metadata["total_tokens"])
-            self.estimator.reconcile(plan.model_id, total, actual_usage(total, turn, step))
+            # The provider counts the text, not our estimate of it: its usage is a
+            # ratio of the uncorrected count (the factor in force divided out).
+            uncorrected = total / self.estimator.correction(plan.counting_key)
+            self.estimator.reconcile(plan.counting_key, total, actual_usage(int(uncorrected), turn, step))
             if isinstance(reply, Answer):
                 checkpoint = await self._answer(run, checkpoint, reply, lease)
             else:

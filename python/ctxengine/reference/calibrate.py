@@ -1,9 +1,11 @@
 """Two-sided calibration of the byte heuristic: the reference twin of
 ``rust/core/src/calibrate.rs`` (ADR 0012).
 
-Each reconcile adds one sample, ``actual / estimated``, to a bounded window per
-model. With fewer than ``MIN_SAMPLES`` samples the factor is ADR 0001's upward-only
-``max(1, A / E)`` over the cumulative sums, so a version-1 snapshot restores and
+``reconcile(estimated, actual)`` is told the engine's estimate as sent (corrected by
+the factor then in force). Each reconcile adds one sample to a bounded window per
+model: the actual count against the uncorrected estimate, ``estimated / factor``
+rounded down (so the ratio errs high). With fewer than ``MIN_SAMPLES`` samples the
+factor is ADR 0001's upward-only ``max(1, A / E)`` over the cumulative sums, so a version-1 snapshot restores and
 behaves exactly as before. With enough samples the factor may fall below 1, but
 never below the window's 95th-percentile ratio plus ``MARGIN``, nor below its mean
 ratio, nor below ``MIN_FACTOR``. All of it is exact rational arithmetic.
@@ -19,6 +21,7 @@ MIN_SAMPLES = 8
 MARGIN = (1, 20)
 MIN_FACTOR = (1, 2)
 SAMPLE_MAX = 1 << 40
+STORED_MAX = SAMPLE_MAX << 1
 
 Ratio = tuple[int, int]
 
@@ -36,13 +39,16 @@ def sampled(estimated: int, actual: int) -> bool:
     return 0 < estimated <= SAMPLE_MAX and actual <= SAMPLE_MAX
 
 
-def push(window: list[tuple[int, int]], estimated: int, actual: int) -> None:
-    """Push a sample, dropping the oldest beyond ``WINDOW``."""
+def push(window: list[tuple[int, int]], estimated: int, actual: int, factor: Ratio) -> None:
+    """Push the sample of a reconcile whose estimate was corrected by ``factor`` (the one
+    in force), dropping the oldest beyond ``WINDOW``."""
     if not sampled(estimated, actual):
         return
+    num, den = factor
+    raw = max(1, estimated * den // num)
     if len(window) == WINDOW:
         del window[0]
-    window.append((estimated, actual))
+    window.append((raw, actual))
 
 
 def p95(window: Sequence[tuple[int, int]]) -> Ratio | None:
@@ -81,4 +87,15 @@ def apply(raw_sum: int, ratio: Ratio) -> int:
     return (raw_sum * num + den - 1) // den
 
 
-__all__ = ["MARGIN", "MIN_FACTOR", "MIN_SAMPLES", "SAMPLE_MAX", "WINDOW", "apply", "factor", "p95", "push"]
+__all__ = [
+    "MARGIN",
+    "MIN_FACTOR",
+    "MIN_SAMPLES",
+    "SAMPLE_MAX",
+    "STORED_MAX",
+    "WINDOW",
+    "apply",
+    "factor",
+    "p95",
+    "push",
+]

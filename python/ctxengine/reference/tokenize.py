@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import EstimatorError
+from ..errors import ArgumentError, EstimatorError
+from .arguments import _has_surrogate, check_str, type_name
 
 HEURISTIC = "heuristic"
 
@@ -124,27 +125,34 @@ def _check(encoding: str) -> None:
         raise EstimatorError(f"unknown encoding {encoding!r}; known: {', '.join(sorted(ENCODINGS))}")
 
 
-def count_tokens(encoding: str, text: str) -> int:
-    """Tokens of ``text`` in ``encoding`` as ordinary text (special-token text is plain text)."""
-    _check(encoding)
-    return len(_encoding(encoding).encode_ordinary(text))
+def _encoding_arg(function: str, encoding_name: object) -> str:
+    name = check_str(function, "encoding_name", encoding_name)
+    _check(name)
+    return name
 
 
-def encode_tokens(encoding: str, text: str) -> list[int]:
-    """The token ids of ``text`` in ``encoding``, as ordinary text."""
-    _check(encoding)
-    tokens: list[int] = _encoding(encoding).encode_ordinary(text)
+def count_tokens(encoding_name: str, text: str) -> int:
+    """Tokens of ``text`` in an encoding, as ordinary text (special-token text is plain text)."""
+    name = _encoding_arg("count_tokens", encoding_name)
+    return len(_encoding(name).encode_ordinary(check_str("count_tokens", "text", text)))
+
+
+def encode_tokens(encoding_name: str, text: str) -> list[int]:
+    """The token ids of ``text`` in an encoding, as ordinary text."""
+    name = _encoding_arg("encode_tokens", encoding_name)
+    tokens: list[int] = _encoding(name).encode_ordinary(check_str("encode_tokens", "text", text))
     return tokens
 
 
-def encoding_ranks_sha256(encoding: str) -> str:
+def encoding_ranks_sha256(encoding_name: str) -> str:
     """SHA-256 hex over the encoding's ranks in order (length byte, bytes), checked on load."""
-    _check(encoding)
-    _encoding(encoding)
-    return ENCODINGS[encoding][2]
+    name = _encoding_arg("encoding_ranks_sha256", encoding_name)
+    _encoding(name)
+    return ENCODINGS[name][2]
 
 
-count = count_tokens
+def _count(encoding: str, text: str) -> int:
+    return len(_encoding(encoding).encode_ordinary(text))
 
 
 # -- the recipe --------------------------------------------------------------------
@@ -184,23 +192,32 @@ def _message_tokens(encoding: str, text: str) -> int | None:
     role = members.get("role")
     if not isinstance(role, str) or not _clean(role):
         return None
-    tokens = TOKENS_PER_MESSAGE + count(encoding, role)
+    tokens = TOKENS_PER_MESSAGE + _count(encoding, role)
     for name in ("text", "call_id", "name"):
         value = members.get(name)
         if value is None:
             continue
         if not isinstance(value, str) or not _clean(value):
             return None
-        tokens += count(encoding, value)
+        tokens += _count(encoding, value)
     for name in ("arguments", "reasoning"):
         value = members.get(name)
         if value is not None:
-            tokens += count(encoding, _canonical(value))
+            tokens += _count(encoding, _canonical(value))
     return tokens
 
 
-def exact_raw(encoding: str, kind: str, canonical: bytes) -> int:
+def exact_raw(encoding_name: str, kind: str, canonical: bytes) -> int:
     """The exact raw count of a value of ``kind`` whose canonical JSON is ``canonical``."""
+    encoding = _encoding_arg("exact_raw", encoding_name)
+    check_str("exact_raw", "kind", kind)
+    if not isinstance(canonical, bytes):
+        raise ArgumentError("exact_raw", "canonical", f"expected bytes, got {type_name(canonical)}")
+    return raw_count(encoding, kind, canonical)
+
+
+def raw_count(encoding: str, kind: str, canonical: bytes) -> int:
+    """``exact_raw`` without the argument checks (the estimator's memo miss)."""
     try:
         text = canonical.decode("utf-8")
     except UnicodeDecodeError:
@@ -214,9 +231,9 @@ def exact_raw(encoding: str, kind: str, canonical: bytes) -> int:
         except ValueError:
             value = None
         if isinstance(value, str) and _clean(value):
-            counted = VALUE_FRAMING_TOKENS + count(encoding, value)
+            counted = VALUE_FRAMING_TOKENS + _count(encoding, value)
     if counted is None:
-        counted = VALUE_FRAMING_TOKENS + count(encoding, text)
+        counted = VALUE_FRAMING_TOKENS + _count(encoding, text)
     return counted
 
 
@@ -236,6 +253,8 @@ def check_table(entries: Mapping[str, str] | Iterable[tuple[str, str]] | None, w
             raise EstimatorError(f"{where}: expected (prefix, method) pairs") from None
         if not isinstance(prefix, str):
             raise EstimatorError(f"{where}: prefix {prefix!r} is not a string")
+        if _has_surrogate(prefix):
+            raise EstimatorError(f"{where}: lone surrogate in prefix {prefix!r}")
         if not isinstance(method, str) or method not in METHODS:
             raise EstimatorError(
                 f"{where}[{prefix!r}]: unknown counting method {method!r}; "
@@ -247,6 +266,7 @@ def check_table(entries: Mapping[str, str] | Iterable[tuple[str, str]] | None, w
 
 def counting_method(model_id: str, table: Mapping[str, str] | None = None) -> str:
     """The counting method of ``model_id`` under the built-in table and ``table``."""
+    check_str("counting_method", "model_id", model_id)
     return resolve(model_id, check_table(table, "table"))
 
 
@@ -275,5 +295,6 @@ __all__ = [
     "encoding_ranks_sha256",
     "exact_raw",
     "ranks",
+    "raw_count",
     "resolve",
 ]

@@ -118,7 +118,7 @@ class ContextLoop:
                 current,
                 plan.budget,
                 pressure.reason,
-                model_id=plan.model_id,
+                model_id=plan.counting_key,
                 seed_sequence=run.seed_sequence,
                 history_budget_tokens=pressure.history_budget_tokens,
             )
@@ -217,7 +217,7 @@ class ContextLoop:
 
     async def _model_id(self, session_id: str) -> str:
         plan = self.planner.cached(session_id) or await self.planner.current(session_id)
-        return plan.model_id if plan is not None else self.working_state.model_id
+        return plan.counting_key if plan is not None else self.working_state.model_id
 
     async def _commit_state(
         self,

@@ -1,7 +1,11 @@
 //! Two-sided calibration of the byte heuristic (ADR 0012).
 //!
-//! Each reconcile adds one sample, `actual / estimated`, to a bounded window
-//! per model. With fewer than [`MIN_SAMPLES`] samples the factor is today's
+//! `reconcile(estimated, actual)` is told the engine's estimate as it was
+//! sent (corrected by the factor then in force). Each reconcile adds one
+//! sample to a bounded window per model: the actual count against the
+//! uncorrected estimate, `estimated / factor` (rounded down, so the ratio
+//! errs high), so the window holds the heuristic's own ratio whatever factor
+//! was applied. With fewer than [`MIN_SAMPLES`] samples the factor is today's
 //! upward-only `max(1, A / E)` over the cumulative sums (ADR 0001), so a
 //! version-1 snapshot restores and behaves exactly as before. With enough
 //! samples the factor may fall below 1, but never below the window's 95th
@@ -20,6 +24,8 @@ pub const MIN_FACTOR: (u128, u128) = (1, 2);
 /// A reconcile whose counts pass this is summed but not sampled (it keeps the
 /// rational arithmetic inside 128 bits; no request is a trillion tokens).
 pub const SAMPLE_MAX: u64 = 1 << 40;
+/// A stored sample's estimate is at most this (`SAMPLE_MAX` over a factor of at least 1/2).
+pub const STORED_MAX: u64 = SAMPLE_MAX << 1;
 
 /// `num / den`, both positive.
 pub type Ratio = (u128, u128);
@@ -44,15 +50,20 @@ pub fn sampled(estimated: u64, actual: u64) -> bool {
     estimated > 0 && estimated <= SAMPLE_MAX && actual <= SAMPLE_MAX
 }
 
-/// Push a sample, dropping the oldest beyond [`WINDOW`].
-pub fn push(window: &mut Vec<(u64, u64)>, estimated: u64, actual: u64) {
+/// Push the sample of one reconcile whose estimate was corrected by `factor`
+/// (the factor in force), dropping the oldest beyond [`WINDOW`].
+pub fn push(window: &mut Vec<(u64, u64)>, estimated: u64, actual: u64, factor: Ratio) {
     if !sampled(estimated, actual) {
         return;
     }
+    let (num, den) = factor;
+    // estimated < 2^41 and den < 2^64: the product fits; the factor is at
+    // least 1/2, so the quotient is at most 2 * estimated.
+    let raw = ((estimated as u128 * den) / num).max(1) as u64;
     if window.len() == WINDOW {
         window.remove(0);
     }
-    window.push((estimated, actual));
+    window.push((raw, actual));
 }
 
 /// The 95th percentile ratio of the window by nearest rank (the
@@ -111,7 +122,7 @@ mod tests {
     fn window(ratios: &[(u64, u64)]) -> Vec<(u64, u64)> {
         let mut w = Vec::new();
         for &(e, a) in ratios {
-            push(&mut w, e, a);
+            push(&mut w, e, a, (1, 1));
         }
         w
     }
@@ -166,13 +177,25 @@ mod tests {
     fn the_window_is_bounded_and_skips_huge_counts() {
         let mut w = Vec::new();
         for i in 0..100u64 {
-            push(&mut w, 100, i);
+            push(&mut w, 100, i, (1, 1));
         }
         assert_eq!(w.len(), WINDOW);
         assert_eq!(w[0], (100, 36));
-        push(&mut w, SAMPLE_MAX + 1, 1);
-        push(&mut w, 0, 1);
+        push(&mut w, SAMPLE_MAX + 1, 1, (1, 1));
+        push(&mut w, 0, 1, (1, 1));
         assert_eq!(w.last(), Some(&(100, 99)));
+    }
+
+    #[test]
+    fn a_sample_is_against_the_uncorrected_estimate() {
+        let mut w = Vec::new();
+        // sent 75 under a factor of 3/4: the heuristic said 100
+        push(&mut w, 75, 70, (3, 4));
+        assert_eq!(w, vec![(100, 70)]);
+        push(&mut w, 76, 70, (3, 4)); // 101.33 rounds down
+        assert_eq!(w[1], (101, 70));
+        push(&mut w, 1, 0, (1000, 1)); // never below 1
+        assert_eq!(w[2], (1, 0));
     }
 
     #[test]

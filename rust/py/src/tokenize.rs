@@ -7,7 +7,8 @@ use ctxengine_core::tokenize::{Encoding, Method};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyMapping, PyString};
 
-use crate::errors::{estimator_error, IntoPy};
+use crate::arguments::{string, type_name};
+use crate::errors::{argument_error, estimator_error, IntoPy};
 
 /// Texts longer than this are counted with the GIL released.
 const DETACH_BYTES: usize = 64 * 1024;
@@ -17,17 +18,6 @@ pub fn encoding(py: Python<'_>, name: &str) -> PyResult<Encoding> {
         estimator_error(
             py,
             format!("unknown encoding {name:?}; known: cl100k_base, o200k_base"),
-        )
-    })
-}
-
-pub fn method(py: Python<'_>, name: &str, place: &str) -> PyResult<Method> {
-    Method::from_name(name).ok_or_else(|| {
-        estimator_error(
-            py,
-            format!(
-                "{place}: unknown counting method {name:?}; known: cl100k_base, heuristic, o200k_base"
-            ),
         )
     })
 }
@@ -54,31 +44,51 @@ pub fn table(
         return Err(estimator_error(py, format!("{place}: expected a mapping")));
     };
     for (prefix, name) in pairs {
-        let Ok(prefix) = prefix.cast::<PyString>() else {
+        let Ok(text) = prefix.cast::<PyString>() else {
             return Err(estimator_error(
                 py,
                 format!("{place}: prefix {} is not a string", prefix.repr()?),
             ));
         };
-        let prefix = prefix.to_str()?.to_owned();
-        let where_ = format!("{place}[{prefix:?}]");
-        let Ok(name) = name.cast::<PyString>() else {
+        let shown = prefix.repr()?;
+        let Ok(text) = text.to_str() else {
             return Err(estimator_error(
                 py,
-                format!("{where_}: unknown counting method {}", name.repr()?),
+                format!("{place}: lone surrogate in prefix {shown}"),
             ));
         };
-        out.push((prefix, method(py, name.to_str()?, &where_)?));
+        let where_ = format!("{place}[{shown}]");
+        let found = name
+            .cast::<PyString>()
+            .ok()
+            .and_then(|n| n.to_str().ok())
+            .and_then(Method::from_name);
+        let Some(m) = found else {
+            return Err(estimator_error(
+                py,
+                format!(
+                    "{where_}: unknown counting method {}; known: cl100k_base, heuristic, o200k_base",
+                    name.repr()?
+                ),
+            ));
+        };
+        out.push((text.to_owned(), m));
     }
     Ok(EncodingTable::new(out))
 }
 
+/// The encoding named by argument `encoding_name` of `function`.
+fn encoding_arg(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<Encoding> {
+    encoding(obj.py(), string(function, "encoding_name", obj)?)
+}
+
 /// Tokens of `text` in `encoding`, as ordinary text.
 #[pyfunction]
-pub fn count_tokens(py: Python<'_>, encoding_name: &str, text: &str) -> PyResult<usize> {
-    let enc = encoding(py, encoding_name)?;
+pub fn count_tokens(encoding_name: &Bound<'_, PyAny>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let enc = encoding_arg("count_tokens", encoding_name)?;
+    let text = string("count_tokens", "text", text)?;
     if text.len() >= DETACH_BYTES {
-        Ok(py.detach(|| enc.count(text)))
+        Ok(encoding_name.py().detach(|| enc.count(text)))
     } else {
         Ok(enc.count(text))
     }
@@ -86,37 +96,52 @@ pub fn count_tokens(py: Python<'_>, encoding_name: &str, text: &str) -> PyResult
 
 /// The token ids of `text` in `encoding`, as ordinary text.
 #[pyfunction]
-pub fn encode_tokens(py: Python<'_>, encoding_name: &str, text: &str) -> PyResult<Vec<u32>> {
-    let enc = encoding(py, encoding_name)?;
-    Ok(py.detach(|| enc.encode(text)))
+pub fn encode_tokens(
+    encoding_name: &Bound<'_, PyAny>,
+    text: &Bound<'_, PyAny>,
+) -> PyResult<Vec<u32>> {
+    let enc = encoding_arg("encode_tokens", encoding_name)?;
+    let text = string("encode_tokens", "text", text)?;
+    Ok(encoding_name.py().detach(|| enc.encode(text)))
 }
 
 /// The exact raw count of a value of `kind` whose canonical JSON is `canonical`.
 #[pyfunction]
 pub fn exact_raw(
-    py: Python<'_>,
-    encoding_name: &str,
-    kind: &str,
-    canonical: &Bound<'_, PyBytes>,
+    encoding_name: &Bound<'_, PyAny>,
+    kind: &Bound<'_, PyAny>,
+    canonical: &Bound<'_, PyAny>,
 ) -> PyResult<i64> {
-    let enc = encoding(py, encoding_name)?;
-    core_exact_raw(enc, kind, canonical.as_bytes()).into_py(py)
+    let py = encoding_name.py();
+    let enc = encoding_arg("exact_raw", encoding_name)?;
+    let kind = string("exact_raw", "kind", kind)?;
+    let Ok(bytes) = canonical.cast::<PyBytes>() else {
+        return Err(argument_error(
+            py,
+            "exact_raw",
+            "canonical",
+            format!("expected bytes, got {}", type_name(canonical)),
+        ));
+    };
+    core_exact_raw(enc, kind, bytes.as_bytes()).into_py(py)
 }
 
 /// The counting method of `model_id` under the built-in table and `table`.
 #[pyfunction]
 #[pyo3(signature = (model_id, table = None))]
 pub fn counting_method(
-    py: Python<'_>,
-    model_id: &str,
+    model_id: &Bound<'_, PyAny>,
     table: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<&'static str> {
-    Ok(self::table(py, table, "table")?.resolve(model_id).name())
+    let id = string("counting_method", "model_id", model_id)?;
+    Ok(self::table(model_id.py(), table, "table")?
+        .resolve(id)
+        .name())
 }
 
 /// SHA-256 hex over the encoding's ranks in order (length byte, bytes).
 #[pyfunction]
-pub fn encoding_ranks_sha256(py: Python<'_>, encoding_name: &str) -> PyResult<String> {
-    let enc = encoding(py, encoding_name)?;
+pub fn encoding_ranks_sha256(encoding_name: &Bound<'_, PyAny>) -> PyResult<String> {
+    let enc = encoding_arg("encoding_ranks_sha256", encoding_name)?;
     Ok(ctxengine_core::hash::hex(&enc.ranks_sha256()))
 }
