@@ -7,8 +7,9 @@ model: the actual count against the uncorrected estimate, ``estimated / factor``
 rounded down (so the ratio errs high). With fewer than ``MIN_SAMPLES`` samples the
 factor is ADR 0001's upward-only ``max(1, A / E)`` over the cumulative sums, so a
 version-1 snapshot restores and behaves exactly as before. With enough samples the
-factor may fall below 1, but never below the window's 95th-percentile ratio plus ``MARGIN``, nor below its mean
-ratio, nor below ``MIN_FACTOR``. All of it is exact rational arithmetic.
+factor may fall below 1, but never below the window's 95th-percentile ratio plus
+``MARGIN``, nor below its mean ratio, nor below ``MIN_FACTOR``. All of it is exact
+rational arithmetic.
 """
 
 from __future__ import annotations
