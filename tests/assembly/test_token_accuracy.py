@@ -120,7 +120,7 @@ def test_estimate_over_exact_per_request_is_within_five_percent(
     backend: str, model_name: str, encoding: str
 ) -> None:
     model = ce.ResolvedModel("openai", model_name, 1_000_000, 16_384, 8_192)
-    planner, builder, plan = setup(model, ce.TokenEstimator())
+    _, builder, plan = setup(model, ce.TokenEstimator())
     assert plan.counting == encoding
     for classes in [[name] for name in CLASSES] + [list(CLASSES)]:
         items = corpus_turns(classes, 12)

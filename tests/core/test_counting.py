@@ -91,7 +91,7 @@ def test_a_heuristic_key_is_the_bare_model_id(backend: str) -> None:
 
 def test_few_samples_never_go_below_one(backend: str) -> None:
     est = ce.TokenEstimator()
-    for i in range(7):
+    for _ in range(7):
         est.reconcile("anthropic:claude", 1000, 700)
         assert est.correction("anthropic:claude") == 1.0
         assert est.corrected(1000, "anthropic:claude") == 1000
