@@ -142,6 +142,9 @@ class TurnRecord:
     steps: int = 0
     max_total_tokens: int = 0
     capacity_tokens: int = 0
+    # Over the turn's requests: the engine's estimates and the provider's counts.
+    estimated_tokens: int = 0
+    actual_tokens: int = 0
     compactions: int = 0
     depth: int = 0
     notes: list[str] = field(default_factory=list)
@@ -284,7 +287,10 @@ class DemoSession:
             # The provider counts the text, not our estimate of it: its usage is a
             # ratio of the uncorrected count (the factor in force divided out).
             uncorrected = total / self.estimator.correction(plan.counting_key)
-            self.estimator.reconcile(plan.counting_key, total, actual_usage(int(uncorrected), turn, step))
+            actual = actual_usage(int(uncorrected), turn, step)
+            await self.loop.report_usage(step_run, request, actual)
+            tr.estimated_tokens += total
+            tr.actual_tokens += actual
             if isinstance(reply, Answer):
                 checkpoint = await self._answer(run, checkpoint, reply, lease)
             else:

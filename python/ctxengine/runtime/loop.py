@@ -39,6 +39,7 @@ from ..stores.events import Lease, NewEvent, Store, Visibility
 from .checkpoints import latest_checkpoint, write_checkpoint
 from .compaction import StructuredCompactor
 from .session import session_history
+from .usage import report_usage
 from .working_state import WORKING_STATE_UPDATED, WorkingStateManager, carry_working_state
 
 CONTEXT_COMPACTED = "context.compacted"
@@ -214,6 +215,13 @@ class ContextLoop:
         return await self._commit_state(
             run, checkpoint, state, record, TrustLevel.PLATFORM, lease, principal, trigger
         )
+
+    async def report_usage(
+        self, run: RunContext, request: ModelRequest, actual: int, *, principal: Principal | None = None
+    ) -> None:
+        """After a model response: reconcile the estimator with the provider's count of
+        ``request`` and record both for ``ctxengine inspect`` (``runtime.usage``)."""
+        await report_usage(self.store, self.estimator, run, request, actual, principal=principal)
 
     async def _model_id(self, session_id: str) -> str:
         plan = self.planner.cached(session_id) or await self.planner.current(session_id)
