@@ -9,6 +9,7 @@ pub mod assembly;
 pub mod budget;
 pub mod calibrate;
 pub mod canonical;
+pub mod counting;
 pub mod cut;
 pub mod error;
 pub mod estimate;
