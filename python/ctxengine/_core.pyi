@@ -124,7 +124,8 @@ def validate_tool_pairs(items: Iterable[object]) -> None:
 
 @final
 class TokenEstimator:
-    """Per-model token estimates with a bounded LRU memo and reconciled corrections."""
+    """Per-model token counts (exact for public encodings, the calibrated byte heuristic
+    elsewhere; ADR 0012) with a bounded LRU memo."""
 
     def __new__(
         cls,
@@ -133,7 +134,9 @@ class TokenEstimator:
         framing_tokens: int = 4,
         profiles: Mapping[str, tuple[float, int]] | None = None,
         memo_capacity: int = 100000,
+        encodings: Mapping[str, str] | None = None,
     ) -> TokenEstimator: ...
+    def counting_method(self, model_id: str) -> str: ...
     def raw(self, value: object, model_id: str) -> int: ...
     def raw_estimates(self, items: Iterable[object], model_id: str) -> list[int]: ...
     def estimate(self, items: Iterable[object], model_id: str) -> int: ...

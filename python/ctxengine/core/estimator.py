@@ -39,13 +39,12 @@ class _EstimatorFactory(type):
         memo_capacity: int = 100_000,
         encodings: Mapping[str, str] | None = None,
     ) -> Estimator:
-        extra = {"encodings": dict(encodings)} if encodings else {}
         made: Estimator = backends.active().TokenEstimator(
             bytes_per_token=bytes_per_token,
             framing_tokens=framing_tokens,
             profiles=dict(profiles) if profiles else None,
             memo_capacity=memo_capacity,
-            **extra,
+            encodings=dict(encodings) if encodings else None,
         )
         return made
 

@@ -106,16 +106,19 @@ def read(snapshot: object) -> Settings:
     if not isinstance(snapshot, Mapping):
         raise EstimatorError(f"snapshot: expected a mapping, got {type(snapshot).__name__}")
     version = snapshot.get("version")
-    if not is_int(version) or version not in _KEYS:
+    if is_int(version) and version not in _KEYS:
         raise EstimatorError(f"snapshot: unsupported version {version!r}")
-    assert isinstance(version, int)
-    keys = _KEYS[version]
+    # The keys of the version it says it is (version 1's for anything else).
+    keys = _V2_KEYS if is_int(version) and version == 2 else _V1_KEYS
     missing = sorted(keys - snapshot.keys())
     if missing:
         raise EstimatorError(f"snapshot: missing {', '.join(missing)}")
     unknown = sorted(str(key) for key in snapshot.keys() - keys)
     if unknown:
         raise EstimatorError(f"snapshot: unknown key {', '.join(unknown)}")
+    if not is_int(version) or version not in _KEYS:
+        raise EstimatorError(f"snapshot: unsupported version {version!r}")
+    assert isinstance(version, int)
     s = Settings(
         bytes_per_token=check_bytes_per_token(snapshot["bytes_per_token"], "snapshot.bytes_per_token"),
         framing_tokens=check_count(snapshot["framing_tokens"], "snapshot.framing_tokens"),

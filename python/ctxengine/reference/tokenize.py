@@ -14,7 +14,7 @@ import hashlib
 import json
 import lzma
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -240,17 +240,15 @@ def raw_count(encoding: str, kind: str, canonical: bytes) -> int:
 # -- model id -> method -----------------------------------------------------------
 
 
-def check_table(entries: Mapping[str, str] | Iterable[tuple[str, str]] | None, where: str) -> dict[str, str]:
-    """The caller's entries, checked: prefix (str) -> a known method."""
+def check_table(entries: object, where: str) -> dict[str, str]:
+    """The caller's entries, checked: a mapping of prefix (str) -> a known method."""
     if entries is None:
         return {}
-    pairs = entries.items() if isinstance(entries, Mapping) else entries
+    if not isinstance(entries, Mapping):
+        raise EstimatorError(f"{where}: expected a mapping")
+    pairs = entries.items()
     checked: dict[str, str] = {}
-    for pair in pairs:
-        try:
-            prefix, method = pair
-        except (TypeError, ValueError):
-            raise EstimatorError(f"{where}: expected (prefix, method) pairs") from None
+    for prefix, method in pairs:
         if not isinstance(prefix, str):
             raise EstimatorError(f"{where}: prefix {prefix!r} is not a string")
         if _has_surrogate(prefix):

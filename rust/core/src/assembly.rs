@@ -8,9 +8,9 @@
 //! through [`BodyHost`], called at exactly the points the reference calls its
 //! callbacks.
 
+use crate::calibrate::{apply, Ratio};
 use crate::cut::{fit_index, floor_bound, pair_reach};
 use crate::error::{CoreError, CoreResult};
-use crate::estimate::{corrected, Reconciled};
 
 /// The absolute numbers of the body, in the order of the reference's `LIMITS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,10 +155,10 @@ fn sum(values: &[i64]) -> CoreResult<i64> {
 pub fn fit_body<H: BodyHost>(
     limits: &Limits,
     mut m: Measured,
-    sums: Reconciled,
+    factor: Ratio,
     host: &mut H,
 ) -> Result<BodyFit, H::Error> {
-    let c = |raw: i64| corrected(raw, sums.estimated, sums.actual);
+    let c = |raw: i64| apply(raw, factor);
     let mut steps = Vec::new();
 
     let fixed_raw = [m.skills, m.working_state, m.corrections, m.metadata, m.turn]
@@ -415,7 +415,7 @@ mod tests {
     #[test]
     fn everything_fits() {
         let (m, mut host) = session([10; 8]);
-        let fit = fit_body(&limits(1000), m, Reconciled::default(), &mut host).unwrap();
+        let fit = fit_body(&limits(1000), m, (1, 1), &mut host).unwrap();
         assert_eq!(fit.reason, Reason::Fits);
         assert_eq!(fit.cut, 0);
         assert!(fit.steps.is_empty());
@@ -428,14 +428,14 @@ mod tests {
     fn the_ladder_in_order() {
         // fixed 15, knowledge 30, recall 30, history 80: 155 in all.
         let (m, mut host) = session([10; 8]);
-        let fit = fit_body(&limits(110), m.clone(), Reconciled::default(), &mut host).unwrap();
+        let fit = fit_body(&limits(110), m.clone(), (1, 1), &mut host).unwrap();
         // both passages go (135, 125), then two recall lines (115, 105).
         assert_eq!(host.calls, vec!["recall:2", "recall:1"]);
         assert_eq!(fit.reason, Reason::Fits);
         assert_eq!(fit.body_raw, 105);
 
         let (m2, mut host) = session([10; 8]);
-        let fit = fit_body(&limits(60), m2, Reconciled::default(), &mut host).unwrap();
+        let fit = fit_body(&limits(60), m2, (1, 1), &mut host).unwrap();
         assert_eq!(
             fit.steps,
             vec![
@@ -467,7 +467,7 @@ mod tests {
         l.knowledge_items_cap = 1;
         l.recall_cap = 15;
         l.working_state_cap = 4;
-        let fit = fit_body(&l, m, Reconciled::default(), &mut host).unwrap();
+        let fit = fit_body(&l, m, (1, 1), &mut host).unwrap();
         assert_eq!(fit.reason, Reason::WorkingStateExceedsCap);
         assert_eq!(
             fit.steps,
@@ -481,7 +481,7 @@ mod tests {
     fn the_pairing_error_comes_at_the_cut() {
         let (m, mut host) = session([10; 8]);
         host.result_of = Err(CoreError::orphan("a", 2, "x"));
-        let err = fit_body(&limits(1000), m, Reconciled::default(), &mut host).unwrap_err();
+        let err = fit_body(&limits(1000), m, (1, 1), &mut host).unwrap_err();
         assert_eq!(err, CoreError::orphan("a", 2, "x"));
     }
 
@@ -489,11 +489,7 @@ mod tests {
     fn corrections_scale_every_comparison() {
         let (m, mut host) = session([10; 8]);
         // 155 raw * 2 = 310 > 200
-        let sums = Reconciled {
-            estimated: 1,
-            actual: 2,
-        };
-        let fit = fit_body(&limits(200), m, sums, &mut host).unwrap();
+        let fit = fit_body(&limits(200), m, (2, 1), &mut host).unwrap();
         assert_eq!(fit.steps[0], Step::KnowledgeDropped(1));
     }
 }

@@ -4,172 +4,35 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use ctxengine_core::estimate::{EstimatorState, Profile, Reconciled};
+use ctxengine_core::calibrate::{self, Ratio};
+use ctxengine_core::estimate::EstimatorState;
 use ctxengine_core::CoreError;
-use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::arguments;
 use crate::batch::{scan, Facts, Items, Types, Want};
 use crate::errors::{estimator_error, guard, IntoPy};
-
-/// An int that is not a bool.
-fn is_int(obj: &Bound<'_, PyAny>) -> bool {
-    let ptr = obj.as_ptr();
-    unsafe { ffi::PyLong_Check(ptr) != 0 && ffi::PyBool_Check(ptr) == 0 }
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".to_owned())
-}
-
-fn repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
-    Ok(obj.repr()?.to_string_lossy().into_owned())
-}
-
-/// A positive finite number (an int or a float, not a bool), as a float.
-fn check_bytes_per_token(py: Python<'_>, value: &Bound<'_, PyAny>, place: &str) -> PyResult<f64> {
-    let ptr = value.as_ptr();
-    let numeric = unsafe {
-        ffi::PyBool_Check(ptr) == 0 && (ffi::PyFloat_Check(ptr) != 0 || ffi::PyLong_Check(ptr) != 0)
-    };
-    if !numeric {
-        return Err(estimator_error(
-            py,
-            format!("{place}: expected a number, got {}", type_name(value)),
-        ));
-    }
-    let number: f64 = value.extract()?;
-    if !(number.is_finite() && number > 0.0) {
-        return Err(estimator_error(
-            py,
-            format!(
-                "{place}: must be a positive finite number, got {}",
-                repr(value)?
-            ),
-        ));
-    }
-    Ok(number)
-}
-
-/// A non-negative int (not a bool).
-fn check_count(py: Python<'_>, value: &Bound<'_, PyAny>, place: &str) -> PyResult<i64> {
-    if !is_int(value) {
-        return Err(estimator_error(
-            py,
-            format!("{place}: expected an int, got {}", type_name(value)),
-        ));
-    }
-    match value.extract::<i64>() {
-        Ok(v) if v >= 0 => Ok(v),
-        Ok(v) => Err(estimator_error(
-            py,
-            format!("{place}: must not be negative, got {v}"),
-        )),
-        Err(_) => Err(estimator_error(
-            py,
-            format!("{place}: out of range, got {}", repr(value)?),
-        )),
-    }
-}
-
-/// The `(key, value)` pairs of a mapping.
-type Members<'py> = Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>;
-
-/// `(key, value)` pairs of a dict or any `collections.abc.Mapping`, or
-/// `None` when `obj` is not a mapping.
-fn mapping_items<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Members<'py>>> {
-    if let Ok(d) = obj.cast::<PyDict>() {
-        return Ok(Some(d.iter().collect()));
-    }
-    if obj.cast::<PyMapping>().is_err() {
-        return Ok(None);
-    }
-    let mut out = Vec::new();
-    for pair in obj.call_method0("items")?.try_iter()? {
-        let (k, v): (Bound<'py, PyAny>, Bound<'py, PyAny>) = pair?.extract()?;
-        out.push((k, v));
-    }
-    Ok(Some(out))
-}
-
-/// A list or tuple of exactly two elements.
-fn two<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>)>> {
-    let seq = obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>();
-    if seq && obj.len()? == 2 {
-        return Ok(Some((obj.get_item(0)?, obj.get_item(1)?)));
-    }
-    Ok(None)
-}
-
-fn check_profiles(
-    py: Python<'_>,
-    profiles: &Bound<'_, PyAny>,
-    place: &str,
-) -> PyResult<Vec<(String, Profile)>> {
-    let mut out: Vec<(String, Profile)> = Vec::new();
-    if profiles.is_none() {
-        return Ok(out);
-    }
-    let Some(items) = mapping_items(profiles)? else {
-        return Err(estimator_error(
-            py,
-            format!("{place}: expected a mapping, got {}", type_name(profiles)),
-        ));
-    };
-    for (prefix, profile) in items {
-        if !prefix.is_instance_of::<PyString>() {
-            return Err(estimator_error(
-                py,
-                format!("{place}: prefix {} is not a string", repr(&prefix)?),
-            ));
-        }
-        let prefix_repr = repr(&prefix)?;
-        let Some((bpt, framing)) = two(&profile)? else {
-            return Err(estimator_error(
-                py,
-                format!("{place}[{prefix_repr}]: expected (bytes_per_token, framing_tokens)"),
-            ));
-        };
-        let bpt =
-            check_bytes_per_token(py, &bpt, &format!("{place}[{prefix_repr}].bytes_per_token"))?;
-        let framing = check_count(
-            py,
-            &framing,
-            &format!("{place}[{prefix_repr}].framing_tokens"),
-        )?;
-        let key = prefix.str()?;
-        let Ok(key) = key.to_str().map(str::to_owned) else {
-            return Err(estimator_error(
-                py,
-                format!("{place}: lone surrogate in prefix {prefix_repr}"),
-            ));
-        };
-        let profile = Profile::new(bpt, framing).into_py(py)?;
-        match out.iter_mut().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = profile,
-            None => out.push((key, profile)),
-        }
-    }
-    Ok(out)
-}
+use crate::estimator_snapshot::{self as snapshot, is_int, repr, type_name};
 
 /// Interned ids for [`TokenEstimator::raw_one`] (ids never change).
 #[derive(Default)]
 pub struct Resolved {
-    model: Option<(u32, Profile)>,
+    counter: Option<u32>,
     kinds: Vec<u32>,
 }
 
-/// Conservative per-model token estimates with a bounded LRU memo and
-/// reconciled correction factors (ADR 0001).
+/// Per-model token counts (exact for public encodings, the calibrated byte
+/// heuristic elsewhere) with a bounded LRU memo (ADR 0001, ADR 0012).
 #[pyclass(frozen, module = "ctxengine._core")]
 pub struct TokenEstimator {
     state: Mutex<EstimatorState>,
+}
+
+/// The raw count of one fact under one lock.
+#[inline]
+fn raw_of(st: &mut EstimatorState, counter: u32, kind: u32, f: &Facts) -> Result<i64, CoreError> {
+    st.raw_counted(counter, kind, &f.digest, || f.len(), || f.canonical())
 }
 
 impl TokenEstimator {
@@ -178,44 +41,46 @@ impl TokenEstimator {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Raw estimates of gathered facts, under one lock.
+    pub fn from_state(state: EstimatorState) -> Self {
+        TokenEstimator {
+            state: Mutex::new(state),
+        }
+    }
+
+    /// Raw counts of gathered facts, under one lock.
     pub fn raw_batch(
         &self,
         model_id: &str,
         kinds: &[String],
         facts: &[Facts],
     ) -> Result<Vec<i64>, CoreError> {
-        let mut st = self.lock();
-        let (model, profile) = st.model(model_id);
-        let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
-        facts
-            .iter()
-            .map(|f| st.raw(model, profile, kind_ids[f.kind], &f.digest, || f.len()))
-            .collect()
+        let mut raws = Vec::new();
+        self.raw_batch_into(model_id, kinds, facts, &mut raws)?;
+        Ok(raws)
     }
 
-    /// Raw estimates (into `raws`) and the model's reconciled sums, under one lock.
+    /// Raw counts (into `raws`) and the key's factor, under one lock.
     pub fn raw_batch_into(
         &self,
         model_id: &str,
         kinds: &[String],
         facts: &[Facts],
         raws: &mut Vec<i64>,
-    ) -> Result<Reconciled, CoreError> {
+    ) -> Result<Ratio, CoreError> {
         raws.clear();
         raws.reserve(facts.len());
         let mut st = self.lock();
         st.memo_mut().reserve(facts.len());
-        let (model, profile) = st.model(model_id);
+        let counter = st.counter_id(model_id);
         let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
         for f in facts {
-            raws.push(st.raw(model, profile, kind_ids[f.kind], &f.digest, || f.len())?);
+            raws.push(raw_of(&mut st, counter, kind_ids[f.kind], f)?);
         }
-        Ok(st.reconciled(model_id))
+        Ok(st.factor(counter))
     }
 
-    /// One more raw estimate after a batch (`raw_batch_into`), with the
-    /// model and kind ids resolved once per call instead of per value.
+    /// One more raw count after a batch (`raw_batch_into`), with the
+    /// counter and kind ids resolved once per call instead of per value.
     pub fn raw_one(
         &self,
         resolved: &mut Resolved,
@@ -224,21 +89,15 @@ impl TokenEstimator {
         fact: &Facts,
     ) -> Result<i64, CoreError> {
         let mut st = self.lock();
-        let (model, profile) = match resolved.model {
-            Some(m) => m,
-            None => *resolved.model.insert(st.model(model_id)),
+        let counter = match resolved.counter {
+            Some(c) => c,
+            None => *resolved.counter.insert(st.counter_id(model_id)),
         };
         while resolved.kinds.len() < kinds.len() {
             let id = st.kind(&kinds[resolved.kinds.len()]);
             resolved.kinds.push(id);
         }
-        st.raw(
-            model,
-            profile,
-            resolved.kinds[fact.kind],
-            &fact.digest,
-            || fact.len(),
-        )
+        raw_of(&mut st, counter, resolved.kinds[fact.kind], fact)
     }
 
     /// The facts of `values`, their kinds indexing `types.kinds`.
@@ -265,7 +124,7 @@ impl TokenEstimator {
         let mut types = Types::new(py)?;
         let facts = Self::facts_of(py, &mut types, values)?;
         let mut raws = Vec::new();
-        let sums = self
+        let factor = self
             .raw_batch_into(model_id, &types.kinds, &facts, &mut raws)
             .into_py(py)?;
         let mut total: i64 = 0;
@@ -274,11 +133,7 @@ impl TokenEstimator {
                 estimator_error(py, "raw estimate sum overflows a 64-bit integer")
             })?;
         }
-        Ok(ctxengine_core::estimate::corrected(
-            total,
-            sums.estimated,
-            sums.actual,
-        ))
+        Ok(calibrate::apply(total, factor))
     }
 
     fn reconcile_checked(
@@ -348,34 +203,26 @@ impl TokenEstimator {
         framing_tokens: &Bound<'_, PyAny>,
         profiles: &Bound<'_, PyAny>,
         memo_capacity: &Bound<'_, PyAny>,
-        place: &str,
+        encodings: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let bpt = check_bytes_per_token(py, bytes_per_token, &format!("{place}bytes_per_token"))?;
-        let framing = check_count(py, framing_tokens, &format!("{place}framing_tokens"))?;
-        let profiles = check_profiles(py, profiles, &format!("{place}profiles"))?;
-        let capacity = check_count(py, memo_capacity, &format!("{place}memo_capacity"))?;
-        let default = Profile::new(bpt, framing).into_py(py)?;
-        Ok(TokenEstimator {
-            state: Mutex::new(EstimatorState::new(default, profiles, capacity as usize)),
-        })
+        Ok(Self::from_state(snapshot::settings(
+            py,
+            bytes_per_token,
+            framing_tokens,
+            profiles,
+            memo_capacity,
+            encodings,
+            "",
+        )?))
     }
 }
-
-const SNAPSHOT_KEYS: [&str; 6] = [
-    "bytes_per_token",
-    "corrections",
-    "framing_tokens",
-    "memo_capacity",
-    "profiles",
-    "version",
-];
 
 #[pymethods]
 impl TokenEstimator {
     #[new]
     #[pyo3(
-        signature = (*, bytes_per_token = None, framing_tokens = None, profiles = None, memo_capacity = None),
-        text_signature = "(*, bytes_per_token=3.0, framing_tokens=4, profiles=None, memo_capacity=100000)"
+        signature = (*, bytes_per_token = None, framing_tokens = None, profiles = None, memo_capacity = None, encodings = None),
+        text_signature = "(*, bytes_per_token=3.0, framing_tokens=4, profiles=None, memo_capacity=100000, encodings=None)"
     )]
     fn new(
         py: Python<'_>,
@@ -383,6 +230,7 @@ impl TokenEstimator {
         framing_tokens: Option<&Bound<'_, PyAny>>,
         profiles: Option<&Bound<'_, PyAny>>,
         memo_capacity: Option<&Bound<'_, PyAny>>,
+        encodings: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let bpt = match bytes_per_token {
             Some(v) => v.clone(),
@@ -397,7 +245,14 @@ impl TokenEstimator {
             None => 100_000i64.into_pyobject(py)?.into_any(),
         };
         let none = py.None().into_bound(py);
-        Self::from_parts(py, &bpt, &framing, profiles.unwrap_or(&none), &capacity, "")
+        Self::from_parts(
+            py,
+            &bpt,
+            &framing,
+            profiles.unwrap_or(&none),
+            &capacity,
+            encodings,
+        )
     }
 
     /// `ceil(len(canonical) / bytes_per_token) + framing_tokens`, memoized.
@@ -502,7 +357,19 @@ impl TokenEstimator {
         })
     }
 
-    /// `max(1.0, actual / estimated)`; 1.0 before any reconcile.
+    /// `"heuristic"` or the encoding that counts `model_id` (a `#method` suffix wins).
+    fn counting_method(
+        &self,
+        py: Python<'_>,
+        model_id: &Bound<'_, PyAny>,
+    ) -> PyResult<&'static str> {
+        guard(py, || {
+            let model_id = arguments::model_id(model_id)?;
+            Ok(self.lock().method(model_id).name())
+        })
+    }
+
+    /// The factor applied to raw sums; 1.0 before any reconcile.
     fn correction(&self, py: Python<'_>, model_id: &Bound<'_, PyAny>) -> PyResult<f64> {
         guard(py, || {
             let model_id = arguments::model_id(model_id)?;
@@ -518,154 +385,21 @@ impl TokenEstimator {
         })
     }
 
-    /// Configuration and reconciled sums (not the memo), as plain data.
+    /// Settings and calibration (not the memo), as plain data: version 1
+    /// when that holds everything, else version 2 (ADR 0012).
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (default, profiles, capacity, corrections) = {
-            let st = self.lock();
-            (
-                st.default_profile(),
-                st.profiles().to_vec(),
-                st.memo().capacity(),
-                st.corrections().to_vec(),
-            )
-        };
-        let d = PyDict::new(py);
-        d.set_item("version", 1)?;
-        d.set_item("bytes_per_token", default.bytes_per_token)?;
-        d.set_item("framing_tokens", default.framing_tokens)?;
-        let p = PyDict::new(py);
-        for (prefix, profile) in profiles {
-            let pair = PyList::new(
-                py,
-                [
-                    profile.bytes_per_token.into_pyobject(py)?.into_any(),
-                    profile.framing_tokens.into_pyobject(py)?.into_any(),
-                ],
-            )?;
-            p.set_item(prefix, pair)?;
-        }
-        d.set_item("profiles", p)?;
-        d.set_item("memo_capacity", capacity)?;
-        let c = PyDict::new(py);
-        for (model, sums) in corrections {
-            c.set_item(model, PyList::new(py, [sums.estimated, sums.actual])?)?;
-        }
-        d.set_item("corrections", c)?;
-        Ok(d)
+        let parts = snapshot::Parts::of(&self.lock());
+        snapshot::write(py, &parts)
     }
 
-    /// Rebuild an estimator from `snapshot()` output (either backend's).
+    /// Rebuild an estimator from `snapshot()` output of any version (either backend's).
     #[classmethod]
     fn restore(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
         snapshot: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        let Some(members) = mapping_items(snapshot)? else {
-            return Err(estimator_error(
-                py,
-                format!("snapshot: expected a mapping, got {}", type_name(snapshot)),
-            ));
-        };
-        let mut missing: Vec<&str> = Vec::new();
-        let mut found: Vec<Option<Bound<'_, PyAny>>> = vec![None; SNAPSHOT_KEYS.len()];
-        let mut unknown: Vec<String> = Vec::new();
-        for (key, value) in &members {
-            let name = key
-                .cast::<PyString>()
-                .ok()
-                .and_then(|k| k.to_str().ok().map(str::to_owned));
-            match name
-                .as_deref()
-                .and_then(|n| SNAPSHOT_KEYS.iter().position(|k| *k == n))
-            {
-                Some(i) => found[i] = Some(value.clone()),
-                None => unknown.push(key.str()?.to_string_lossy().into_owned()),
-            }
-        }
-        for (i, key) in SNAPSHOT_KEYS.iter().enumerate() {
-            if found[i].is_none() {
-                missing.push(key);
-            }
-        }
-        if !missing.is_empty() {
-            return Err(estimator_error(
-                py,
-                format!("snapshot: missing {}", missing.join(", ")),
-            ));
-        }
-        if !unknown.is_empty() {
-            unknown.sort();
-            return Err(estimator_error(
-                py,
-                format!("snapshot: unknown key {}", unknown.join(", ")),
-            ));
-        }
-        let field = |name: &str| -> Bound<'_, PyAny> {
-            let i = SNAPSHOT_KEYS.iter().position(|k| *k == name).unwrap_or(0);
-            found[i].clone().unwrap_or_else(|| py.None().into_bound(py))
-        };
-        let version = field("version");
-        let version_ok = is_int(&version) && version.extract::<i64>().ok() == Some(1);
-        if !version_ok {
-            return Err(estimator_error(
-                py,
-                format!("snapshot: unsupported version {}", repr(&version)?),
-            ));
-        }
-        let est = Self::from_parts(
-            py,
-            &field("bytes_per_token"),
-            &field("framing_tokens"),
-            &field("profiles"),
-            &field("memo_capacity"),
-            "snapshot.",
-        )?;
-        let corrections = field("corrections");
-        let Some(corrections) = mapping_items(&corrections)? else {
-            return Err(estimator_error(
-                py,
-                "snapshot.corrections: expected a mapping",
-            ));
-        };
-        let mut restored: Vec<(String, Reconciled)> = Vec::new();
-        for (model_id, sums) in corrections {
-            let place = format!("snapshot.corrections[{}]", repr(&model_id)?);
-            let Ok(model_id) = model_id.cast::<PyString>() else {
-                return Err(estimator_error(
-                    py,
-                    format!("{place}: model id is not a string"),
-                ));
-            };
-            let Some((e, a)) = two(&sums)? else {
-                return Err(estimator_error(
-                    py,
-                    format!("{place}: expected [estimated, actual]"),
-                ));
-            };
-            let e = check_count(py, &e, &format!("{place}.estimated"))?;
-            let a = check_count(py, &a, &format!("{place}.actual"))?;
-            let Ok(model_id) = model_id.to_str().map(str::to_owned) else {
-                return Err(estimator_error(
-                    py,
-                    format!("{place}: lone surrogate in model id"),
-                ));
-            };
-            restored.push((
-                model_id,
-                Reconciled {
-                    estimated: e as u64,
-                    actual: a as u64,
-                },
-            ));
-        }
-        {
-            let mut st = est.lock();
-            for (model_id, sums) in restored {
-                st.set_reconciled(&model_id, sums);
-            }
-        }
-        Ok(est)
+        Ok(Self::from_state(snapshot::read(py, snapshot)?))
     }
 
     /// `{"hits", "misses", "size", "capacity"}` of the memo.
@@ -684,24 +418,30 @@ impl TokenEstimator {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let (default, profiles, capacity) = {
+        let (default, profiles, capacity, table) = {
             let st = self.lock();
             (
                 st.default_profile(),
                 st.profiles().to_vec(),
                 st.memo().capacity(),
+                st.table().extra().to_vec(),
             )
         };
         let p = PyDict::new(py);
         for (prefix, profile) in profiles {
             p.set_item(prefix, (profile.bytes_per_token, profile.framing_tokens))?;
         }
+        let e = PyDict::new(py);
+        for (prefix, method) in table {
+            e.set_item(prefix, method.name())?;
+        }
         Ok(format!(
-            "TokenEstimator(bytes_per_token={}, framing_tokens={}, profiles={}, memo_capacity={})",
+            "TokenEstimator(bytes_per_token={}, framing_tokens={}, profiles={}, memo_capacity={}, encodings={})",
             repr(&default.bytes_per_token.into_pyobject(py)?.into_any())?,
             default.framing_tokens,
             repr(p.as_any())?,
-            capacity
+            capacity,
+            repr(e.as_any())?
         ))
     }
 }

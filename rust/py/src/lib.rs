@@ -10,14 +10,15 @@ mod batch;
 mod conversions;
 mod errors;
 mod estimator;
+mod estimator_snapshot;
 mod interop;
 mod tokenize;
 
 use std::cell::Cell;
 
 use ctxengine_core::budget::{self, BudgetInput};
+use ctxengine_core::calibrate::{apply, Ratio};
 use ctxengine_core::cut;
-use ctxengine_core::estimate::{corrected, Reconciled};
 use ctxengine_core::hash::{hex, sha256};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
@@ -236,8 +237,12 @@ fn select_history(
         // 3. the fit, over measured, own or any estimator's raw estimates
         let fit = match (raw, own) {
             (Some(raws), Some(est)) => {
-                let sums = est.get().lock().reconciled(model_id);
-                own_fit(py, &raws, sums, history_tokens)?
+                let factor = {
+                    let mut st = est.get().lock();
+                    let counter = st.counter_id(model_id);
+                    st.factor(counter)
+                };
+                own_fit(py, &raws, factor, history_tokens)?
             }
             (Some(raws), None) => generic_fit(py, estimator, &raws, history_tokens, model_id)?,
             (None, Some(est)) => {
@@ -274,16 +279,11 @@ fn select_history(
 }
 
 /// The fit with this module's own correction (exact integers, no calls).
-fn own_fit(
-    py: Python<'_>,
-    raws: &[i64],
-    sums: Reconciled,
-    history_tokens: i128,
-) -> PyResult<usize> {
+fn own_fit(py: Python<'_>, raws: &[i64], factor: Ratio, history_tokens: i128) -> PyResult<usize> {
     cut::fit_index(
         raws,
         history_tokens,
-        |sum| Ok::<i128, PyErr>(corrected(sum, sums.estimated, sums.actual)),
+        |sum| Ok::<i128, PyErr>(apply(sum, factor)),
         || overflow_error(py),
     )
 }
