@@ -19,7 +19,7 @@ from functools import cmp_to_key
 
 WINDOW = 64
 MIN_SAMPLES = 8
-MARGIN = (1, 20)
+MARGIN = (1, 25)
 MIN_FACTOR = (1, 2)
 SAMPLE_MAX = 1 << 40
 STORED_MAX = SAMPLE_MAX << 1

@@ -207,7 +207,7 @@ mod tests {
         assert_eq!(c.factor("m", true), (1, 1));
         c.reconcile("m", true, 1000, 700).unwrap();
         let f = c.factor("m", true);
-        assert_eq!(f.0 * 4, f.1 * 3);
+        assert_eq!(f.0 * 50, f.1 * 37);
         assert_eq!(c.factor_of("m", true), f);
         // exact keys: upward only, no window
         c.reconcile("m#o200k_base", false, 100, 50).unwrap();
