@@ -252,3 +252,27 @@ def test_the_table_resolves_alike(table: dict[str, str] | None) -> None:
     assert PY.counting_method("anthropic:claude") == "heuristic"
     if table and "azure:" in table:
         assert RUST.counting_method("azure:legacy-3", table) == "cl100k_base"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda c: c.count_tokens(1, "x"), "count_tokens: encoding_name: expected a str, got int"),
+        (lambda c: c.count_tokens("o200k_base", b"x"), "count_tokens: text: expected a str, got bytes"),
+        (lambda c: c.count_tokens("o200k_base", "a\ud800"), "count_tokens: text: lone surrogate in string"),
+        (lambda c: c.encode_tokens("o200k_base", None), "encode_tokens: text: expected a str, got NoneType"),
+        (lambda c: c.exact_raw("o200k_base", 3, b"1"), "exact_raw: kind: expected a str, got int"),
+        (lambda c: c.exact_raw("o200k_base", "text", '"x"'), "exact_raw: canonical: expected bytes, got str"),
+        (lambda c: c.counting_method(None), "counting_method: model_id: expected a str, got NoneType"),
+        (
+            lambda c: c.encoding_ranks_sha256(b"o200k_base"),
+            "encoding_ranks_sha256: encoding_name: expected a str",
+        ),
+    ],
+)
+def test_arguments_are_checked_alike(call: Any, message: str) -> None:
+    from ctxengine.errors import ArgumentError
+
+    for core in (RUST, PY):
+        with pytest.raises(ArgumentError, match=message.replace("(", r"\(")):
+            call(core)
