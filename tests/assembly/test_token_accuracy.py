@@ -55,22 +55,23 @@ def pieces(name: str, size: int = 1500) -> list[str]:
     return out
 
 
-def corpus_turns(classes: list[str], turns: int) -> list[Any]:
-    """Turns of user question (prose), a tool call, its result (``classes`` in rotation)
-    and an answer (prose)."""
+def corpus_turns(classes: list[str], turns: int, *, parallel: bool = False) -> list[Any]:
+    """Turns of user question (prose), a tool call (two in parallel when ``parallel``),
+    its result (``classes`` in rotation) and an answer (prose)."""
     prose = pieces("prose", 400)
     results = {name: pieces(name) for name in classes}
     items: list[Any] = []
     for t in range(turns):
         name = classes[t % len(classes)]
-        seq = len(items) + 1
-        call_id = f"call_{t:03d}"
-        items += [
-            ce.UserMessage(prose[t % len(prose)], seq=seq),
-            ce.ToolCall(call_id, "read_file", {"path": f"{name}/{t}.txt"}, seq=seq + 1),
-            ce.ToolResult(call_id, results[name][t % len(results[name])], seq=seq + 2),
-            ce.AssistantMessage(prose[(t + 3) % len(prose)][:600], seq=seq + 3),
-        ]
+        calls = [f"call_{t:03d}a", f"call_{t:03d}b"] if parallel else [f"call_{t:03d}"]
+        items.append(ce.UserMessage(prose[t % len(prose)], seq=len(items) + 1))
+        for i, call_id in enumerate(calls):
+            args = {"path": f"{name}/{t}-{i}.txt"}
+            items.append(ce.ToolCall(call_id, "read_file", args, seq=len(items) + 1))
+        for i, call_id in enumerate(calls):
+            text = results[name][(t + i) % len(results[name])]
+            items.append(ce.ToolResult(call_id, text, seq=len(items) + 1))
+        items.append(ce.AssistantMessage(prose[(t + 3) % len(prose)][:600], seq=len(items) + 1))
     return items
 
 
@@ -123,12 +124,14 @@ def test_estimate_over_exact_per_request_is_within_five_percent(
     _, builder, plan = setup(model, ce.TokenEstimator())
     assert plan.counting == encoding
     for classes in [[name] for name in CLASSES] + [list(CLASSES)]:
-        items = corpus_turns(classes, 12)
-        for end in (4, 20, len(items)):
-            request = assemble(builder, plan, items[:end]).request
-            ratio = request.metadata["total_tokens"] / exact_count(request, encoding)
-            assert 1.0 <= ratio <= 1.05, (classes, end, ratio)
-            assert request.metadata["counting"] == encoding
+        for parallel in (False, True):
+            items = corpus_turns(classes, 12, parallel=parallel)
+            turn = 6 if parallel else 4
+            for end in (turn, 5 * turn, len(items)):
+                request = assemble(builder, plan, items[:end]).request
+                ratio = request.metadata["total_tokens"] / exact_count(request, encoding)
+                assert 1.0 <= ratio <= 1.05, (classes, parallel, end, ratio)
+                assert request.metadata["counting"] == encoding
 
 
 def test_no_single_item_is_under_counted(backend: str) -> None:
