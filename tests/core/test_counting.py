@@ -250,3 +250,10 @@ def test_a_heuristic_model_learns_its_true_ratio_without_overflowing(backend: st
     assert abs(factors[-1] - 0.70) / 0.70 <= 0.10, factors
     assert factors[:7] == [1.0] * 7  # few samples: never below 1
     assert min(factors) >= 0.70
+
+
+def test_plans_know_every_counting_method() -> None:
+    from ctxengine.plan.context_plan import COUNTING_METHODS
+    from ctxengine.reference.tokenize import METHODS
+
+    assert COUNTING_METHODS == METHODS
