@@ -257,3 +257,26 @@ def test_plans_know_every_counting_method() -> None:
     from ctxengine.reference.tokenize import METHODS
 
     assert COUNTING_METHODS == METHODS
+
+
+def test_a_fleet_of_version_1_readers_gets_version_1(backend: str) -> None:
+    est = ce.TokenEstimator(encodings={"azure:": "o200k_base"})
+    for _ in range(9):
+        est.reconcile("m:x", 1000, 700)
+        est.reconcile("azure:gpt", 100, 120)
+    snap = est.snapshot(max_version=1)
+    assert snap == {
+        "version": 1,
+        "bytes_per_token": 3.0,
+        "framing_tokens": 4,
+        "profiles": {},
+        "memo_capacity": 100_000,
+        "corrections": {"m:x": [9000, 6300], "azure:gpt#o200k_base": [900, 1080]},
+    }
+    back = ce.TokenEstimator.restore(snap)
+    assert back.correction("m:x") == 1.0  # no samples: the upward-only rule until 8 new ones
+    assert back.correction("azure:gpt#o200k_base") == 1.2
+    assert est.snapshot(max_version=2) == est.snapshot()
+    for bad in (0, 3, "1", True):
+        with pytest.raises(EstimatorError, match="max_version: expected 1 or 2"):
+            est.snapshot(max_version=bad)

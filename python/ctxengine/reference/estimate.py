@@ -253,10 +253,11 @@ class TokenEstimator:
     # ------------------------------------------------------------------
     # persistence and introspection
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, max_version: int = SNAPSHOT_VERSION) -> dict[str, Any]:
         """Settings and calibration (not the memo) as plain JSON data: version 1 when it
-        holds everything, else version 2 (ADR 0012)."""
-        return snapshot.write(self._s)
+        holds everything, else version 2 (ADR 0012); ``max_version=1`` for readers that
+        know only version 1 (the table and the samples are left out)."""
+        return snapshot.write(self._s, max_version)
 
     @classmethod
     def restore(cls, data: Mapping[str, Any]) -> TokenEstimator:

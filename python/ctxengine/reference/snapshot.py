@@ -85,8 +85,13 @@ class Settings:
     samples: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
 
-def write(s: Settings) -> dict[str, Any]:
-    """The lowest version that holds ``s``: version 1 when there is nothing of version 2's."""
+def write(s: Settings, max_version: object = SNAPSHOT_VERSION) -> dict[str, Any]:
+    """The lowest version that holds ``s``: version 1 when there is nothing of version 2's.
+
+    ``max_version=1`` writes version 1 whatever the state (for readers that know only
+    it, ADR 0009): the table and the samples are left out, the sums kept."""
+    if not is_int(max_version) or max_version not in _KEYS:
+        raise EstimatorError(f"max_version: expected 1 or 2, got {max_version!r}")
     out: dict[str, Any] = {
         "version": 1,
         "bytes_per_token": s.bytes_per_token,
@@ -96,7 +101,8 @@ def write(s: Settings) -> dict[str, Any]:
         "corrections": {key: list(sums) for key, sums in s.corrections.items()},
     }
     samples = {key: [list(pair) for pair in window] for key, window in s.samples.items() if window}
-    if s.encodings or samples or any("#" in key for key in s.corrections):
+    needs_v2 = s.encodings or samples or any("#" in key for key in s.corrections)
+    if needs_v2 and max_version == 2:
         out.update(version=2, encodings=dict(s.encodings), samples=samples)
     return out
 

@@ -387,9 +387,27 @@ impl TokenEstimator {
 
     /// Settings and calibration (not the memo), as plain data: version 1
     /// when that holds everything, else version 2 (ADR 0012).
-    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    #[pyo3(signature = (max_version = None), text_signature = "($self, max_version=2)")]
+    fn snapshot<'py>(
+        &self,
+        py: Python<'py>,
+        max_version: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let allow_v2 = match max_version {
+            None => true,
+            Some(v) => match (is_int(v), v.extract::<i64>().ok()) {
+                (true, Some(2)) => true,
+                (true, Some(1)) => false,
+                _ => {
+                    return Err(estimator_error(
+                        py,
+                        format!("max_version: expected 1 or 2, got {}", repr(v)?),
+                    ))
+                }
+            },
+        };
         let parts = snapshot::Parts::of(&self.lock());
-        snapshot::write(py, &parts)
+        snapshot::write(py, &parts, allow_v2)
     }
 
     /// Rebuild an estimator from `snapshot()` output of any version (either backend's).

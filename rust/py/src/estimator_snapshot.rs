@@ -225,14 +225,16 @@ impl Parts {
     }
 }
 
-/// The snapshot dict: version 1 unless the state needs version 2.
-pub fn write<'py>(py: Python<'py>, parts: &Parts) -> PyResult<Bound<'py, PyDict>> {
+/// The snapshot dict: version 1 unless the state needs version 2 and
+/// `allow_v2` (else the table and the samples are left out).
+pub fn write<'py>(py: Python<'py>, parts: &Parts, allow_v2: bool) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    let v2 = !parts.table.is_empty()
-        || parts
-            .calibrations
-            .iter()
-            .any(|(k, _, w)| !w.is_empty() || k.contains('#'));
+    let v2 = allow_v2
+        && (!parts.table.is_empty()
+            || parts
+                .calibrations
+                .iter()
+                .any(|(k, _, w)| !w.is_empty() || k.contains('#')));
     d.set_item("version", if v2 { 2 } else { 1 })?;
     d.set_item("bytes_per_token", parts.default.bytes_per_token)?;
     d.set_item("framing_tokens", parts.default.framing_tokens)?;
