@@ -1,20 +1,23 @@
 """Type stub of ``ctxengine._core``, the Rust backend (ADR 0001).
 
-The pure-Python twin is ``ctxengine.reference``; both export exactly these
-names with byte-identical results.
+The pure-Python twin is ``ctxengine.reference``; both export these names
+(``bind_errors`` aside) with byte-identical results.
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import ModuleType
 from typing import Any, final
+
+from ctxengine.model.body import BodyFit, BodyInputs, BodyLimits
 
 __all__ = [
     "LangChainCounter",
     "TokenEstimator",
     "allocate_tokens",
+    "bind_errors",
     "canonical_json",
     "count_tokens",
     "counting_method",
-    "digest_list",
     "encode_tokens",
     "encoding_ranks_sha256",
     "exact_raw",
@@ -24,12 +27,14 @@ __all__ = [
     "mappings_cut",
     "openai_chat_cut",
     "payload_hash",
-    "render_measure",
     "select_history",
     "validate_tool_pairs",
 ]
 
 __version__: str
+
+def bind_errors(module: ModuleType) -> None:
+    """The module whose error classes this one raises (``ctxengine.errors``)."""
 
 def canonical_json(value: object) -> bytes:
     """RFC 8785 canonical JSON bytes of ``value``; raises ``CanonicalizationError``."""
@@ -62,19 +67,7 @@ def select_history(
     model_id: str,
     raw: Sequence[int] | None = None,
 ) -> int:
-    """The cut index: ``items[cut:]`` is retained; raises ``OrphanedToolPair``.
-
-    ``raw``, when given, are the items' raw estimates already measured.
-    """
-
-def render_measure(
-    items: Iterable[Any],
-    region_class: str,
-    render: Callable[[Any, str], Any],
-    estimator: Any,
-    model_id: str,
-) -> tuple[list[Any], list[int]]:
-    """Each item's cached rendered form (``item._rc``) or ``render(item, region_class)``, and raws."""
+    """The cut index: ``items[cut:]`` is retained; raises ``OrphanedToolPair``."""
 
 def count_tokens(encoding_name: str, text: str) -> int:
     """Tokens of ``text`` in a public encoding (``o200k_base``, ``cl100k_base``), as ordinary text."""
@@ -91,36 +84,11 @@ def counting_method(model_id: str, table: Mapping[str, str] | None = None) -> st
 def encoding_ranks_sha256(encoding_name: str) -> str:
     """SHA-256 hex over the encoding's ranks in order (one length byte, then the bytes)."""
 
-def digest_list(values: Iterable[object]) -> str:
-    """Hex SHA-256 over the values' 32-byte canonical digests, in order."""
-
-def fit_body(
-    history_items: Sequence[Any],
-    turn_items: Sequence[Any],
-    first_user: bool,
-    summary: Sequence[Any],
-    skills: Sequence[Any],
-    working_state: Sequence[Any],
-    knowledge: Sequence[tuple[str, Any]],
-    recall_lines: Sequence[str],
-    recall: Sequence[Any],
-    corrections: Sequence[Any],
-    metadata: Sequence[Any],
-    limits: Sequence[int | None],
-    render: Callable[[Any, str], Any],
-    render_recall: Callable[[list[str]], Any],
-    pointer: Callable[[Any], Any],
-    estimator: Any,
-    model_id: str,
-) -> tuple[list[Any], int, str, bool, int, int, list[str], str]:
-    """Region B measured, capped, yielded and cut in one call (``reference.assembly.fit_body``).
-
-    Returns ``(body, body_raw, reason, compactable, cut, history_budget,
-    yield_steps, body_sha256)``.
-    """
-
 def validate_tool_pairs(items: Iterable[object]) -> None:
     """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""
+
+def fit_body(*, inputs: BodyInputs, limits: BodyLimits, estimator: TokenEstimator, model_id: str) -> BodyFit:
+    """Region B measured, capped, yielded and cut (``ctxengine.model.body``)."""
 
 @final
 class TokenEstimator:

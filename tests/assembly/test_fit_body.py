@@ -1,7 +1,6 @@
 """``fit_body`` of the Rust backend against its specification, the reference:
-the same body, numbers, steps and digest, the callbacks called at the same
-points with the same arguments, the same memo traffic and the same errors,
-on every rung of the yield ladder."""
+the same ``BodyFit`` (body, numbers, steps, digest, missing renders), the same
+memo traffic and the same errors, on every rung of the yield ladder."""
 
 from __future__ import annotations
 
@@ -11,10 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxengine.assembly.builder import _render_recall
-from ctxengine.assembly.render import render_item, tool_result_pointer
+from ctxengine.assembly.blocks import RECALL_TITLE, render_lines
+from ctxengine.assembly.render import render_conversation, render_pointer
 from ctxengine.assembly.request import RenderedItem
 from ctxengine.core import backends
+from ctxengine.core.body import BodyBlock, BodyInputs, BodyLimits
 from ctxengine.errors import ArgumentError, OrphanedToolPair
 from ctxengine.model import ToolCall, ToolResult, UserMessage
 from strategies import fresh, sessions
@@ -32,108 +32,111 @@ def block(region: str, text: str) -> RenderedItem:
     return RenderedItem(region, "system", text=text)
 
 
-class Calls:
-    """The callbacks, logging what they were called with (items by position)."""
+def recall_blocks(lines: list[str]) -> tuple[RenderedItem, ...]:
+    return tuple(render_lines("recall", RECALL_TITLE, lines[:k]) for k in range(1, len(lines) + 1))
 
-    def __init__(self, history: list[Any], turn: list[Any]) -> None:
-        self.where = {id(item): ("history", i) for i, item in enumerate(history)}
-        self.where.update({id(item): ("turn", i) for i, item in enumerate(turn)})
-        self.log: list[tuple[Any, ...]] = []
 
-    def render(self, item: Any, region_class: str) -> Any:
-        self.log.append(("render", self.where[id(item)], region_class))
-        return render_item(item, region_class)
-
-    def render_recall(self, lines: list[str]) -> Any:
-        assert type(lines) is list
-        self.log.append(("recall", tuple(lines)))
-        return _render_recall(lines)
-
-    def pointer(self, item: Any) -> Any:
-        self.log.append(("pointer", self.where[id(item)]))
-        return tool_result_pointer(item)
+def tables(
+    history: list[Any], skip_renders: set[int], skip_pointers: set[int]
+) -> tuple[dict[bytes, Any], ...]:
+    renders, pointers = {}, {}
+    for i, item in enumerate(history):
+        digest = ref.item_canonical(item)[1]
+        if i not in skip_renders:
+            renders[digest] = render_conversation(item, "history")
+        if isinstance(item, ToolResult) and i not in skip_pointers:
+            pointers[digest] = render_pointer(item)
+    return renders, pointers
 
 
 @st.composite
 def bodies(draw: st.DrawFn) -> dict[str, Any]:
     history = draw(sessions(max_turns=6))
-    turn: list[Any] = []
-    if draw(st.booleans()):
-        turn.append(UserMessage("and now? " * draw(st.integers(1, 30)), seq=10_000))
-        if draw(st.booleans()):
-            turn.append(ToolCall("now_1", "search", {"q": "x"}, seq=10_001))
-            turn.append(ToolResult("now_1", "found " * draw(st.integers(0, 40)), seq=10_002))
     size = st.integers(0, 300)
-    knowledge = [
-        (f"k{i}", block("knowledge", "passage " * draw(size))) for i in range(draw(st.integers(0, 4)))
-    ]
-    lines = [f"memory line {i} " * draw(st.integers(1, 8)) for i in range(draw(st.integers(0, 5)))]
-    # Class caps that bind, or only the window and the history and tool
-    # caps (so that every reason and every rung comes up).
-    cap = st.one_of(st.integers(-5, 3000), st.integers(3000, 10**6))
+    turn: list[RenderedItem] = []
     if draw(st.booleans()):
-        cap = st.integers(10**5, 10**6)
-    limits = [draw(cap) for _ in range(9)]
-    limits[:3] = [draw(st.integers(0, 8000)) for _ in range(3)]
-    limits[4] = draw(st.integers(-1, 4))  # skill items
-    limits[6] = draw(st.integers(-1, 5))  # knowledge items (negative: an ArgumentError)
-    limits += [draw(st.integers(-1, 40)), draw(st.integers(0, 1))]
+        turn.append(block("current_user", "and now? " * draw(st.integers(1, 30))))
+    lines = [f"memory line {i} " * draw(st.integers(1, 8)) for i in range(draw(st.integers(0, 5)))]
+    # Caps that bind, or none but the window's (so that every reason and rung comes up).
+    cap = st.one_of(st.none(), st.integers(0, 3000), st.integers(3000, 10**6))
+    if draw(st.booleans()):
+        cap = st.one_of(st.none(), st.integers(10**5, 10**6))
+    count_cap = st.one_of(st.none(), st.integers(0, 5))
+    n_passages = draw(st.integers(0, 4))
+    blocks = [
+        BodyBlock(
+            region_class="compacted_summary",
+            kind="summary",
+            items=tuple(
+                block("compacted_summary", "summary " * draw(size)) for _ in range(draw(st.integers(0, 2)))
+            ),
+        ),
+        BodyBlock(region_class="history", kind="history"),
+        BodyBlock(
+            region_class="skill_bodies",
+            kind="skills",
+            items=tuple(block("skill_bodies", "skill " * draw(size)) for _ in range(draw(st.integers(0, 3)))),
+            max_items=draw(count_cap),
+            max_tokens=draw(cap),
+        ),
+        BodyBlock(
+            region_class="working_state",
+            kind="working_state",
+            items=(block("working_state", "state " * draw(size)),),
+            max_tokens=draw(cap),
+        ),
+        BodyBlock(
+            region_class="knowledge",
+            kind="passages",
+            items=tuple(block("knowledge", "passage " * draw(size)) for _ in range(n_passages)),
+            ids=tuple(f"k{i}" for i in range(n_passages)),
+            max_items=draw(count_cap),
+            max_tokens=draw(cap),
+        ),
+        BodyBlock(region_class="recall", kind="lines", items=recall_blocks(lines), max_tokens=draw(cap)),
+        BodyBlock(
+            region_class="memory_corrections",
+            kind="fixed",
+            items=(block("memory_corrections", "fix " * draw(size)),) if draw(st.booleans()) else (),
+        ),
+        BodyBlock(region_class="runtime_metadata", kind="fixed", items=(block("runtime_metadata", "meta"),)),
+        BodyBlock(region_class="current_user", kind="turn", items=tuple(turn)),
+    ]
+    n = len(history)
+    indices = st.sets(st.integers(0, max(n - 1, 0)), max_size=2) if n else st.just(set())
     return {
         "history": history,
-        "turn": turn,
-        "first_user": bool(turn) and draw(st.booleans()),
-        "summary": [
-            block("compacted_summary", "summary " * draw(size)) for _ in range(draw(st.integers(0, 2)))
-        ],
-        "skills": [block("skill_bodies", "skill " * draw(size)) for _ in range(draw(st.integers(0, 3)))],
-        "working_state": [block("working_state", "state " * draw(size))],
-        "knowledge": knowledge,
-        "recall_lines": tuple(lines),
-        "recall": [_render_recall(lines)] if lines else [],
-        "corrections": [block("memory_corrections", "fix " * draw(size))] if draw(st.booleans()) else [],
-        "metadata": [block("runtime_metadata", "meta")],
-        "limits": tuple(limits),
+        "blocks": tuple(blocks),
+        "skip_renders": draw(indices) if draw(st.integers(0, 5)) == 0 else set(),
+        "skip_pointers": draw(indices) if draw(st.integers(0, 3)) == 0 else set(),
+        "limits": BodyLimits(
+            usable=draw(st.integers(0, 8000)),
+            history_cap=draw(st.integers(0, 8000)),
+            tool_cap=draw(st.integers(0, 8000)),
+            summary_floor=draw(st.one_of(st.none(), st.integers(-1, 40))),
+            summary_compactable=draw(st.booleans()),
+        ),
         "reconciled": draw(st.one_of(st.none(), st.tuples(st.integers(1, 50), st.integers(0, 120)))),
-        "shared_memo": draw(st.booleans()),
+        "again": draw(st.booleans()),
     }
 
 
-def run(module: Any, case: dict[str, Any], estimator: Any) -> tuple[Any, list[tuple[Any, ...]]]:
+def run(module: Any, case: dict[str, Any], estimator: Any) -> Any:
     history = [fresh(item) for item in case["history"]]
-    turn = [fresh(item) for item in case["turn"]]
-    calls = Calls(history, turn)
-    args = (
-        tuple(history),
-        tuple(turn),
-        case["first_user"],
-        tuple(case["summary"]),
-        case["skills"],
-        case["working_state"],
-        case["knowledge"],
-        case["recall_lines"],
-        case["recall"],
-        case["corrections"],
-        case["metadata"],
-        case["limits"],
-        calls.render,
-        calls.render_recall,
-        calls.pointer,
-        estimator,
-        MODEL,
-    )
-    try:
-        out: Any = module.fit_body(*args)
-    except OrphanedToolPair as e:
-        out = ("orphan", e.call_id, e.index)
-    except ArgumentError as e:
-        out = ("argument", str(e))
-    else:
-        body, *rest = out
-        out = ([item.to_dict() for item in body], *rest)
-    if case["shared_memo"]:  # a second build over the same items, warm
-        again = module.fit_body(*args) if out[0] not in ("orphan", "argument") else None
-        out = (out, again and ([item.to_dict() for item in again[0]], *again[1:]))
-    return out, calls.log
+    renders, pointers = tables(history, case["skip_renders"], case["skip_pointers"])
+    inputs = BodyInputs(history=tuple(history), renders=renders, pointers=pointers, blocks=case["blocks"])
+    outcomes = []
+    for _ in range(2 if case["again"] else 1):  # a second build over the same items: warm
+        try:
+            fit = dict(
+                module.fit_body(inputs=inputs, limits=case["limits"], estimator=estimator, model_id=MODEL)
+            )
+        except OrphanedToolPair as e:
+            outcomes.append(("orphan", e.call_id, e.index))
+            break
+        fit["body"] = [item.to_dict() for item in fit["body"]]
+        outcomes.append(fit)
+    return outcomes
 
 
 def estimator(module: Any, case: dict[str, Any]) -> Any:
@@ -147,47 +150,56 @@ def estimator(module: Any, case: dict[str, Any]) -> Any:
 @given(case=bodies())
 def test_fit_body_equals_the_reference(case: dict[str, Any]) -> None:
     want_est = estimator(ref, case)
-    want, want_log = run(ref, case, want_est)
+    want = run(ref, case, want_est)
     got_est = estimator(core, case)
-    got, got_log = run(core, case, got_est)
+    got = run(core, case, got_est)
     assert got == want
-    assert got_log == want_log
     assert got_est.memo_stats() == want_est.memo_stats()
-    # Another estimator's methods: the reference's calls, made for it.
-    mixed_est = estimator(ref, case)
-    mixed, mixed_log = run(core, case, mixed_est)
-    assert (mixed, mixed_log) == (want, want_log)
-    assert mixed_est.memo_stats() == want_est.memo_stats()
+
+
+def ladder_case(recall_cap: int) -> dict[str, Any]:
+    from builder_fixtures import session
+
+    lines = ["one " * 20, "two " * 20, "three " * 20]
+    passages = tuple(block("knowledge", f"{c} " * 200) for c in "ABC")
+    return {
+        "history": session(6, result_size=900),
+        "blocks": (
+            BodyBlock(region_class="history", kind="history"),
+            BodyBlock(
+                region_class="working_state", kind="working_state", items=(block("working_state", "s"),)
+            ),
+            BodyBlock(
+                region_class="knowledge",
+                kind="passages",
+                items=passages,
+                ids=("kA", "kB", "kC"),
+                max_items=2,
+                max_tokens=10**6,
+            ),
+            BodyBlock(region_class="recall", kind="lines", items=recall_blocks(lines), max_tokens=recall_cap),
+            BodyBlock(region_class="runtime_metadata", kind="fixed", items=(block("runtime_metadata", "m"),)),
+            BodyBlock(region_class="current_user", kind="turn", items=(block("current_user", "go on"),)),
+        ),
+        "skip_renders": set(),
+        "skip_pointers": set(),
+        "limits": BodyLimits(usable=400, history_cap=400, tool_cap=1000, summary_floor=2),
+        "reconciled": None,
+        "again": False,
+    }
 
 
 def test_every_rung_is_reached() -> None:
     """Deterministic walks down the whole ladder, step strings included."""
-    from builder_fixtures import session
-
-    lines = ("one " * 20, "two " * 20, "three " * 20)
     names: set[str] = set()
     for recall_cap in (40, 200):
-        case = {
-            "history": session(6, result_size=900),
-            "turn": [UserMessage("go on", seq=999)],
-            "first_user": True,
-            "summary": [],
-            "skills": [],
-            "working_state": [block("working_state", "state")],
-            "knowledge": [(f"k{c}", block("knowledge", f"{c} " * 200)) for c in "ABC"],
-            "recall_lines": lines,
-            "recall": [_render_recall(list(lines))],
-            "corrections": [],
-            "metadata": [block("runtime_metadata", "meta")],
-            "limits": (400, 400, 1000, 900, 3, 900, 2, 10**6, recall_cap, 2, 1),
-            "reconciled": None,
-            "shared_memo": False,
-        }
-        want, want_log = run(ref, case, estimator(ref, case))
-        got, got_log = run(core, case, estimator(core, case))
-        assert got == want and got_log == want_log
-        assert got[6][0] == "knowledge_over_cap:kC"
-        names |= {step.split(":")[0] for step in got[6]}
+        case = ladder_case(recall_cap)
+        want = run(ref, case, estimator(ref, case))
+        got = run(core, case, estimator(core, case))
+        assert got == want
+        steps = got[0]["yield_steps"]
+        assert steps[0] == "knowledge_over_cap:kC"
+        names |= {step.split(":")[0] for step in steps}
     assert names == {
         "knowledge_over_cap",
         "recall_lines_over_cap",
@@ -199,41 +211,97 @@ def test_every_rung_is_reached() -> None:
     }
 
 
-def test_pairing_errors_and_callback_errors_come_in_the_reference_order() -> None:
-    history = [ToolResult("orphan", "r", seq=1), UserMessage("q", seq=2)]
-
-    def boom(item: Any, region_class: str) -> Any:
-        raise RuntimeError(f"render {region_class}")
-
-    args: list[Any] = [
-        tuple(history),
-        (),
-        False,
-        (),
-        [],
-        [block("working_state", "s")],
-        [],
-        (),
-        [],
-        [],
-        [block("runtime_metadata", "m")],
-        (10**6,) * 9 + (0, 1),
-        render_item,
-        _render_recall,
-        tool_result_pointer,
-    ]
+def test_missing_renders_come_back_before_any_estimate() -> None:
+    case = ladder_case(200)
+    case["skip_renders"] = {1, 4}
     for module in (core, ref):
-        args[0] = tuple(fresh(h) for h in history)
-        with pytest.raises(OrphanedToolPair) as info:
-            module.fit_body(*args, module.TokenEstimator(), MODEL)
-        assert (info.value.call_id, info.value.index) == ("orphan", 0)
-        # a render error comes first: the pairs are checked at the cut
-        failing = list(args)
-        failing[0] = tuple(fresh(h) for h in history)
-        failing[12] = boom
-        with pytest.raises(RuntimeError, match="render history"):
-            module.fit_body(*failing, module.TokenEstimator(), MODEL)
-        bad = list(args)
-        bad[11] = (1, 2, 3)
-        with pytest.raises(ArgumentError, match="limits: expected 11 values, got 3"):
-            module.fit_body(*bad, module.TokenEstimator(), MODEL)
+        est = estimator(module, case)
+        (fit,) = run(module, case, est)
+        assert fit["missing"] == [1, 4] and fit["body"] == [] and fit["yield_steps"] == []
+        assert est.memo_stats()["misses"] == 0
+    case["skip_renders"], case["skip_pointers"] = set(), {2}
+    results = [i for i, item in enumerate(case["history"]) if isinstance(item, ToolResult)]
+    for module in (core, ref):
+        (fit,) = run(module, case, estimator(module, case))
+        assert fit["missing"] == [2]  # asked for when the ladder reached it
+        assert 2 in results
+
+
+def test_pairing_errors_come_at_the_cut() -> None:
+    history = [ToolResult("orphan", "r", seq=1), UserMessage("q", seq=2)]
+    case = {
+        "history": history,
+        "blocks": (BodyBlock(region_class="history", kind="history"),),
+        "skip_renders": set(),
+        "skip_pointers": set(),
+        "limits": BodyLimits(usable=10**6, history_cap=10**6, tool_cap=10**6),
+        "reconciled": None,
+        "again": False,
+    }
+    for module in (core, ref):
+        assert run(module, case, estimator(module, case)) == [("orphan", "orphan", 0)]
+
+
+def test_the_inputs_are_checked_alike() -> None:
+    history = [UserMessage("q", seq=1), ToolCall("c", "f", {}, seq=2), ToolResult("c", "r", seq=3)]
+    renders, pointers = tables(history, set(), set())
+    good = BodyInputs(
+        history=tuple(history),
+        renders=renders,
+        pointers=pointers,
+        blocks=(BodyBlock(region_class="history", kind="history"),),
+    )
+    limits = BodyLimits(usable=100, history_cap=100, tool_cap=100)
+    bad_cases: list[tuple[Any, Any, str]] = [
+        (
+            BodyInputs(history=(None,), renders={}, pointers={}, blocks=good.blocks),
+            limits,
+            "inputs.history[0]",
+        ),
+        (BodyInputs(history=(), renders=[], pointers={}, blocks=good.blocks), limits, "inputs.renders"),
+        (BodyInputs(history=(), renders={}, pointers={}, blocks=()), limits, "inputs.blocks"),
+        (
+            BodyInputs(
+                history=(), renders={}, pointers={}, blocks=(BodyBlock(region_class="x", kind="odd"),)
+            ),
+            limits,
+            "inputs.blocks[0].kind",
+        ),
+        (
+            BodyInputs(
+                history=(),
+                renders={},
+                pointers={},
+                blocks=(*good.blocks, BodyBlock(region_class="k", kind="passages", items=(block("k", "p"),))),
+            ),
+            limits,
+            "inputs.blocks[1].ids",
+        ),
+        (
+            BodyInputs(
+                history=(),
+                renders={},
+                pointers={},
+                blocks=(*good.blocks, BodyBlock(region_class="f", kind="fixed", items=("x",))),
+            ),
+            limits,
+            "inputs.blocks[1].items[0]",
+        ),
+        (good, BodyLimits(usable=1.5, history_cap=1, tool_cap=1), "limits.usable"),  # type: ignore[arg-type]
+        (
+            good,
+            BodyLimits(usable=1, history_cap=1, tool_cap=1, summary_compactable=1),
+            "limits.summary_compactable",
+        ),  # type: ignore[arg-type]
+        (good, {"usable": 1}, "limits.usable"),
+    ]
+    for inputs, lim, argument in bad_cases:
+        messages = []
+        for module in (core, ref):
+            with pytest.raises(ArgumentError) as info:
+                module.fit_body(inputs=inputs, limits=lim, estimator=module.TokenEstimator(), model_id=MODEL)
+            assert info.value.argument == argument
+            messages.append(str(info.value))
+        assert messages[0] == messages[1]
+    with pytest.raises(ArgumentError, match="estimator"):
+        core.fit_body(inputs=good, limits=limits, estimator=ref.TokenEstimator(), model_id=MODEL)

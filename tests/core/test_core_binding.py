@@ -327,35 +327,6 @@ def test_select_history_with_measured_raw() -> None:
         core.select_history(items, 2, 40, est, MODEL, [1, 2])
 
 
-def test_render_measure_and_digest_list_match_the_reference() -> None:
-    from ctxengine.assembly.request import RenderedItem
-
-    calls: list[tuple[Any, str]] = []
-
-    def render(item: Any, region_class: str) -> RenderedItem:
-        calls.append((item, region_class))
-        rendered = RenderedItem(region_class, "user", text=str(item.to_dict()))
-        cache = item._rc if item._rc is not None else {}
-        cache[region_class] = rendered
-        object.__setattr__(item, "_rc", cache)
-        return rendered
-
-    items = session(3)
-    got, got_raw = core.render_measure(items, "history", render, core.TokenEstimator(), MODEL)
-    assert len(calls) == len(items)
-    again, _ = core.render_measure(items, "history", render, core.TokenEstimator(), MODEL)
-    assert len(calls) == len(items)  # served from the render cache
-    assert all(a is b for a, b in zip(got, again, strict=True))
-    want, want_raw = ref.render_measure(items, "history", render, ref.TokenEstimator(), MODEL)
-    assert got == want and got_raw == want_raw
-    _, mixed_raw = core.render_measure(items, "history", render, ref.TokenEstimator(), MODEL)
-    assert mixed_raw == want_raw
-    assert core.digest_list(got) == ref.digest_list(got) == ref.digest_list(fresh_like(items)[:0] + got)
-    assert core.digest_list(items) == ref.digest_list(items)
-    with pytest.raises(CanonicalizationError):
-        core.digest_list([{"not": "an item"}])
-
-
 # ---------------------------------------------------------------------------
 # threads
 

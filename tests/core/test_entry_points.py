@@ -253,49 +253,6 @@ def test_foreign_estimators_are_checked_alike() -> None:
             assert str(info.value) == message
 
 
-def test_fit_body_checks_its_arguments() -> None:
-    def body(core: Any, **changes: Any) -> Any:
-        args: dict[str, Any] = {
-            "history_items": session(),
-            "turn_items": [UserMessage("now", seq=9)],
-            "first_user": True,
-            "summary": [],
-            "skills": [],
-            "working_state": [],
-            "knowledge": [],
-            "recall_lines": [],
-            "recall": [],
-            "corrections": [],
-            "metadata": [],
-            "limits": (1000, 1000, 1000, 1000, 3, 1000, 3, 1000, 1000, 0, 1),
-            "render": lambda item, region: item,
-            "render_recall": lambda lines: lines,
-            "pointer": lambda item: item,
-            "estimator": core.TokenEstimator(),
-            "model_id": MODEL,
-        }
-        args.update(changes)
-        return core.fit_body(*args.values())
-
-    for changes, argument in (
-        ({"history_items": [None]}, "history_items[0]"),
-        ({"turn_items": "x"}, "turn_items"),
-        ({"limits": (1, 2)}, "limits"),
-        ({"limits": (1000, 1000, 1000, 1000, 3, 1000, -1, 1000, 1000, 0, 1)}, "limits.knowledge_items_cap"),
-        ({"limits": (1000, 1.5, 1000, 1000, 3, 1000, 3, 1000, 1000, 0, 1)}, "limits.history_cap"),
-        ({"limits": (1000, 1000, 1000, 1000, 3, 1000, 3, 1000, 1000, "0", 1)}, "limits.summary_floor"),
-        ({"estimator": None}, "estimator"),
-        ({"model_id": 5}, "model_id"),
-    ):
-        messages = []
-        for name in backends.BACKENDS:
-            with pytest.raises(ArgumentError) as info:
-                body(backends.module(name), **changes)
-            assert info.value.argument == argument
-            messages.append(str(info.value))
-        assert messages[0] == messages[1]
-
-
 def test_checkpoint_names_the_bad_conversation_entry() -> None:
     with pytest.raises(ModelValidationError) as info:
         Checkpoint("r", conversation=({},))  # type: ignore[arg-type]

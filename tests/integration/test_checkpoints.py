@@ -185,13 +185,15 @@ conversations = st.lists(st.integers(0, 60), max_size=12).map(
     lambda ids: tuple(UserMessage(f"m{i}", seq=n + 1) for n, i in enumerate(ids))
 )
 checkpoints = st.builds(
-    lambda conv, summary, recall, depth: Checkpoint(
-        RUN, conversation=conv, compacted_summary=summary, recall=recall, summary_depth=depth
+    lambda conv, summary, recall, depth, notes: Checkpoint(
+        RUN, conversation=conv, compacted_summary=summary, recall=recall, summary_depth=depth, notes=notes
     ),
     conversations,
     st.one_of(st.none(), st.text(max_size=5)),
     st.lists(st.text(max_size=3), max_size=2).map(tuple),
     st.integers(0, 2),
+    # Notes come and go: a delta must clear them (to_dict leaves empty notes out).
+    st.lists(st.text(max_size=3), max_size=2).map(tuple),
 )
 
 

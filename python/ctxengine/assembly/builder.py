@@ -5,24 +5,27 @@ exact request a provider receives: Region A from the plan, Region B in the
 fixed order of ``regions.REGION_TABLE``, measured in one batched estimator
 call, with the yield ladder applied no further than needed:
 
-1. knowledge passages drop, whole, lowest score first;
-2. recall lines drop, last first;
-3. history tool results truncate to typed pointers, oldest first;
-4. history is cut (``select_history``) and compaction is requested.
+1. the yielding classes, in body order (``regions.BODY_CLASSES``): knowledge
+   passages drop, whole, lowest score first; the lines of each lines class
+   (recall, ...) drop, last first;
+2. history tool results truncate to typed pointers, oldest first;
+3. history is cut (``select_history``) and compaction is requested.
 
 Never yielded: the current user message, working state, memory
-corrections, the current turn's tool pairs and runtime metadata.
+corrections, the current turn's tool pairs and runtime metadata (the
+classes whose kind does not yield).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
+from operator import is_
 from typing import Any
 
-from ..core import backends
+from ..core.body import BodyBlock, BodyFit, BodyInputs, BodyLimits, fit_body
+from ..core.budget import BudgetPolicy, ContextBudget
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
 from ..core.history import validate_tool_pairs
@@ -30,31 +33,21 @@ from ..errors import ContextError, ContextOverflow
 from ..model import (
     AgentSpec,
     Checkpoint,
+    ConversationItem,
     Principal,
     ReasoningItem,
     RunContext,
-    UserMessage,
+    ToolResult,
 )
 from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
 from ..model.clock import Clock, SystemClock
 from ..plan import ContextPlan, ContextPlanner
-from .regions import order_of
-from .render import (
-    render_item,
-    render_knowledge,
-    render_lines,
-    render_metadata,
-    render_prefix,
-    render_skill,
-    render_summary,
-    render_working_state,
-    tool_result_pointer,
-)
+from .blocks import BODY_BLOCKS, CORRECTIONS_TITLE, RECALL_TITLE, BodyContext, render_prefix
+from .regions import BODY_CLASSES
+from .render import digest_of
+from .render_cache import RENDERS, RenderCache, SessionRenders
 from .request import ModelRequest, RenderedItem
 from .turn import merge_reasoning, split_turn
-
-RECALL_TITLE = "Recalled memory:"
-CORRECTIONS_TITLE = "Memory corrections (these override the memory snapshot):"
 
 PRESSURE_REASONS = (
     "fits",
@@ -119,7 +112,7 @@ class ContextBuilder:
         clock: Clock | None = None,
         surface: str = "api",
         prefix_cache_size: int = 256,
-        block_cache_size: int = 4096,
+        render_cache: RenderCache | None = None,
         max_compaction_depth: int = MAX_COMPACTION_DEPTH,
     ) -> None:
         self.planner = planner
@@ -132,9 +125,10 @@ class ContextBuilder:
         self.surface = surface
         self._prefixes: OrderedDict[tuple[str, str], tuple[tuple[RenderedItem, ...], str]] = OrderedDict()
         self._prefix_cache_size = prefix_cache_size
-        self._blocks: OrderedDict[tuple[Any, ...], RenderedItem] = OrderedDict()
-        self._groups: OrderedDict[tuple[Any, ...], tuple[RenderedItem, ...]] = OrderedDict()
-        self._block_cache_size = block_cache_size
+        # Renders live in the renderer's own bounded cache (shared by default).
+        self.renders = render_cache if render_cache is not None else RENDERS
+        self._last_limits: tuple[ContextBudget, int, bool, BodyLimits] | None = None
+        self._rows: tuple[BudgetPolicy, ContextBudget, list[tuple[Any, BodyBlock]]] | None = None
 
     # -- public ------------------------------------------------------------------
 
@@ -233,62 +227,19 @@ class ContextBuilder:
             validate_tool_pairs([item for item in turn if not isinstance(item, ReasoningItem)])
         else:
             validate_tool_pairs(turn)
-        summary: tuple[RenderedItem, ...] = ()
-        if cp.compacted_summary is not None or cp.summary_elided:
-            summary = self._cached_group(
-                ("summary", cp.compacted_summary, cp.summary_elided),
-                lambda: render_summary(cp.compacted_summary or "", cp.summary_elided),
-            )
-        state = cp.working_state
-        passages = sorted(cp.knowledge, key=lambda p: (-p.score, p.passage_id)) if cp.knowledge else ()
-        now = self.clock.now()
-        meta_key = ("metadata", now.replace(second=0, microsecond=0), principal, self.surface)
         budget = plan.budget
-        policy = self.planner.policy
+        ctx = BodyContext(cp, tuple(turn), self.clock.now(), principal, self.surface)
+        history = conversation[:boundary]
+        tables = self._tables(run.session_id, history)
+        blocks = self._blocks(ctx, budget, tables)
         # The allocator splits the usable body into working state, tool results
         # and history; conversation history carries its tool results, so its
         # cap is the two classes together (the tool-result cap binds separately).
-        limits = (
-            budget.usable_body_tokens,
-            budget.history_tokens + budget.tool_result_tokens,
-            budget.tool_result_tokens,
-            budget.working_state_tokens,
-            policy.skill_bodies_items,
-            budget.skill_body_tokens,
-            policy.knowledge_items,
-            budget.knowledge_tokens,
-            budget.retrieved_context_tokens,
-            cp.replaced_through_sequence,
-            int(cp.summary_depth < self.max_compaction_depth),
+        limits = self._limits(
+            budget, cp.replaced_through_sequence, cp.summary_depth < self.max_compaction_depth
         )
-        body, body_raw, reason, compactable, cut, history_budget, steps, body_sha = (
-            backends.active().fit_body(
-                conversation[:boundary],
-                turn,
-                bool(turn) and isinstance(turn[0], UserMessage),
-                summary,
-                [self._cached(("skill", skill), partial(render_skill, skill)) for skill in cp.loaded_skills],
-                [self._cached(("working_state", state), partial(render_working_state, state))],
-                [
-                    (p.passage_id, self._cached(("knowledge", p), partial(render_knowledge, p)))
-                    for p in passages
-                ],
-                cp.recall,
-                [self._cached(("recall", cp.recall), partial(_render_recall, cp.recall))]
-                if cp.recall
-                else [],
-                [self._cached(("corrections", cp.corrections), partial(_render_corrections, cp.corrections))]
-                if cp.corrections
-                else [],
-                [self._cached(meta_key, partial(render_metadata, now, principal, self.surface))],
-                limits,
-                render_item,
-                _render_recall,
-                tool_result_pointer,
-                self.estimator,
-                plan.counting_key,
-            )
-        )
+        fit = self._fit_body(tables, history, blocks, limits, plan.counting_key)
+        body, body_raw, reason = fit["body"], fit["body_raw"], fit["reason"]
         body_tokens = self.estimator.corrected(body_raw, plan.counting_key)
         prefix_tokens = plan.prefix_tokens
         reserve = budget.reserve_output_tokens
@@ -299,7 +250,7 @@ class ContextBuilder:
         max_out = reserve if run.max_output_tokens is None else min(reserve, run.max_output_tokens)
         metadata = {
             "prefix_sha256": prefix_sha,
-            "body_sha256": body_sha,
+            "body_sha256": fit["body_sha256"],
             "plan_prefix_sha256": plan.prefix_sha256,
             "epoch": plan.epoch,
             "session_id": run.session_id,
@@ -320,62 +271,146 @@ class ContextBuilder:
         )
         pressure = Pressure(
             reason == "fits",
-            compactable,
+            fit["compactable"],
             reason,
             total,
             prefix_tokens,
             body_tokens,
             reserve,
             capacity,
-            cut,
-            history_budget,
-            tuple(steps),
+            fit["cut"],
+            fit["history_budget"],
+            tuple(fit["yield_steps"]),
             plan.counting,
         )
         return Assembly(request, pressure)
 
-    def _cached(self, key: tuple[Any, ...], make: Callable[[], RenderedItem]) -> RenderedItem:
-        """Renders of per-build blocks (working state, metadata, summary...) by their inputs."""
-        hit = self._blocks.get(key)
-        if hit is None:
-            hit = self._blocks[key] = make()
-            if len(self._blocks) > self._block_cache_size:
-                self._blocks.popitem(last=False)
-        return hit
+    def _limits(self, budget: ContextBudget, floor: int, compactable: bool) -> BodyLimits:
+        last = self._last_limits
+        if last is not None and last[0] is budget and last[1] == floor and last[2] is compactable:
+            return last[3]
+        limits = BodyLimits(
+            usable=budget.usable_body_tokens,
+            history_cap=budget.history_tokens + budget.tool_result_tokens,
+            tool_cap=budget.tool_result_tokens,
+            summary_floor=floor,
+            summary_compactable=compactable,
+        )
+        self._last_limits = (budget, floor, compactable, limits)
+        return limits
 
-    def _cached_group(
-        self, key: tuple[Any, ...], make: Callable[[], list[RenderedItem]]
-    ) -> tuple[RenderedItem, ...]:
-        hit = self._groups.get(key)
-        if hit is None:
-            hit = self._groups[key] = tuple(make())
-            if len(self._groups) > self._block_cache_size:
-                self._groups.popitem(last=False)
-        return hit
+    def _tables(self, session_id: str, history: Sequence[ConversationItem]) -> SessionRenders:
+        """The render tables of this history's line: a session's runs (or one
+        run after a compaction) start with the same item, so a build reads
+        small tables of its own."""
+        first = (history[0]._cj or (None, digest_of(history[0])))[1] if history else b""
+        return self.renders.session((session_id, first))
+
+    def _blocks(
+        self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders
+    ) -> tuple[BodyBlock, ...]:
+        """Every class of the body in order, rendered, with its caps (from the
+        policy or the plan's budget, ``regions.BODY_CLASSES``)."""
+        policy = self.planner.policy
+        rows = self._rows
+        if rows is None or rows[0] is not policy or rows[1] is not budget:
+            # Per class: its renderer and its block with no items (caps fixed
+            # per policy and budget).
+            rows = self._rows = (
+                policy,
+                budget,
+                [
+                    (
+                        BODY_BLOCKS.get(name),
+                        BodyBlock(
+                            name,
+                            spec.kind,
+                            max_items=_cap(spec.max_items, policy, budget),
+                            max_tokens=_cap(spec.max_tokens, policy, budget),
+                        ),
+                    )
+                    for name, spec in BODY_CLASSES.items()
+                ],
+            )
+        # The line's last blocks: the same renders again make the same blocks.
+        last = tables.blocks
+        if last is None or last[0] is not rows:
+            last = tables.blocks = (rows, [row[1] for row in rows[2]])
+        kept = last[1]
+        renders = self.renders
+        at = 0
+        for render, _ in rows[2]:
+            if render is not None:
+                block = kept[at]
+                items, ids = render(ctx, renders)
+                if (items is not block.items or ids is not block.ids) and not (
+                    len(items) == len(block.items) and all(map(is_, items, block.items)) and ids == block.ids
+                ):
+                    kept[at] = BodyBlock(block.region_class, block.kind, items, ids, *block[4:])
+            at += 1
+        return tuple(kept)
+
+    def _fit_body(
+        self,
+        tables: SessionRenders,
+        history: Sequence[ConversationItem],
+        blocks: tuple[BodyBlock, ...],
+        limits: BodyLimits,
+        model_id: str,
+    ) -> BodyFit:
+        """The fit over the renders the cache holds: the new history items are
+        rendered first; what else the tables lack (evicted) comes back as
+        ``missing``, is rendered, and the fit runs again."""
+        items = tuple(history)
+        renders, pointers = tables.renders, tables.pointers
+        if items:
+            # New items are at the end: none when the last one is rendered.
+            last = items[-1]
+            digest = (last._cj or (None, digest_of(last)))[1]
+            if digest not in renders or (isinstance(last, ToolResult) and digest not in pointers):
+                self.renders.history(tables, items)
+        for attempt in range(3):
+            inputs = BodyInputs(items, renders, pointers, blocks)
+            fit = fit_body(inputs=inputs, limits=limits, estimator=self.estimator, model_id=model_id)
+            if not fit["missing"]:
+                break
+            if attempt == 0:
+                self.renders.history(tables, items, fit["missing"])
+            else:  # a history larger than the cache holds: this build's own tables
+                renders = {digest_of(item): self.renders.item(item, "history") for item in items}
+                pointers = {
+                    digest_of(item): self.renders.pointer(item)
+                    for item in items
+                    if isinstance(item, ToolResult)
+                }
+        return fit
 
 
-def _render_recall(lines: Sequence[str]) -> RenderedItem:
-    return render_lines("recall", RECALL_TITLE, lines)
+_SOURCES: dict[str, tuple[bool, str]] = {}
 
 
-def _render_corrections(lines: Sequence[str]) -> RenderedItem:
-    return render_lines("memory_corrections", CORRECTIONS_TITLE, lines)
+def _cap(source: str | None, policy: BudgetPolicy, budget: ContextBudget) -> int | None:
+    """A cap named ``"policy.<field>"`` or ``"budget.<field>"`` (``regions.BODY_CLASSES``)."""
+    if source is None:
+        return None
+    split = _SOURCES.get(source)
+    if split is None:
+        owner, _, field = source.partition(".")
+        split = _SOURCES[source] = (owner == "policy", field)
+    value: int = getattr(policy if split[0] else budget, split[1])
+    return value
 
 
-# The body is laid out group by group in this order; it must be the table's.
-BODY_ORDER = (
-    "compacted_summary",
-    "history",
-    "skill_bodies",
-    "working_state",
-    "knowledge",
-    "recall",
-    "memory_corrections",
-    "runtime_metadata",
-    "current_user",
-    "current_turn",
-)
-assert [order_of(c) for c in BODY_ORDER] == sorted(order_of(c) for c in BODY_ORDER)
+# The body is laid out class by class in this order (the table's).
+BODY_ORDER = tuple(BODY_CLASSES)
 
 
-__all__ = ["PRESSURE_REASONS", "Assembly", "ContextBuilder", "Pressure"]
+__all__ = [
+    "BODY_ORDER",
+    "CORRECTIONS_TITLE",  # (its old home: kept importable from here)
+    "PRESSURE_REASONS",
+    "RECALL_TITLE",
+    "Assembly",
+    "ContextBuilder",
+    "Pressure",
+]

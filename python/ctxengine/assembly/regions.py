@@ -7,6 +7,8 @@ A class missing here fails assembly (``UndeclaredRegionClass``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..errors import UndeclaredRegionClass
 
 REGION_TABLE: dict[str, str] = {
@@ -32,6 +34,7 @@ REGION_TABLE: dict[str, str] = {
     "working_state": "B",
     "knowledge": "B",
     "recall": "B",
+    "notes": "B",
     "memory_corrections": "B",
     "runtime_metadata": "B",
     "current_user": "B",
@@ -55,6 +58,35 @@ REGION_TABLE: dict[str, str] = {
 ORDER: dict[str, int] = {name: i for i, name in enumerate(REGION_TABLE)}
 
 
+@dataclass(frozen=True, slots=True)
+class BodyClass:
+    """How one class of the turn body enters the fit: its block kind
+    (``ctxengine.model.body.BLOCK_KINDS``) and where its caps come from
+    (``"policy.<field>"`` of the planner's ``BudgetPolicy``, or
+    ``"budget.<field>"`` of the plan's ``ContextBudget``)."""
+
+    kind: str
+    max_items: str | None = None
+    max_tokens: str | None = None
+
+
+# The builder's Region B, in body order: every class is rendered (``blocks``)
+# into one block of this kind, which both backends fit as the kind says.
+BODY_CLASSES: dict[str, BodyClass] = {
+    "compacted_summary": BodyClass("summary"),
+    "history": BodyClass("history"),
+    "skill_bodies": BodyClass("skills", "policy.skill_bodies_items", "budget.skill_body_tokens"),
+    "working_state": BodyClass("working_state", None, "budget.working_state_tokens"),
+    "knowledge": BodyClass("passages", "policy.knowledge_items", "budget.knowledge_tokens"),
+    "recall": BodyClass("lines", None, "budget.retrieved_context_tokens"),
+    "notes": BodyClass("lines", None, "policy.notes_tokens"),
+    "memory_corrections": BodyClass("fixed"),
+    "runtime_metadata": BodyClass("fixed"),
+    "current_user": BodyClass("turn"),
+    "current_turn": BodyClass("turn"),
+}
+
+
 def region_of(region_class: str) -> str:
     try:
         return REGION_TABLE[region_class]
@@ -69,4 +101,14 @@ def order_of(region_class: str) -> int:
     return ORDER[region_class]
 
 
-__all__ = ["ORDER", "REGION_TABLE", "UndeclaredRegionClass", "order_of", "region_of"]
+assert [order_of(c) for c in BODY_CLASSES] == sorted(order_of(c) for c in BODY_CLASSES)
+
+__all__ = [
+    "BODY_CLASSES",
+    "ORDER",
+    "REGION_TABLE",
+    "BodyClass",
+    "UndeclaredRegionClass",
+    "order_of",
+    "region_of",
+]

@@ -10,55 +10,18 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
-from typing import Any, Protocol, cast
+from typing import Any, TypeAlias, cast
 
+from .. import errors
 from ..errors import BackendError
 
 BACKENDS = ("rust", "python")
 _MODULES = {"rust": "ctxengine._core", "python": "ctxengine.reference"}
 
 
-class Backend(Protocol):
-    """What both backend modules export (see ADR 0001)."""
-
-    TokenEstimator: Any
-
-    def canonical_json(self, value: object) -> bytes: ...
-    def payload_hash(self, value: object) -> str: ...
-    def item_canonical(self, item: object) -> tuple[bytes, bytes]: ...
-    def allocate_tokens(
-        self,
-        context_window: int,
-        max_output_tokens: int,
-        default_output_reserve: int,
-        prefix_tokens: int,
-        reserve_tokens: int,
-        margin_ratio: float,
-        tool_results_ratio: float,
-        working_state_tokens: int,
-        history_floor: int,
-        prefix_ceiling: int,
-    ) -> tuple[int, int, int, int, int]: ...
-    def select_history(
-        self,
-        items: Any,
-        summary_floor: int,
-        history_tokens: int,
-        estimator: Any,
-        model_id: str,
-        raw: Any = None,
-    ) -> int: ...
-    def render_measure(
-        self, items: Any, region_class: str, render: Any, estimator: Any, model_id: str
-    ) -> tuple[list[Any], list[int]]: ...
-    def digest_list(self, values: Any) -> str: ...
-    def fit_body(self, *args: Any) -> tuple[list[Any], int, str, bool, int, int, list[str], str]: ...
-    def validate_tool_pairs(self, items: Any) -> None: ...
-    def count_tokens(self, encoding_name: str, text: str) -> int: ...
-    def encode_tokens(self, encoding_name: str, text: str) -> list[int]: ...
-    def exact_raw(self, encoding_name: str, kind: str, canonical: bytes) -> int: ...
-    def counting_method(self, model_id: str, table: Any = None) -> str: ...
-    def encoding_ranks_sha256(self, encoding_name: str) -> str: ...
+# Either backend module. Their one typed description is ``ctxengine/_core.pyi``
+# (the reference implements the same names); it is not copied here.
+Backend: TypeAlias = Any
 
 
 _active_name: str | None = None
@@ -73,6 +36,20 @@ def _load(name: str) -> Backend:
     except ImportError as exc:  # the extension was not built
         raise BackendError(f"backend {name!r} is not importable: {exc}") from exc
     return cast(Backend, module)
+
+
+def _bind_native_errors() -> None:
+    """Hand the native module the error classes it raises (it imports nothing
+    from ``ctxengine``). Runs on import: ``import ctxengine._core`` imports
+    the package, and so this module, first."""
+    try:
+        import ctxengine._core as _core
+    except ImportError:  # the extension is not built
+        return
+    _core.bind_errors(errors)
+
+
+_bind_native_errors()
 
 
 def use_backend(name: str) -> None:

@@ -35,6 +35,7 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("knowledge", "max_items"): ("knowledge_items", "items"),
     ("knowledge", "max_tokens"): ("knowledge_tokens", "tokens"),
     ("recall", "max_tokens"): ("recall_tokens", "tokens"),
+    ("notes", "max_tokens"): ("notes_tokens", "tokens"),
     ("tool_results", "ratio"): ("tool_results_ratio", "ratio"),
     ("history", "floor_tokens"): ("history_floor_tokens", "tokens"),
     ("output", "reserve_tokens"): ("output_reserve_tokens", "tokens"),
@@ -70,6 +71,7 @@ class BudgetPolicy:
     knowledge_items: int = 3
     knowledge_tokens: int = 3000
     recall_tokens: int = 2000
+    notes_tokens: int = 1000
     tool_results_ratio: float = 0.25
     history_floor_tokens: int = 8000
     output_reserve_tokens: int = 8192

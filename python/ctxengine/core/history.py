@@ -11,14 +11,15 @@ from .estimator import Estimator
 
 def select_history(
     items: Sequence[ConversationItem],
-    summary_floor: int,
+    summary_floor: int | None,
     history_tokens: int,
     estimator: Estimator,
     model_id: str,
 ) -> int:
     """The cut index: ``items[cut:]`` is the largest fitting suffix that splits no tool pair
     and holds nothing at or below ``summary_floor`` (ADR 0001)."""
-    return backends.active().select_history(items, summary_floor, history_tokens, estimator, model_id)
+    cut: int = backends.active().select_history(items, summary_floor, history_tokens, estimator, model_id)
+    return cut
 
 
 def validate_tool_pairs(items: Sequence[ConversationItem]) -> None:

@@ -27,6 +27,11 @@ from .trust import TrustLevel, _trust
 MAX_COMPACTION_DEPTH = 2
 
 
+#: Checkpoint fields ``to_dict()`` leaves out when empty (added after checkpoints
+#: were first stored: a checkpoint without them keeps its bytes).
+OMITTED_WHEN_EMPTY = ("notes",)
+
+
 def check_compaction_depth(owner: str, name: str, value: object) -> int:
     """``value`` as a depth limit (an int >= 1), or ``ModelValidationError`` naming ``owner.name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -129,6 +134,10 @@ class Checkpoint:
     builder replays each just before the item that followed it.
     ``corrections`` are memory corrections: the memory snapshot is frozen in
     the prefix, so a correction rides in the body and never yields.
+    ``notes`` are the run's notes (model-authored, so rendered untrusted):
+    capped by the policy's ``notes.max_tokens`` and dropped from the end
+    under pressure, like recall. Empty notes are left out of ``to_dict()``,
+    so a checkpoint without notes keeps its bytes.
     """
 
     run_id: str
@@ -145,6 +154,7 @@ class Checkpoint:
     loaded_skills: tuple[SkillBody, ...] = ()
     reasoning: tuple[ReasoningItem, ...] = ()
     corrections: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         n = "Checkpoint"
@@ -182,9 +192,10 @@ class Checkpoint:
         )
         object.__setattr__(self, "reasoning", _tuple_of(n, "reasoning", self.reasoning, ReasoningItem))
         object.__setattr__(self, "corrections", _tuple_of(n, "corrections", self.corrections, str))
+        object.__setattr__(self, "notes", _tuple_of(n, "notes", self.notes, str))
 
     def to_dict(self) -> dict[str, JSON]:
-        return {
+        out: dict[str, JSON] = {
             "run_id": self.run_id,
             "version": self.version,
             "conversation": [item.to_dict() for item in self.conversation],
@@ -200,6 +211,9 @@ class Checkpoint:
             "reasoning": [r.to_dict() for r in self.reasoning],
             "corrections": list(self.corrections),
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Checkpoint:
@@ -219,4 +233,5 @@ class Checkpoint:
             loaded_skills=tuple(SkillBody.from_dict(s) for s in _get_list(d, n, "loaded_skills")),
             reasoning=tuple(ReasoningItem.from_dict(r) for r in _get_list(d, n, "reasoning")),
             corrections=tuple(_get_list(d, n, "corrections")),
+            notes=tuple(_get_list(d, n, "notes")),
         )

@@ -1,7 +1,7 @@
 """Conversation items: frozen, slotted, hashable, JSON round-trippable.
 
-Conversation items also carry ``_rc``, the builder's cache of their
-rendered form (see ``ctxengine.assembly.builder``).
+Items hold their data only: their renders are the renderer's (see
+``ctxengine.assembly.render``).
 
 Conversation items carry a private ``_cj`` slot that caches
 ``(canonical_json_bytes, sha256_digest)`` of ``to_dict()``. Both backends
@@ -36,13 +36,15 @@ class _Item:
         """RFC 8785 bytes of ``to_dict()``, computed once and cached."""
         from ..core import backends
 
-        return backends.active().item_canonical(self)[0]
+        data: bytes = backends.active().item_canonical(self)[0]
+        return data
 
     def payload_hash(self) -> str:
         """SHA-256 hex of the canonical bytes, computed once and cached."""
         from ..core import backends
 
-        return backends.active().item_canonical(self)[1].hex()
+        digest: bytes = backends.active().item_canonical(self)[1]
+        return digest.hex()
 
     def __hash__(self) -> int:
         """Pure Python (no backend) and consistent with the dataclass equality.
@@ -76,7 +78,6 @@ class SystemMessage(_Item):
     trust: TrustLevel = TrustLevel.PLATFORM
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
-    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "system_message"
     __hash__ = _Item.__hash__
 
@@ -110,7 +111,6 @@ class UserMessage(_Item):
     principal_id: str | None = None
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
-    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "user_message"
     __hash__ = _Item.__hash__
 
@@ -147,7 +147,6 @@ class AssistantMessage(_Item):
     trust: TrustLevel = TrustLevel.EXTERNAL_UNTRUSTED
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
-    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "assistant_message"
     __hash__ = _Item.__hash__
 
@@ -181,7 +180,6 @@ class ToolCall(_Item):
     arguments: dict[str, Any]
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
-    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "tool_call"
     __hash__ = _Item.__hash__
 
@@ -222,7 +220,6 @@ class ToolResult(_Item):
     trust: TrustLevel = TrustLevel.INTERNAL_TOOL
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
-    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "tool_result"
     __hash__ = _Item.__hash__
 
@@ -265,7 +262,6 @@ class ReasoningItem(_Item):
     payload: dict[str, Any]
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
-    _rc: Any = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "reasoning"
     __hash__ = _Item.__hash__
 

@@ -8,7 +8,7 @@ extension is not built; select it with ``CTXENGINE_BACKEND=python`` or
 
 from __future__ import annotations
 
-from .assembly import digest_list, fit_body, render_measure
+from .assembly import fit_body
 from .budget import allocate_tokens
 from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
@@ -21,14 +21,12 @@ __all__ = [
     "canonical_json",
     "count_tokens",
     "counting_method",
-    "digest_list",
     "encode_tokens",
     "encoding_ranks_sha256",
     "exact_raw",
     "fit_body",
     "item_canonical",
     "payload_hash",
-    "render_measure",
     "select_history",
     "validate_tool_pairs",
 ]

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..errors import ArgumentError, EstimatorError
 from ..model import ITEM_TYPES
-from .canonical import _SURROGATE
+from ..model.body import BLOCK_KINDS
+from .canonical import _SURROGATE, has_item_cache
 
 # 64-bit counts: both backends compute in signed 64-bit integers.
 INT64_MIN = -(2**63)
@@ -161,6 +162,81 @@ def check_raw(function: str, raw: object, count: int) -> list[int]:
     return values
 
 
+def _field(function: str, owner: str, value: object, field: str) -> Any:
+    try:
+        return getattr(value, field)
+    except AttributeError:
+        raise ArgumentError(function, f"{owner}.{field}", f"missing from {type_name(value)}") from None
+
+
+def _table(function: str, name: str, value: object) -> dict[Any, Any]:
+    """A dict (the backends look renders up in it by item digest)."""
+    if not isinstance(value, dict):
+        raise ArgumentError(function, name, f"expected a dict, got {type_name(value)}")
+    return value
+
+
+def _cap(function: str, name: str, value: object) -> int | None:
+    """``None``, or a non-negative 64-bit int."""
+    cap = check_optional_int(function, name, value)
+    if cap is not None and cap < 0:
+        raise ArgumentError(function, name, f"must not be negative, got {cap}")
+    return cap
+
+
+def check_body_inputs(
+    function: str, inputs: object
+) -> tuple[list[Any], list[tuple[int, Any]], dict[Any, Any], dict[Any, Any], list[Any]]:
+    """``BodyInputs``: the history (conversation items), the two render tables and the
+    blocks, each block a Region-B class of a known kind with rendered items."""
+    history, roles = check_items(function, _field(function, "inputs", inputs, "history"), "inputs.history")
+    renders = _table(function, "inputs.renders", _field(function, "inputs", inputs, "renders"))
+    pointers = _table(function, "inputs.pointers", _field(function, "inputs", inputs, "pointers"))
+    blocks = check_sequence(function, "inputs.blocks", _field(function, "inputs", inputs, "blocks"), "blocks")
+    counts: dict[str, int] = {}
+    for at, block in enumerate(blocks):
+        where = f"inputs.blocks[{at}]"
+        check_str(function, f"{where}.region_class", _field(function, where, block, "region_class"))
+        kind = check_str(function, f"{where}.kind", _field(function, where, block, "kind"))
+        if kind not in BLOCK_KINDS:
+            raise ArgumentError(function, f"{where}.kind", f"unknown kind {kind!r}")
+        items = check_sequence(function, f"{where}.items", _field(function, where, block, "items"), "items")
+        for index, item in enumerate(items):
+            if not has_item_cache(item):
+                raise ArgumentError(
+                    function, f"{where}.items[{index}]", f"expected a rendered item, got {type_name(item)}"
+                )
+        ids = check_sequence(function, f"{where}.ids", _field(function, where, block, "ids"), "ids")
+        if kind == "passages" and len(ids) != len(items):
+            raise ArgumentError(function, f"{where}.ids", f"{len(ids)} ids for {len(items)} passages")
+        for index, ident in enumerate(ids):
+            check_str(function, f"{where}.ids[{index}]", ident)
+        _cap(function, f"{where}.max_items", _field(function, where, block, "max_items"))
+        _cap(function, f"{where}.max_tokens", _field(function, where, block, "max_tokens"))
+        counts[kind] = counts.get(kind, 0) + 1
+        if kind in ("history", "working_state", "skills") and counts[kind] > 1:
+            raise ArgumentError(function, f"{where}.kind", f"a second {kind} block")
+    if counts.get("history", 0) != 1:
+        raise ArgumentError(function, "inputs.blocks", "expected one history block")
+    return history, roles, renders, pointers, blocks
+
+
+def check_limits(function: str, limits: object) -> tuple[int, int, int, int | None, bool]:
+    """``BodyLimits``."""
+    usable = check_int(function, "limits.usable", _field(function, "limits", limits, "usable"))
+    history_cap = check_int(function, "limits.history_cap", _field(function, "limits", limits, "history_cap"))
+    tool_cap = check_int(function, "limits.tool_cap", _field(function, "limits", limits, "tool_cap"))
+    floor = check_optional_int(
+        function, "limits.summary_floor", _field(function, "limits", limits, "summary_floor")
+    )
+    compactable = _field(function, "limits", limits, "summary_compactable")
+    if not isinstance(compactable, bool):
+        raise ArgumentError(
+            function, "limits.summary_compactable", f"expected a bool, got {type_name(compactable)}"
+        )
+    return usable, history_cap, tool_cap, floor, compactable
+
+
 def estimator_raws(raws: object, count: int) -> list[int]:
     """What a foreign estimator's ``raw_estimates`` returned, checked."""
     if not isinstance(raws, (list, tuple)) or len(raws) != count:
@@ -206,9 +282,11 @@ __all__ = [
     "INT64_MIN",
     "OTHER",
     "RESULT",
+    "check_body_inputs",
     "check_estimator",
     "check_int",
     "check_items",
+    "check_limits",
     "check_model_id",
     "check_optional_int",
     "check_ratio",

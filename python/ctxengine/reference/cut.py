@@ -7,12 +7,13 @@ pairs whole. Arguments are checked first (``arguments.py``, ADR 0010).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import OrphanedToolPair
+from ..errors import EstimatorError, OrphanedToolPair
 from .arguments import (
     CALL,
+    INT64_MAX,
     RESULT,
     check_estimator,
     check_int,
@@ -76,21 +77,40 @@ def select_history(
     measured = None if raw is None else check_raw(name, raw, count)
     ends = _pair_ends(roles)
 
-    # The smallest c whose suffix fits; suffix sums only grow going backwards.
     if measured is None:
         measured = estimator_raws(estimator.raw_estimates(values, model_id), count)
+
+    def corrected(raw_sum: int) -> int:
+        return estimator_int(estimator.corrected(raw_sum, model_id), "corrected")
+
+    return cut_after_pairs(values, ends, floor, history_tokens, measured, corrected)
+
+
+def cut_after_pairs(
+    values: Sequence[object],
+    ends: dict[int, int],
+    floor: int | None,
+    history_tokens: int,
+    measured: Sequence[int],
+    corrected: Callable[[int], int],
+) -> int:
+    """Steps 2-4 of the cut (ADR 0001), once the pairs are known valid."""
+    count = len(values)
+    # The smallest c whose suffix fits; suffix sums only grow going backwards.
     fit = count
     raw_sum = 0
     for index in range(count - 1, -1, -1):
         raw_sum += measured[index]
-        if estimator_int(estimator.corrected(raw_sum, model_id), "corrected") > history_tokens:
+        if raw_sum > INT64_MAX:
+            raise EstimatorError("raw estimate sum overflows a 64-bit integer")
+        if corrected(raw_sum) > history_tokens:
             break
         fit = index
 
     # Items at or below the summary floor are already summarized: never candidates.
     floor_bound = 0
     if floor is not None:
-        for index in range(count - 1, -1, -1):
+        for index in range(count - 1, fit - 1, -1):
             seq = getattr(values[index], "seq", None)
             if isinstance(seq, int) and not isinstance(seq, bool) and seq <= floor:
                 floor_bound = index + 1
@@ -110,4 +130,4 @@ def select_history(
     return cut
 
 
-__all__ = ["select_history", "validate_tool_pairs"]
+__all__ = ["cut_after_pairs", "select_history", "validate_tool_pairs"]

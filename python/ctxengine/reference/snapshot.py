@@ -33,7 +33,10 @@ def is_int(value: object) -> bool:
 def check_bytes_per_token(value: object, where: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise EstimatorError(f"{where}: expected a number, got {type(value).__name__}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int past the float range
+        number = math.inf
     if not math.isfinite(number) or number <= 0.0:
         raise EstimatorError(f"{where}: must be a positive finite number, got {value!r}")
     return number

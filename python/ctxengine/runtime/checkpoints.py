@@ -16,7 +16,9 @@ Payloads (``Checkpoint.to_dict()`` is the unit)::
             "set": {top-level keys whose value changed, except conversation},
             "conversation": {"keep": K, "append": [items...]}}
 
-A delta's conversation is the base's first ``keep`` items plus ``append``:
+A field ``to_dict()`` leaves out when empty (``OMITTED_WHEN_EMPTY``: notes)
+is cleared by ``"set": {field: []}``. A delta's conversation is the base's
+first ``keep`` items plus ``append``:
 a turn that grows appends, a rewrite shares its common prefix. ``set``
 always holds ``version``. A chain that does not line up (a missing base,
 a version gap, a ``keep`` past the base, an unknown format) is
@@ -30,6 +32,7 @@ from typing import Any
 
 from ..errors import CheckpointCorruption, ModelValidationError, StoreError
 from ..model import Checkpoint
+from ..model.checkpoint import OMITTED_WHEN_EMPTY
 from ..stores.events import Lease, RawCheckpoint, Store, check_trigger
 
 FULL_FORMAT = "checkpoint.full/1"
@@ -56,6 +59,10 @@ def diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             break
         keep += 1
     changed = {k: v for k, v in new.items() if k != "conversation" and base.get(k) != v}
+    # A field the new checkpoint leaves out (empty) is cleared.
+    for key in OMITTED_WHEN_EMPTY:
+        if key in base and key not in new:
+            changed[key] = []
     changed["version"] = new["version"]
     return {
         "format": DELTA_FORMAT,
@@ -108,6 +115,9 @@ def _apply(run_id: str, version: int, base: dict[str, Any], delta: dict[str, Any
         raise _corrupt(run_id, version, "delta 'append' is not a list")
     out = {**base, **changes}
     out["conversation"] = old[:keep] + append
+    for key in OMITTED_WHEN_EMPTY:
+        if out.get(key) == []:
+            del out[key]
     return out
 
 

@@ -42,7 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..assembly.render import render_item, render_summary
+from ..assembly.blocks import render_summary
+from ..assembly.render_cache import render_item
 from ..assembly.request import RenderedItem
 from ..assembly.turn import split_turn
 from ..core.budget import ContextBudget

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
-from ..assembly.render import render_working_state
+from ..assembly.blocks import render_working_state
 from ..core.estimator import Estimator, TokenEstimator
 from ..errors import ModelValidationError, StoreCorruption, WorkingStateLimitExceeded
 from ..model import TASK_STATUSES, Principal, StateEntry, Task, ToolSpec, TrustLevel, WorkingState

@@ -2,13 +2,15 @@
 //! words them (`ctxengine/reference/arguments.py`): every entry point
 //! checks its arguments in signature order before any work.
 
+use std::fmt::Display;
+
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMapping, PyString};
 
-use crate::batch::Items;
 use crate::errors::{argument_error, estimator_error};
+use crate::items::Items;
 
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
@@ -37,20 +39,20 @@ pub fn int_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 }
 
 /// A signed 64-bit int (not a bool).
-pub fn int64(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+pub fn int64(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     let py = obj.py();
     if !is_int(obj) {
         return Err(argument_error(
             py,
             function,
-            name,
+            name.to_string(),
             format!("expected an int, got {}", type_name(obj)),
         ));
     }
-    int64_of(function, name, obj)
+    int64_of(function, &name, obj)
 }
 
-fn int64_of(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+fn int64_of(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
     let mut overflow: std::os::raw::c_int = 0;
     // SAFETY: an int.
     let v = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
@@ -58,7 +60,7 @@ fn int64_of(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<i64>
         return Err(argument_error(
             obj.py(),
             function,
-            name,
+            name.to_string(),
             format!("out of range, got {}", int_repr(obj)?),
         ));
     }
@@ -71,7 +73,11 @@ fn int64_of(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<i64>
 }
 
 /// `None`, or a signed 64-bit int (not a bool).
-pub fn optional_int64(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+pub fn optional_int64(
+    function: &str,
+    name: impl Display,
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<i64>> {
     if obj.is_none() {
         return Ok(None);
     }
@@ -79,15 +85,15 @@ pub fn optional_int64(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyR
         return Err(argument_error(
             obj.py(),
             function,
-            name,
+            name.to_string(),
             format!("expected an int or None, got {}", type_name(obj)),
         ));
     }
-    int64_of(function, name, obj).map(Some)
+    int64_of(function, &name, obj).map(Some)
 }
 
 /// An int or a float (not a bool), as a float.
-pub fn ratio(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
+pub fn ratio(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
     let py = obj.py();
     let ptr = obj.as_ptr();
     // SAFETY: type checks and conversions of a live object.
@@ -103,7 +109,7 @@ pub fn ratio(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<f64
                         return Err(argument_error(
                             py,
                             function,
-                            name,
+                            name.to_string(),
                             format!("out of range, got {}", int_repr(obj)?),
                         ));
                     }
@@ -116,29 +122,34 @@ pub fn ratio(function: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<f64
     Err(argument_error(
         py,
         function,
-        name,
+        name.to_string(),
         format!("expected a number, got {}", type_name(obj)),
     ))
 }
 
 /// A str that encodes as UTF-8 (no lone surrogate).
-pub fn string<'a>(function: &str, name: &str, obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
+pub fn string<'a>(
+    function: &str,
+    name: impl Display,
+    obj: &'a Bound<'_, PyAny>,
+) -> PyResult<&'a str> {
     let py = obj.py();
     let s = obj.cast::<PyString>().map_err(|_| {
         argument_error(
             py,
             function,
-            name,
+            name.to_string(),
             format!("expected a str, got {}", type_name(obj)),
         )
     })?;
-    utf8_str(s).ok_or_else(|| argument_error(py, function, name, "lone surrogate in string"))
+    utf8_str(s)
+        .ok_or_else(|| argument_error(py, function, name.to_string(), "lone surrogate in string"))
 }
 
 /// The UTF-8 of a str, borrowed from it; `None` for a lone surrogate.
 fn utf8_str<'a>(s: &'a Bound<'_, PyString>) -> Option<&'a str> {
     // SAFETY: CPython's UTF-8 of a str is valid UTF-8, cached in the str.
-    unsafe { crate::conversions::utf8(s.as_ptr()).map(|b| std::str::from_utf8_unchecked(b)) }
+    unsafe { crate::canonical::utf8(s.as_ptr()).map(|b| std::str::from_utf8_unchecked(b)) }
 }
 
 /// Any object with callable `raw_estimates` and `corrected`.
@@ -160,6 +171,10 @@ pub fn estimator_like(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
 
 /// An iterable other than a str, bytes or a mapping.
 fn iterable<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Items<'py>>> {
+    // Lists and tuples first: no abc check for the common case.
+    if obj.is_instance_of::<pyo3::types::PyList>() || obj.is_instance_of::<pyo3::types::PyTuple>() {
+        return Items::new(obj).map(Some);
+    }
     if obj.is_instance_of::<PyString>()
         || obj.is_instance_of::<PyBytes>()
         || obj.is_instance_of::<PyByteArray>()
@@ -176,7 +191,7 @@ fn iterable<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Items<'py>>> {
 /// A sequence argument (`what` names its elements).
 pub fn sequence<'py>(
     function: &str,
-    name: &str,
+    name: impl Display,
     obj: &Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<Items<'py>> {
@@ -184,7 +199,7 @@ pub fn sequence<'py>(
         argument_error(
             obj.py(),
             function,
-            name,
+            name.to_string(),
             format!("expected a sequence of {what}, got {}", type_name(obj)),
         )
     })
@@ -211,7 +226,7 @@ pub fn raw_estimates(function: &str, obj: &Bound<'_, PyAny>, count: usize) -> Py
             return Err(argument_error(
                 py,
                 function,
-                name,
+                name.to_string(),
                 format!("must not be negative, got {n}"),
             ));
         }

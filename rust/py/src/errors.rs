@@ -1,12 +1,19 @@
 //! Mapping core errors to the Python classes of `ctxengine.errors`, once,
 //! and keeping panics from crossing the boundary.
+//!
+//! This module imports nothing from `ctxengine`: the package hands it its
+//! error module once (`bind_errors`, from `ctxengine.core.backends`), and
+//! each class is looked up there the first time it is raised.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use ctxengine_core::CoreError;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
+
+static ERRORS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 static CANONICALIZATION: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static CONTEXT_OVERFLOW: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -16,12 +23,29 @@ static ESTIMATOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static ARGUMENT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static CONTEXT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
+/// `bind_errors(module)`: the module whose classes this module raises
+/// (`ctxengine.errors`). The first binding stays.
+#[pyfunction]
+pub fn bind_errors(py: Python<'_>, module: Bound<'_, PyAny>) {
+    let _ = ERRORS.set(py, module.unbind());
+}
+
 fn class<'py>(
     py: Python<'py>,
     cell: &'static PyOnceLock<Py<PyType>>,
     name: &str,
 ) -> PyResult<&'py Bound<'py, PyType>> {
-    cell.import(py, "ctxengine.errors", name)
+    cell.get_or_try_init(py, || {
+        let module = ERRORS.get(py).ok_or_else(|| {
+            PyRuntimeError::new_err("ctxengine._core: import ctxengine before using its backend")
+        })?;
+        Ok(module
+            .bind(py)
+            .getattr(name)?
+            .cast_into::<PyType>()?
+            .unbind())
+    })
+    .map(|cls| cls.bind(py))
 }
 
 fn instantiate<'py, A>(
@@ -94,6 +118,35 @@ pub fn canonicalization_error(py: Python<'_>, path: &str, reason: impl Into<Stri
     to_pyerr(py, CoreError::canonicalization(path, reason))
 }
 
+/// A failure inside a core algorithm that calls back into this layer: a
+/// core error or a Python one.
+pub enum HostError {
+    Core(CoreError),
+    Py(PyErr),
+}
+
+impl From<CoreError> for HostError {
+    fn from(e: CoreError) -> Self {
+        HostError::Core(e)
+    }
+}
+
+impl From<PyErr> for HostError {
+    fn from(e: PyErr) -> Self {
+        HostError::Py(e)
+    }
+}
+
+impl HostError {
+    /// `map_err(HostError::into_pyerr(py))`.
+    pub fn into_pyerr(py: Python<'_>) -> impl Fn(HostError) -> PyErr + '_ {
+        move |e| match e {
+            HostError::Core(e) => to_pyerr(py, e),
+            HostError::Py(e) => e,
+        }
+    }
+}
+
 /// Extension for `Result<T, CoreError>`.
 pub trait IntoPy<T> {
     fn into_py(self, py: Python<'_>) -> PyResult<T>;
@@ -108,6 +161,7 @@ impl<T> IntoPy<T> for Result<T, CoreError> {
 
 /// Run `f`, turning a Rust panic into `ctxengine.errors.ContextError`
 /// rather than letting pyo3 raise its `PanicException` (a BaseException).
+/// Every entry point of the module runs inside it.
 #[inline]
 pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {

@@ -1,85 +1,26 @@
 //! Exact token counting (ADR 0012): thin wrappers over
-//! `ctxengine_core::tokenize`. Long texts are counted with the GIL released.
+//! `ctxengine_core::tokenize`, the counting table checked by the core
+//! (`ctxengine_core::estimate::check_table`). Long texts are counted with
+//! the GIL released.
 
+use ctxengine_core::estimate;
 use ctxengine_core::tokenize::message::exact_raw as core_exact_raw;
-use ctxengine_core::tokenize::table::EncodingTable;
-use ctxengine_core::tokenize::{Encoding, Method};
+use ctxengine_core::tokenize::Encoding;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyMapping, PyString};
+use pyo3::types::PyBytes;
 
 use crate::arguments::{string, type_name};
-use crate::errors::{argument_error, estimator_error, IntoPy};
+use crate::errors::{argument_error, HostError, IntoPy};
+use crate::estimator::PyValues;
 
 /// Texts longer than this are counted with the GIL released.
 const DETACH_BYTES: usize = 64 * 1024;
 
-pub fn encoding(py: Python<'_>, name: &str) -> PyResult<Encoding> {
-    Encoding::from_name(name).ok_or_else(|| {
-        estimator_error(
-            py,
-            format!("unknown encoding {name:?}; known: cl100k_base, o200k_base"),
-        )
-    })
-}
-
-/// The caller's model-id prefix -> method entries of a mapping (or `None`).
-pub fn table(
-    py: Python<'_>,
-    entries: Option<&Bound<'_, PyAny>>,
-    place: &str,
-) -> PyResult<EncodingTable> {
-    let mut out = Vec::new();
-    let Some(entries) = entries.filter(|e| !e.is_none()) else {
-        return Ok(EncodingTable::default());
-    };
-    let pairs: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = if let Ok(d) = entries.cast::<PyDict>() {
-        d.iter().collect()
-    } else if entries.cast::<PyMapping>().is_ok() {
-        entries
-            .call_method0("items")?
-            .try_iter()?
-            .map(|p| p?.extract())
-            .collect::<PyResult<_>>()?
-    } else {
-        return Err(estimator_error(py, format!("{place}: expected a mapping")));
-    };
-    for (prefix, name) in pairs {
-        let Ok(text) = prefix.cast::<PyString>() else {
-            return Err(estimator_error(
-                py,
-                format!("{place}: prefix {} is not a string", prefix.repr()?),
-            ));
-        };
-        let shown = prefix.repr()?;
-        let Ok(text) = text.to_str() else {
-            return Err(estimator_error(
-                py,
-                format!("{place}: lone surrogate in prefix {shown}"),
-            ));
-        };
-        let where_ = format!("{place}[{shown}]");
-        let found = name
-            .cast::<PyString>()
-            .ok()
-            .and_then(|n| n.to_str().ok())
-            .and_then(Method::from_name);
-        let Some(m) = found else {
-            return Err(estimator_error(
-                py,
-                format!(
-                    "{where_}: unknown counting method {}; known: cl100k_base, heuristic, o200k_base",
-                    name.repr()?
-                ),
-            ));
-        };
-        out.push((text.to_owned(), m));
-    }
-    Ok(EncodingTable::new(out))
-}
-
 /// The encoding named by argument `encoding_name` of `function`.
 fn encoding_arg(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<Encoding> {
-    encoding(obj.py(), string(function, "encoding_name", obj)?)
+    let name = string(function, "encoding_name", obj)?;
+    let shown = obj.repr()?.to_string_lossy().into_owned();
+    Encoding::named(name, &shown).into_py(obj.py())
 }
 
 /// Tokens of `text` in `encoding`, as ordinary text.
@@ -133,10 +74,14 @@ pub fn counting_method(
     model_id: &Bound<'_, PyAny>,
     table: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<&'static str> {
+    let py = model_id.py();
     let id = string("counting_method", "model_id", model_id)?;
-    Ok(self::table(model_id.py(), table, "table")?
-        .resolve(id)
-        .name())
+    let table = match table {
+        Some(t) => estimate::check_table(&mut PyValues(py), t, "table")
+            .map_err(HostError::into_pyerr(py))?,
+        None => Default::default(),
+    };
+    Ok(table.resolve(id).name())
 }
 
 /// SHA-256 hex over the encoding's ranks in order (length byte, bytes).

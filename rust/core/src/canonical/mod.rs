@@ -10,6 +10,7 @@
 pub mod nesting;
 pub mod number;
 pub mod path;
+pub mod source;
 pub mod text;
 #[cfg(test)]
 mod value;
@@ -17,8 +18,9 @@ pub mod walk;
 
 pub use number::{write_f64, write_i64, write_int};
 pub use path::{PathError, PathSeg};
+pub use source::{Cached, KeyProblem, Node, Source, WalkError};
 pub use text::{cmp_utf16, write_str};
-pub use walk::{Cached, KeyProblem, Node, Source, WalkError, Walker};
+pub use walk::Walker;
 
 /// The largest integer magnitude that prints as an integer: 2^53 - 1.
 pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;

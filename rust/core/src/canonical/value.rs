@@ -3,7 +3,8 @@
 
 use std::cell::RefCell;
 
-use super::walk::{Cached, Elem, KeyProblem, Member, Node, Source, WalkError, Walker};
+use super::source::{Cached, Elem, KeyProblem, Member, Node, Source, WalkError};
+use super::walk::Walker;
 use crate::error::CoreError;
 
 /// A value as a host would present it.

@@ -15,6 +15,8 @@ pub mod table;
 
 use sha2::{Digest, Sha256};
 
+use crate::error::{CoreError, CoreResult};
+
 /// A public byte-pair encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Encoding {
@@ -36,6 +38,16 @@ impl Encoding {
 
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    /// The encoding called `name`, else an estimator error that shows the
+    /// name as `shown` (the host's repr of it).
+    pub fn named(name: &str, shown: &str) -> CoreResult<Self> {
+        Self::from_name(name).ok_or_else(|| {
+            CoreError::estimator(format!(
+                "unknown encoding {shown}; known: cl100k_base, o200k_base"
+            ))
+        })
     }
 
     fn tokenizer(self) -> &'static bpe_openai::Tokenizer {
@@ -87,6 +99,8 @@ pub enum Method {
 
 impl Method {
     pub const HEURISTIC: &'static str = "heuristic";
+    /// Every method name, sorted (the order error messages list them in).
+    pub const KNOWN: [&'static str; 3] = ["cl100k_base", "heuristic", "o200k_base"];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -114,6 +128,9 @@ mod tests {
             assert_eq!(Method::from_name(e.name()), Some(Method::Exact(e)));
         }
         assert_eq!(Method::from_name("heuristic"), Some(Method::Heuristic));
+        for name in Method::KNOWN {
+            assert_eq!(Method::from_name(name).map(Method::name), Some(name));
+        }
         assert_eq!(Method::from_name("p50k_base"), None);
         assert_eq!(Encoding::from_name("O200K_BASE"), None);
     }

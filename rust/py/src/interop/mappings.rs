@@ -10,7 +10,7 @@ use ctxengine_core::tokenize::Method;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
-use crate::conversions::walker;
+use crate::canonical::walker;
 use crate::errors::{guard, to_pyerr};
 use crate::estimator::TokenEstimator;
 

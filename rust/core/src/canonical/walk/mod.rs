@@ -9,241 +9,26 @@
 //! [`Walker::enter`], so no input can take it deeper than [`MAX_DEPTH`]
 //! levels (a native stack overflow is not a reachable outcome).
 
+mod keys;
+
 use std::rc::Rc;
 
 use super::nesting::nesting_within;
 use super::path::PathError;
+use super::source::{Cached, Elem, Member, Node, Source, WalkError};
 use super::text::{cmp_utf16, write_str};
 use super::{
     number, reason_to_dict_result, MAX_DEPTH, REASON_CYCLE, REASON_DEPTH, REASON_INT_RANGE,
     REASON_ITEM_CYCLE, REASON_VALUE_CYCLE,
 };
 use crate::hash::{sha256, StreamHasher};
-
-/// What one value is, as the walk needs to know it. Strings borrow the
-/// host's UTF-8 (valid while the value is).
-pub enum Node<'a> {
-    Null,
-    Bool(bool),
-    /// An integer within 64 bits (the walk checks the safe range).
-    Int(i64),
-    /// An integer beyond 64 bits.
-    BigInt,
-    Float(f64),
-    Str(&'a [u8]),
-    /// A sequence: its elements through [`Source::seq_item`].
-    Seq,
-    /// A mapping: its members through [`Source::map_members`].
-    Map,
-    /// A value type, written as its `to_dict()`. An `item` carries a cache
-    /// of its canonical bytes ([`Source::item_cache`]).
-    Object {
-        item: bool,
-    },
-    /// Not accepted; the reason names why.
-    Reject(String),
-}
-
-/// Why a mapping key is refused.
-pub enum KeyProblem {
-    /// Not a string: the key's repr.
-    NotStr(String),
-    /// A string subclass that is not accepted: its type name.
-    Subclass(String),
-    /// A lone surrogate: the repr of the key's string data.
-    Surrogate(String),
-}
-
-impl KeyProblem {
-    pub fn reason(self) -> String {
-        match self {
-            KeyProblem::NotStr(repr) => format!("object key {repr} is not a string"),
-            KeyProblem::Subclass(type_name) => {
-                format!("object key of unsupported subclass {type_name} of str")
-            }
-            KeyProblem::Surrogate(repr) => format!("lone surrogate in object key {repr}"),
-        }
-    }
-}
-
-/// An element of a sequence: borrowed when the sequence cannot change
-/// while the walk runs host code, else held.
-pub enum Elem<R, O> {
-    Borrowed(R),
-    Held(O),
-}
-
-/// A mapping member, held while it waits to be written in key order
-/// (host code run mid-walk cannot free it).
-pub struct Member<O> {
-    key: O,
-    value: O,
-    text: *const u8,
-    len: usize,
-}
-
-impl<O> Member<O> {
-    pub fn new(key: O, value: O) -> Self {
-        Member {
-            key,
-            value,
-            text: std::ptr::null(),
-            len: 0,
-        }
-    }
-
-    #[inline]
-    fn text(&self) -> &[u8] {
-        // SAFETY: set from the key's UTF-8, which lives as long as `key`.
-        unsafe { std::slice::from_raw_parts(self.text, self.len) }
-    }
-}
-
-/// An item's cached canonical bytes, with whatever keeps them alive.
-pub struct Cached<O> {
-    keep: O,
-    bytes: *const u8,
-    len: usize,
-}
-
-impl<O> Cached<O> {
-    /// # Safety
-    /// `bytes` must stay valid and unchanged while `keep` lives.
-    pub unsafe fn new(keep: O, bytes: &[u8]) -> Self {
-        Cached {
-            keep,
-            bytes: bytes.as_ptr(),
-            len: bytes.len(),
-        }
-    }
-
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: the constructor's contract.
-        unsafe { std::slice::from_raw_parts(self.bytes, self.len) }
-    }
-
-    pub fn keep(&self) -> &O {
-        &self.keep
-    }
-
-    pub fn into_keep(self) -> O {
-        self.keep
-    }
-}
-
-/// The host side of the walk: what each value is. Every `unsafe` method
-/// takes a `Ref` that must be alive (the walk holds whatever keeps it).
-pub trait Source {
-    /// A borrowed handle to a value.
-    type Ref: Copy;
-    /// A handle that keeps its value alive.
-    type Owned: Clone;
-    /// An error raised by host code (a failing `to_dict()`).
-    type Error;
-
-    fn borrow(owned: &Self::Owned) -> Self::Ref;
-    /// The value's identity (cycle checks, key-order reuse).
-    fn identity(value: Self::Ref) -> usize;
-    /// # Safety
-    /// `value` is alive; the node's bytes are used before it can go.
-    unsafe fn classify<'a>(&mut self, value: Self::Ref) -> Result<Node<'a>, Self::Error>;
-    /// # Safety
-    /// `value` is alive.
-    unsafe fn type_name(&mut self, value: Self::Ref) -> String;
-    /// Element `index` of a sequence, `None` past its end (read afresh
-    /// each time: host code may change it).
-    ///
-    /// # Safety
-    /// `seq` is alive and classified [`Node::Seq`].
-    unsafe fn seq_item(
-        &mut self,
-        seq: Self::Ref,
-        index: usize,
-    ) -> Option<Elem<Self::Ref, Self::Owned>>;
-    /// Push the members of a mapping, in iteration order.
-    ///
-    /// # Safety
-    /// `map` is alive and classified [`Node::Map`].
-    unsafe fn map_members(
-        &mut self,
-        map: Self::Ref,
-        out: &mut Vec<Member<Self::Owned>>,
-    ) -> Result<(), Self::Error>;
-    /// The UTF-8 of a mapping key, or why it is refused.
-    ///
-    /// # Safety
-    /// `key` is alive; the bytes are used only while it is.
-    unsafe fn key_text<'a>(
-        &mut self,
-        key: Self::Ref,
-    ) -> Result<Result<&'a [u8], KeyProblem>, Self::Error>;
-    /// # Safety
-    /// `value` is alive and classified [`Node::Object`].
-    unsafe fn to_dict(&mut self, value: Self::Ref) -> Result<Self::Owned, Self::Error>;
-    /// The item's cached canonical bytes, if filled.
-    ///
-    /// # Safety
-    /// `item` is alive and classified `Node::Object { item: true }`.
-    unsafe fn item_cache(
-        &mut self,
-        item: Self::Ref,
-    ) -> Result<Option<Cached<Self::Owned>>, Self::Error>;
-    /// Fill the item's cache; returns the filled cache.
-    ///
-    /// # Safety
-    /// As [`Source::item_cache`].
-    unsafe fn store_item_cache(
-        &mut self,
-        item: Self::Ref,
-        bytes: &[u8],
-        digest: &[u8; 32],
-    ) -> Result<Cached<Self::Owned>, Self::Error>;
-}
-
-/// A walk failure: a canonicalization error whose path is completed as
-/// the walk unwinds, or an error raised by host code.
-pub enum WalkError<E> {
-    Path(PathError),
-    Host(E),
-}
-
-impl<E> WalkError<E> {
-    #[inline]
-    fn in_key(self, key: &[u8]) -> Self {
-        match self {
-            WalkError::Path(p) => WalkError::Path(p.in_key(&String::from_utf8_lossy(key))),
-            other => other,
-        }
-    }
-
-    #[inline]
-    fn in_index(self, index: usize) -> Self {
-        match self {
-            WalkError::Path(p) => WalkError::Path(p.in_index(index)),
-            other => other,
-        }
-    }
-}
+use keys::KeyOrder;
 
 #[cold]
 fn fail<T, E>(reason: impl Into<String>) -> Result<T, WalkError<E>> {
     Err(WalkError::Path(PathError::new(reason)))
 }
 
-/// The member order of a mapping's keys: a run of mappings with the same
-/// key objects (records in a list) is checked and sorted once. Holds the
-/// keys, so an identity met again is the same key.
-struct KeyOrder<O> {
-    keys: Vec<O>,
-    /// For each written position, the index of the member in iteration order.
-    order: Vec<u32>,
-    /// `"key":` of each written position, back to back; `ends` delimits them.
-    text: Vec<u8>,
-    ends: Vec<u32>,
-}
-
-/// Key orders kept per walk.
-const KEY_ORDERS: usize = 8;
 /// Streamed hashing sends chunks of this size after the first.
 const STREAM_CHUNK: usize = 64 * 1024;
 /// A spare item buffer larger than this is dropped rather than kept.
@@ -554,24 +339,6 @@ impl<S: Source> Walker<S> {
         Ok(())
     }
 
-    /// Check the keys of `members[start..]` in iteration order (the first
-    /// bad one is the error) and note their UTF-8.
-    fn check_keys(&mut self, start: usize) -> Result<(), WalkError<S::Error>> {
-        for i in start..self.members.len() {
-            let key = S::borrow(&self.members[i].key);
-            // SAFETY: held by the member.
-            match unsafe { self.source.key_text(key) }.map_err(WalkError::Host)? {
-                Ok(text) => {
-                    let m = &mut self.members[i];
-                    m.text = text.as_ptr();
-                    m.len = text.len();
-                }
-                Err(problem) => return fail(problem.reason()),
-            }
-        }
-        Ok(())
-    }
-
     /// The members of `members[start..]` sorted in place and written, no
     /// order recorded.
     fn map_sorted(&mut self, start: usize, level: usize) -> Result<(), WalkError<S::Error>> {
@@ -601,42 +368,6 @@ impl<S: Source> Walker<S> {
         }
         self.out.push(b'}');
         Ok(())
-    }
-
-    /// Check and sort the keys of `members[start..]`, recording the order
-    /// (replacing the least recently used one).
-    fn key_order(&mut self, start: usize) -> Result<Rc<KeyOrder<S::Owned>>, WalkError<S::Error>> {
-        self.check_keys(start)?;
-        let members = &self.members[start..];
-        let n = members.len();
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        if n > 1 {
-            order.sort_unstable_by(|&a, &b| {
-                cmp_utf16(members[a as usize].text(), members[b as usize].text())
-            });
-        }
-        let mut text = Vec::new();
-        let mut ends = Vec::with_capacity(n + 1);
-        ends.push(0u32);
-        for &i in &order {
-            write_str(&mut text, members[i as usize].text());
-            text.push(b':');
-            ends.push(text.len() as u32);
-        }
-        let recorded = Rc::new(KeyOrder {
-            keys: members.iter().map(|m| m.key.clone()).collect(),
-            order,
-            text,
-            ends,
-        });
-        self.order_clock += 1;
-        let entry = (self.order_clock, Rc::clone(&recorded));
-        if self.orders.len() < KEY_ORDERS {
-            self.orders.push(entry);
-        } else if let Some(oldest) = self.orders.iter_mut().min_by_key(|(used, _)| *used) {
-            *oldest = entry;
-        }
-        Ok(recorded)
     }
 
     /// A value type at `level + 1`: an item splices its cached bytes when

@@ -2,22 +2,23 @@
 //! each object is (exact types first, then the accepted subclasses, then
 //! value types) and hands out members and caches. Every rule — nesting
 //! budget, cycles, key order, splicing item bytes — is the core's walk.
+//! (The unsafe reads of CPython objects are fenced in this module.)
 
 use std::ptr::addr_of_mut;
 
-use ctxengine_core::canonical::walk::{Elem, Member};
+use ctxengine_core::canonical::source::{Elem, Member};
 use ctxengine_core::canonical::{
     reason_unsupported_subclass, reason_unsupported_type, Cached, KeyProblem, Node, Source,
-    WalkError, Walker, REASON_SURROGATE,
+    REASON_SURROGATE,
 };
 use pyo3::exceptions::PyAttributeError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyTuple, PyType};
+use pyo3::types::PyType;
 
-use crate::errors::canonicalization_error;
+use super::cache::{bytes_of, has_item_cache, make_cache, read_cache, store_cache};
 
 /// UTF-8 of a `str` (or subclass); `None` for lone surrogates.
 ///
@@ -291,101 +292,4 @@ impl<'py> Source for PySource<'py> {
         let stored = bytes_of(ffi::PyTuple_GET_ITEM(held.as_ptr(), 0));
         Ok(Cached::new(held, stored))
     }
-}
-
-/// The walker over Python objects.
-pub type PyWalker<'py> = Walker<PySource<'py>>;
-
-pub fn walker(py: Python<'_>, out: Vec<u8>) -> PyWalker<'_> {
-    Walker::new(PySource::new(py), out)
-}
-
-/// A walk failure as the Python exception.
-pub fn walk_error(py: Python<'_>, e: WalkError<PyErr>) -> PyErr {
-    match e {
-        WalkError::Path(p) => canonicalization_error(py, &p.path(), p.reason),
-        WalkError::Host(e) => e,
-    }
-}
-
-/// The `_cj` tuple `(bytes, digest)`.
-pub fn make_cache<'py>(
-    py: Python<'py>,
-    bytes: &[u8],
-    digest: &[u8; 32],
-) -> PyResult<Bound<'py, PyTuple>> {
-    let b = PyBytes::new(py, bytes);
-    let h = PyBytes::new(py, digest);
-    PyTuple::new(py, [b.into_any(), h.into_any()])
-}
-
-/// `hasattr(type(value), "_cj") and hasattr(value, "to_dict")`: conversation
-/// items and `ToolSpec`.
-pub fn has_item_cache(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let py = obj.py();
-    Ok(obj.get_type().hasattr(intern!(py, "_cj"))? && obj.hasattr(intern!(py, "to_dict"))?)
-}
-
-// ---------------------------------------------------------------------------
-// the per-item cache
-
-/// The bytes of a `bytes` object.
-///
-/// # Safety
-/// `ptr` must be a live `bytes`; the slice lives as long as it does.
-#[inline]
-pub unsafe fn bytes_of<'a>(ptr: *mut ffi::PyObject) -> &'a [u8] {
-    let data = ffi::PyBytes_AS_STRING(ptr) as *const u8;
-    std::slice::from_raw_parts(data, ffi::Py_SIZE(ptr) as usize)
-}
-
-/// A well-formed `_cj` value `(bytes, 32-byte bytes)`: its canonical bytes
-/// and digest.
-///
-/// # Safety
-/// `ptr` must be a live object; the slice lives as long as it does.
-#[inline]
-pub unsafe fn read_cache<'a>(ptr: *mut ffi::PyObject) -> Option<(&'a [u8], [u8; 32])> {
-    if ffi::PyTuple_CheckExact(ptr) == 0 || ffi::PyTuple_GET_SIZE(ptr) != 2 {
-        return None;
-    }
-    let b = ffi::PyTuple_GET_ITEM(ptr, 0);
-    let d = ffi::PyTuple_GET_ITEM(ptr, 1);
-    if ffi::PyBytes_CheckExact(b) == 0 || ffi::PyBytes_CheckExact(d) == 0 {
-        return None;
-    }
-    let digest = bytes_of(d);
-    if digest.len() != 32 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    out.copy_from_slice(digest);
-    Some((bytes_of(b), out))
-}
-
-/// Store `value` in the frozen item's `_cj` slot (`object.__setattr__`).
-pub fn store_cache(item: &Bound<'_, PyAny>, value: &Bound<'_, PyTuple>) -> PyResult<()> {
-    let py = item.py();
-    let name = intern!(py, "_cj");
-    let rc = unsafe { ffi::PyObject_GenericSetAttr(item.as_ptr(), name.as_ptr(), value.as_ptr()) };
-    if rc < 0 {
-        Err(PyErr::fetch(py))
-    } else {
-        Ok(())
-    }
-}
-
-/// `item_canonical(item)`: the cached pair, computed and stored on first use.
-pub fn item_canonical<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
-    let py = item.py();
-    if !has_item_cache(item)? {
-        return Err(canonicalization_error(
-            py,
-            "$",
-            format!("{} has no canonical cache slot", type_name(item)),
-        ));
-    }
-    let mut w = walker(py, Vec::new());
-    let cached = w.item_cache(item.as_ptr()).map_err(|e| walk_error(py, e))?;
-    Ok(cached.into_keep().cast_into::<PyTuple>()?)
 }

@@ -1,19 +1,20 @@
-//! `TokenEstimator`: a frozen pyclass whose state (profiles, memo,
-//! reconciled sums) lives behind one mutex. A batch is looked up under a
-//! single lock; Python code never runs while the lock is held.
+//! `TokenEstimator`: a frozen pyclass whose state (profiles, counting
+//! table, memo, calibration) lives behind one mutex. A batch is looked up
+//! under a single lock; Python code never runs while the lock is held.
+
+mod batch;
+mod values;
 
 use std::sync::{Mutex, MutexGuard};
 
-use ctxengine_core::calibrate::{self, Ratio};
-use ctxengine_core::estimate::EstimatorState;
-use ctxengine_core::CoreError;
+use ctxengine_core::estimate::{self, EstimatorState, Snapshot};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyType};
 
-use crate::arguments;
-use crate::batch::{scan, Facts, Items, Types, Want};
-use crate::errors::{estimator_error, guard, IntoPy};
-use crate::estimator_snapshot::{self as snapshot, is_int, repr, type_name};
+use crate::arguments::{self, type_name};
+use crate::errors::{estimator_error, guard, HostError, IntoPy};
+use crate::items::{Items, Types};
+pub use values::PyValues;
 
 /// Interned ids for [`TokenEstimator::raw_one`] (ids never change).
 #[derive(Default)]
@@ -29,172 +30,10 @@ pub struct TokenEstimator {
     state: Mutex<EstimatorState>,
 }
 
-/// The raw count of one fact under one lock.
-#[inline]
-fn raw_of(st: &mut EstimatorState, counter: u32, kind: u32, f: &Facts) -> Result<i64, CoreError> {
-    st.raw_counted(counter, kind, &f.digest, || f.len(), || f.canonical())
-}
-
 impl TokenEstimator {
     pub fn lock(&self) -> MutexGuard<'_, EstimatorState> {
         // A panic cannot happen while the lock is held; recover anyway.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub fn from_state(state: EstimatorState) -> Self {
-        TokenEstimator {
-            state: Mutex::new(state),
-        }
-    }
-
-    /// Raw counts of gathered facts, under one lock.
-    pub fn raw_batch(
-        &self,
-        model_id: &str,
-        kinds: &[String],
-        facts: &[Facts],
-    ) -> Result<Vec<i64>, CoreError> {
-        let mut raws = Vec::new();
-        self.raw_batch_into(model_id, kinds, facts, &mut raws)?;
-        Ok(raws)
-    }
-
-    /// Raw counts (into `raws`) and the key's factor, under one lock.
-    pub fn raw_batch_into(
-        &self,
-        model_id: &str,
-        kinds: &[String],
-        facts: &[Facts],
-        raws: &mut Vec<i64>,
-    ) -> Result<Ratio, CoreError> {
-        raws.clear();
-        raws.reserve(facts.len());
-        let mut st = self.lock();
-        st.memo_mut().reserve(facts.len());
-        let counter = st.counter_id(model_id);
-        let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
-        for f in facts {
-            raws.push(raw_of(&mut st, counter, kind_ids[f.kind], f)?);
-        }
-        Ok(st.factor(counter))
-    }
-
-    /// One more raw count after a batch (`raw_batch_into`), with the
-    /// counter and kind ids resolved once per call instead of per value.
-    pub fn raw_one(
-        &self,
-        resolved: &mut Resolved,
-        model_id: &str,
-        kinds: &[String],
-        fact: &Facts,
-    ) -> Result<i64, CoreError> {
-        let mut st = self.lock();
-        let counter = match resolved.counter {
-            Some(c) => c,
-            None => *resolved.counter.insert(st.counter_id(model_id)),
-        };
-        while resolved.kinds.len() < kinds.len() {
-            let id = st.kind(&kinds[resolved.kinds.len()]);
-            resolved.kinds.push(id);
-        }
-        raw_of(&mut st, counter, resolved.kinds[fact.kind], fact)
-    }
-
-    /// The facts of `values`, their kinds indexing `types.kinds`.
-    pub(crate) fn facts_of<'py>(
-        py: Python<'py>,
-        types: &mut Types,
-        values: &Items<'py>,
-    ) -> PyResult<Vec<Facts>> {
-        let want = Want {
-            pairs: None,
-            facts: true,
-        };
-        let mut s = scan(py, types, values, want)?;
-        s.finish_facts(py, types)?;
-        Ok(std::mem::take(&mut s.buf.facts))
-    }
-
-    fn sum_corrected<'py>(
-        &self,
-        py: Python<'py>,
-        values: &Items<'py>,
-        model_id: &str,
-    ) -> PyResult<i128> {
-        let mut types = Types::new(py)?;
-        let facts = Self::facts_of(py, &mut types, values)?;
-        let mut raws = Vec::new();
-        let factor = self
-            .raw_batch_into(model_id, &types.kinds, &facts, &mut raws)
-            .into_py(py)?;
-        let mut total: i64 = 0;
-        for r in raws {
-            total = total.checked_add(r).ok_or_else(|| {
-                estimator_error(py, "raw estimate sum overflows a 64-bit integer")
-            })?;
-        }
-        Ok(calibrate::apply(total, factor))
-    }
-
-    fn reconcile_checked(
-        &self,
-        py: Python<'_>,
-        model_id: &Bound<'_, PyAny>,
-        estimated: &Bound<'_, PyAny>,
-        actual: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let model_id = arguments::model_id(model_id)?;
-        let e = if is_int(estimated) {
-            estimated.extract::<i64>().ok()
-        } else {
-            None
-        };
-        let Some(e) = e.filter(|v| *v > 0) else {
-            return Err(estimator_error(
-                py,
-                format!(
-                    "estimated: expected a positive int, got {}",
-                    repr(estimated)?
-                ),
-            ));
-        };
-        let a = if is_int(actual) {
-            actual.extract::<i64>().ok()
-        } else {
-            None
-        };
-        let Some(a) = a.filter(|v| *v >= 0) else {
-            return Err(estimator_error(
-                py,
-                format!("actual: expected a non-negative int, got {}", repr(actual)?),
-            ));
-        };
-        self.lock().reconcile(model_id, e, a).into_py(py)
-    }
-
-    fn corrected_checked(
-        &self,
-        py: Python<'_>,
-        raw_sum: &Bound<'_, PyAny>,
-        model_id: &Bound<'_, PyAny>,
-    ) -> PyResult<i128> {
-        if !is_int(raw_sum) {
-            return Err(estimator_error(
-                py,
-                format!("raw_sum: expected an int, got {}", type_name(raw_sum)),
-            ));
-        }
-        let Ok(raw_sum) = raw_sum.extract::<i64>() else {
-            return Err(estimator_error(
-                py,
-                format!(
-                    "raw_sum: out of range, got {}",
-                    arguments::int_repr(raw_sum)?
-                ),
-            ));
-        };
-        let model_id = arguments::model_id(model_id)?;
-        Ok(self.lock().corrected(raw_sum, model_id))
     }
 
     fn from_parts(
@@ -205,15 +44,19 @@ impl TokenEstimator {
         memo_capacity: &Bound<'_, PyAny>,
         encodings: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        Ok(Self::from_state(snapshot::settings(
-            py,
+        let mut h = PyValues(py);
+        let state = estimate::settings(
+            &mut h,
             bytes_per_token,
             framing_tokens,
             profiles,
             memo_capacity,
             encodings,
-            "",
-        )?))
+        )
+        .map_err(HostError::into_pyerr(py))?;
+        Ok(TokenEstimator {
+            state: Mutex::new(state),
+        })
     }
 }
 
@@ -255,7 +98,7 @@ impl TokenEstimator {
         )
     }
 
-    /// `ceil(len(canonical) / bytes_per_token) + framing_tokens`, memoized.
+    /// The uncorrected count of one value (exact, or the byte heuristic), memoized.
     fn raw(
         &self,
         py: Python<'_>,
@@ -341,7 +184,12 @@ impl TokenEstimator {
         raw_sum: &Bound<'_, PyAny>,
         model_id: &Bound<'_, PyAny>,
     ) -> PyResult<i128> {
-        guard(py, || self.corrected_checked(py, raw_sum, model_id))
+        guard(py, || {
+            let raw_sum = estimate::check_raw_sum(&mut PyValues(py), raw_sum)
+                .map_err(HostError::into_pyerr(py))?;
+            let model_id = arguments::model_id(model_id)?;
+            Ok(self.lock().corrected(raw_sum, model_id))
+        })
     }
 
     /// Record one response: `estimated` > 0 and `actual` >= 0 tokens.
@@ -353,7 +201,10 @@ impl TokenEstimator {
         actual: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         guard(py, || {
-            self.reconcile_checked(py, model_id, estimated, actual)
+            let model_id = arguments::model_id(model_id)?;
+            let (e, a) = estimate::check_reconcile(&mut PyValues(py), estimated, actual)
+                .map_err(HostError::into_pyerr(py))?;
+            self.lock().reconcile(model_id, e, a).into_py(py)
         })
     }
 
@@ -393,21 +244,10 @@ impl TokenEstimator {
         py: Python<'py>,
         max_version: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let allow_v2 = match max_version {
-            None => true,
-            Some(v) => match (is_int(v), v.extract::<i64>().ok()) {
-                (true, Some(2)) => true,
-                (true, Some(1)) => false,
-                _ => {
-                    return Err(estimator_error(
-                        py,
-                        format!("max_version: expected 1 or 2, got {}", repr(v)?),
-                    ))
-                }
-            },
-        };
-        let parts = snapshot::Parts::of(&self.lock());
-        snapshot::write(py, &parts, allow_v2)
+        let max_version = estimate::check_max_version(&mut PyValues(py), max_version)
+            .map_err(HostError::into_pyerr(py))?;
+        let snap = self.lock().snapshot(max_version);
+        snapshot_dict(py, snap)
     }
 
     /// Rebuild an estimator from `snapshot()` output of any version (either backend's).
@@ -417,7 +257,13 @@ impl TokenEstimator {
         py: Python<'_>,
         snapshot: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        Ok(Self::from_state(snapshot::read(py, snapshot)?))
+        guard(py, || {
+            let state = estimate::restore(&mut PyValues(py), snapshot)
+                .map_err(HostError::into_pyerr(py))?;
+            Ok(TokenEstimator {
+                state: Mutex::new(state),
+            })
+        })
     }
 
     /// `{"hits", "misses", "size", "capacity"}` of the memo.
@@ -455,11 +301,55 @@ impl TokenEstimator {
         }
         Ok(format!(
             "TokenEstimator(bytes_per_token={}, framing_tokens={}, profiles={}, memo_capacity={}, encodings={})",
-            repr(&default.bytes_per_token.into_pyobject(py)?.into_any())?,
+            default.bytes_per_token.into_pyobject(py)?.repr()?,
             default.framing_tokens,
-            repr(p.as_any())?,
+            p.repr()?,
             capacity,
-            repr(e.as_any())?
+            e.repr()?
         ))
     }
+}
+
+/// A snapshot as the dict `snapshot()` returns (`encodings` and `samples`
+/// in version 2 only).
+fn snapshot_dict(py: Python<'_>, snap: Snapshot) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("version", snap.version)?;
+    d.set_item("bytes_per_token", snap.bytes_per_token)?;
+    d.set_item("framing_tokens", snap.framing_tokens)?;
+    let p = PyDict::new(py);
+    for (prefix, profile) in snap.profiles {
+        let pair = PyList::new(
+            py,
+            [
+                profile.bytes_per_token.into_pyobject(py)?.into_any(),
+                profile.framing_tokens.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        p.set_item(prefix, pair)?;
+    }
+    d.set_item("profiles", p)?;
+    d.set_item("memo_capacity", snap.memo_capacity)?;
+    let c = PyDict::new(py);
+    for (key, sums) in snap.corrections {
+        c.set_item(key, PyList::new(py, [sums.estimated, sums.actual])?)?;
+    }
+    d.set_item("corrections", c)?;
+    if snap.version >= 2 {
+        let e = PyDict::new(py);
+        for (prefix, method) in snap.encodings {
+            e.set_item(prefix, method.name())?;
+        }
+        d.set_item("encodings", e)?;
+        let s = PyDict::new(py);
+        for (key, window) in snap.samples {
+            let pairs = window
+                .iter()
+                .map(|&(e, a)| PyList::new(py, [e, a]))
+                .collect::<PyResult<Vec<_>>>()?;
+            s.set_item(key, PyList::new(py, pairs)?)?;
+        }
+        d.set_item("samples", s)?;
+    }
+    Ok(d)
 }

@@ -1,0 +1,184 @@
+//! Tool-pair validation: each call answered once, by a later result.
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+use crate::error::{CoreError, CoreResult};
+
+/// FNV-1a over the call id bytes: call ids are short, and the id map lives
+/// for one call, so a keyed hasher buys nothing here.
+#[inline]
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// A call id with its hash, computed once by whoever knows it best (a
+/// binding may already hold one, cached in its string object).
+#[derive(Debug, Clone, Copy, Eq)]
+struct Id<'a> {
+    hash: u64,
+    text: &'a str,
+}
+
+impl PartialEq for Id<'_> {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.text == other.text
+    }
+}
+
+impl Hash for Id<'_> {
+    #[inline]
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// Passes the one `u64` that [`Id`] writes straight through.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = fnv1a(bytes);
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+pub const REASON_DUPLICATE_CALL: &str = "duplicate tool call id";
+pub const REASON_RESULT_WITHOUT_CALL: &str = "tool result without an earlier unanswered call";
+pub const REASON_CALL_WITHOUT_RESULT: &str = "tool call never answered";
+
+/// What an item is to the pairing rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolRole<'a> {
+    Other,
+    Call(&'a str),
+    Result(&'a str),
+}
+
+/// Marks a non-call in [`validate_tool_pairs`]' output.
+pub const NO_RESULT: usize = usize::MAX;
+
+/// Check pairing in scan order; on success, the index of each call's result
+/// ([`NO_RESULT`] for items that are not calls).
+pub fn validate_tool_pairs(roles: &[ToolRole<'_>]) -> CoreResult<Vec<usize>> {
+    let mut result_of = Vec::new();
+    validate_tool_pairs_into(roles.iter().copied(), &mut result_of)?;
+    Ok(result_of)
+}
+
+/// [`validate_tool_pairs`] over any sequence of roles, writing the result
+/// index of each call into a caller-owned buffer (cleared first).
+pub fn validate_tool_pairs_into<'a>(
+    roles: impl ExactSizeIterator<Item = ToolRole<'a>>,
+    result_of: &mut Vec<usize>,
+) -> CoreResult<()> {
+    let mut v = PairValidator::new(result_of, 0);
+    for role in roles {
+        v.push(role)?;
+    }
+    v.finish()
+}
+
+/// Tool-pair validation fed one item at a time, for callers that learn
+/// the roles in a pass of their own.
+pub struct PairValidator<'a, 'b> {
+    /// call_id -> call index (answered when `result_of[call]` is set)
+    calls: HashMap<Id<'a>, usize, BuildHasherDefault<PassThrough>>,
+    /// The latest call: a result usually answers the call just before it,
+    /// and is then matched without a map lookup.
+    last_call: Option<(Id<'a>, usize)>,
+    open: usize,
+    result_of: &'b mut Vec<usize>,
+}
+
+impl<'a, 'b> PairValidator<'a, 'b> {
+    /// `result_of` is cleared; `calls_hint` sizes the id map.
+    pub fn new(result_of: &'b mut Vec<usize>, calls_hint: usize) -> Self {
+        result_of.clear();
+        PairValidator {
+            calls: HashMap::with_capacity_and_hasher(calls_hint, BuildHasherDefault::default()),
+            last_call: None,
+            open: 0,
+            result_of,
+        }
+    }
+
+    /// The next item's role; the first violation in scan order is an error.
+    #[inline]
+    pub fn push(&mut self, role: ToolRole<'a>) -> CoreResult<()> {
+        let hash = match role {
+            ToolRole::Other => 0,
+            ToolRole::Call(id) | ToolRole::Result(id) => fnv1a(id.as_bytes()),
+        };
+        self.push_hashed(role, hash)
+    }
+
+    /// [`PairValidator::push`] with the id's hash supplied: equal ids must
+    /// get equal hashes, so one validator is fed by one of the two methods.
+    #[inline(always)]
+    pub fn push_hashed(&mut self, role: ToolRole<'a>, hash: u64) -> CoreResult<()> {
+        let i = self.result_of.len();
+        self.result_of.push(NO_RESULT);
+        match role {
+            ToolRole::Other => {}
+            ToolRole::Call(text) => {
+                let id = Id { hash, text };
+                match self.calls.entry(id) {
+                    Entry::Occupied(_) => {
+                        return Err(CoreError::orphan(text, i, REASON_DUPLICATE_CALL))
+                    }
+                    Entry::Vacant(slot) => {
+                        slot.insert(i);
+                        self.open += 1;
+                    }
+                }
+                self.last_call = Some((id, i));
+            }
+            ToolRole::Result(text) => {
+                let id = Id { hash, text };
+                let call = match self.last_call {
+                    Some((last, call)) if last == id => Some(call),
+                    _ => self.calls.get(&id).copied(),
+                };
+                match call {
+                    Some(call) if self.result_of[call] == NO_RESULT => {
+                        self.result_of[call] = i;
+                        self.open -= 1;
+                    }
+                    _ => return Err(CoreError::orphan(text, i, REASON_RESULT_WITHOUT_CALL)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the last item: a call never answered (the lowest index) is an error.
+    pub fn finish(self) -> CoreResult<()> {
+        if self.open > 0 {
+            if let Some((id, i)) = self
+                .calls
+                .iter()
+                .filter(|(_, &i)| self.result_of[i] == NO_RESULT)
+                .min_by_key(|(_, &i)| i)
+            {
+                return Err(CoreError::orphan(id.text, *i, REASON_CALL_WITHOUT_RESULT));
+            }
+        }
+        Ok(())
+    }
+}

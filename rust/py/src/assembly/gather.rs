@@ -1,0 +1,137 @@
+//! Values measured in the reference's lookup order, with their facts, in
+//! buffers kept per thread between calls (a 10,000-item history needs about
+//! a megabyte of them; allocations that size are mapped and faulted in anew
+//! on every call otherwise).
+
+use std::cell::Cell;
+
+use ctxengine_core::body::HistoryItem;
+use pyo3::intern;
+use pyo3::prelude::*;
+
+use crate::items::{canonicalize_pending, read_attr, read_digest, Facts, Sort, Types};
+
+/// Buffers this large are not kept.
+const KEEP_ITEMS: usize = 1 << 20;
+
+/// What one call fills and the next reuses.
+#[derive(Default)]
+pub struct Buffers {
+    /// The history as the core reads it.
+    pub history: Vec<HistoryItem<'static>>,
+    /// Each history item's digest, the `bytes` object of its `_cj` (held
+    /// through `pins` while Python code may run).
+    pub keys: Vec<*mut pyo3::ffi::PyObject>,
+    /// Strong references: call ids the roles borrow, `_cj` tuples.
+    pub pins: Vec<Py<PyAny>>,
+    objs: Vec<Py<PyAny>>,
+    facts: Vec<Facts>,
+    keep: Vec<Py<PyAny>>,
+    pub raws: Vec<i64>,
+}
+
+thread_local! {
+    static BUFFERS: Cell<Option<Box<Buffers>>> = const { Cell::new(None) };
+}
+
+impl Buffers {
+    /// This thread's buffers (a re-entrant call simply allocates).
+    pub fn take() -> Box<Buffers> {
+        BUFFERS.with(Cell::take).unwrap_or_default()
+    }
+
+    /// Back for the next call, emptied (the GIL is held: references drop).
+    pub fn give_back(mut self: Box<Self>) {
+        if self.facts.capacity() > KEEP_ITEMS || self.history.capacity() > KEEP_ITEMS {
+            return;
+        }
+        self.history.clear();
+        self.keys.clear();
+        self.pins.clear();
+        self.objs.clear();
+        self.facts.clear();
+        self.keep.clear();
+        self.raws.clear();
+        BUFFERS.with(|b| b.set(Some(self)));
+    }
+}
+
+/// Every value the fit measures, in the order the reference measures it.
+pub struct Gather<'py> {
+    py: Python<'py>,
+    pub types: Types,
+    pub bufs: Box<Buffers>,
+    /// Values whose facts still need canonicalization: (index, value).
+    pending: Vec<(usize, Bound<'py, PyAny>)>,
+}
+
+impl<'py> Gather<'py> {
+    pub fn new(py: Python<'py>, types: Types, bufs: Box<Buffers>) -> Self {
+        Gather {
+            py,
+            types,
+            bufs,
+            pending: Vec::new(),
+        }
+    }
+
+    pub fn facts(&self) -> &[Facts] {
+        &self.bufs.facts
+    }
+
+    pub fn obj(&self, i: usize) -> &Bound<'py, PyAny> {
+        self.bufs.objs[i].bind(self.py)
+    }
+
+    /// Add a value to measure; returns its index.
+    #[inline(always)]
+    pub fn push(&mut self, obj: Bound<'py, PyAny>) -> PyResult<usize> {
+        let t = self.types.info(&obj)?;
+        let info = &self.types.infos[t];
+        let kind = info.kind;
+        let cj = if info.sort == Sort::Item {
+            read_attr(&obj, info.cj, intern!(self.py, "_cj"))
+                .ok()
+                .flatten()
+        } else {
+            None
+        };
+        // SAFETY: a live object; read_digest checks the tuple and digest.
+        let cached = cj
+            .as_ref()
+            .and_then(|cj| unsafe { read_digest(cj.as_ptr()) });
+        let b = &mut *self.bufs;
+        let i = b.facts.len();
+        match cached {
+            Some((digest, bytes)) => {
+                // The length is read on a memo miss only: `keep` holds the
+                // tuple, and so its canonical bytes, until then.
+                b.facts.push(Facts::of_bytes(kind, digest, bytes));
+                if let Some(cj) = cj {
+                    b.keep.push(cj.unbind());
+                }
+            }
+            None => {
+                b.facts.push(Facts::known(kind, 0, [0; 32]));
+                self.pending.push((i, obj.clone()));
+            }
+        }
+        b.objs.push(obj.unbind());
+        Ok(i)
+    }
+
+    /// Canonicalize what no cache held (the reference's `raw_estimates`
+    /// does it at the same point).
+    pub fn finish(&mut self) -> PyResult<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        canonicalize_pending(self.py, &mut self.types, &mut self.bufs.facts, pending)
+    }
+
+    /// The buffers back, and the facts' kinds' table.
+    pub fn done(self) {
+        self.bufs.give_back();
+    }
+}

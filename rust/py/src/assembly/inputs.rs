@@ -1,0 +1,386 @@
+//! `BodyInputs` and `BodyLimits` read from Python and checked, in the
+//! reference's order (`check_body_inputs`, `check_limits`).
+
+use ctxengine_core::body::{BodyLimits, HistoryItem, Kind};
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+use super::gather::Buffers;
+use crate::arguments::{self, type_name};
+use crate::errors::argument_error;
+use crate::items::{
+    read_attr, read_digest, seq_of, seq_value, slot_value, tool_role, Attr, Role, Sort, Types,
+};
+
+pub const F: &str = "fit_body";
+
+/// The text of a str already checked (by `arguments::string`).
+pub fn text<'a>(s: &'a Bound<'_, PyAny>) -> &'a str {
+    // SAFETY: a str whose UTF-8 was produced (and cached) by the check.
+    unsafe {
+        crate::canonical::utf8(s.as_ptr())
+            .map(|b| std::str::from_utf8_unchecked(b))
+            .unwrap_or_default()
+    }
+}
+
+/// The name of an argument's part, formatted only when an error needs it:
+/// `base.field`, or `base[at].field`.
+#[derive(Clone, Copy)]
+pub struct Path<'a> {
+    base: &'a str,
+    at: Option<usize>,
+    field: &'a str,
+}
+
+impl<'a> Path<'a> {
+    pub fn of(base: &'a str, field: &'a str) -> Self {
+        Path {
+            base,
+            at: None,
+            field,
+        }
+    }
+
+    fn at(base: &'a str, at: usize, field: &'a str) -> Self {
+        Path {
+            base,
+            at: Some(at),
+            field,
+        }
+    }
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at {
+            Some(at) => write!(f, "{}[{at}]", self.base)?,
+            None => f.write_str(self.base)?,
+        }
+        if !self.field.is_empty() {
+            write!(f, ".{}", self.field)?;
+        }
+        Ok(())
+    }
+}
+
+/// `owner.<name>`, or an `ArgumentError` naming it.
+pub fn field<'py>(
+    owner: &Bound<'py, PyAny>,
+    path: Path<'_>,
+    name: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match owner.getattr_opt(name)? {
+        Some(v) => Ok(v),
+        None => Err(argument_error(
+            owner.py(),
+            F,
+            path.to_string(),
+            format!("missing from {}", type_name(owner)),
+        )),
+    }
+}
+
+/// The history: conversation items, read into the core's form (raws to
+/// come), each one's digest key (`None` for an item not canonicalized yet,
+/// listed in the result with the item).
+pub fn history<'py>(
+    inputs: &Bound<'py, PyAny>,
+    types: &mut Types,
+    bufs: &mut Buffers,
+) -> PyResult<Vec<(usize, Bound<'py, PyAny>)>> {
+    let py = inputs.py();
+    let name = "inputs.history";
+    let history = field(
+        inputs,
+        Path::of("inputs", "history"),
+        intern!(py, "history"),
+    )?;
+    let values = arguments::sequence(F, name, &history, "conversation items")?;
+    let mut fresh = Vec::new();
+    let mut ids: Vec<Bound<'py, PyAny>> = Vec::new();
+    bufs.history.reserve(values.len());
+    bufs.keys.reserve(values.len());
+    // The fast path reads items, slots and keys without taking references:
+    // nothing can free them while no Python code runs. Before a step that
+    // may run Python code, `pin` takes references to what was borrowed.
+    let mut pinned = 0;
+    let pin = |bufs: &mut Buffers, pinned: &mut usize| {
+        for &key in &bufs.keys[*pinned..] {
+            if !key.is_null() {
+                // SAFETY: live (no Python code ran since it was read).
+                bufs.pins
+                    .push(unsafe { Bound::from_borrowed_ptr(py, key) }.unbind());
+            }
+        }
+        *pinned = bufs.keys.len();
+    };
+    let mut i = 0;
+    loop {
+        let p = values.ptr(i);
+        if p.is_null() {
+            break;
+        }
+        // SAFETY: a live item (the sequence holds it; nothing ran since).
+        let tp = unsafe { ffi::Py_TYPE(p) };
+        let t = match types.recent(tp) {
+            Some(t) => t,
+            None => {
+                pin(bufs, &mut pinned);
+                types.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?
+            }
+        };
+        let info = &types.infos[t];
+        if !info.conversation {
+            let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+            return Err(argument_error(
+                py,
+                F,
+                format!("{name}[{i}]"),
+                format!("expected a conversation item, got {}", type_name(&item)),
+            ));
+        }
+        let (role, call_id, seq_how, cj_how) = (info.role, info.call_id, info.seq, info.cj);
+        let slots = matches!((seq_how, cj_how), (Attr::Slot(_), Attr::Slot(_)))
+            && (role == Role::Other || matches!(call_id, Attr::Slot(_)));
+        if !slots {
+            pin(bufs, &mut pinned);
+        }
+        // The id's text lives in `ids`, then in the buffers' pins, for the
+        // whole call (the role's lifetime is that promise).
+        let (tool_role, hash) = if role == Role::Other {
+            (ctxengine_core::cut::ToolRole::Other, 0)
+        } else {
+            let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+            tool_role(&item, role, call_id, &mut ids, (F, name, i))?
+        };
+        let seq = match seq_how {
+            // SAFETY: a slot of this type's layout; ints convert in C.
+            Attr::Slot(offset) => unsafe { seq_value(slot_value(p, offset)) },
+            Attr::Lookup => {
+                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                read_attr(&item, Attr::Lookup, intern!(py, "seq"))?.and_then(|v| seq_of(&v))
+            }
+        };
+        let cj = match cj_how {
+            // SAFETY: as above: the item holds its `_cj`.
+            Attr::Slot(offset) => unsafe { slot_value(p, offset) },
+            Attr::Lookup => {
+                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                match read_attr(&item, Attr::Lookup, intern!(py, "_cj"))? {
+                    Some(cj) => {
+                        let ptr = cj.as_ptr();
+                        bufs.pins.push(cj.unbind());
+                        ptr
+                    }
+                    None => std::ptr::null_mut(),
+                }
+            }
+        };
+        // SAFETY: null or live; read_digest checks the tuple.
+        let key = if !cj.is_null() && unsafe { read_digest(cj) }.is_some() {
+            unsafe { ffi::PyTuple_GET_ITEM(cj, 1) }
+        } else {
+            fresh.push((i, unsafe { Bound::from_borrowed_ptr(py, p) }));
+            std::ptr::null_mut()
+        };
+        bufs.history.push(HistoryItem {
+            raw: 0,
+            seq,
+            role: tool_role,
+            hash,
+        });
+        bufs.keys.push(key);
+        i += 1;
+    }
+    bufs.pins.extend(ids.into_iter().map(Bound::unbind));
+    if !fresh.is_empty() {
+        // Python code runs next (canonicalizing): hold every key.
+        pin(bufs, &mut pinned);
+    }
+    Ok(fresh)
+}
+
+/// A render table: a dict (looked up by item digest).
+pub fn table<'py>(
+    inputs: &Bound<'py, PyAny>,
+    name: &'static str,
+    interned: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let value = field(inputs, Path::of("inputs", name), interned)?;
+    value.cast_into::<PyDict>().map_err(|e| {
+        let value = e.into_inner();
+        argument_error(
+            value.py(),
+            F,
+            format!("inputs.{name}"),
+            format!("expected a dict, got {}", type_name(&value)),
+        )
+    })
+}
+
+/// One block as read (the strings checked: `text` reads them).
+pub struct BlockIn<'py> {
+    pub class: Bound<'py, PyAny>,
+    pub kind: Kind,
+    pub items: Vec<Bound<'py, PyAny>>,
+    pub ids: Vec<Bound<'py, PyAny>>,
+    pub max_items: Option<i64>,
+    pub max_tokens: Option<i64>,
+}
+
+fn cap(name: Path<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
+    let cap = arguments::optional_int64(F, name, value)?;
+    if let Some(c) = cap.filter(|c| *c < 0) {
+        return Err(argument_error(
+            value.py(),
+            F,
+            name.to_string(),
+            format!("must not be negative, got {c}"),
+        ));
+    }
+    Ok(cap)
+}
+
+/// Every element of a sequence argument.
+fn elements<'py>(
+    name: Path<'_>,
+    value: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let values = arguments::sequence(F, name, value, what)?;
+    let mut out = Vec::with_capacity(values.len());
+    let mut i = 0;
+    while let Some(v) = values.get(i) {
+        out.push(v);
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// The blocks, each of a known kind with rendered items; one history block.
+pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Vec<BlockIn<'py>>> {
+    let py = inputs.py();
+    let mut out: Vec<BlockIn<'py>> = Vec::new();
+    let mut counts = [0usize; 8];
+    let all = field(inputs, Path::of("inputs", "blocks"), intern!(py, "blocks"))?;
+    const B: &str = "inputs.blocks";
+    for (at, block) in elements(Path::of(B, ""), &all, "blocks")?
+        .into_iter()
+        .enumerate()
+    {
+        let part = |name: &'static str| Path::at(B, at, name);
+        let get = |name: &'static str, interned: &Bound<'py, PyString>| {
+            field(&block, part(name), interned)
+        };
+        let class = get("region_class", intern!(py, "region_class"))?;
+        arguments::string(F, part("region_class"), &class)?;
+        let kind_obj = get("kind", intern!(py, "kind"))?;
+        let kind_name = arguments::string(F, part("kind"), &kind_obj)?;
+        let Some(kind) = Kind::parse(kind_name) else {
+            let repr = kind_obj.repr().map(|r| r.to_string()).unwrap_or_default();
+            return Err(argument_error(
+                py,
+                F,
+                part("kind").to_string(),
+                format!("unknown kind {repr}"),
+            ));
+        };
+        let items = elements(part("items"), &get("items", intern!(py, "items"))?, "items")?;
+        for (index, item) in items.iter().enumerate() {
+            let t = types.info(item)?;
+            if types.infos[t].sort != Sort::Item {
+                return Err(argument_error(
+                    py,
+                    F,
+                    format!("{}[{index}]", part("items")),
+                    format!("expected a rendered item, got {}", type_name(item)),
+                ));
+            }
+        }
+        let id_values = elements(part("ids"), &get("ids", intern!(py, "ids"))?, "ids")?;
+        if kind == Kind::Passages && id_values.len() != items.len() {
+            return Err(argument_error(
+                py,
+                F,
+                part("ids").to_string(),
+                format!("{} ids for {} passages", id_values.len(), items.len()),
+            ));
+        }
+        for (index, id) in id_values.iter().enumerate() {
+            let name = Path::at(B, at, "");
+            arguments::string(F, format_args!("{name}.ids[{index}]"), id)?;
+        }
+        let ids = id_values;
+        let max_items = cap(
+            part("max_items"),
+            &get("max_items", intern!(py, "max_items"))?,
+        )?;
+        let max_tokens = cap(
+            part("max_tokens"),
+            &get("max_tokens", intern!(py, "max_tokens"))?,
+        )?;
+        let k = Kind::NAMES
+            .iter()
+            .position(|n| *n == kind_name)
+            .unwrap_or(0);
+        counts[k] += 1;
+        if matches!(kind, Kind::History | Kind::WorkingState | Kind::Skills) && counts[k] > 1 {
+            return Err(argument_error(
+                py,
+                F,
+                part("kind").to_string(),
+                format!("a second {kind_name} block"),
+            ));
+        }
+        out.push(BlockIn {
+            class,
+            kind,
+            items,
+            ids,
+            max_items,
+            max_tokens,
+        });
+    }
+    if counts[1] != 1 {
+        return Err(argument_error(py, F, B, "expected one history block"));
+    }
+    Ok(out)
+}
+
+/// `BodyLimits`.
+pub fn limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
+    let py = limits.py();
+    let part = |name: &'static str| Path::of("limits", name);
+    let get =
+        |name: &'static str, interned: &Bound<'py, PyString>| field(limits, part(name), interned);
+    let usable = arguments::int64(F, part("usable"), &get("usable", intern!(py, "usable"))?)?;
+    let history_cap = get("history_cap", intern!(py, "history_cap"))?;
+    let history_cap = arguments::int64(F, part("history_cap"), &history_cap)?;
+    let tool_cap = arguments::int64(
+        F,
+        part("tool_cap"),
+        &get("tool_cap", intern!(py, "tool_cap"))?,
+    )?;
+    let floor = get("summary_floor", intern!(py, "summary_floor"))?;
+    let summary_floor = arguments::optional_int64(F, part("summary_floor"), &floor)?;
+    let compactable = get("summary_compactable", intern!(py, "summary_compactable"))?;
+    // SAFETY: a type check of a live object.
+    if unsafe { ffi::PyBool_Check(compactable.as_ptr()) } == 0 {
+        return Err(argument_error(
+            limits.py(),
+            F,
+            "limits.summary_compactable",
+            format!("expected a bool, got {}", type_name(&compactable)),
+        ));
+    }
+    Ok(BodyLimits {
+        usable,
+        history_cap,
+        tool_cap,
+        summary_floor,
+        summary_compactable: compactable.is_truthy()?,
+    })
+}

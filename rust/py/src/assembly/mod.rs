@@ -1,0 +1,352 @@
+//! `fit_body`: Region B measured, capped, yielded and cut in one call (the
+//! contract: `ctxengine.model.body`; the specification: the reference).
+//!
+//! This layer reads the inputs (`inputs`), looks the history's renders up
+//! in the tables by item digest, measures everything under one estimator
+//! lock in the reference's order (`gather`), and converts the decisions of
+//! `ctxengine_core::body::fit_body` back: no callback into Python runs.
+
+mod gather;
+mod inputs;
+
+use ctxengine_core::body::{self, Block, BodyHost, Kind, Part};
+use ctxengine_core::hash::{hex, sha256, PrefixStates};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::arguments::{self, type_name};
+use crate::errors::{argument_error, guard, HostError, IntoPy};
+use crate::estimator::{Resolved, TokenEstimator};
+use crate::items::{Facts, Types};
+use gather::{Buffers, Gather};
+use inputs::{BlockIn, F};
+
+/// Stored digest-list prefixes per thread (see `PrefixStates`).
+const BODY_PREFIX_BYTES: usize = 32 << 20;
+
+thread_local! {
+    static BODY_PREFIXES: std::cell::Cell<Option<Box<PrefixStates>>> =
+        std::cell::Cell::new(Some(Box::new(PrefixStates::new(BODY_PREFIX_BYTES))));
+}
+
+/// Region B measured, capped, yielded and cut (`ctxengine.model.body`).
+#[pyfunction]
+#[pyo3(signature = (*, inputs, limits, estimator, model_id))]
+pub fn fit_body<'py>(
+    py: Python<'py>,
+    inputs: &Bound<'py, PyAny>,
+    limits: &Bound<'py, PyAny>,
+    estimator: &Bound<'py, PyAny>,
+    model_id: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    guard(py, || {
+        let mut g = Gather::new(py, Types::new(py)?, Buffers::take());
+        let result = fit(py, inputs, limits, estimator, model_id, &mut g);
+        g.done();
+        result
+    })
+}
+
+/// The `BodyFit` dict.
+fn body_fit<'py>(
+    py: Python<'py>,
+    fields: [(&str, Bound<'py, PyAny>); 9],
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in fields {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
+/// A `BodyFit` whose only news is the history indices the tables lack.
+fn missing<'py>(py: Python<'py>, indices: Vec<usize>) -> PyResult<Bound<'py, PyDict>> {
+    let empty = || PyList::empty(py).into_any();
+    body_fit(
+        py,
+        [
+            ("body", empty()),
+            ("body_raw", 0i64.into_pyobject(py)?.into_any()),
+            ("reason", "fits".into_pyobject(py)?.into_any()),
+            (
+                "compactable",
+                false.into_pyobject(py)?.to_owned().into_any(),
+            ),
+            ("cut", 0usize.into_pyobject(py)?.into_any()),
+            ("history_budget", 0i64.into_pyobject(py)?.into_any()),
+            ("yield_steps", empty()),
+            ("body_sha256", "".into_pyobject(py)?.into_any()),
+            ("missing", PyList::new(py, indices)?.into_any()),
+        ],
+    )
+}
+
+/// The value a table holds for `key` (no Python code runs: the keys are
+/// `bytes`, whose hash the object caches).
+fn lookup<'py>(
+    table: &Bound<'py, PyDict>,
+    key: *mut ffi::PyObject,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    // SAFETY: a dict and a live key.
+    unsafe {
+        let v = ffi::PyDict_GetItemWithError(table.as_ptr(), key);
+        if v.is_null() {
+            return match PyErr::take(table.py()) {
+                Some(e) => Err(e),
+                None => Ok(None),
+            };
+        }
+        Ok(Some(Bound::from_borrowed_ptr(table.py(), v)))
+    }
+}
+
+fn fit<'py>(
+    py: Python<'py>,
+    inputs: &Bound<'py, PyAny>,
+    limits: &Bound<'py, PyAny>,
+    estimator: &Bound<'py, PyAny>,
+    model_id: &Bound<'py, PyAny>,
+    g: &mut Gather<'py>,
+) -> PyResult<Bound<'py, PyDict>> {
+    // The arguments, in the reference's order, before any work.
+    let fresh = inputs::history(inputs, &mut g.types, &mut g.bufs)?;
+    let renders = inputs::table(inputs, "renders", pyo3::intern!(py, "renders"))?;
+    let pointers = inputs::table(inputs, "pointers", pyo3::intern!(py, "pointers"))?;
+    let blocks = inputs::blocks(inputs, &mut g.types)?;
+    let limits = inputs::limits(limits)?;
+    arguments::estimator_like(F, estimator)?;
+    let model_id = arguments::string(F, "model_id", model_id)?;
+    let Ok(est) = estimator.cast::<TokenEstimator>() else {
+        return Err(argument_error(
+            py,
+            F,
+            "estimator",
+            format!(
+                "this backend fits with its own TokenEstimator, got {} (ctxengine.core.body.fit_body picks the backend)",
+                type_name(estimator)
+            ),
+        ));
+    };
+    let est = est.get();
+
+    // 1. The history's digests (canonicalizing fresh items: Python code
+    // runs, so the borrowed keys are pinned first), then its renders.
+    if !fresh.is_empty() {
+        // (The keys read so far are pinned.)
+        let b = &mut *g.bufs;
+        let mut facts = vec![Facts::known(0, 0, [0; 32]); b.keys.len()];
+        crate::items::canonicalize_pending(py, &mut g.types, &mut facts, fresh.clone())?;
+        for (i, item) in &fresh {
+            let key = crate::canonical::item_cache(item)?.get_item(1)?;
+            g.bufs.keys[*i] = key.as_ptr();
+            g.bufs.pins.push(key.unbind());
+        }
+    }
+    let mut lacking = Vec::new();
+    for i in 0..g.bufs.keys.len() {
+        match lookup(&renders, g.bufs.keys[i])? {
+            Some(r) if lacking.is_empty() => {
+                g.push(r)?;
+            }
+            Some(_) => {}
+            None => lacking.push(i),
+        }
+    }
+    if !lacking.is_empty() {
+        return missing(py, lacking);
+    }
+    measure_and_fit(py, g, &blocks, &limits, &pointers, est, model_id)
+}
+
+/// 2. Measure everything in the reference's order, fit, and convert back.
+fn measure_and_fit<'py>(
+    py: Python<'py>,
+    g: &mut Gather<'py>,
+    blocks: &[BlockIn<'py>],
+    limits: &body::BodyLimits,
+    pointers: &Bound<'py, PyDict>,
+    est: &TokenEstimator,
+    model_id: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let n = g.bufs.history.len();
+    // Every block's items in body order (a lines block: its whole block).
+    let mut block_at: Vec<Vec<usize>> = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        let mut at = vec![usize::MAX; b.items.len()];
+        if b.kind == Kind::Lines {
+            if let Some(last) = b.items.last() {
+                at[b.items.len() - 1] = g.push(last.clone())?;
+            }
+        } else {
+            for (k, item) in b.items.iter().enumerate() {
+                at[k] = g.push(item.clone())?;
+            }
+        }
+        block_at.push(at);
+    }
+    g.finish()?;
+    // Every estimate under one lock.
+    let mut raws = std::mem::take(&mut g.bufs.raws);
+    let factor = est
+        .raw_batch_into(model_id, &g.types.kinds, g.facts(), &mut raws)
+        .into_py(py)?;
+    for (h, &raw) in g.bufs.history.iter_mut().zip(&raws) {
+        h.raw = raw;
+    }
+    let core_blocks: Vec<Block> = blocks
+        .iter()
+        .zip(&block_at)
+        .map(|(b, at)| Block {
+            class: inputs::text(&b.class),
+            kind: b.kind,
+            len: b.items.len(),
+            raws: at
+                .iter()
+                .filter(|&&i| i != usize::MAX)
+                .map(|&i| raws[i])
+                .collect(),
+            ids: b.ids.iter().map(|id| inputs::text(id)).collect(),
+            max_items: b.max_items,
+            max_tokens: b.max_tokens,
+        })
+        .collect();
+    g.bufs.raws = raws;
+
+    let history = std::mem::take(&mut g.bufs.history);
+    let keys = std::mem::take(&mut g.bufs.keys);
+    let mut host = Host {
+        g: &mut *g,
+        est,
+        model_id,
+        blocks,
+        block_at: &mut block_at,
+        keys: &keys,
+        pointers,
+        pointer_at: vec![usize::MAX; n],
+        resolved: Resolved::default(),
+    };
+    let decided = body::fit_body(limits, &core_blocks, &history, factor, &mut host);
+    let pointer_at = std::mem::take(&mut host.pointer_at);
+    g.bufs.history = history;
+    g.bufs.keys = keys;
+    let decided = decided.map_err(HostError::into_pyerr(py))?;
+    if !decided.missing.is_empty() {
+        return missing(py, decided.missing);
+    }
+
+    // The body, its digest list's SHA-256 and the steps, as Python data.
+    let at: Vec<usize> = decided
+        .body
+        .iter()
+        .map(|part| match *part {
+            Part::History(i) => i,
+            Part::Pointer(i) => pointer_at[i],
+            Part::Item { block, item } => block_at[block][item],
+        })
+        .collect();
+    let list = PyList::new(py, at.iter().map(|&i| g.obj(i)))?;
+    let mut flat: Vec<u8> = Vec::with_capacity(at.len() * 32);
+    for &i in &at {
+        flat.extend_from_slice(&g.facts()[i].digest);
+    }
+    // The leading summary and history digests repeat from build to build.
+    let leading = decided
+        .body
+        .iter()
+        .take_while(|p| match p {
+            Part::History(_) | Part::Pointer(_) => true,
+            Part::Item { block, .. } => blocks[*block].kind == Kind::Summary,
+        })
+        .count();
+    let body_sha = hex(&BODY_PREFIXES.with(|cell| match cell.take() {
+        Some(mut states) => {
+            let digest = states.sha256(&flat, 32 * leading);
+            cell.set(Some(states));
+            digest
+        }
+        None => sha256(&flat),
+    }));
+    body_fit(
+        py,
+        [
+            ("body", list.into_any()),
+            ("body_raw", decided.body_raw.into_pyobject(py)?.into_any()),
+            (
+                "reason",
+                decided.reason.as_str().into_pyobject(py)?.into_any(),
+            ),
+            (
+                "compactable",
+                decided.compactable.into_pyobject(py)?.to_owned().into_any(),
+            ),
+            ("cut", decided.cut.into_pyobject(py)?.into_any()),
+            (
+                "history_budget",
+                decided.history_budget.into_pyobject(py)?.into_any(),
+            ),
+            ("yield_steps", PyList::new(py, &decided.steps)?.into_any()),
+            ("body_sha256", body_sha.into_pyobject(py)?.into_any()),
+            ("missing", PyList::empty(py).into_any()),
+        ],
+    )
+}
+
+/// The lookups the ladder asks for, measured through the memo.
+struct Host<'a, 'py> {
+    g: &'a mut Gather<'py>,
+    est: &'a TokenEstimator,
+    model_id: &'a str,
+    blocks: &'a [BlockIn<'py>],
+    /// Gather index of each block item measured so far (`usize::MAX`: not).
+    block_at: &'a mut Vec<Vec<usize>>,
+    /// The history items' digests (the tables' keys).
+    keys: &'a [*mut ffi::PyObject],
+    pointers: &'a Bound<'py, PyDict>,
+    /// Gather index of each history item's pointer, once measured.
+    pointer_at: Vec<usize>,
+    resolved: Resolved,
+}
+
+impl Host<'_, '_> {
+    /// Measure one more value through the memo.
+    fn measure(&mut self, i: usize) -> Result<i64, HostError> {
+        self.g.finish()?;
+        Ok(self.est.raw_one(
+            &mut self.resolved,
+            self.model_id,
+            &self.g.types.kinds,
+            &self.g.facts()[i],
+        )?)
+    }
+}
+
+impl BodyHost for Host<'_, '_> {
+    type Error = HostError;
+
+    fn lines_raw(&mut self, block: usize, lines: usize) -> Result<i64, HostError> {
+        let item = self.blocks[block].items[lines - 1].clone();
+        let i = self.g.push(item)?;
+        self.block_at[block][lines - 1] = i;
+        self.measure(i)
+    }
+
+    fn pointer_raw(&mut self, index: usize) -> Result<Option<i64>, HostError> {
+        let Some(pointer) = lookup(self.pointers, self.keys[index])? else {
+            return Ok(None);
+        };
+        let i = self.g.push(pointer)?;
+        self.pointer_at[index] = i;
+        self.measure(i).map(Some)
+    }
+
+    fn lacking_pointers(&mut self, results: &[usize]) -> Result<Vec<usize>, HostError> {
+        let mut out = Vec::new();
+        for &j in results {
+            if lookup(self.pointers, self.keys[j])?.is_none() {
+                out.push(j);
+            }
+        }
+        Ok(out)
+    }
+}

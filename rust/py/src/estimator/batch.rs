@@ -1,0 +1,116 @@
+//! Batches measured under one lock: the facts of values (canonical length,
+//! digest and, for an exact count on a memo miss, bytes, by kind) through
+//! the core's memo.
+
+use ctxengine_core::calibrate::{self, Ratio};
+use ctxengine_core::estimate::EstimatorState;
+use ctxengine_core::CoreError;
+use pyo3::prelude::*;
+
+use super::{Resolved, TokenEstimator};
+use crate::errors::{estimator_error, IntoPy};
+use crate::items::{scan, Facts, Items, Types, Want};
+
+/// The raw count of one fact under the lock.
+#[inline]
+fn raw_of(st: &mut EstimatorState, counter: u32, kind: u32, f: &Facts) -> Result<i64, CoreError> {
+    st.raw_counted(counter, kind, &f.digest, || f.len(), || f.canonical())
+}
+
+impl TokenEstimator {
+    /// Raw counts of gathered facts, under one lock.
+    pub fn raw_batch(
+        &self,
+        model_id: &str,
+        kinds: &[String],
+        facts: &[Facts],
+    ) -> Result<Vec<i64>, CoreError> {
+        let mut raws = Vec::new();
+        self.raw_batch_into(model_id, kinds, facts, &mut raws)?;
+        Ok(raws)
+    }
+
+    /// Raw counts (into `raws`) and the factor of the key, under one lock.
+    pub fn raw_batch_into(
+        &self,
+        model_id: &str,
+        kinds: &[String],
+        facts: &[Facts],
+        raws: &mut Vec<i64>,
+    ) -> Result<Ratio, CoreError> {
+        raws.clear();
+        raws.reserve(facts.len());
+        let mut st = self.lock();
+        st.memo_mut().reserve(facts.len());
+        let counter = st.counter_id(model_id);
+        let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
+        for f in facts {
+            raws.push(raw_of(&mut st, counter, kind_ids[f.kind], f)?);
+        }
+        Ok(st.factor(counter))
+    }
+
+    /// One more raw count after a batch (`raw_batch_into`), with the
+    /// counter and kind ids resolved once per call instead of per value.
+    pub fn raw_one(
+        &self,
+        resolved: &mut Resolved,
+        model_id: &str,
+        kinds: &[String],
+        fact: &Facts,
+    ) -> Result<i64, CoreError> {
+        let mut st = self.lock();
+        let counter = match resolved.counter {
+            Some(c) => c,
+            None => *resolved.counter.insert(st.counter_id(model_id)),
+        };
+        while resolved.kinds.len() < kinds.len() {
+            let id = st.kind(&kinds[resolved.kinds.len()]);
+            resolved.kinds.push(id);
+        }
+        raw_of(&mut st, counter, resolved.kinds[fact.kind], fact)
+    }
+
+    /// The factor of a key (for the cut's own fit).
+    pub fn factor(&self, model_id: &str) -> Ratio {
+        let mut st = self.lock();
+        let counter = st.counter_id(model_id);
+        st.factor(counter)
+    }
+
+    /// The facts of `values`, their kinds indexing `types.kinds`.
+    pub(crate) fn facts_of<'py>(
+        py: Python<'py>,
+        types: &mut Types,
+        values: &Items<'py>,
+    ) -> PyResult<Vec<Facts>> {
+        let want = Want {
+            pairs: None,
+            facts: true,
+        };
+        let mut s = scan(py, types, values, want)?;
+        s.finish_facts(py, types)?;
+        Ok(std::mem::take(&mut s.buf.facts))
+    }
+
+    pub(super) fn sum_corrected<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Items<'py>,
+        model_id: &str,
+    ) -> PyResult<i128> {
+        let mut types = Types::new(py)?;
+        let facts = Self::facts_of(py, &mut types, values)?;
+        let mut raws = Vec::new();
+        let factor = self
+            .raw_batch_into(model_id, &types.kinds, &facts, &mut raws)
+            .into_py(py)?;
+        let mut total: i64 = 0;
+        for r in raws {
+            total = total.checked_add(r).ok_or_else(|| {
+                estimator_error(py, "raw estimate sum overflows a 64-bit integer")
+            })?;
+        }
+        Ok(calibrate::apply(total, factor))
+    }
+}

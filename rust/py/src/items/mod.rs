@@ -1,0 +1,111 @@
+//! Python items read in one pass (`Items`), their types' facts
+//! (`types`), their attributes (`slots`) and the batch of their facts
+//! (`scan`).
+
+mod scan;
+mod slots;
+mod types;
+
+pub use scan::{canonicalize_pending, read_digest, scan, Facts, Scan, Want};
+pub use slots::{read_attr, seq_of, seq_value, slot_value, tool_role, Attr};
+pub use types::{Role, Sort, Types};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+/// A list, a tuple, or the items of any other iterable; indexed access that
+/// stays safe if Python code run mid-pass changes a list.
+pub enum Items<'py> {
+    List(Bound<'py, PyList>),
+    Tuple(Bound<'py, PyTuple>),
+    Other(Vec<Bound<'py, PyAny>>),
+}
+
+impl<'py> Items<'py> {
+    pub fn new(items: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(list) = items.cast::<PyList>() {
+            return Ok(Items::List(list.clone()));
+        }
+        if let Ok(tuple) = items.cast::<PyTuple>() {
+            return Ok(Items::Tuple(tuple.clone()));
+        }
+        Ok(Items::Other(items.try_iter()?.collect::<PyResult<_>>()?))
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Items::List(l) => l.len(),
+            Items::Tuple(t) => t.len(),
+            Items::Other(v) => v.len(),
+        }
+    }
+
+    /// The item at `i` without a reference (null past the end): valid while
+    /// no Python code runs.
+    #[inline(always)]
+    pub fn ptr(&self, i: usize) -> *mut ffi::PyObject {
+        // SAFETY: bounds checked against the current size.
+        unsafe {
+            match self {
+                Items::List(l) => {
+                    let p = l.as_ptr();
+                    if (i as ffi::Py_ssize_t) < ffi::PyList_GET_SIZE(p) {
+                        ffi::PyList_GET_ITEM(p, i as ffi::Py_ssize_t)
+                    } else {
+                        std::ptr::null_mut()
+                    }
+                }
+                Items::Tuple(t) => {
+                    let p = t.as_ptr();
+                    if (i as ffi::Py_ssize_t) < ffi::PyTuple_GET_SIZE(p) {
+                        ffi::PyTuple_GET_ITEM(p, i as ffi::Py_ssize_t)
+                    } else {
+                        std::ptr::null_mut()
+                    }
+                }
+                Items::Other(v) => v.get(i).map_or(std::ptr::null_mut(), |b| b.as_ptr()),
+            }
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<Bound<'py, PyAny>> {
+        unsafe {
+            match self {
+                Items::List(l) => {
+                    let p = l.as_ptr();
+                    if (i as ffi::Py_ssize_t) < ffi::PyList_GET_SIZE(p) {
+                        Some(Bound::from_borrowed_ptr(
+                            l.py(),
+                            ffi::PyList_GET_ITEM(p, i as ffi::Py_ssize_t),
+                        ))
+                    } else {
+                        None
+                    }
+                }
+                Items::Tuple(t) => {
+                    let p = t.as_ptr();
+                    if (i as ffi::Py_ssize_t) < ffi::PyTuple_GET_SIZE(p) {
+                        Some(Bound::from_borrowed_ptr(
+                            t.py(),
+                            ffi::PyTuple_GET_ITEM(p, i as ffi::Py_ssize_t),
+                        ))
+                    } else {
+                        None
+                    }
+                }
+                Items::Other(v) => v.get(i).cloned(),
+            }
+        }
+    }
+
+    /// As a Python sequence (for estimators outside this module).
+    pub fn to_object(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self {
+            Items::List(l) => l.clone().into_any(),
+            Items::Tuple(t) => t.clone().into_any(),
+            Items::Other(v) => PyList::new(py, v)?.into_any(),
+        })
+    }
+}

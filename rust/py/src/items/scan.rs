@@ -1,0 +1,489 @@
+//! One pass over a history: for every item its kind, canonical length and
+//! digest (from the `_cj` cache when filled), and its tool-pair role; the
+//! rest canonicalized in one batch, hashed on every core.
+
+use ctxengine_core::cut::{PairValidator, ToolRole};
+use ctxengine_core::hash::sha256_spans;
+use ctxengine_core::CoreError;
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+
+use super::slots::{read_attr, slot_value, str_hash, tool_role, utf8_str, Attr};
+use super::types::{Role, Sort, Types};
+use super::Items;
+use crate::arguments::type_name;
+use crate::canonical::{make_cache, store_cache, walk_error, walker};
+use crate::errors::{argument_error, to_pyerr};
+
+/// What the estimator needs of one value.
+#[derive(Clone)]
+pub struct Facts {
+    /// Index into `Types::kinds`.
+    pub kind: usize,
+    pub digest: [u8; 32],
+    /// The canonical length, unless `bytes` is set.
+    len: usize,
+    /// A borrowed `bytes` object whose size is the canonical length: the
+    /// warm path reads it only on a memo miss (it is the one object of an
+    /// item the memo does not need). Valid while no Python code runs.
+    bytes: *mut ffi::PyObject,
+    /// The canonical bytes once `bytes` is settled (an exact count on a
+    /// memo miss needs them, ADR 0012).
+    data: Vec<u8>,
+}
+
+impl Facts {
+    /// Facts whose length is read from `bytes` when asked: the caller keeps
+    /// `bytes` alive (through the `_cj` tuple holding it) while they are used.
+    #[inline]
+    pub fn of_bytes(kind: usize, digest: [u8; 32], bytes: *mut ffi::PyObject) -> Self {
+        Facts {
+            kind,
+            digest,
+            len: 0,
+            bytes,
+            data: Vec::new(),
+        }
+    }
+
+    pub fn known(kind: usize, len: usize, digest: [u8; 32]) -> Self {
+        Facts {
+            kind,
+            digest,
+            len,
+            bytes: std::ptr::null_mut(),
+            data: Vec::new(),
+        }
+    }
+
+    /// Known facts with their canonical bytes.
+    pub fn with_data(kind: usize, digest: [u8; 32], data: Vec<u8>) -> Self {
+        Facts {
+            kind,
+            digest,
+            len: data.len(),
+            bytes: std::ptr::null_mut(),
+            data,
+        }
+    }
+
+    /// The canonical bytes (call with the GIL held, before Python code has
+    /// run since the scan, like [`Facts::len`]).
+    pub fn canonical(&self) -> Vec<u8> {
+        if self.bytes.is_null() {
+            return self.data.clone();
+        }
+        // SAFETY: a live object (see the field).
+        unsafe {
+            if ffi::PyBytes_Check(self.bytes) != 0 {
+                let p = ffi::PyBytes_AsString(self.bytes) as *const u8;
+                std::slice::from_raw_parts(p, ffi::Py_SIZE(self.bytes) as usize).to_vec()
+            } else {
+                Vec::new()
+            }
+        }
+    }
+
+    /// Stop borrowing `bytes` (before Python code may run): keep its
+    /// length and a copy of its bytes.
+    #[inline]
+    fn settle(&mut self) {
+        if !self.bytes.is_null() {
+            self.len = self.len();
+            self.data = self.canonical();
+            self.bytes = std::ptr::null_mut();
+        }
+    }
+
+    /// The canonical length (call with the GIL held, before Python code
+    /// has run since the scan).
+    #[inline]
+    pub fn len(&self) -> usize {
+        if self.bytes.is_null() {
+            self.len
+        } else {
+            unsafe {
+                if ffi::PyBytes_Check(self.bytes) != 0 {
+                    ffi::Py_SIZE(self.bytes) as usize
+                } else {
+                    0
+                }
+            }
+        }
+    }
+}
+
+/// The digest of a filled `_cj` cache `(bytes, 32-byte bytes)` and its
+/// (unchecked) canonical bytes object; `None` when not filled.
+#[inline]
+pub unsafe fn read_digest(cj: *mut ffi::PyObject) -> Option<([u8; 32], *mut ffi::PyObject)> {
+    if ffi::PyTuple_CheckExact(cj) == 0 || ffi::PyTuple_GET_SIZE(cj) != 2 {
+        return None;
+    }
+    let d = ffi::PyTuple_GET_ITEM(cj, 1);
+    if ffi::PyBytes_CheckExact(d) == 0 || ffi::Py_SIZE(d) != 32 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    std::ptr::copy_nonoverlapping(
+        ffi::PyBytes_AS_STRING(d) as *const u8,
+        digest.as_mut_ptr(),
+        32,
+    );
+    Some((digest, ffi::PyTuple_GET_ITEM(cj, 0)))
+}
+
+/// Push the facts of a filled `_cj` cache `(bytes, 32-byte bytes)`, the
+/// digest copied straight into place; false (nothing pushed) when not
+/// filled.
+///
+/// # Safety
+/// `cj` must be a live object; `facts` must have spare capacity.
+#[inline(always)]
+unsafe fn push_cached(facts: &mut Vec<Facts>, kind: usize, cj: *mut ffi::PyObject) -> bool {
+    if ffi::PyTuple_CheckExact(cj) == 0 || ffi::PyTuple_GET_SIZE(cj) != 2 {
+        return false;
+    }
+    let d = ffi::PyTuple_GET_ITEM(cj, 1);
+    if ffi::PyBytes_CheckExact(d) == 0 || ffi::Py_SIZE(d) != 32 {
+        return false;
+    }
+    if facts.len() == facts.capacity() {
+        facts.reserve(1);
+    }
+    let slot = facts.as_mut_ptr().add(facts.len());
+    std::ptr::addr_of_mut!((*slot).kind).write(kind);
+    std::ptr::addr_of_mut!((*slot).len).write(0);
+    std::ptr::addr_of_mut!((*slot).bytes).write(ffi::PyTuple_GET_ITEM(cj, 0));
+    std::ptr::addr_of_mut!((*slot).data).write(Vec::new());
+    std::ptr::copy_nonoverlapping(
+        ffi::PyBytes_AS_STRING(d) as *const u8,
+        std::ptr::addr_of_mut!((*slot).digest) as *mut u8,
+        32,
+    );
+    facts.set_len(facts.len() + 1);
+    true
+}
+
+/// Per-item buffers, kept per thread between calls: a 10,000-item history
+/// needs about a megabyte of them, and fresh allocations that size are
+/// mapped and faulted in anew on every call.
+#[derive(Default)]
+pub struct Buffers {
+    pub facts: Vec<Facts>,
+    pub result_of: Vec<usize>,
+    pub raws: Vec<i64>,
+}
+
+thread_local! {
+    static BUFFERS: std::cell::Cell<Option<Box<Buffers>>> = const { std::cell::Cell::new(None) };
+}
+
+/// Buffers this large are not kept.
+const KEEP_ITEMS: usize = 1 << 20;
+
+/// Everything one pass learns about a history.
+pub struct Scan<'py> {
+    /// The call ids of the items whose role is not `Other`, in order (owned,
+    /// so the cut can borrow `&str`s).
+    pub call_ids: Vec<Bound<'py, PyAny>>,
+    pub buf: Box<Buffers>,
+    /// Values whose facts still need canonicalization: (index, value).
+    pending: Vec<(usize, Bound<'py, PyAny>)>,
+    /// The first pairing error, raised by [`Scan::pairs`] once the other
+    /// arguments are checked.
+    pair_error: Option<CoreError>,
+}
+
+impl Drop for Scan<'_> {
+    fn drop(&mut self) {
+        let mut buf = std::mem::take(&mut self.buf);
+        if buf.facts.capacity() <= KEEP_ITEMS {
+            buf.facts.clear();
+            buf.result_of.clear();
+            buf.raws.clear();
+            // Re-entrant calls (Python code run mid-scan) simply allocate.
+            BUFFERS.with(|b| b.set(Some(buf)));
+        }
+    }
+}
+
+/// What a pass collects.
+#[derive(Clone, Copy)]
+pub struct Want {
+    /// Check that every item is a conversation item and validate the tool
+    /// pairs (filling `result_of`, one entry per item), for this function.
+    pub pairs: Option<&'static str>,
+    /// Kind, length and digest per item.
+    pub facts: bool,
+}
+
+/// One pass over `items`, checking the items (an `ArgumentError`) and
+/// validating tool pairs on the way (an `OrphanedToolPair` from
+/// [`Scan::pairs`]). Facts of items with a filled
+/// cache are read here; the rest wait for [`Scan::finish_facts`], so a
+/// pairing error comes before any canonicalization, as the contract orders.
+pub fn scan<'py>(
+    py: Python<'py>,
+    types: &mut Types,
+    items: &Items<'py>,
+    want: Want,
+) -> PyResult<Scan<'py>> {
+    let n = items.len();
+    let mut buf = BUFFERS.with(|b| b.take()).unwrap_or_default();
+    if want.facts {
+        buf.facts.reserve(n);
+    }
+    let mut result_of = std::mem::take(&mut buf.result_of);
+    let mut s = Scan {
+        call_ids: Vec::new(),
+        buf,
+        pending: Vec::new(),
+        pair_error: None,
+    };
+    // Calls are typically a quarter of a history.
+    let hint = if want.pairs.is_some() { n / 4 + 8 } else { 0 };
+    let mut pairs = PairValidator::new(&mut result_of, hint);
+    // The first pairing error waits until every item is checked: argument
+    // errors come first.
+    let mut pair_error: Option<CoreError> = None;
+    let cj_name = intern!(py, "_cj");
+    // The fast path reads items, slots and call id strings without taking
+    // references: nothing can free them while no Python code runs. Before
+    // any step that may run Python code, `pin` takes references to the
+    // call ids the validator borrows so far and settles the fact lengths.
+    let mut borrowed: Vec<*mut ffi::PyObject> = Vec::new();
+    let mut i = 0;
+    loop {
+        let p = items.ptr(i);
+        if p.is_null() {
+            break;
+        }
+        // SAFETY: a live object (the sequence holds it, and no Python code
+        // has run since it was read).
+        let tp = unsafe { ffi::Py_TYPE(p) };
+        let t = match types.recent(tp) {
+            Some(t) => t,
+            None => {
+                s.pin(py, &mut borrowed);
+                // SAFETY: as above; from here on a reference is held.
+                types.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?
+            }
+        };
+        let info = &types.infos[t];
+        let (sort, kind, role) = (info.sort, info.kind, info.role);
+        let (cj_how, call_id_how) = (info.cj, info.call_id);
+        if let Some(function) = want.pairs {
+            if !info.conversation {
+                // SAFETY: as above.
+                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                return Err(argument_error(
+                    py,
+                    function,
+                    format!("items[{i}]"),
+                    format!("expected a conversation item, got {}", type_name(&item)),
+                ));
+            }
+            // SAFETY: a slot of this type's layout; an exact str's hash and
+            // UTF-8 run no Python code.
+            let fast = match (role, call_id_how) {
+                (Role::Other, _) => Some((ToolRole::Other, 0)),
+                (_, Attr::Slot(offset)) => unsafe {
+                    let id = slot_value(p, offset);
+                    if !id.is_null() && ffi::PyUnicode_CheckExact(id) != 0 {
+                        let hash = str_hash(id);
+                        let text = utf8_str(id);
+                        borrowed.push(id);
+                        Some((
+                            if role == Role::Call {
+                                ToolRole::Call(text)
+                            } else {
+                                ToolRole::Result(text)
+                            },
+                            hash,
+                        ))
+                    } else {
+                        None
+                    }
+                },
+                _ => None,
+            };
+            let (tool_role, hash) = match fast {
+                Some(r) => r,
+                None => {
+                    s.pin(py, &mut borrowed);
+                    // SAFETY: as above.
+                    let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                    tool_role(
+                        &item,
+                        role,
+                        call_id_how,
+                        &mut s.call_ids,
+                        (function, "items", i),
+                    )?
+                }
+            };
+            if pair_error.is_none() {
+                if let Err(e) = pairs.push_hashed(tool_role, hash) {
+                    pair_error = Some(e);
+                }
+            }
+        }
+        if want.facts {
+            let cached = match (sort, cj_how) {
+                // SAFETY: a slot of this type's layout; push_cached checks.
+                (Sort::Item, Attr::Slot(offset)) => unsafe {
+                    let cj = slot_value(p, offset);
+                    !cj.is_null() && push_cached(&mut s.buf.facts, kind, cj)
+                },
+                (Sort::Item, Attr::Lookup) => {
+                    s.pin(py, &mut borrowed);
+                    // SAFETY: as above.
+                    let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                    // The tuple may live no longer than this read (a
+                    // property): its length is taken while it is held.
+                    let cj = read_attr(&item, cj_how, cj_name).ok().flatten();
+                    let pushed = cj.as_ref().is_some_and(|cj| unsafe {
+                        push_cached(&mut s.buf.facts, kind, cj.as_ptr())
+                    });
+                    if let Some(f) = s.buf.facts.last_mut().filter(|_| pushed) {
+                        f.settle();
+                    }
+                    drop(cj);
+                    pushed
+                }
+                _ => false,
+            };
+            if !cached {
+                s.buf.facts.push(Facts::known(kind, 0, [0; 32]));
+                // SAFETY: as above.
+                s.pending
+                    .push((i, unsafe { Bound::from_borrowed_ptr(py, p) }));
+            }
+        }
+        i += 1;
+    }
+    if want.pairs.is_some() && pair_error.is_none() {
+        pair_error = pairs.finish().err();
+    }
+    s.pair_error = pair_error;
+    s.buf.result_of = result_of;
+    Ok(s)
+}
+
+impl<'py> Scan<'py> {
+    /// `OrphanedToolPair` for the first pairing violation, if any.
+    pub fn pairs(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.pair_error.take() {
+            Some(e) => Err(to_pyerr(py, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Before Python code may run mid-pass: take references to the call ids
+    /// read without one, and settle the borrowed fact lengths.
+    #[cold]
+    fn pin(&mut self, py: Python<'py>, borrowed: &mut Vec<*mut ffi::PyObject>) {
+        for id in borrowed.drain(..) {
+            // SAFETY: live strs (no Python code has run since they were read).
+            self.call_ids
+                .push(unsafe { Bound::from_borrowed_ptr(py, id) });
+        }
+        for f in &mut self.buf.facts {
+            f.settle();
+        }
+    }
+
+    /// Canonicalize what the pass could not read from a cache, filling the
+    /// `_cj` caches of items seen for the first time. All canonical bytes go
+    /// to one buffer first; a large batch is then hashed on every core with
+    /// the GIL released, and the caches are stored in order. (After an
+    /// error, the items before the failing one still get their caches.)
+    pub fn finish_facts(&mut self, py: Python<'py>, types: &mut Types) -> PyResult<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        // Python code runs below: settle the borrowed lengths first.
+        for f in &mut self.buf.facts {
+            f.settle();
+        }
+        let pending = std::mem::take(&mut self.pending);
+        canonicalize_pending(py, types, &mut self.buf.facts, pending)
+    }
+}
+
+/// Canonicalize `pending` values (fact index, value), filling the `_cj`
+/// caches of items seen for the first time and their facts. All canonical
+/// bytes go to one buffer first; a large batch is then hashed on every core
+/// with the GIL released, and the caches are stored in order. (After an
+/// error, the items before the failing one still get their caches.) The
+/// facts must hold no borrowed lengths: Python code runs here.
+pub fn canonicalize_pending<'py>(
+    py: Python<'py>,
+    types: &mut Types,
+    facts: &mut [Facts],
+    pending: Vec<(usize, Bound<'py, PyAny>)>,
+) -> PyResult<()> {
+    let mut w = walker(py, Vec::new());
+    let mut big = BIG.with(|b| b.take());
+    big.clear();
+    // (fact index, the item when its cache is to be stored, span)
+    let mut spans: Vec<(usize, Option<Bound<'py, PyAny>>, usize, usize)> =
+        Vec::with_capacity(pending.len());
+    let mut failure: Option<PyErr> = None;
+    for (i, item) in pending {
+        let t = types.info(&item)?;
+        let start = big.len();
+        let result = if types.infos[t].sort == Sort::Item {
+            w.item_into(item.as_ptr(), &mut big).map(|()| Some(item))
+        } else {
+            w.root_into(item.as_ptr(), &mut big).map(|()| None)
+        };
+        match result {
+            Ok(store) => spans.push((i, store, start, big.len())),
+            Err(e) => {
+                big.truncate(start);
+                failure = Some(walk_error(py, e));
+                break;
+            }
+        }
+    }
+    let ranges: Vec<(usize, usize)> = spans.iter().map(|s| (s.2, s.3)).collect();
+    let digests = if big.len() >= PARALLEL_HASH_BYTES {
+        let threads = hash_threads();
+        py.detach(|| sha256_spans(&big, &ranges, threads))
+    } else {
+        sha256_spans(&big, &ranges, 1)
+    };
+    for ((i, store, a, b), digest) in spans.into_iter().zip(digests) {
+        if let Some(item) = store {
+            let tuple = make_cache(py, &big[a..b], &digest)?;
+            store_cache(&item, &tuple)?;
+        }
+        let f = &mut facts[i];
+        *f = Facts::with_data(f.kind, digest, big[a..b].to_vec());
+    }
+    if big.capacity() <= KEEP_BIG_BYTES {
+        BIG.with(|b| b.set(big));
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// A batch of fresh canonical bytes at least this large is hashed in parallel.
+const PARALLEL_HASH_BYTES: usize = 256 * 1024;
+/// The fresh-bytes buffer is kept between calls up to this size.
+const KEEP_BIG_BYTES: usize = 64 * 1024 * 1024;
+
+thread_local! {
+    static BIG: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Threads for parallel hashing: the machine's cores, at most four.
+fn hash_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
+}
