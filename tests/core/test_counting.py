@@ -280,3 +280,21 @@ def test_a_fleet_of_version_1_readers_gets_version_1(backend: str) -> None:
     for bad in (0, 3, "1", True):
         with pytest.raises(EstimatorError, match="max_version: expected 1 or 2"):
             est.snapshot(max_version=bad)
+
+
+def test_stored_count_ids_name_the_method() -> None:
+    # The reference's rule (the core's twin is estimate::tests::stored_ids_name_the_method):
+    # counts stored under one id are never read back under another method's.
+    from ctxengine.reference.estimate import TokenEstimator as Reference
+
+    est = Reference(profiles={"anthropic:": (3.5, 2)})
+
+    def stored(key: str) -> str:
+        return est._counter(key).stored_id("history")
+
+    assert stored("m:x") == "heuristic:3:4|history"
+    assert stored("anthropic:claude") == "heuristic:3.5:2|history"
+    assert stored("openai:gpt-4o") == stored("openai:gpt-4o-mini") == "o200k_base:1|history"
+    assert stored("openai:gpt-4") == "cl100k_base:1|history"
+    assert stored("openai:gpt-4o#heuristic") == "heuristic:3:4|history"
+    assert stored("anthropic:claude#o200k_base") == "o200k_base:1|history"

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import EstimatorError
 from . import calibrate, snapshot, tokenize
 from .arguments import check_model_id, check_values
-from .canonical import canonical_json, has_item_cache, item_canonical
+from .canonical import canonical_json, format_float, has_item_cache, item_canonical
 from .snapshot import MAX_COUNT, MAX_SUM, SNAPSHOT_VERSION, Settings, is_int
 
 _MemoKey = tuple[str, str, bytes]
@@ -63,6 +63,15 @@ class _Counter:
         # encoding (every model on it shares an entry) and calibrates per model and method.
         self.memo = model if self.encoding is None else f"#{self.encoding}"
         self.calibration = model if self.encoding is None else f"{model}#{self.encoding}"
+
+    def stored_id(self, kind: str) -> str:
+        """The id a raw count of ``kind`` is stored under: equal ids mean equal counts of
+        equal canonical bytes (``heuristic:BYTES_PER_TOKEN:FRAMING|kind`` for the heuristic,
+        ``ENCODING:RECIPE_VERSION|kind`` for an exact method; no id of one method is another's)."""
+        if self.encoding is None:
+            bytes_per_token, framing_tokens = self.profile
+            return f"heuristic:{format_float(bytes_per_token)}:{framing_tokens}|{kind}"
+        return f"{self.encoding}:{tokenize.RECIPE_VERSION}|{kind}"
 
 
 class TokenEstimator:

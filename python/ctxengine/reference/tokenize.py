@@ -75,6 +75,10 @@ DEFAULT_TABLE: tuple[tuple[str, str], ...] = (
 )
 
 # The recipe (OpenAI's published counting of chat messages).
+# The version of the recipe below: part of a stored exact count's id (the estimator's
+# ``_Counter.stored_id``), so a count stored under another recipe is never read back as
+# this one's. Change it with any change to what is counted.
+RECIPE_VERSION = 1
 TOKENS_PER_MESSAGE = 3
 REPLY_PRIMING_TOKENS = 3
 VALUE_FRAMING_TOKENS = TOKENS_PER_MESSAGE + 1
@@ -283,6 +287,7 @@ __all__ = [
     "ENCODINGS",
     "HEURISTIC",
     "METHODS",
+    "RECIPE_VERSION",
     "REPLY_PRIMING_TOKENS",
     "TOKENS_PER_MESSAGE",
     "VALUE_FRAMING_TOKENS",

@@ -10,9 +10,10 @@ use std::collections::HashMap;
 
 use super::{Memo, MemoKey, Profile};
 use crate::calibrate::{self, Ratio};
+use crate::canonical::write_f64;
 use crate::counting::{resolve, Calibrations};
 use crate::error::CoreResult;
-use crate::tokenize::message::exact_raw;
+use crate::tokenize::message::{exact_raw, RECIPE_VERSION};
 use crate::tokenize::table::EncodingTable;
 use crate::tokenize::Method;
 
@@ -37,6 +38,24 @@ pub struct Counter {
 impl Counter {
     pub fn two_sided(&self) -> bool {
         self.method == Method::Heuristic
+    }
+
+    /// The id a raw count of `kind` is stored under: equal ids mean equal
+    /// counts of equal canonical bytes. `heuristic:BYTES_PER_TOKEN:FRAMING|kind`
+    /// (the float as canonical JSON prints it) for the heuristic,
+    /// `ENCODING:RECIPE_VERSION|kind` for an exact method; no id of one
+    /// method is another's.
+    pub fn stored_id(&self, kind: &str) -> String {
+        match self.method {
+            Method::Heuristic => {
+                let mut bpt = Vec::new();
+                // A profile holds a positive finite number only.
+                let _ = write_f64(&mut bpt, self.profile.bytes_per_token);
+                let bpt = String::from_utf8_lossy(&bpt);
+                format!("heuristic:{bpt}:{}|{kind}", self.profile.framing_tokens)
+            }
+            Method::Exact(e) => format!("{}:{RECIPE_VERSION}|{kind}", e.name()),
+        }
     }
 }
 

@@ -163,6 +163,24 @@ fn counters_by_method() {
 }
 
 #[test]
+fn stored_ids_name_the_method() {
+    let profiles = vec![("anthropic:".into(), Profile::new(3.5, 2).unwrap())];
+    let mut s = EstimatorState::new(Profile::new(3.0, 4).unwrap(), profiles, 10);
+    let mut id = |key: &str| {
+        let c = s.counter_id(key);
+        s.counter(c).stored_id("history")
+    };
+    assert_eq!(id("m:x"), "heuristic:3:4|history");
+    assert_eq!(id("anthropic:claude"), "heuristic:3.5:2|history");
+    assert_eq!(id("openai:gpt-4o"), "o200k_base:1|history");
+    assert_eq!(id("openai:gpt-4o-mini"), "o200k_base:1|history");
+    assert_eq!(id("openai:gpt-4"), "cl100k_base:1|history");
+    // a forced heuristic counts with the bare model's profile
+    assert_eq!(id("openai:gpt-4o#heuristic"), "heuristic:3:4|history");
+    assert_eq!(id("anthropic:claude#o200k_base"), "o200k_base:1|history");
+}
+
+#[test]
 fn reconcile_accumulates() {
     let mut s = EstimatorState::new(Profile::new(3.0, 4).unwrap(), vec![], 10);
     assert_eq!(s.correction("m"), 1.0);

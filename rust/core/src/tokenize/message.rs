@@ -18,6 +18,10 @@ use super::json::{object_members, string_value, Value};
 use super::Encoding;
 use crate::error::{CoreError, CoreResult};
 
+/// The version of this recipe: part of a stored exact count's counter id
+/// (`Counter::stored_id`), so a count stored under another recipe is never
+/// read back as this one's. Change it with any change to what is counted.
+pub const RECIPE_VERSION: u32 = 1;
 /// Tokens every message adds besides its field values.
 pub const TOKENS_PER_MESSAGE: i64 = 3;
 /// Tokens that prime the model's reply, once per request.
