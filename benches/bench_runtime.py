@@ -129,3 +129,71 @@ def bench_latest_through_7_deltas(
     assert latest == expected
     benchmark.extra_info["items"] = len(expected.conversation)
     _run(loop, store.close())
+
+
+# -- issue 13: what a runtime sees ----------------------------------------------------
+
+
+@pytest.mark.parametrize("use", backends.BACKENDS, indirect=True)
+def bench_decode_stored_items(benchmark: Any, use: str) -> None:
+    """Acceptance 3: stored item payloads to items (with their canonical cache), per backend."""
+    from ctxengine.cli.bench_first import history_items
+    from ctxengine.core.canonical import canonical_json
+    from ctxengine.core.decode import decode_stored_items
+    from ctxengine.runtime.session import item_payload
+
+    n = 20_000 if use == "rust" else 2_000
+    payloads = [canonical_json(item_payload(i)).decode() for i in history_items(n, f"bench-{use}")]
+    seqs = list(range(1, n + 1))
+    items, index, _ = benchmark(lambda: decode_stored_items(payloads, seqs))
+    assert index is None and len(items) == n
+    benchmark.extra_info["items"] = n
+
+
+@pytest.fixture(scope="module")
+def first_1k(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from ctxengine.cli.bench_first import build_fixture
+
+    path = tmp_path_factory.mktemp("first") / "first.db"
+    return asyncio.run(build_fixture(f"sqlite://{path}", "first-1k", 1_000))
+
+
+def bench_first_request_new_worker_1k(benchmark: Any, first_1k: Any) -> None:
+    """Acceptance 1 in process: a worker that has never seen the session (new store, planner,
+    loop: cold caches) opens it and builds a new run's first request (1,000 events, SQLite).
+    ``ctxengine bench --runtime-only`` measures the same in fresh processes."""
+    from ctxengine.cli.turns import AGENT, PRINCIPAL, ScriptedWorker
+
+    runs = iter(range(1_000_000))
+
+    async def first() -> int:
+        store = await ce.open_store(first_1k.url)
+        try:
+            worker = ScriptedWorker(store, owner="bench")
+            await worker.planner.current(first_1k.session_id)
+            run = ce.RunContext(f"bench-{next(runs)}", first_1k.session_id, first_1k.seed_sequence)
+            lease = await store.checkpoints.claim(run.run_id, "bench")
+            cp = await worker.loop.seed_checkpoint(run, PRINCIPAL, lease=lease)
+            request, _ = await worker.loop.build_with_pressure(run, cp, AGENT, PRINCIPAL, lease=lease)
+            return len(request.body)
+        finally:
+            await store.close()
+
+    body = benchmark.pedantic(lambda: asyncio.run(first()), rounds=5)
+    assert body > 900
+
+
+def bench_warm_turn_sqlite(benchmark: Any, tmp_path: Path) -> None:
+    """A warm worker's whole turn (start the run, build, record; a tool round trip every third)."""
+    from ctxengine.cli.turns import ScriptedWorker
+
+    loop = asyncio.new_event_loop()
+    store = loop.run_until_complete(ce.open_store(f"sqlite://{tmp_path / 'turns.db'}"))
+    worker = ScriptedWorker(store)
+    turns = iter(range(1, 1_000_000))
+    for _ in range(20):
+        loop.run_until_complete(worker.turn("warm", next(turns)))
+    timing = benchmark(lambda: loop.run_until_complete(worker.turn("warm", next(turns))))
+    assert timing.steps >= 1
+    loop.run_until_complete(store.close())
+    loop.close()

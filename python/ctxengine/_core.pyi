@@ -21,12 +21,14 @@ __all__ = [
     "encode_tokens",
     "encoding_ranks_sha256",
     "exact_raw",
+    "decode_items",
     "fit_body",
     "item_canonical",
     "langchain_trim",
     "mappings_cut",
     "openai_chat_cut",
     "payload_hash",
+    "render_items",
     "select_history",
     "validate_tool_pairs",
 ]
@@ -90,6 +92,23 @@ def validate_tool_pairs(items: Iterable[object]) -> None:
 def fit_body(*, inputs: BodyInputs, limits: BodyLimits, estimator: TokenEstimator, model_id: str) -> BodyFit:
     """Region B measured, capped, yielded and cut (``ctxengine.model.body``)."""
 
+def decode_items(
+    payloads: Sequence[object],
+    seqs: Sequence[int],
+    classes: Mapping[str, type[Any]],
+    parts: tuple[type[Any], type[Any]],
+    trust: Sequence[Any],
+    extra: Mapping[str, object] | None = None,
+) -> tuple[list[Any], int | None, str | None]:
+    """Stored item payloads as items of events ``seqs``, ``_cj`` filled (``reference.decode``).
+
+    Returns ``(items, None, None)``, or ``(items before it, index, reason)`` at
+    the first payload that does not decode.
+    """
+
+def render_items(items: Iterable[Any], region_class: str, rendered_cls: type[Any]) -> list[Any]:
+    """Each item's render for ``region_class`` (``rendered_cls``), or ``None`` for the caller to make."""
+
 @final
 class TokenEstimator:
     """Per-model token counts (exact for public encodings, the calibrated byte heuristic
@@ -107,6 +126,8 @@ class TokenEstimator:
     def counting_method(self, model_id: str) -> str: ...
     def raw(self, value: object, model_id: str) -> int: ...
     def raw_estimates(self, items: Iterable[object], model_id: str) -> list[int]: ...
+    def counter_id(self, model_id: str, kind: str) -> str: ...
+    def prime(self, model_id: str, kind: str, digests: Iterable[bytes], raws: Iterable[int]) -> None: ...
     def estimate(self, items: Iterable[object], model_id: str) -> int: ...
     def estimate_text(self, text: str, model_id: str) -> int: ...
     def estimate_tools(self, tools: Iterable[object], model_id: str) -> int: ...

@@ -34,12 +34,14 @@ What it writes, into ``tests/golden/``:
 
 Run: ``python tests/golden/generate.py`` (needs the PostgreSQL server
 binaries; the test harness's server kit is reused).
+
+The sessions and phase instances are built in ``golden_scenarios.py``, the
+canonical vectors' values in ``golden_vectors.py`` (moved there unchanged).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import lzma
 import os
@@ -48,235 +50,35 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "integration")]
 
-from ctxengine.canonical import canonical_json, payload_hash  # noqa: E402
-from ctxengine.checkpoints import latest_checkpoint, write_checkpoint  # noqa: E402
-from ctxengine.demo import AGENT, DemoConfig, DemoRecord, DemoSession, demo_model  # noqa: E402
-from ctxengine.fakemodel import script_turn  # noqa: E402
+from ctxengine.canonical import payload_hash  # noqa: E402
+from ctxengine.checkpoints import latest_checkpoint  # noqa: E402
+from ctxengine.demo import demo_model  # noqa: E402
+from golden_scenarios import (  # noqa: E402
+    DEMO_SESSION,
+    EXTRA_SESSION,
+    OPENAI_MODEL,
+    OPENAI_SESSION,
+    OPERATIONS,
+    PHASE_STAGES,
+    demo_session,
+    extra_session,
+    phase_instances,
+    sha,
+)
+from golden_vectors import vectors  # noqa: E402
 
 import ctxengine as ce  # noqa: E402
 from ctxengine import backends  # noqa: E402
 from ctxengine.phases import ProtocolController  # noqa: E402
-from ctxengine.providers import to_anthropic_messages, to_openai_chat, to_openai_responses  # noqa: E402
 
 GENERATED_AT = datetime(2026, 11, 30, tzinfo=UTC)
-WIRE = {
-    "openai_chat": to_openai_chat,
-    "openai_responses": to_openai_responses,
-    "anthropic_messages": to_anthropic_messages,
-}
-DEMO_SESSION = "golden-demo"
-OPENAI_SESSION = "golden-openai"
-EXTRA_SESSION = "golden-extra"
-OPENAI_MODEL = ce.ResolvedModel("openai", "gpt-4o-mini", 32_000, 4_096, 4_096, frozenset({"tools"}))
-EXTRA_MODEL = ce.ResolvedModel("anthropic", "claude-golden", 200_000, 8_192, 8_192, frozenset({"cache"}))
-EXTRA_AGENT = ce.AgentSpec("golden-extra-agent", "1", "You keep the working state current. Be brief.")
-PHASE_STAGES = (
-    "prompt_drafting",
-    "prompt_review",
-    "prompt_revising",
-    "plan_drafting",
-    "plan_review",
-    "plan_revising",
-    "executing",
-)
-OPERATIONS = ("draft_prompt", "revise_prompt", "draft_plan", "revise_plan", "execute")
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def wire_payloads(request: ce.ModelRequest, model: str) -> dict[str, Any]:
-    return {name: render(request, model=model) for name, render in WIRE.items()}
-
-
-# --------------------------------------------------------------------------
-# the demo sessions, with every request captured
-
-
-async def demo_session(
-    store: ce.events.Store,  # type: ignore[name-defined]
-    session_id: str,
-    model: ce.ResolvedModel,
-    turns: int,
-    captured: list[dict[str, Any]],
-) -> tuple[DemoRecord, dict[str, Any]]:
-    clock = ce.FixedClock(datetime(2026, 3, 14, 22, 5, tzinfo=UTC))
-    record = DemoRecord(DemoConfig(turns=turns, session_id=session_id), session_id, "golden", "rust", model)
-    estimator = cast(ce.Estimator, ce.TokenEstimator())
-    session = DemoSession(store, record, clock, estimator)
-    original = DemoSession._observe
-
-    def observe(
-        self: DemoSession, tr: Any, run: ce.RunContext, plan: Any, cp: ce.Checkpoint, request: Any
-    ) -> None:
-        original(self, tr, run, plan, cp, request)
-        captured.append(
-            {
-                "session_id": session_id,
-                "turn": tr.turn,
-                "agent": AGENT.to_dict(),
-                "model": self.model.to_dict(),
-                "run": run.to_dict(),
-                "principal": self.principal.to_dict(),
-                "clock": self.clock.now().isoformat(),
-                "surface": self.builder.surface,
-                "plan_epoch": plan.epoch,
-                "plan_prefix_sha256": plan.prefix_sha256,
-                "estimator": self.estimator.snapshot(),
-                "checkpoint": cp.to_dict(),
-                "request_sha256": sha(request.canonical_bytes()),
-                "metadata": dict(request.metadata),
-                "wire": wire_payloads(request, self.model.model),
-            }
-        )
-
-    DemoSession._observe = observe  # type: ignore[method-assign]
-    try:
-        for turn in range(1, turns + 1):
-            record.turns.append(await session.run_turn(script_turn(turn)))
-        await session.finish()
-    finally:
-        DemoSession._observe = original  # type: ignore[method-assign]
-    assert record.error is None, record.error
-    return record, estimator.snapshot()
-
-
-# --------------------------------------------------------------------------
-# the extra session: epochs, leases, working state, questions, deltas
-
-
-async def extra_session(store: Any, captured: list[dict[str, Any]]) -> None:
-    sid = EXTRA_SESSION
-    clock = ce.FixedClock(datetime(2026, 5, 1, 9, 0, tzinfo=UTC))
-    est = cast(ce.Estimator, ce.TokenEstimator())
-    planner = ce.ContextPlanner(store, estimator=est, clock=clock)
-    builder = ce.ContextBuilder(planner, estimator=est, clock=clock)
-    loop = ce.ContextLoop(
-        store, planner=planner, builder=builder, compactor=ce.StructuredCompactor(est), estimator=est
-    )
-    dana = ce.Principal("dana", "acme", frozenset({"files.read", "web.search"}))
-    tools = (
-        ce.ToolSpec(
-            "lookup", "Look a word up.", {"type": "object", "properties": {"word": {"type": "string"}}}
-        ),
-        ce.UPDATE_WORKING_STATE_TOOL,
-    )
-    await planner.plan(
-        sid, EXTRA_AGENT, dana, EXTRA_MODEL, tools, policy_version="extra/1", memory_snapshot="- m1"
-    )
-    clock.advance(timedelta(minutes=1))
-    await planner.rotate(sid, "operator_request", principal=dana)
-    clock.advance(timedelta(minutes=1))
-    plan = await planner.plan(
-        sid, EXTRA_AGENT, dana, EXTRA_MODEL, tools, policy_version="extra/2", memory_snapshot="- m1"
-    )
-    assert plan.epoch == 3, plan.epoch
-    seed = await ce.append_item(
-        store,
-        sid,
-        ce.UserMessage("Start the glossary, please.", principal_id="dana"),
-        principal=dana,
-        derivation_key="extra:user:1",
-    )
-    assert seed.seq is not None
-    run = ce.RunContext(f"{sid}-run-1", sid, seed.seq)
-    stale = await store.checkpoints.claim(run.run_id, "worker-a")
-    lease = await store.checkpoints.claim(run.run_id, "worker-b")
-    assert lease.epoch == stale.epoch + 1
-    cp = await loop.seed_checkpoint(run, dana, lease=lease)
-    cp = await loop.update_working_state(
-        run,
-        cp,
-        {
-            "objective": "Build a glossary of ten terms",
-            "add_constraints": ["Plain English only"],
-            "upsert_tasks": [{"task_id": "t1", "text": "Collect terms", "status": "in_progress"}],
-            "next_action": "look up the first term",
-        },
-        source="user",
-        lease=lease,
-        principal=dana,
-    )
-    cp = await loop.add_question(run, cp, "Which audience?", lease=lease, question_id="q1", principal=dana)
-    cp = await loop.resolve_question(run, cp, "q1", lease=lease, principal=dana)
-    for i in range(1, 11):
-        clock.advance(timedelta(seconds=30))
-        step_run = replace(run, step=i)
-        request, cp = await loop.build_with_pressure(step_run, cp, EXTRA_AGENT, dana, lease=lease)
-        captured.append(
-            {
-                "session_id": sid,
-                "turn": 1,
-                "agent": EXTRA_AGENT.to_dict(),
-                "model": EXTRA_MODEL.to_dict(),
-                "run": step_run.to_dict(),
-                "principal": dana.to_dict(),
-                "clock": clock.now().isoformat(),
-                "surface": builder.surface,
-                "plan_epoch": plan.epoch,
-                "plan_prefix_sha256": plan.prefix_sha256,
-                "estimator": est.snapshot(),
-                "checkpoint": cp.to_dict(),
-                "request_sha256": sha(request.canonical_bytes()),
-                "metadata": dict(request.metadata),
-                "wire": wire_payloads(request, EXTRA_MODEL.model),
-            }
-        )
-        call = ce.ToolCall(f"call-{i}", "lookup", {"word": f"term-{i}", "n": i, "x": i / 8})
-        result = ce.ToolResult(f"call-{i}", f"Definition {i}: " + "lorem ipsum " * (i * 3))
-        async with store.transaction():
-            items = [
-                await ce.append_item(store, sid, item, run_id=run.run_id, derivation_key=f"extra:{i}:{k}")
-                for k, item in enumerate((call, result))
-            ]
-            updated = replace(cp, conversation=(*cp.conversation, *items))
-            version = await write_checkpoint(
-                store, run.run_id, updated, trigger="tool_completed", lease=lease
-            )
-        cp = replace(updated, version=version)
-        if i == 5:
-            cp = await loop.update_working_state(
-                run, cp, {"add_facts": [f"term {i} found"], "next_action": "keep going"},
-                source="external_untrusted", lease=lease, principal=dana,
-            )  # fmt: skip
-        est.reconcile(plan.model_id, int(request.metadata["total_tokens"]), 900 + i)
-    # A second run in the session: its seed carries the working state.
-    seed2 = await ce.append_item(
-        store,
-        sid,
-        ce.UserMessage("Now the second half.", principal_id="dana"),
-        principal=dana,
-        derivation_key="extra:user:2",
-    )
-    assert seed2.seq is not None
-    run2 = ce.RunContext(f"{sid}-run-2", sid, seed2.seq)
-    lease2 = await store.checkpoints.claim(run2.run_id, "worker-c")
-    await loop.seed_checkpoint(run2, dana, lease=lease2)
-
-
-# --------------------------------------------------------------------------
-# phase instances
-
-
-async def phase_instances(store: Any) -> None:
-    from phase_fixtures import drive, full_protocol
-
-    ctl = ProtocolController(store)
-    for stage in PHASE_STAGES:
-        await drive(ctl, f"phase-{stage}", stage)
-    await full_protocol(ctl, "phase-full", output_mode="pseudocode")
-    # A semantic change during plan review sends the instance back to the prompt.
-    await drive(ctl, "phase-changed", "plan_review")
-    await ctl.change_request("phase-changed", "Write it for investors instead.")
 
 
 # --------------------------------------------------------------------------
@@ -354,160 +156,6 @@ async def expectations(store: Any, sessions: list[str], runs: dict[str, list[str
             "events": len(await store.events.read(instance)),
             "projections": projections,
         }
-    return out
-
-
-# --------------------------------------------------------------------------
-# canonical vectors
-
-
-def vectors() -> list[dict[str, Any]]:
-    from ctxengine.budget import BudgetPolicy, allocate
-
-    from ctxengine.model import (
-        ElidedSpan,
-        KnowledgePassage,
-        SkillBody,
-        StateEntry,
-        Task,
-    )
-
-    part_text = ce.TextPart("see the attached quote — 12 € ✓")
-    part_file = ce.FileRef("art-1", "application/pdf", "quote.pdf")
-    part_file_bare = ce.FileRef("art-2", "image/png")
-    nested_args = {
-        "query": 'vendors "EU" \\ résumé \u2028 line',
-        "limits": {
-            "max": 10,
-            "ratio": 0.1,
-            "big": 9007199254740991,
-            "neg": -0.0,
-            "exp": 1e21,
-            "tiny": 5e-324,
-        },
-        "flags": [True, False, None],
-        "emoji": "😀 𝄞",
-        "\u00e9": 1,
-        "e": 2,
-        "\U0001f600": 3,
-        "\ufb33": 4,
-    }
-    ws = ce.WorkingState(
-        objective="Pick a vendor",
-        constraints=(StateEntry("c1", "Under 40k", ce.TrustLevel.USER),),
-        tasks=(Task("t1", "Review Nimbus", "in_progress"), Task("t2", "Review Stratus", "completed", "user")),
-        established_facts=(StateEntry("f1", "Nimbus is EU-hosted"),),
-        open_questions=(StateEntry("q1", "Which region?", ce.TrustLevel.PLATFORM),),
-        next_action="read the price sheet",
-    )
-    values: list[tuple[str, Any]] = [
-        ("TextPart", part_text),
-        ("FileRef", part_file),
-        ("FileRef", part_file_bare),
-        ("SystemMessage", ce.SystemMessage("You are helpful.")),
-        ("SystemMessage", ce.SystemMessage((part_text,), trust=ce.TrustLevel.TRUSTED_CONFIGURATION, seq=3)),
-        ("UserMessage", ce.UserMessage("hello", seq=1)),
-        ("UserMessage", ce.UserMessage((part_text, part_file), principal_id="dana", seq=7)),
-        ("UserMessage", ce.UserMessage("", trust=ce.TrustLevel.EXTERNAL_UNTRUSTED)),
-        ("AssistantMessage", ce.AssistantMessage("Done.", seq=9)),
-        ("AssistantMessage", ce.AssistantMessage((part_text,), trust=ce.TrustLevel.INTERNAL_TOOL)),
-        ("ToolCall", ce.ToolCall("c1", "search", {}, seq=2)),
-        ("ToolCall", ce.ToolCall("call_ÄÖ", "search", nested_args)),
-        ("ToolResult", ce.ToolResult("c1", "report.pdf, 12 pages", seq=3)),
-        (
-            "ToolResult",
-            ce.ToolResult("c1", (part_file_bare, part_text), is_error=True, trust="external_untrusted"),
-        ),
-        (
-            "ReasoningItem",
-            ce.ReasoningItem("openai", {"encrypted_content": "gAAA==", "id": "rs_1", "n": [1, 2.5]}),
-        ),
-        ("ReasoningItem", ce.ReasoningItem("anthropic", {"signature": "sig", "thinking": "hmm"}, seq=4)),
-        (
-            "ToolSpec",
-            ce.ToolSpec("search", "Search.", {"type": "object", "properties": {"q": {"type": "string"}}}),
-        ),
-        ("ToolSpec", ce.UPDATE_WORKING_STATE_TOOL),
-        ("ResolvedModel", ce.ResolvedModel("openai", "gpt-x", 128_000, 16_384, 8_192, frozenset({"b", "a"}))),
-        ("ResolvedModel", demo_model()),
-        ("AgentSpec", AGENT),
-        ("Principal", ce.Principal("dana", "acme", frozenset({"web.search", "mail.send"}))),
-        ("Principal", ce.Principal("eve", "other")),
-        ("RunContext", ce.RunContext("r1", "s1", 5)),
-        ("RunContext", ce.RunContext("r1", "s1", 5, step=3, max_output_tokens=1024)),
-        ("StateEntry", StateEntry("f1", "fact")),
-        ("Task", Task("t1", "do it", "open", "user")),
-        ("WorkingState", ce.WorkingState()),
-        ("WorkingState", ws),
-        ("ElidedSpan", ElidedSpan("tool_result:4", ce.TrustLevel.EXTERNAL_UNTRUSTED, 1234, 4, "art-1,art-2")),
-        ("ElidedSpan", ElidedSpan("folded:3@1..9", ce.TrustLevel.MEMORY, 99)),
-        ("KnowledgePassage", KnowledgePassage("p1", "Nimbus runs in Frankfurt.", 0.75, "kb")),
-        ("KnowledgePassage", KnowledgePassage("p2", "x")),
-        ("SkillBody", SkillBody("tables", "Use short tables.")),
-        ("Checkpoint", ce.Checkpoint("r0")),
-        (
-            "Checkpoint",
-            ce.Checkpoint(
-                "r1",
-                version=4,
-                conversation=(
-                    ce.UserMessage("old", seq=1),
-                    ce.ToolCall("c1", "search", {"q": "x"}, seq=2),
-                    ce.ToolResult("c1", "page", seq=3, trust="external_untrusted"),
-                    ce.UserMessage("now", seq=5),
-                ),
-                compacted_summary="Compacted conversation through event 0.",
-                summary_source_event_ids=(0,),
-                summary_elided=(ElidedSpan("assistant_message:0", ce.TrustLevel.EXTERNAL_UNTRUSTED, 10, 0),),
-                replaced_through_sequence=0,
-                summary_depth=1,
-                working_state=ws,
-                knowledge=(KnowledgePassage("p1", "k", 0.5),),
-                recall=("Dana likes tables.",),
-                loaded_skills=(SkillBody("tables", "Use short tables."),),
-                reasoning=(ce.ReasoningItem("openai", {"id": "rs_2"}, seq=6),),
-                corrections=("Dana moved to Munich.",),
-            ),
-        ),
-    ]
-    out = []
-    for type_name, value in values:
-        data = canonical_json(value)
-        out.append(
-            {
-                "type": type_name,
-                "dict": value.to_dict(),
-                "canonical": data.decode("utf-8"),
-                "sha256": payload_hash(value),
-            }
-        )
-    policy = BudgetPolicy()
-    for name, budget in (
-        ("ContextBudget", allocate(demo_model(), 3_000, policy)),
-        ("ContextBudget", allocate(OPENAI_MODEL, 1_234, policy)),
-    ):
-        out.append(
-            {
-                "type": name,
-                "dict": budget.to_dict(),
-                "canonical": canonical_json(budget.to_dict()).decode("utf-8"),
-                "sha256": payload_hash(budget.to_dict()),
-            }
-        )
-    plain: list[Any] = [
-        None, True, 0, -1, 1.5, 1e21, 1e-7, 123456789.125, -0.0, "", "a\u0000b\u001f\u007f\u2028",
-        [], {}, {"b": 1, "a": [1, "x", None], "A": {"z": 0.30000000000000004}},
-        {"\U0001f600": 1, "\ufb33": 2, "é": 3},
-    ]  # fmt: skip
-    for value in plain:
-        out.append(
-            {
-                "type": "json",
-                "dict": value,
-                "canonical": canonical_json(value).decode("utf-8"),
-                "sha256": payload_hash(value),
-            }
-        )
     return out
 
 

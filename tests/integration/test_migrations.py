@@ -206,3 +206,28 @@ async def test_cli_migrate_dry_run_then_apply(
     assert f"applied migration {migrations.describe(INJECTED)}" in capsys.readouterr().out
     assert await asyncio.to_thread(main, ["migrate", url]) == 0
     assert "up to date" in capsys.readouterr().out
+
+
+async def test_revision_2_gives_golden_sessions_token_counts_and_carries(golden_url: tuple[str, str]) -> None:
+    """The first real migration (issue 13): a golden store, migrated, takes turns of a new
+    session with the features revision 2 serves (counts stored beside items, carries), and a
+    golden session still reads as recorded."""
+    from ctxengine.cli.turns import ScriptedWorker
+    from ctxengine.model import ResolvedModel
+    from ctxengine.runtime.carry import CARRY_RECORDED
+    from ctxengine.runtime.seeding import HISTORY
+
+    kind, url = golden_url
+    await migrate_store(url)
+    store = await ce.open_store(url)
+    try:
+        worker = ScriptedWorker(store, model=ResolvedModel("bench", "model-16k", 16_000, 2_048, 2_048))
+        for turn in range(1, 46):
+            await worker.turn("after-upgrade", turn)
+        assert await store.events.read("after-upgrade", types=[CARRY_RECORDED])
+        counter = worker.estimator.counter_id(worker.model.model_id, HISTORY)
+        rows = await store.events.read_items("after-upgrade", counter=counter)
+        assert rows and all(row.tokens is not None for row in rows)
+    finally:
+        await store.close()
+    await check_golden(url, kind)

@@ -182,9 +182,17 @@ def _summary(ctx: BodyContext, cache: RenderCache) -> Block:
     cp = ctx.checkpoint
     if cp.compacted_summary is None and not cp.summary_elided:
         return (), ()
-    key = ("summary", cp.compacted_summary, cp.summary_elided)
-    items = cache.block(key, lambda: tuple(render_summary(cp.compacted_summary or "", cp.summary_elided)))
-    return items, ()
+    return summary_blocks(cache, cp.compacted_summary, cp.summary_elided), ()
+
+
+def summary_blocks(
+    cache: RenderCache, summary: str | None, elided: Sequence[ElidedSpan]
+) -> tuple[RenderedItem, ...]:
+    """The compacted-summary blocks, kept by their inputs (seeding primes the
+    estimator with a carry's stored counts of these same blocks, ADR 0011)."""
+    key = ("summary", summary, tuple(elided))
+    blocks: tuple[RenderedItem, ...] = cache.block(key, lambda: tuple(render_summary(summary or "", elided)))
+    return blocks
 
 
 def _skills(ctx: BodyContext, cache: RenderCache) -> Block:

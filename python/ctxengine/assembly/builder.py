@@ -34,6 +34,7 @@ from ..model import (
     AgentSpec,
     Checkpoint,
     ConversationItem,
+    ElidedSpan,
     Principal,
     ReasoningItem,
     RunContext,
@@ -42,7 +43,14 @@ from ..model import (
 from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
 from ..model.clock import Clock, SystemClock
 from ..plan import ContextPlan, ContextPlanner
-from .blocks import BODY_BLOCKS, CORRECTIONS_TITLE, RECALL_TITLE, BodyContext, render_prefix
+from .blocks import (
+    BODY_BLOCKS,
+    CORRECTIONS_TITLE,
+    RECALL_TITLE,
+    BodyContext,
+    render_prefix,
+    summary_blocks,
+)
 from .regions import BODY_CLASSES
 from .render import digest_of
 from .render_cache import RENDERS, RenderCache, SessionRenders
@@ -284,6 +292,20 @@ class ContextBuilder:
             plan.counting,
         )
         return Assembly(request, pressure)
+
+    def summary_blocks(self, summary: str | None, elided: Sequence[ElidedSpan]) -> tuple[RenderedItem, ...]:
+        """The rendered compacted-summary blocks, from this builder's render cache (shared
+        with seeding, which primes the estimator with a carry's stored counts of them)."""
+        return summary_blocks(self.renders, summary, elided)
+
+    def prerender(
+        self, session_id: str, history: Sequence[ConversationItem], items: Sequence[ConversationItem]
+    ) -> list[RenderedItem]:
+        """Render ``history`` into the tables its builds will read, and return the renders
+        of ``items`` (some of them; seeding primes their stored counts by render digest)."""
+        tables = self._tables(session_id, history)
+        self.renders.history(tables, history)
+        return self.renders.renders_of(tables, items)
 
     def _limits(self, budget: ContextBudget, floor: int, compactable: bool) -> BodyLimits:
         last = self._last_limits

@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any
 
 from ..model import ConversationItem, ToolResult
-from .render import POINTER, digest_of, render_conversation, render_pointer
+from .render import POINTER, digest_of, render_conversation, render_items, render_pointer
 from .request import RenderedItem
 
 
@@ -145,14 +145,35 @@ class RenderCache:
                 continue
             fresh.append((item, digest))
         # Entered in history order (``indices`` ascend): the fit reads the table in that order.
-        for item, digest in fresh if indices is not None else reversed(fresh):
+        if indices is None:
+            fresh.reverse()
+        # One backend call renders the lot (natively on the Rust backend, ADR 0011).
+        todo = {digest: item for item, digest in fresh if digest not in renders}
+        made = dict(zip(todo, render_items(list(todo.values()), "history"), strict=True))
+        for item, digest in fresh:
             if digest not in renders:
-                renders[digest] = render_conversation(item, "history")
+                renders[digest] = made[digest]
             if isinstance(item, ToolResult) and digest not in pointers:
                 pointers[digest] = render_pointer(item)
         self._held += len(renders) + len(pointers) - before
         if self._held > self.capacity:
             self._shrink(tables)
+
+    def renders_of(self, tables: SessionRenders, items: Sequence[ConversationItem]) -> list[RenderedItem]:
+        """The history renders of ``items`` from ``tables``, those it lacks rendered (in one
+        backend call) and entered first."""
+        renders = tables.renders
+        digests = [digest_of(item) for item in items]
+        todo = {digest: item for digest, item in zip(digests, items, strict=True) if digest not in renders}
+        if todo:
+            before = len(renders)
+            renders.update(zip(todo, render_items(list(todo.values()), "history"), strict=True))
+            self._held += len(renders) - before
+            found = [renders[digest] for digest in digests]
+            if self._held > self.capacity:
+                self._shrink(tables)
+            return found
+        return [renders[digest] for digest in digests]
 
     def _shrink(self, keep: SessionRenders) -> None:
         """Back within ``capacity``: the least recently built sessions go,

@@ -53,9 +53,8 @@ from ..model import (
 from ..model.clock import FixedClock
 from ..plan import ContextPlan, ContextPlanner, ToolGate
 from ..providers import check_wire_pairs, to_anthropic_messages, to_openai_chat, to_openai_responses
-from ..runtime.checkpoints import write_checkpoint
 from ..runtime.compaction import StructuredCompactor
-from ..runtime.loop import CONTEXT_COMPACTED, ContextLoop
+from ..runtime.loop import CONTEXT_COMPACTED, ContextLoop, StateUpdate
 from ..runtime.session import append_item
 from ..stores import open_store
 from ..stores.events import Lease, Store
@@ -292,7 +291,7 @@ class DemoSession:
             tr.estimated_tokens += total
             tr.actual_tokens += actual
             if isinstance(reply, Answer):
-                checkpoint = await self._answer(run, checkpoint, reply, lease)
+                checkpoint = await self._answer(step_run, checkpoint, reply, lease)
             else:
                 checkpoint = await self._call_tools(step_run, checkpoint, reply, plan, lease, tr)
         tr.depth = checkpoint.summary_depth
@@ -343,15 +342,10 @@ class DemoSession:
         tr.capacity_tokens = capacity
 
     async def _answer(self, run: RunContext, cp: Checkpoint, reply: Answer, lease: Lease) -> Checkpoint:
-        async with self.store.transaction():
-            item = await append_item(
-                self.store, self.session_id, AssistantMessage(reply.text), run_id=run.run_id
-            )
-            updated = replace(cp, conversation=(*cp.conversation, item))
-            version = await write_checkpoint(
-                self.store, run.run_id, updated, trigger="final_completion", lease=lease
-            )
-        return replace(updated, version=version)
+        # The reply and the final checkpoint commit together; the run's earlier versions are pruned.
+        return await self.loop.record_step(
+            run, cp, [AssistantMessage(reply.text)], lease=lease, trigger="final_completion"
+        )
 
     async def _call_tools(
         self,
@@ -364,20 +358,20 @@ class DemoSession:
     ) -> Checkpoint:
         calls: list[ConversationItem] = []
         results: list[ConversationItem] = []
+        updates: list[StateUpdate] = []
+        state = cp.working_state
         for i, use in enumerate(reply.calls):
             call_id = f"t{tr.turn:03d}-s{run.step}-c{i}"
             calls.append(ToolCall(call_id, use.name, use.arguments))
             if use.name == CONTROL_TOOL:
                 try:
-                    cp = await self.loop.update_working_state(
-                        run,
-                        cp,
-                        use.arguments,
-                        source=TrustLevel.EXTERNAL_UNTRUSTED,
-                        lease=lease,
-                        principal=self.principal,
+                    # Checked here so the model reads the outcome; recorded with the step.
+                    untrusted = TrustLevel.EXTERNAL_UNTRUSTED
+                    state = self.loop.working_state.transition(
+                        state, use.arguments, source_trust=untrusted, model_id=plan.counting_key
                     )
-                    outcome = {"ok": True, "version": cp.version}
+                    updates.append(StateUpdate(use.arguments))
+                    outcome = {"ok": True, "open_tasks": sum(t.status != "completed" for t in state.tasks)}
                     results.append(ToolResult(call_id, json.dumps(outcome, sort_keys=True)))
                 except ContextError as exc:  # a rejected update is content the model can read
                     error = {"ok": False, "error": type(exc).__name__, "message": str(exc)}
@@ -395,17 +389,17 @@ class DemoSession:
                 self.record.allowed_emails += 1
                 tr.notes.append("send_email allowed")
             results.append(run_tool(call_id, use, tr.turn))
-        # Parallel calls first, then their results: the order providers expect.
-        async with self.store.transaction():
-            appended = [
-                await append_item(self.store, self.session_id, item, run_id=run.run_id)
-                for item in (*calls, *results)
-            ]
-            updated = replace(cp, conversation=(*cp.conversation, *appended))
-            version = await write_checkpoint(
-                self.store, run.run_id, updated, trigger="tool_completed", lease=lease
-            )
-        return replace(updated, version=version)
+        # Parallel calls first, then their results: the order providers expect. The items,
+        # the working-state transitions and the checkpoint commit in one transaction.
+        return await self.loop.record_step(
+            run,
+            cp,
+            [*calls, *results],
+            lease=lease,
+            trigger="tool_completed",
+            state_updates=updates,
+            principal=self.principal,
+        )
 
     async def finish(self) -> None:
         """Read back what the log says: epochs and their reasons, compactions and their depth."""

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -122,20 +123,39 @@ def _sizes(text: str) -> tuple[int, ...]:
 def _bench(args: argparse.Namespace) -> int:
     from .bench import DEFAULT_SIZES, Settings, run_bench
     from .bench_report import markdown, write_outputs
+    from .bench_runtime import RuntimeSettings, run_runtime, runtime_markdown
 
-    settings = Settings(sizes=args.sizes or DEFAULT_SIZES, quick=args.quick, peers=not args.no_peers)
-    with _progress(None, enabled=True) as advance:
-        results = run_bench(settings, progress=advance)
-    written = write_outputs(results, Path(args.out))
+    out = Path(args.out)
+    report: dict[str, Any] = {}
+    lines: list[str] = []
+    written: dict[str, Path] = {}
+    if not args.runtime_only:
+        settings = Settings(sizes=args.sizes or DEFAULT_SIZES, quick=args.quick, peers=not args.no_peers)
+        with _progress(None, enabled=True) as advance:
+            results = run_bench(settings, progress=advance)
+        written = write_outputs(results, out)
+        report = results.to_dict()
+        lines.append(markdown(results))
+    if not args.no_runtime:
+        with _progress(None, enabled=True) as advance:
+            runtime = run_runtime(RuntimeSettings.for_run(args.quick), progress=advance)
+        report["runtime"] = runtime.to_dict()
+        section = "\n".join(runtime_markdown(runtime)) + "\n"
+        lines.append(section)
+        out.mkdir(parents=True, exist_ok=True)
+        written["runtime markdown"] = out / "runtime.md"
+        written["runtime markdown"].write_text(section)
+        written["runtime json"] = out / "runtime.json"
+        written["runtime json"].write_text(json.dumps(report["runtime"], indent=2, sort_keys=True) + "\n")
     if args.json:
-        print(json.dumps(results.to_dict(), sort_keys=True))
+        print(json.dumps(report, sort_keys=True))
         return EXIT_OK
     # Plain Markdown, so the tables can be pasted as they are (the README's come from here).
-    print(markdown(results))
+    print("\n".join(lines))
     console = Console()
     for kind, path in written.items():
         console.print(f"wrote {kind}: {path}")
-    if "plot" not in written:
+    if not args.runtime_only and "plot" not in written:
         console.print("no plot: matplotlib is not installed (pip install 'ctxengine[peers]')")
     return EXIT_OK
 
@@ -178,6 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick", action="store_true", help="smaller payloads and fewer repeats (a smoke run)"
     )
     bench.add_argument("--no-peers", action="store_true", help="skip LangChain even when installed")
+    runtime = bench.add_mutually_exclusive_group()
+    runtime.add_argument(
+        "--no-runtime", action="store_true", help="skip the runtime section (first request, workers)"
+    )
+    runtime.add_argument(
+        "--runtime-only", action="store_true", help="only the runtime section (issue 13 acceptance)"
+    )
     bench.add_argument("--json", action="store_true", help="print the results as one JSON object")
     bench.set_defaults(run=_bench)
     return parser

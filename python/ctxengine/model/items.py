@@ -3,6 +3,11 @@
 Items hold their data only: their renders are the renderer's (see
 ``ctxengine.assembly.render``).
 
+An item read from (or appended to) a session's log also carries ``_log``,
+that session's id: such an item is that event's at its ``seq``, byte for
+byte, so a checkpoint can refer to it by sequence instead of copying it
+(ADR 0011). ``dataclasses.replace`` clears it.
+
 Conversation items carry a private ``_cj`` slot that caches
 ``(canonical_json_bytes, sha256_digest)`` of ``to_dict()``. Both backends
 fill it the first time an item is canonicalized, hashed or estimated, and
@@ -78,6 +83,7 @@ class SystemMessage(_Item):
     trust: TrustLevel = TrustLevel.PLATFORM
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "system_message"
     __hash__ = _Item.__hash__
 
@@ -111,6 +117,7 @@ class UserMessage(_Item):
     principal_id: str | None = None
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "user_message"
     __hash__ = _Item.__hash__
 
@@ -147,6 +154,7 @@ class AssistantMessage(_Item):
     trust: TrustLevel = TrustLevel.EXTERNAL_UNTRUSTED
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "assistant_message"
     __hash__ = _Item.__hash__
 
@@ -180,6 +188,7 @@ class ToolCall(_Item):
     arguments: dict[str, Any]
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "tool_call"
     __hash__ = _Item.__hash__
 
@@ -220,6 +229,7 @@ class ToolResult(_Item):
     trust: TrustLevel = TrustLevel.INTERNAL_TOOL
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "tool_result"
     __hash__ = _Item.__hash__
 
@@ -262,6 +272,7 @@ class ReasoningItem(_Item):
     payload: dict[str, Any]
     seq: int | None = None
     _cj: tuple[bytes, bytes] | None = field(default=None, init=False, repr=False, compare=False)
+    _log: str | None = field(default=None, init=False, repr=False, compare=False)
     kind: ClassVar[str] = "reasoning"
     __hash__ = _Item.__hash__
 

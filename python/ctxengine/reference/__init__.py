@@ -12,7 +12,9 @@ from .assembly import fit_body
 from .budget import allocate_tokens
 from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
+from .decode import decode_items
 from .estimate import TokenEstimator
+from .render import render_items
 from .tokenize import count_tokens, counting_method, encode_tokens, encoding_ranks_sha256, exact_raw
 
 __all__ = [
@@ -24,9 +26,11 @@ __all__ = [
     "encode_tokens",
     "encoding_ranks_sha256",
     "exact_raw",
+    "decode_items",
     "fit_body",
     "item_canonical",
     "payload_hash",
+    "render_items",
     "select_history",
     "validate_tool_pairs",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import EstimatorError
 from . import calibrate, snapshot, tokenize
-from .arguments import check_model_id, check_values
+from .arguments import _has_surrogate, check_model_id, check_values
 from .canonical import canonical_json, format_float, has_item_cache, item_canonical
 from .snapshot import MAX_COUNT, MAX_SUM, SNAPSHOT_VERSION, Settings, is_int
 
@@ -72,6 +72,14 @@ class _Counter:
             bytes_per_token, framing_tokens = self.profile
             return f"heuristic:{format_float(bytes_per_token)}:{framing_tokens}|{kind}"
         return f"{self.encoding}:{tokenize.RECIPE_VERSION}|{kind}"
+
+
+def _check_kind(kind: object) -> str:
+    if not isinstance(kind, str):
+        raise EstimatorError(f"kind: expected a str, got {type(kind).__name__}")
+    if _has_surrogate(kind):
+        raise EstimatorError("kind: lone surrogate in string")
+    return kind
 
 
 class TokenEstimator:
@@ -186,6 +194,43 @@ class TokenEstimator:
         values = check_values("items", items)
         counter = self._counter(check_model_id(model_id))
         return [self._raw(item, counter) for item in values]
+
+    # ------------------------------------------------------------------
+    # stored counts (ADR 0011)
+
+    def counter_id(self, model_id: str, kind: str) -> str:
+        """Names how this estimator counts ``kind`` for ``model_id`` (a key, ``model#method``
+        or a bare model id): counts stored under the same id are the counts it would compute
+        (``_Counter.stored_id``; no id of one counting method is another's)."""
+        counter = self._counter(check_model_id(model_id))
+        return counter.stored_id(_check_kind(kind))
+
+    def prime(self, model_id: str, kind: str, digests: Iterable[bytes], raws: Iterable[int]) -> None:
+        """Seed the memo with raw counts read from the store: ``(key, kind, digest) -> raw``.
+
+        An entry already memoized is left as it is; priming counts as neither a
+        hit nor a miss. The counts must be what ``raw`` would compute (the
+        caller reads them under this estimator's ``counter_id``).
+        """
+        counter = self._counter(check_model_id(model_id))
+        _check_kind(kind)
+        digests, raws = list(digests), list(raws)
+        if len(digests) != len(raws):
+            raise EstimatorError(f"prime: {len(digests)} digests for {len(raws)} counts")
+        checked = []
+        for i, (digest, raw) in enumerate(zip(digests, raws, strict=True)):
+            if not isinstance(digest, bytes) or len(digest) != 32:
+                raise EstimatorError(f"prime: digests[{i}] is not a 32-byte SHA-256 digest")
+            checked.append((digest, snapshot.check_count(raw, f"prime: raws[{i}]")))
+        if not self._s.memo_capacity:
+            return
+        memo = self._memo
+        for digest, raw in checked:
+            key = (counter.memo, kind, digest)
+            if key not in memo:
+                memo[key] = raw
+                if len(memo) > self._s.memo_capacity:
+                    memo.popitem(last=False)
 
     # ------------------------------------------------------------------
     # calibration

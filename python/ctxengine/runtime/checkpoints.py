@@ -23,17 +23,30 @@ a turn that grows appends, a rewrite shares its common prefix. ``set``
 always holds ``version``. A chain that does not line up (a missing base,
 a version gap, a ``keep`` past the base, an unknown format) is
 ``StoreCorruption`` naming the run and version, never a guess.
+
+Given the run's ``session_id`` (and a store whose write policy allows format
+2), the writer stores the conversation as references into the session log
+instead (``checkpoint_refs``: ``checkpoint.ref/1`` and its deltas), so a run's
+checkpoints hold sequence ranges, not a copy of the window. A chain changes
+format only at a full snapshot. With ``prune``, a terminal version (always a
+full snapshot) deletes the run's earlier versions in the same transaction.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import CheckpointCorruption, ModelValidationError, StoreError
-from ..model import Checkpoint
+from ..model import Checkpoint, ConversationItem, item_from_dict
 from ..model.checkpoint import OMITTED_WHEN_EMPTY
-from ..stores.events import Lease, RawCheckpoint, Store, check_trigger
+from ..stores.events import CheckpointKind, Lease, RawCheckpoint, Store, check_trigger
+from ..stores.formats import WritePolicy
+from . import checkpoint_refs as refs
+from .carry import CARRY_RECORDED, Carry, stored_carry
 
 FULL_FORMAT = "checkpoint.full/1"
 DELTA_FORMAT = "checkpoint.delta/1"
@@ -43,6 +56,12 @@ FULL_TRIGGERS: frozenset[str] = frozenset(
 )
 #: A full snapshot at least every this many versions (so at most ``FULL_EVERY - 1`` deltas).
 FULL_EVERY = 8
+#: Triggers that end a run: with ``prune``, its earlier versions are deleted.
+TERMINAL_TRIGGERS: frozenset[str] = frozenset({"final_completion", "final_failure"})
+#: The format version of the reference formats.
+REF_FORMAT_VERSION = 2
+#: A reference snapshot's key naming the carry whose summary it stands for (or ``None``).
+SUMMARY_CARRY = "summary_carry"
 
 
 def is_full(version: int, trigger: str) -> bool:
@@ -133,20 +152,149 @@ def decode(run_id: str, data: dict[str, Any] | None) -> Checkpoint | None:
     return checkpoint
 
 
+def is_ref_chain(rows: list[RawCheckpoint]) -> bool:
+    return bool(rows) and rows[0]["payload"].get("format") == refs.REF_FORMAT
+
+
+def materialize_refs(run_id: str, rows: list[RawCheckpoint]) -> tuple[dict[str, Any], str]:
+    """The checkpoint dict of a reference chain (its conversation: entries) and its session."""
+    first = rows[0]
+    payload = first["payload"]
+    session_id, data = payload.get("session_id"), payload.get("checkpoint")
+    if first["kind"] != "full" or not isinstance(session_id, str) or not isinstance(data, dict):
+        raise _corrupt(run_id, first["version"], "reference snapshot lacks its session or checkpoint")
+    current = {**data, "conversation": refs.from_segments(run_id, first["version"], data.get("conversation"))}
+    for i, row in enumerate(rows):
+        version = row["version"]
+        if i:
+            fmt = row["payload"].get("format")
+            if row["kind"] != "delta" or fmt != refs.REF_DELTA_FORMAT:
+                raise _corrupt(run_id, version, f"expected a reference delta, got {row['kind']!r}/{fmt!r}")
+            current = refs.apply_ref_delta(run_id, version, current, row["payload"])
+        if current.get("version") != version:
+            raise _corrupt(run_id, version, f"row holds checkpoint version {current.get('version')!r}")
+    return current, session_id
+
+
+def decode_resolved(
+    run_id: str, data: dict[str, Any], conversation: list[dict[str, Any] | ConversationItem]
+) -> Checkpoint:
+    """A checkpoint from a reference chain's dict and its resolved conversation."""
+    try:
+        fields = {key: value for key, value in data.items() if key != SUMMARY_CARRY}
+        shell = Checkpoint.from_dict({**fields, "conversation": []})
+        items = tuple(e if not isinstance(e, dict) else item_from_dict(e) for e in conversation)
+        checkpoint = replace(shell, conversation=items)
+    except ModelValidationError as exc:
+        raise _corrupt(run_id, data.get("version"), f"does not decode: {exc}") from None
+    if checkpoint.run_id != run_id:
+        raise _corrupt(run_id, checkpoint.version, f"holds run {checkpoint.run_id!r}")
+    return checkpoint
+
+
 async def latest_checkpoint(store: Store, run_id: str) -> Checkpoint | None:
     """The run's newest checkpoint, materialized; ``None`` when it has none."""
-    rows = await store.checkpoints.latest_raw(run_id)
+    return await checkpoint_from_rows(store, run_id, await store.checkpoints.latest_raw(run_id))
+
+
+async def checkpoint_from_rows(store: Store, run_id: str, rows: list[RawCheckpoint]) -> Checkpoint | None:
+    """The checkpoint ``latest_raw`` rows describe (references resolved through ``store``)."""
+    if is_ref_chain(rows):
+        data, session_id = materialize_refs(run_id, rows)
+        version = data["version"]
+        resolved = await refs.resolve(store, run_id, version, session_id, data["conversation"])
+        return decode_resolved(run_id, await _carried_summary(store, run_id, session_id, data), resolved)
     return decode(run_id, materialize(run_id, rows))
 
 
+_FIELDS = tuple(f.name for f in dataclasses.fields(Checkpoint))
+
+
+def evolve(checkpoint: Checkpoint, **changes: Any) -> Checkpoint:
+    """``replace(checkpoint, **changes)`` without validating again what was validated when
+    ``checkpoint`` was made: for the loop's own changes (a stored version, an empty
+    conversation), which cannot break what ``Checkpoint`` checks. ``replace`` re-checks the
+    whole conversation, item by item, on every change."""
+    new = object.__new__(Checkpoint)
+    for name in _FIELDS:
+        object.__setattr__(new, name, changes[name] if name in changes else getattr(checkpoint, name))
+    return new
+
+
+def _shell_dict(checkpoint: Checkpoint) -> dict[str, Any]:
+    """``checkpoint.to_dict()`` without converting its conversation."""
+    data = evolve(checkpoint, conversation=()).to_dict()
+    del data["conversation"]
+    return data
+
+
+def _ref_shell(checkpoint: Checkpoint, carry: Carry | None) -> dict[str, Any]:
+    """``_shell_dict`` in reference form: a summary that is the seed carry's (its text, spans
+    and source) is stored as the carry's sequence under ``SUMMARY_CARRY`` (ADR 0011)."""
+    if (
+        carry is not None
+        and checkpoint.summary_source_event_ids == (carry.sequence,)
+        and checkpoint.compacted_summary == carry.summary
+        and checkpoint.summary_elided == carry.elided
+    ):
+        data = _shell_dict(evolve(checkpoint, compacted_summary=None, summary_elided=()))
+        data[SUMMARY_CARRY] = carry.sequence
+    else:
+        data = _shell_dict(checkpoint)
+        data[SUMMARY_CARRY] = None
+    return data
+
+
+async def _carried_summary(
+    store: Store, run_id: str, session_id: str, data: dict[str, Any]
+) -> dict[str, Any]:
+    """A reference chain's dict with the summary its ``SUMMARY_CARRY`` names read back."""
+    sequence = data.get(SUMMARY_CARRY)
+    if sequence is None:
+        return data
+    version = data.get("version")
+    if isinstance(sequence, bool) or not isinstance(sequence, int) or sequence < 1:
+        raise _corrupt(run_id, version, f"bad {SUMMARY_CARRY} {sequence!r}")
+    found = await store.events.read(session_id, sequence - 1, [CARRY_RECORDED], before=sequence + 1)
+    if not found:
+        raise _corrupt(run_id, version, f"session {session_id!r} holds no carry at sequence {sequence}")
+    carry = stored_carry(found[0])
+    elided = [span.to_dict() for span in carry.elided]
+    return {**data, "compacted_summary": carry.summary, "summary_elided": elided}
+
+
+def _writes_refs(store: Store, session_id: str | None) -> bool:
+    policy = getattr(store, "write_policy", None)
+    return session_id is not None and (policy or WritePolicy()).writes(REF_FORMAT_VERSION)
+
+
 async def write_checkpoint(
-    store: Store, run_id: str, checkpoint: Checkpoint, *, trigger: str, lease: Lease
+    store: Store,
+    run_id: str,
+    checkpoint: Checkpoint,
+    *,
+    trigger: str,
+    lease: Lease,
+    session_id: str | None = None,
+    prune: bool = False,
+    rows: list[RawCheckpoint] | None = None,
+    joined: bool = False,
+    into: list[RawCheckpoint] | None = None,
+    carry: Carry | None = None,
 ) -> int:
     """Write ``checkpoint`` as the run's next version (full or delta) and return that version.
 
     The checkpoint's own ``version`` is ignored and replaced by the stored
     one. Runs in a store transaction (joining the caller's), so a stale
-    lease (``LeaseLost``) or any failure leaves the store unchanged.
+    lease (``LeaseLost``) or any failure leaves the store unchanged. With
+    ``session_id`` (the run's session) items read from that log are stored
+    as references; with ``prune`` a terminal trigger deletes earlier versions.
+    ``rows``: the run's ``latest_raw`` rows, when the caller knows them (it just
+    read or wrote them; a stale list cannot slip a version in: the store
+    refuses the version). ``joined``: the caller holds a store transaction
+    (no savepoint of its own). ``into`` receives the run's rows after the
+    write, for the caller's next ``rows``. ``carry``: the carry the run was seeded from (a
+    reference chain then stores a summary that is still the carry's as its sequence).
     """
     if not isinstance(checkpoint, Checkpoint):
         raise ModelValidationError(
@@ -157,26 +305,59 @@ async def write_checkpoint(
             "checkpoint", "run_id", f"checkpoint is for {checkpoint.run_id!r}, not {run_id!r}"
         )
     check_trigger(trigger)
-    async with store.transaction():
-        rows = await store.checkpoints.latest_raw(run_id)
+    async with contextlib.nullcontext() if joined else store.transaction():
+        if rows is None:
+            rows = await store.checkpoints.latest_raw(run_id)
         version = rows[-1]["version"] + 1 if rows else 1
-        new = replace(checkpoint, version=version).to_dict()
-        if is_full(version, trigger):
+        stamped = evolve(checkpoint, version=version)
+        use_refs = _writes_refs(store, session_id)
+        ref_base = is_ref_chain(rows)
+        if use_refs and ref_base and rows[0]["payload"].get("session_id") != session_id:
+            ref_base = False  # another session's references: start over with a full snapshot
+        if is_full(version, trigger) or use_refs != ref_base:
+            if use_refs:
+                assert session_id is not None
+                entries = refs.entries_of(stamped.conversation, session_id)
+                shell = {**_ref_shell(stamped, carry), "conversation": refs.to_segments(entries)}
+                payload = {"format": refs.REF_FORMAT, "session_id": session_id, "checkpoint": shell}
+            else:
+                payload = {"format": FULL_FORMAT, "checkpoint": stamped.to_dict()}
             written = await store.checkpoints.write(
-                run_id, {"format": FULL_FORMAT, "checkpoint": new}, trigger=trigger, lease=lease, kind="full"
+                run_id, payload, trigger=trigger, lease=lease, kind="full"
             )
+            chain: list[RawCheckpoint] = []
+        elif use_refs:
+            assert session_id is not None
+            base, _ = materialize_refs(run_id, rows)
+            # As below: a delta is never written on a base that does not decode.
+            decode_resolved(run_id, base, [e for e in base["conversation"] if isinstance(e, dict)])
+            entries = refs.entries_of(stamped.conversation, session_id)
+            payload = refs.diff_entries(base, _ref_shell(stamped, carry), entries)
+            written = await store.checkpoints.write(
+                run_id, payload, trigger=trigger, lease=lease, kind="delta"
+            )
+            chain = list(rows)
         else:
-            base = materialize(run_id, rows)
-            assert base is not None  # rows is non-empty: version > 1
+            new = stamped.to_dict()
+            old = materialize(run_id, rows)
+            assert old is not None  # rows is non-empty: version > 1
             # A delta on a base that does not decode would bury the corruption
             # under a row that looks fine: refuse before writing anything.
-            decode(run_id, base)
+            decode(run_id, old)
+            payload = diff(old, new)
             written = await store.checkpoints.write(
-                run_id, diff(base, new), trigger=trigger, lease=lease, kind="delta"
+                run_id, payload, trigger=trigger, lease=lease, kind="delta"
             )
+            chain = list(rows)
         if written != version:
             # Another writer slipped a version in under the same lease: undo ours.
             raise StoreError(f"run {run_id!r}: wrote version {written}, expected {version}")
+        if prune and trigger in TERMINAL_TRIGGERS and version > 1:
+            await store.checkpoints.prune(run_id, version)
+    if into is not None:
+        kind: CheckpointKind = "delta" if chain else "full"
+        into[:] = [*chain, RawCheckpoint(version=version, kind=kind, trigger=trigger, payload=payload,
+                                         created_at=datetime.now(UTC))]  # fmt: skip
     return version
 
 
@@ -202,10 +383,18 @@ __all__ = [
     "FULL_EVERY",
     "FULL_FORMAT",
     "FULL_TRIGGERS",
+    "REF_FORMAT_VERSION",
+    "SUMMARY_CARRY",
+    "TERMINAL_TRIGGERS",
     "CheckpointWriter",
     "diff",
     "is_full",
     "latest_checkpoint",
+    "checkpoint_from_rows",
+    "evolve",
+    "decode_resolved",
+    "is_ref_chain",
     "materialize",
+    "materialize_refs",
     "write_checkpoint",
 ]

@@ -1,5 +1,5 @@
-"""The runtime port: pressure-driven compaction, working-state writes and run seeding
-(SPEC sections 6-7, seed ADR-0043 decisions 6-8).
+"""The runtime port: pressure-driven compaction, working-state writes, run seeding and
+step recording (SPEC sections 6-7, seed ADR-0043 decisions 6-8, ADR 0011).
 
 Every method that changes a run appends its event and writes the checkpoint
 inside one ``store.transaction()``: both commit or neither does. A failure
@@ -13,12 +13,14 @@ the stored one) and a different step never collides with it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..assembly.builder import ContextBuilder
 from ..assembly.request import ModelRequest
-from ..core.canonical import payload_hash
+from ..core.canonical import canonical_json, payload_hash
 from ..core.estimator import Estimator
 from ..errors import ContextError, ContextOverflow, ModelValidationError
 from ..model import (
@@ -26,33 +28,45 @@ from ..model import (
     Checkpoint,
     ConversationItem,
     Principal,
-    ReasoningItem,
     RunContext,
-    ToolCall,
-    ToolResult,
-    TrustLevel,
     UserMessage,
-    WorkingState,
 )
 from ..plan import ContextPlan, ContextPlanner
-from ..stores.events import Lease, NewEvent, Store, Visibility
-from .checkpoints import latest_checkpoint, write_checkpoint
-from .compaction import StructuredCompactor
-from .session import session_history
+from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store, Visibility, interned
+from ..stores.formats import WritePolicy
+from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
+from .checkpoints import checkpoint_from_rows, evolve, latest_checkpoint, write_checkpoint
+from .compaction import CompactionResult, StructuredCompactor
+from .history_reader import HistoryReader
+from .loop_state import WorkingStateWrites
+from .seed_digest import SeedDigest
+from .seeding import HISTORY, Seed, build_seed, history_counts, summary_counts, whole_pairs
+from .session import ITEM_APPENDED, item_event, logged
+from .steps import StateUpdate, prepare_step
 from .usage import report_usage
-from .working_state import WORKING_STATE_UPDATED, WorkingStateManager, carry_working_state
+from .working_state import WorkingStateManager
 
 CONTEXT_COMPACTED = "context.compacted"
 CHECKPOINT_SEEDED = "run.checkpoint.seeded"
 #: Compactions one ``build_with_pressure`` call may perform before giving up.
 MAX_COMPACTIONS_PER_STEP = 2
+#: Runs whose seed the loop remembers (their own carries need its lineage and view).
+SEEDS_REMEMBERED = 4096
 
 
 def _key(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix}:{payload_hash(payload)[:16]}"
 
 
-class ContextLoop:
+class StartedRun(NamedTuple):
+    """What ``start_run`` returns: the run, its lease and its version 1."""
+
+    run: RunContext
+    lease: Lease
+    checkpoint: Checkpoint
+
+
+class ContextLoop(WorkingStateWrites):
     """What the agent runtime calls between model requests."""
 
     def __init__(
@@ -64,6 +78,8 @@ class ContextLoop:
         compactor: StructuredCompactor,
         estimator: Estimator,
         working_state: WorkingStateManager | None = None,
+        prune_finished: bool = True,
+        history: HistoryReader | None = None,
     ) -> None:
         if builder.max_compaction_depth != compactor.max_depth:
             raise ModelValidationError(
@@ -80,12 +96,80 @@ class ContextLoop:
         self.working_state = (
             working_state if working_state is not None else WorkingStateManager(estimator=estimator)
         )
+        #: Delete a finished run's earlier checkpoint versions when it ends (ADR 0011).
+        self.prune_finished = prune_finished
+        #: Item rows this worker has read, per session (seeds read only what is new).
+        self.history = history if history is not None else HistoryReader(store)
+        #: Per run seeded here: the carry it started from and the principal it was seeded for.
+        self._seeded_from: OrderedDict[str, tuple[Carry | None, Principal | None]] = OrderedDict()
+        self._carries = CarryCache()
+        #: The hash state of each session's last seeded conversation (``SeedDigest``).
+        self._seed_digest = SeedDigest()
+        #: Per run: the checkpoint rows this loop last wrote (a delta needs no read of its base).
+        self._rows: OrderedDict[str, list[RawCheckpoint]] = OrderedDict()
+        #: Per run started here: the seed message's count, stored with the run's first step.
+        self._pending_counts: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
+
+    async def _write(
+        self,
+        run: RunContext,
+        checkpoint: Checkpoint,
+        trigger: str,
+        lease: Lease,
+        *,
+        rows: list[RawCheckpoint] | None = None,
+        prune: bool = False,
+    ) -> tuple[int, list[RawCheckpoint]]:
+        """Write the run's next checkpoint version inside the caller's transaction."""
+        if rows is None:
+            known = self._rows.get(run.run_id)
+            if known and known[-1]["version"] == checkpoint.version:
+                rows = known  # what this loop wrote last: the store refuses it if stale
+        written: list[RawCheckpoint] = []
+        version = await write_checkpoint(
+            self.store,
+            run.run_id,
+            checkpoint,
+            trigger=trigger,
+            lease=lease,
+            session_id=run.session_id,
+            prune=prune,
+            rows=rows,
+            joined=True,
+            into=written,
+            carry=self._seeded_from.get(run.run_id, (None, None))[0],
+        )
+        return version, written
+
+    def _committed(
+        self,
+        run: RunContext,
+        rows: list[RawCheckpoint],
+        events: Sequence[Event],
+        item_rows: Sequence[ItemRow] = (),
+        items: Sequence[ConversationItem] = (),
+    ) -> None:
+        """After a commit: remember the run's rows, and hand the history reader what this
+        worker just wrote (so the next seed need not read it back)."""
+        self._rows[run.run_id] = rows
+        self._rows.move_to_end(run.run_id)
+        while len(self._rows) > SEEDS_REMEMBERED:
+            self._rows.popitem(last=False)
+        if events:
+            self.history.extend(run.session_id, [e.sequence for e in events], item_rows, items)
 
     async def _plan(self, session_id: str) -> ContextPlan:
-        plan = self.planner.cached(session_id) or await self.planner.current(session_id)
+        plan = await self._plan_or_none(session_id)
         if plan is None:
             raise ContextError(f"session {session_id!r} has no context plan; call planner.plan(...) first")
         return plan
+
+    async def _plan_or_none(self, session_id: str) -> ContextPlan | None:
+        return self.planner.cached(session_id) or await self.planner.current(session_id)
+
+    def _policy(self) -> WritePolicy:
+        policy = getattr(self.store, "write_policy", None)
+        return policy if isinstance(policy, WritePolicy) else WritePolicy()
 
     # -- pressure ------------------------------------------------------------------
 
@@ -95,9 +179,11 @@ class ContextLoop:
         """The request for this step and the checkpoint in force.
 
         When the body does not fit and can be compacted: compact, then append
-        ``context.compacted`` and write the compacted checkpoint (trigger
-        ``compaction``) in one transaction, adopt it and measure again; at
-        most ``MAX_COMPACTIONS_PER_STEP`` times, then ``ContextOverflow``.
+        ``context.compacted`` (and the session-level ``context.carry.recorded``,
+        when this deployment writes it and a visibility class fits; ADR 0011) and
+        write the compacted checkpoint (trigger ``compaction``) in one
+        transaction, adopt it and measure again; at most
+        ``MAX_COMPACTIONS_PER_STEP`` times, then ``ContextOverflow``.
         """
         plan = await self._plan(run.session_id)
         current = checkpoint
@@ -133,88 +219,14 @@ class ContextLoop:
                 ),
                 run_id=run.run_id,
             )
+            carry = await self._carry_event(run, principal, current, compacted, result, plan)
             async with self.store.transaction():
-                await self.store.events.append(event)
-                version = await write_checkpoint(
-                    self.store, run.run_id, compacted, trigger="compaction", lease=lease
-                )
+                stored, _ = await self.store.events.append_all([event] if carry is None else [event, carry])
+                version, rows = await self._write(run, compacted, "compaction", lease)
+            self._committed(run, rows, stored)
             # Adopted only once both are committed.
-            current = replace(compacted, version=version)
+            current = evolve(compacted, version=version)
             compactions += 1
-
-    # -- working state -------------------------------------------------------------
-
-    async def update_working_state(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        update: dict[str, Any],
-        *,
-        source: TrustLevel | str,
-        lease: Lease,
-        principal: Principal | None = None,
-        trigger: str = "tool_completed",
-    ) -> Checkpoint:
-        """Apply a ``context.update_working_state`` input authored at trust ``source``.
-
-        Validates, appends ``context.working_state.updated`` (the whole new
-        state and the update) and writes the checkpoint, in one transaction.
-        ``principal`` scopes the event's visibility to that principal (the
-        carry reads principal-visible events); without one it is session-wide.
-        """
-        trust = _source(source)
-        model_id = await self._model_id(run.session_id)
-        state = self.working_state.transition(
-            checkpoint.working_state, update, source_trust=trust, model_id=model_id
-        )
-        return await self._commit_state(
-            run,
-            checkpoint,
-            state,
-            {"operation": "update", "update": dict(update)},
-            trust,
-            lease,
-            principal,
-            trigger,
-        )
-
-    async def add_question(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        text: str,
-        *,
-        lease: Lease,
-        question_id: str | None = None,
-        source: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
-        principal: Principal | None = None,
-        trigger: str = "approval_requested",
-    ) -> Checkpoint:
-        """Open a question (the runtime's question lifecycle), recorded like any transition."""
-        trust = _source(source)
-        model_id = await self._model_id(run.session_id)
-        state = self.working_state.add_question(
-            checkpoint.working_state, text, question_id=question_id, trust=trust, model_id=model_id
-        )
-        record = {"operation": "add_question", "text": text, "question_id": question_id}
-        return await self._commit_state(run, checkpoint, state, record, trust, lease, principal, trigger)
-
-    async def resolve_question(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        question_id: str,
-        *,
-        lease: Lease,
-        principal: Principal | None = None,
-        trigger: str = "approval_resolved",
-    ) -> Checkpoint:
-        """Close an open question, recorded like any transition."""
-        state = self.working_state.resolve_question(checkpoint.working_state, question_id)
-        record = {"operation": "resolve_question", "question_id": question_id}
-        return await self._commit_state(
-            run, checkpoint, state, record, TrustLevel.PLATFORM, lease, principal, trigger
-        )
 
     async def report_usage(
         self, run: RunContext, request: ModelRequest, actual: int, *, principal: Principal | None = None
@@ -223,63 +235,59 @@ class ContextLoop:
         ``request`` and record both for ``ctxengine inspect`` (``runtime.usage``)."""
         await report_usage(self.store, self.estimator, run, request, actual, principal=principal)
 
-    async def _model_id(self, session_id: str) -> str:
-        plan = self.planner.cached(session_id) or await self.planner.current(session_id)
-        return plan.counting_key if plan is not None else self.working_state.model_id
-
-    async def _commit_state(
+    async def _carry_event(
         self,
         run: RunContext,
-        checkpoint: Checkpoint,
-        state: WorkingState,
-        record: dict[str, Any],
-        trust: TrustLevel,
-        lease: Lease,
         principal: Principal | None,
-        trigger: str,
-    ) -> Checkpoint:
-        payload = {
-            "run_id": run.run_id,
-            "base_version": checkpoint.version,
-            "source": trust.value,
-            **record,
-            "state": state.to_dict(),
-        }
-        event = NewEvent(
-            session_id=run.session_id,
-            type=WORKING_STATE_UPDATED,
-            payload=payload,
-            derivation_key=_key(f"context.working_state:{run.run_id}:{checkpoint.version}", payload),
-            run_id=run.run_id,
-            actor="model" if trust is TrustLevel.EXTERNAL_UNTRUSTED else "runtime",
-            visibility=Visibility.session()
-            if principal is None
-            else Visibility.principal(principal.principal_id),
+        before: Checkpoint,
+        compacted: Checkpoint,
+        result: CompactionResult,
+        plan: ContextPlan,
+    ) -> NewEvent | None:
+        """The carry of an adopted compaction, or ``None``: not written by this deployment, a
+        run this loop did not seed (whose view of the log it does not know), or no visibility
+        class under which every reader would see exactly what it summarizes.
+
+        The summary holds what the run's seed could see, so the class is computed for the
+        principal the run was seeded with (``None``: the unfiltered view)."""
+        if not self._policy().allows(CARRY_RECORDED) or run.run_id not in self._seeded_from:
+            return None
+        seeded, writer = self._seeded_from[run.run_id]
+        if seeded is not None and seeded.sequence not in before.summary_source_event_ids:
+            seeded = None  # this checkpoint was not seeded from it
+        through = compacted.replaced_through_sequence
+        after = seeded.through if seeded is not None else 0
+        classes = await self.store.events.visibilities(run.session_id, ITEM_APPENDED, after, through)
+        visibility = carry_visibility(classes, seeded.visibility if seeded else None, writer)
+        if visibility is None:
+            return None
+        tokens = summary_counts(
+            self.estimator, plan.counting_key, compacted.compacted_summary or "", compacted.summary_elided
         )
-        updated = replace(checkpoint, working_state=state)
-        async with self.store.transaction():
-            await self.store.events.append(event)
-            version = await write_checkpoint(self.store, run.run_id, updated, trigger=trigger, lease=lease)
-        return replace(updated, version=version)
+        payload = carry_payload(
+            run_id=run.run_id, checkpoint=compacted, depth_in_run=result.depth, previous=seeded, tokens=tokens
+        )
+        return NewEvent(
+            session_id=run.session_id,
+            type=CARRY_RECORDED,
+            payload=payload,
+            derivation_key=_key(f"context.carry:{run.run_id}:{through}", payload),
+            run_id=run.run_id,
+            visibility=visibility,
+        )
 
     # -- seeding -------------------------------------------------------------------
 
     async def build_seed(self, run: RunContext, principal: Principal | None) -> Checkpoint:
         """Version 1 of ``run`` rebuilt from the log (pure read; see ``seed_checkpoint``)."""
-        items = await session_history(self.store, run.session_id, run.seed_sequence + 1)
-        seed = items[-1] if items else None
-        if not isinstance(seed, UserMessage) or seed.seq != run.seed_sequence:
-            found = "nothing" if seed is None or seed.seq != run.seed_sequence else type(seed).__name__
-            raise ModelValidationError(
-                "RunContext",
-                "seed_sequence",
-                f"session {run.session_id!r} holds {found} at sequence {run.seed_sequence}, "
-                "not a UserMessage",
-            )
-        state = await carry_working_state(self.store, run.session_id, run.seed_sequence, principal)
-        # Reasoning is replayed within its own run only, never carried.
-        history = whole_pairs([item for item in items[:-1] if not isinstance(item, ReasoningItem)])
-        return Checkpoint(run.run_id, version=1, conversation=(*history, seed), working_state=state)
+        seed = await self._seed(run, principal)
+        return seed.checkpoint
+
+    async def _seed(self, run: RunContext, principal: Principal | None) -> Seed:
+        plan = self.planner.cached(run.session_id) or await self.planner.current(run.session_id)
+        seed = await build_seed(self.store, self.history, self.builder, plan, run, principal, self._carries)
+        self._remember_seed(run.run_id, seed.carry, principal)
+        return seed
 
     async def seed_checkpoint(
         self, run: RunContext, principal: Principal | None, *, lease: Lease
@@ -290,13 +298,91 @@ class ContextLoop:
         same every time. When version 1 is already stored and equal, it is
         returned and nothing is written; a run that has moved past version 1
         is a ``ContextError`` (load it with ``latest_checkpoint`` instead).
+        Counts this worker had to compute (none were stored) are stored in the
+        same transaction.
         """
-        built = await self.build_seed(run, principal)
+        # Built before the write transaction: reading and decoding the window does not
+        # hold the store's write lock (the log below the seed never changes).
+        seed = await self._seed(run, principal)
+        async with self.store.transaction():
+            rows = await self.store.checkpoints.latest_raw(run.run_id)
+            checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows, seed)
+        if events:
+            self._committed(run, written, events)
+        return checkpoint
+
+    async def start_run(
+        self,
+        session_id: str,
+        run_id: str,
+        message: UserMessage,
+        principal: Principal | None,
+        *,
+        owner: str,
+        derivation_key: str | None = None,
+        visibility: Visibility | None = None,
+        max_output_tokens: int | None = None,
+    ) -> StartedRun:
+        """Start a run in one transaction: append its user message (with its token count),
+        claim the run for ``owner`` and write its version 1 (``seed_checkpoint``).
+
+        The same as ``append_item`` + ``checkpoints.claim`` + ``seed_checkpoint``, with one
+        commit instead of three. ``derivation_key`` makes a retry append nothing new.
+        """
+        plan = await self._plan_or_none(session_id)
+        new, restored = item_event(
+            session_id, message, principal=principal, derivation_key=derivation_key, visibility=visibility
+        )
+        try:
+            async with self.store.transaction():
+                stored, fresh = await self.store.events.append_all([new])
+                seed = logged(restored, session_id, stored[0].sequence)
+                counts: list[tuple[int, int]] = []
+                if plan is not None:
+                    # Stored with the run's first recorded step (one statement fewer); a run
+                    # that records nothing leaves it to the next seed, which counts what lacks one.
+                    counts = history_counts(self.estimator, plan.counting_key, [seed])
+                if fresh:  # the seed need not read back what it has just appended
+                    text = canonical_json(new.payload).decode("utf-8")
+                    count = counts[0][1] if counts else None
+                    row = ItemRow(seed.seq or 0, text, interned(new.visibility), count)
+                    self.history.extend(session_id, [row.sequence], [row], [seed])
+                run = RunContext(run_id, session_id, stored[0].sequence, max_output_tokens=max_output_tokens)
+                lease = await self.store.checkpoints.claim(run_id, owner)
+                # A run's first lease: it has no checkpoint to find.
+                rows = [] if lease.epoch == 1 else await self.store.checkpoints.latest_raw(run_id)
+                checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows)
+        except BaseException:
+            self.history.forget(session_id)  # it may have read rows that were rolled back
+            raise
+        # The seed read the user message into the history window already.
+        self._committed(run, written, events)
+        if counts:
+            self._pending_counts[run.run_id] = counts
+            while len(self._pending_counts) > SEEDS_REMEMBERED:
+                self._pending_counts.popitem(last=False)
+        return StartedRun(run, lease, checkpoint)
+
+    async def _seed_and_write(
+        self,
+        run: RunContext,
+        principal: Principal | None,
+        lease: Lease,
+        rows: list[RawCheckpoint],
+        seed: Seed | None = None,
+    ) -> tuple[Checkpoint, list[Event], list[RawCheckpoint]]:
+        """Version 1 built and written inside the caller's transaction (see ``seed_checkpoint``):
+        the checkpoint, the events appended and the run's rows after the write."""
+        if seed is None:
+            seed = await self._seed(run, principal)
+        built = seed.checkpoint
+        # The hash of built.to_dict(), continued from this session's previous seed when it can be.
+        shell = evolve(built, conversation=()).to_dict()
         payload = {
             "run_id": run.run_id,
             "seed_sequence": run.seed_sequence,
             "history_items": len(built.conversation) - 1,
-            "checkpoint_sha256": payload_hash(built.to_dict()),
+            "checkpoint_sha256": self._seed_digest.digest(run.session_id, shell, built.conversation),
         }
         event = NewEvent(
             session_id=run.session_id,
@@ -305,51 +391,95 @@ class ContextLoop:
             derivation_key=f"run.checkpoint.seeded:{run.run_id}",
             run_id=run.run_id,
         )
+        existing = await checkpoint_from_rows(self.store, run.run_id, rows)
+        if existing is not None:
+            if existing == built:
+                return existing, [], rows
+            raise ContextError(
+                f"run {run.run_id!r} already has checkpoint version {existing.version}; "
+                "seed_checkpoint only writes version 1"
+            )
+        stored, _ = await self.store.events.append_all([event])
+        if seed.backfill and seed.counter is not None:
+            await self.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
+            self.history.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
+        version, written = await self._write(run, built, "seeded", lease, rows=rows)
+        return evolve(built, version=version), stored, written
+
+    def _remember_seed(self, run_id: str, carry: Carry | None, principal: Principal | None) -> None:
+        self._seeded_from[run_id] = (carry, principal)
+        self._seeded_from.move_to_end(run_id)
+        while len(self._seeded_from) > SEEDS_REMEMBERED:
+            self._seeded_from.popitem(last=False)
+
+    # -- recording a step ------------------------------------------------------------
+
+    async def record_step(
+        self,
+        run: RunContext,
+        checkpoint: Checkpoint,
+        items: Sequence[ConversationItem],
+        *,
+        lease: Lease,
+        trigger: str = "model_response",
+        state_updates: Sequence[StateUpdate] = (),
+        principal: Principal | None = None,
+        visibility: Visibility | None = None,
+    ) -> Checkpoint:
+        """Append the step's items and working-state transitions and write the checkpoint,
+        in one transaction; returns the checkpoint in force.
+
+        ``items`` are the model's response items and the tool calls' results, in the
+        order they happened; ``state_updates`` the control tool's inputs (applied in
+        order to the checkpoint's working state, one ``context.working_state.updated``
+        event each, scoped to ``principal`` when given). Derivation keys come from the
+        run, ``run.step`` and the position (``conversation.item:{run}:{step}:{i}``), so a
+        retried step repeats its events exactly and writes nothing new: when every
+        event was already stored, the stored checkpoint is returned as it is. The
+        items' raw token counts are stored with them. A terminal trigger prunes the
+        run's earlier checkpoint versions (``prune_finished``).
+        """
+        plan = await self._plan_or_none(run.session_id)
+        model_id = plan.counting_key if plan is not None else self.working_state.model_id
+        steps = prepare_step(
+            run, checkpoint, items, state_updates, self.working_state, model_id, principal, visibility
+        )
+        counts: list[tuple[int, int]] = []
         async with self.store.transaction():
-            existing = await latest_checkpoint(self.store, run.run_id)
-            if existing is not None:
-                if existing == built:
-                    return existing
-                raise ContextError(
-                    f"run {run.run_id!r} already has checkpoint version {existing.version}; "
-                    "seed_checkpoint only writes version 1"
-                )
-            await self.store.events.append(event)
-            version = await write_checkpoint(self.store, run.run_id, built, trigger="seeded", lease=lease)
-        return replace(built, version=version)
-
-
-def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
-    """History without the halves of tool pairs that a crashed run left behind.
-
-    A call whose result was never recorded (or a result whose call is missing)
-    would make every later request invalid; the events stay in the log for
-    audit, but a new run's seeded history leaves them out.
-    """
-    answered: set[str] = set()
-    open_calls: dict[str, int] = {}
-    keep = [True] * len(items)
-    for i, item in enumerate(items):
-        if isinstance(item, ToolCall):
-            if item.call_id in open_calls or item.call_id in answered:
-                keep[i] = False
+            stored, written = await self.store.events.append_all(steps.events)
+            if not written and steps.events:
+                latest = await latest_checkpoint(self.store, run.run_id)
+                if latest is not None and latest.version > checkpoint.version:
+                    return latest  # a retry of a step already recorded: nothing new
+            appended = steps.appended(run.session_id, stored)
+            pending = self._pending_counts.get(run.run_id, [])
+            if plan is not None and (appended or pending):
+                counter = self.estimator.counter_id(plan.counting_key, HISTORY)
+                counts = history_counts(self.estimator, plan.counting_key, appended)
+                await self.store.events.put_counts(run.session_id, counter, [*pending, *counts])
+            conversation = (*checkpoint.conversation, *appended)
+            last = next((i.seq for i in reversed(checkpoint.conversation) if i.seq is not None), None)
+            if appended and last is not None and appended[0].seq is not None and last < appended[0].seq:
+                # New events follow everything the checkpoint holds: nothing to check again.
+                updated = evolve(checkpoint, conversation=conversation, working_state=steps.state)
             else:
-                open_calls[item.call_id] = i
-        elif isinstance(item, ToolResult):
-            if open_calls.pop(item.call_id, None) is None:
-                keep[i] = False
-            else:
-                answered.add(item.call_id)
-    for i in open_calls.values():
-        keep[i] = False
-    return tuple(item for item, kept in zip(items, keep, strict=True) if kept)
+                updated = replace(checkpoint, conversation=conversation, working_state=steps.state)
+            version, rows = await self._write(run, updated, trigger, lease, prune=self.prune_finished)
+        self._pending_counts.pop(run.run_id, None)
+        fresh = written == len(stored)  # all new: this worker knows exactly what it wrote
+        tokens = dict(counts)
+        item_rows = [steps.item_row(stored, i, tokens.get(item.seq or 0)) for i, item in enumerate(appended)]
+        self._committed(run, rows, stored if fresh else [], item_rows, appended)
+        return evolve(updated, version=version)
 
 
-def _source(value: TrustLevel | str) -> TrustLevel:
-    try:
-        return TrustLevel(value)
-    except ValueError:
-        raise ModelValidationError("ContextLoop", "source", f"unknown trust level {value!r}") from None
-
-
-__all__ = ["CHECKPOINT_SEEDED", "CONTEXT_COMPACTED", "MAX_COMPACTIONS_PER_STEP", "ContextLoop"]
+__all__ = [
+    "CHECKPOINT_SEEDED",
+    "CONTEXT_COMPACTED",
+    "MAX_COMPACTIONS_PER_STEP",
+    "ContextLoop",
+    "Seed",
+    "StartedRun",
+    "StateUpdate",
+    "whole_pairs",
+]

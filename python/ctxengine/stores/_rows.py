@@ -19,6 +19,7 @@ from ..core.canonical import canonical_json
 from ..errors import (
     CanonicalizationError,
     CheckpointCorruption,
+    FormatDisabled,
     IdempotencyConflict,
     LeaseLost,
     ModelValidationError,
@@ -240,9 +241,11 @@ def check_session(where: str, session_id: object) -> str:
 
 
 def check_checkpoint_write(
-    run_id: str, payload: dict[str, Any], trigger: str, lease: Lease, kind: str
-) -> tuple[str, str]:
-    """Validate a checkpoint write before touching the store; returns (kind, payload text)."""
+    run_id: str, payload: dict[str, Any], trigger: str, lease: Lease, kind: str, policy: Any = None
+) -> tuple[str, str, int]:
+    """Validate a checkpoint write before touching the store; returns (kind, payload text,
+    the format version to stamp). A format this deployment does not write (``policy``) is
+    ``FormatDisabled`` before anything is written."""
     check_run_id(run_id)
     check_trigger(trigger)
     checked_kind = check_checkpoint_kind(kind)
@@ -250,7 +253,13 @@ def check_checkpoint_write(
         raise ModelValidationError("checkpoint", "lease", f"expected Lease, got {type(lease).__name__}")
     if not isinstance(payload, dict):
         raise ModelValidationError("checkpoint", "payload", f"expected dict, got {type(payload).__name__}")
-    return checked_kind, payload_text(payload)
+    version = formats.checkpoint_payload_version(payload)
+    if policy is not None and not policy.writes(version):
+        raise FormatDisabled(
+            f"checkpoint format {payload.get('format')!r} needs format version {version} and this "
+            f"deployment writes up to {policy.max_version}"
+        )
+    return checked_kind, payload_text(payload), version
 
 
 def check_run_id(run_id: object) -> str:

@@ -9,15 +9,25 @@ PostgreSQL), joining the current transaction if there is one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from ..errors import ModelValidationError
 from ..model import Principal
-from . import _rows
-from .events import CheckpointKind, Event, Lease, NewEvent, RawCheckpoint, check_event_type
+from . import _batch_rows, _rows
+from .events import (
+    CheckpointKind,
+    Event,
+    ItemRow,
+    Lease,
+    NewEvent,
+    RawCheckpoint,
+    Visibility,
+    check_event_type,
+    check_identifier,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +40,11 @@ class SqlOps:
     latest_raw: Callable[..., Any]
     delete: Callable[..., Any]
     timestamp: Callable[[datetime], Any]
+    append_all: Callable[..., Any]
+    read_items: Callable[..., Any]
+    put_counts: Callable[..., Any]
+    visibilities: Callable[..., Any]
+    prune: Callable[..., Any]
 
 
 class SqlEventLog:
@@ -48,6 +63,15 @@ class SqlEventLog:
         probe = _rows.probe_event(event, text, created_at)
         row, inserted = await self._s._call(self._ops.append, event, text, created_at)
         return replace(probe, sequence=row[1]) if inserted else _rows.repeat_of(row, event, text)
+
+    async def append_all(self, events: Sequence[NewEvent]) -> tuple[list[Event], int]:
+        news, texts = _batch_rows.check_batch(events, self._s.write_policy)
+        if not news:
+            return [], 0
+        created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
+        probes = [_rows.probe_event(new, text, created_at) for new, text in zip(news, texts, strict=True)]
+        results = await self._s._call(self._ops.append_all, news, texts, created_at)
+        return _batch_rows.batch_events(results, news, texts, probes)
 
     async def read(
         self,
@@ -78,6 +102,30 @@ class SqlEventLog:
         )
         return found
 
+    async def read_items(
+        self, session_id: str, after: int = 0, *, before: int | None = None, counter: str | None = None
+    ) -> list[ItemRow]:
+        _rows.check_session("EventLog.read_items", session_id)
+        _rows.check_ints("EventLog.read_items", after=after, before=before)
+        if counter is not None:
+            check_identifier("EventLog.read_items", "counter", counter)
+        rows = await self._s._call(self._ops.read_items, session_id, after, before, counter)
+        return _batch_rows.item_rows(session_id, rows)
+
+    async def put_counts(self, session_id: str, counter: str, counts: Iterable[tuple[int, int]]) -> None:
+        checked = _batch_rows.check_counts(session_id, counter, counts)
+        if checked:
+            await self._s._call(self._ops.put_counts, session_id, counter, checked)
+
+    async def visibilities(
+        self, session_id: str, event_type: str, after: int, through: int
+    ) -> frozenset[Visibility]:
+        _rows.check_session("EventLog.visibilities", session_id)
+        check_event_type(event_type, "EventLog.visibilities")
+        _rows.check_ints("EventLog.visibilities", after=after, through=through)
+        pairs = await self._s._call(self._ops.visibilities, session_id, event_type, after, through)
+        return frozenset(_batch_rows.visibility_of(session_id, scope, ident) for scope, ident in pairs)
+
 
 class SqlCheckpointStore:
     _ops: SqlOps
@@ -99,10 +147,12 @@ class SqlCheckpointStore:
         lease: Lease,
         kind: CheckpointKind = "full",
     ) -> int:
-        checked_kind, text = _rows.check_checkpoint_write(run_id, payload, trigger, lease, kind)
+        checked_kind, text, fmt = _rows.check_checkpoint_write(
+            run_id, payload, trigger, lease, kind, self._s.write_policy
+        )
         created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
         version: int = await self._s._call(
-            self._ops.write_checkpoint, run_id, lease, checked_kind, trigger, text, created_at
+            self._ops.write_checkpoint, run_id, lease, checked_kind, trigger, text, created_at, fmt
         )
         return version
 
@@ -114,6 +164,12 @@ class SqlCheckpointStore:
     async def delete(self, run_id: str) -> None:
         _rows.check_run_id(run_id)
         await self._s._call(self._ops.delete, run_id)
+
+    async def prune(self, run_id: str, before_version: int) -> int:
+        _rows.check_run_id(run_id)
+        _rows.check_ints("CheckpointStore.prune", before_version=before_version)
+        deleted: int = await self._s._call(self._ops.prune, run_id, before_version)
+        return deleted
 
 
 __all__ = ["SqlCheckpointStore", "SqlEventLog", "SqlOps"]

@@ -22,12 +22,12 @@ Design notes:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypedDict, get_args
 
 from ..errors import ModelValidationError
 from ..model import Principal
@@ -55,6 +55,8 @@ EVENT_FORMATS: Mapping[str, int] = MappingProxyType(
         "phase.confirmed": 1,
         "phase.change_requested": 1,
         "run.checkpoint.seeded": 1,
+        # Session-level compaction carry (issue 13, ADR 0011).
+        "context.carry.recorded": 2,
         # Phase protocol format 2 (issue 16): ctxengine.phases.PHASE_EVENT_TYPES_V2.
         "phase.review.received": 2,
         "phase.review.interpreted": 2,
@@ -208,6 +210,22 @@ class Visibility:
 
 SESSION_VISIBLE = Visibility.session()
 
+#: Visibility classes by ``(scope, id)``, shared by the item rows of every read in the process:
+#: rows of one class hold the same object, so a seed decides each class once (ADR 0011).
+VISIBILITY_CLASSES: dict[tuple[str, str | None], Visibility] = {}
+MAX_VISIBILITY_CLASSES = 4096
+
+
+def interned(visibility: Visibility) -> Visibility:
+    """The process's one object equal to ``visibility`` (see ``VISIBILITY_CLASSES``)."""
+    key = (visibility.scope, visibility.id)
+    found = VISIBILITY_CLASSES.get(key)
+    if found is None:
+        if len(VISIBILITY_CLASSES) >= MAX_VISIBILITY_CLASSES:
+            VISIBILITY_CLASSES.clear()
+        found = VISIBILITY_CLASSES[key] = visibility
+    return found
+
 
 @dataclass(frozen=True, slots=True)
 class NewEvent:
@@ -312,6 +330,17 @@ class Lease:
         check_identifier("Lease", "run_id", self.run_id)
 
 
+class ItemRow(NamedTuple):
+    """A stored ``conversation.item.appended`` row whose payload is not decoded yet (ADR 0011):
+    the history reader decodes a batch of them natively. ``tokens`` is the stored raw token
+    count under the counter the read asked for (``None`` when none is stored)."""
+
+    sequence: int
+    payload: str
+    visibility: Visibility
+    tokens: int | None = None
+
+
 class RawCheckpoint(TypedDict):
     """One stored checkpoint row; the typed ``Checkpoint`` layer is built on top."""
 
@@ -340,6 +369,12 @@ class EventLog(Protocol):
         """Events with ``after < sequence`` (and ``sequence < before`` when given), in order."""
         ...
 
+    async def append_all(self, events: Sequence[NewEvent]) -> tuple[list[Event], int]:
+        """``append`` for each event of one session, in order, as one store operation (one
+        lock and one insert instead of one per event). Each is idempotent on its derivation
+        key, as with ``append``. Returns the stored events and how many were newly written."""
+        ...
+
     async def latest_before(
         self,
         session_id: str,
@@ -349,6 +384,27 @@ class EventLog(Protocol):
     ) -> Event | None:
         """The greatest-sequence event of ``event_type`` strictly below ``before_sequence``
         that ``principal`` may see (any, when ``principal`` is None)."""
+        ...
+
+    async def read_items(
+        self, session_id: str, after: int = 0, *, before: int | None = None, counter: str | None = None
+    ) -> list[ItemRow]:
+        """The ``conversation.item.appended`` rows with ``after < sequence`` (``< before``), in
+        order, payloads undecoded, with their stored token count under ``counter``. Fails
+        closed like a typed read: a row of an unknown type or a newer format in the range,
+        or an item row whose columns do not decode, raises naming the row."""
+        ...
+
+    async def put_counts(self, session_id: str, counter: str, counts: Iterable[tuple[int, int]]) -> None:
+        """Store raw token counts ``(sequence, count)`` of events under ``counter``; a count
+        already stored for an event and counter is kept (insert or ignore)."""
+        ...
+
+    async def visibilities(
+        self, session_id: str, event_type: str, after: int, through: int
+    ) -> frozenset[Visibility]:
+        """Who may read the events of ``event_type`` with ``after < sequence <= through``:
+        the distinct visibility classes among them (whoever may see each)."""
         ...
 
 
@@ -379,6 +435,11 @@ class CheckpointStore(Protocol):
         """Forget the run's checkpoints and lease."""
         ...
 
+    async def prune(self, run_id: str, before_version: int) -> int:
+        """Delete the run's checkpoint rows below ``before_version`` (a finished run keeps its
+        last version, a full snapshot); returns how many were deleted."""
+        ...
+
 
 class Store(Protocol):
     """An event log and a checkpoint store that commit together."""
@@ -407,12 +468,15 @@ __all__ = [
     "EVENT_TYPES",
     "FORMAT_VERSION",
     "SCHEMA_VERSION",
+    "MAX_VISIBILITY_CLASSES",
     "SESSION_VISIBLE",
+    "VISIBILITY_CLASSES",
     "VISIBILITY_SCOPES",
     "CheckpointKind",
     "CheckpointStore",
     "Event",
     "EventLog",
+    "ItemRow",
     "Lease",
     "NewEvent",
     "RawCheckpoint",
@@ -427,4 +491,5 @@ __all__ = [
     "check_int",
     "check_event_type",
     "check_trigger",
+    "interned",
 ]

@@ -39,14 +39,26 @@ from .events import EVENT_FORMATS, FORMAT_VERSION
 #: The first format version: everything written before versions were tracked.
 BASE_FORMAT = 1
 
-#: Checkpoint payload format tag -> the format version that introduced it.
+#: Checkpoint payload format tag -> the format version that introduced it. The
+#: reference formats (ADR 0011) hold the conversation as sequence ranges into the
+#: session log: a reader from before them could not materialize one.
 CHECKPOINT_FORMATS: dict[str, int] = {
     "checkpoint.full/1": 1,
     "checkpoint.delta/1": 1,
+    "checkpoint.ref/1": 2,
+    "checkpoint.refdelta/1": 2,
 }
 
-#: The format version checkpoint rows are stamped with.
+#: The format version checkpoint rows of the first formats are stamped with.
 CHECKPOINT_FORMAT = 1
+
+
+def checkpoint_payload_version(payload: Mapping[str, object]) -> int:
+    """The format version a checkpoint row with ``payload`` is stamped with: its format tag's
+    (the first version for a payload without a known tag; the raw port stores any object)."""
+    tag = payload.get("format")
+    return CHECKPOINT_FORMATS.get(tag, CHECKPOINT_FORMAT) if isinstance(tag, str) else CHECKPOINT_FORMAT
+
 
 #: Environment switches read by ``WritePolicy.from_env``.
 ENV_WRITE_FORMAT = "CTXENGINE_WRITE_FORMAT"
@@ -107,6 +119,10 @@ class WritePolicy:
         if needed is None:
             return False
         return event_type not in self.disabled and max(needed, version or needed) <= self.max_version
+
+    def writes(self, version: int) -> bool:
+        """True when this process may write rows of format ``version`` (checkpoint formats)."""
+        return version <= self.max_version
 
     def check(self, event_type: str, version: int | None = None) -> None:
         """``FormatDisabled`` unless ``allows(event_type, version)``."""
@@ -171,6 +187,7 @@ __all__ = [
     "ENV_DISABLED_EVENTS",
     "ENV_WRITE_FORMAT",
     "WritePolicy",
+    "checkpoint_payload_version",
     "checkpoint_version",
     "event_format",
     "row_version",

@@ -7,7 +7,7 @@ text, decoded on every read) so it fails, and succeeds, exactly where they do.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
@@ -15,16 +15,19 @@ from typing import Any
 from ..errors import ModelValidationError, StoreError
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
-from . import _rows
+from . import _batch_rows, _rows
 from .events import (
     CheckpointKind,
     Event,
+    ItemRow,
     Lease,
     NewEvent,
     RawCheckpoint,
+    Visibility,
     check_event_type,
+    check_identifier,
 )
-from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .formats import WritePolicy
 from .migrations import COMPAT_LEVEL, MigrationReport, latest_revision
 
 _Undo = Callable[[], None]
@@ -43,6 +46,7 @@ class MemoryStore:
         self._keys: dict[tuple[str, str], int] = {}
         self._leases: dict[str, tuple[str, int]] = {}
         self._checkpoints: dict[str, list[tuple[Any, ...]]] = {}
+        self._counts: dict[tuple[str, int, str], int] = {}
         # Serializes a transaction against everyone outside it: without it a
         # concurrent task could read (or append after) uncommitted events.
         self._lock = asyncio.Lock()
@@ -143,6 +147,37 @@ class MemoryEventLog:
                 undo.append(forget)
             return decoded
 
+    async def append_all(self, events: Sequence[NewEvent]) -> tuple[list[Event], int]:
+        news, texts = _batch_rows.check_batch(events, self._s.write_policy)
+        s = self._s
+        out: list[Event] = []
+        written = 0
+        created_at = _rows.utc_now(s._clock)
+        # Every row is probed before any is written: a batch is refused whole.
+        probes = [_rows.probe_event(event, text, created_at) for event, text in zip(news, texts, strict=True)]
+        async with s._op() as undo:
+            for event, text, probe in zip(news, texts, probes, strict=True):
+                rows = s._events.get(event.session_id, [])
+                existing = s._keys.get((event.session_id, event.derivation_key))
+                if existing is not None:
+                    out.append(_rows.repeat_of(rows[existing - 1], event, text))
+                    continue
+                sequence = len(rows) + 1
+                row = _rows.event_row(event, text, sequence, created_at)
+                s._events.setdefault(event.session_id, []).append(row)
+                key = (event.session_id, event.derivation_key)
+                s._keys[key] = sequence
+                if undo is not None:
+
+                    def forget(session: str = event.session_id, key: tuple[str, str] = key) -> None:
+                        s._events[session].pop()
+                        del s._keys[key]
+
+                    undo.append(forget)
+                out.append(replace(probe, sequence=sequence))
+                written += 1
+        return out, written
+
     async def read(
         self,
         session_id: str,
@@ -185,6 +220,53 @@ class MemoryEventLog:
                     return event
         return None
 
+    async def read_items(
+        self, session_id: str, after: int = 0, *, before: int | None = None, counter: str | None = None
+    ) -> list[ItemRow]:
+        _rows.check_session("EventLog.read_items", session_id)
+        _rows.check_ints("EventLog.read_items", after=after, before=before)
+        if counter is not None:
+            check_identifier("EventLog.read_items", "counter", counter)
+        async with self._s._op():
+            rows = list(self._s._events.get(session_id, ()))
+            counts = self._s._counts
+            wanted = (_batch_rows.ITEM_TYPE,)
+            picked = [
+                (*row, counts.get((session_id, row[1], counter)) if counter is not None else None)
+                for row in rows[max(after, 0) : None if before is None else max(before - 1, 0)]
+                if _rows.must_decode(row[2], row[10], wanted)
+            ]
+        return _batch_rows.item_rows(session_id, picked)
+
+    async def put_counts(self, session_id: str, counter: str, counts: Iterable[tuple[int, int]]) -> None:
+        checked = _batch_rows.check_counts(session_id, counter, counts)
+        s = self._s
+        async with s._op() as undo:
+            added = []
+            for sequence, count in checked:
+                key = (session_id, sequence, counter)
+                if key not in s._counts:
+                    s._counts[key] = count
+                    added.append(key)
+            if undo is not None:
+
+                def forget() -> None:
+                    for key in added:
+                        s._counts.pop(key, None)
+
+                undo.append(forget)
+
+    async def visibilities(
+        self, session_id: str, event_type: str, after: int, through: int
+    ) -> frozenset[Visibility]:
+        _rows.check_session("EventLog.visibilities", session_id)
+        check_event_type(event_type, "EventLog.visibilities")
+        _rows.check_ints("EventLog.visibilities", after=after, through=through)
+        async with self._s._op():
+            rows = list(self._s._events.get(session_id, ()))
+        pairs = {(r[7], r[8]) for r in rows[max(after, 0) : max(through, 0)] if r[2] == event_type}
+        return frozenset(_batch_rows.visibility_of(session_id, scope, ident) for scope, ident in pairs)
+
 
 class MemoryCheckpointStore:
     def __init__(self, store: MemoryStore) -> None:
@@ -210,15 +292,17 @@ class MemoryCheckpointStore:
         lease: Lease,
         kind: CheckpointKind = "full",
     ) -> int:
-        checked_kind, text = _rows.check_checkpoint_write(run_id, payload, trigger, lease, kind)
+        checked_kind, text, fmt = _rows.check_checkpoint_write(
+            run_id, payload, trigger, lease, kind, self._s.write_policy
+        )
         s = self._s
         async with s._op() as undo:
             _rows.check_lease(run_id, lease, s._leases.get(run_id))
             rows = s._checkpoints.setdefault(run_id, [])
             if checked_kind == "delta" and not any(r[1] == "full" for r in rows):
                 raise _rows.no_base_for_delta(run_id)
-            version = len(rows) + 1
-            rows.append((version, checked_kind, trigger, text, _rows.utc_now(s._clock), CHECKPOINT_FORMAT))
+            version = rows[-1][0] + 1 if rows else 1
+            rows.append((version, checked_kind, trigger, text, _rows.utc_now(s._clock), fmt))
             if undo is not None:
                 undo.append(lambda: _drop_last(rows))
             return version
@@ -248,6 +332,24 @@ class MemoryCheckpointStore:
                     _restore(s._checkpoints, run_id, rows)
 
                 undo.append(put_back)
+
+    async def prune(self, run_id: str, before_version: int) -> int:
+        return await _prune(self._s, run_id, before_version)
+
+
+async def _prune(store: MemoryStore, run_id: str, before_version: int) -> int:
+    _rows.check_run_id(run_id)
+    _rows.check_ints("CheckpointStore.prune", before_version=before_version)
+    async with store._op() as undo:
+        rows = store._checkpoints.get(run_id, [])
+        kept = [r for r in rows if r[0] >= before_version]
+        dropped = len(rows) - len(kept)
+        if dropped:
+            old = list(rows)
+            rows[:] = kept
+            if undo is not None:
+                undo.append(lambda: rows.__setitem__(slice(None), old))
+        return dropped
 
 
 def _undo_all(undo: list[_Undo]) -> None:

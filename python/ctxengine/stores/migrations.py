@@ -45,8 +45,41 @@ class Migration:
     postgres: tuple[str, ...]
 
 
+#: Revision 2 (issue 13, ADR 0011): raw token counts travel with the events they count,
+#: in a side table (events stay immutable; a count is insert-or-ignore), and the
+#: fail-closed check of a typed read finds rows of a newer format through an index
+#: instead of a scan of the whole session.
+TOKEN_COUNTS = Migration(
+    revision=2,
+    name="token counts beside events; events indexed by format version",
+    sqlite=(
+        """
+        CREATE TABLE ctxengine_token_counts (
+            session_id TEXT    NOT NULL,
+            sequence   INTEGER NOT NULL CHECK (sequence >= 1),
+            counter    TEXT    NOT NULL,
+            count      INTEGER NOT NULL CHECK (count >= 0),
+            PRIMARY KEY (session_id, sequence, counter)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX ctxengine_events_by_version ON ctxengine_events (session_id, schema_version, sequence)",
+    ),
+    postgres=(
+        """
+        CREATE TABLE ctxengine_token_counts (
+            session_id TEXT   NOT NULL,
+            sequence   BIGINT NOT NULL CHECK (sequence >= 1),
+            counter    TEXT   NOT NULL,
+            count      BIGINT NOT NULL CHECK (count >= 0),
+            PRIMARY KEY (session_id, sequence, counter)
+        )
+        """,
+        "CREATE INDEX ctxengine_events_by_version ON ctxengine_events (session_id, schema_version, sequence)",
+    ),
+)
+
 #: Every migration, in revision order (revision 2 onwards). Append only.
-MIGRATIONS: tuple[Migration, ...] = ()
+MIGRATIONS: tuple[Migration, ...] = (TOKEN_COUNTS,)
 
 
 def latest_revision(migrations: tuple[Migration, ...] | None = None) -> int:
@@ -112,6 +145,7 @@ __all__ = [
     "COMPONENT_LEVEL",
     "COMPONENT_REVISION",
     "MIGRATIONS",
+    "TOKEN_COUNTS",
     "Migration",
     "MigrationReport",
     "check_level",

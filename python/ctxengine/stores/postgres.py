@@ -21,24 +21,23 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection, errors
+from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from ..errors import ModelValidationError, StoreError
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
-from . import _rows, migrations
+from . import _rows, migrations, postgres_items, postgres_writes
 from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 from .driver_errors import POSTGRES_ERRORS, postgres_error
 from .events import (
     FORMAT_VERSION,
     Event,
-    Lease,
     NewEvent,
     RawCheckpoint,
 )
-from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .formats import WritePolicy
 from .postgres_schema import schema
 
 #: Appends to one session are serialized by a transaction-scoped advisory lock
@@ -82,48 +81,18 @@ async def _fetchall(conn: Conn, sql: str, params: Iterable[Any] = ()) -> list[tu
 
 
 async def _append(conn: Conn, new: NewEvent, text: str, created_at: datetime) -> tuple[tuple[Any, ...], bool]:
-    for _ in range(MAX_APPEND_ATTEMPTS):
-        try:
-            async with conn.transaction():  # a savepoint inside a caller's transaction
-                # Held until the outermost transaction ends, so a caller's
-                # store.transaction() keeps the session's next sequence until it commits.
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (SESSION_LOCK_CLASS, new.session_id)
-                )
-                stored = await _fetchone(
-                    conn,
-                    f"SELECT {_EVENT_COLS} FROM ctxengine_events "
-                    "WHERE session_id = %s AND derivation_key = %s",
-                    (new.session_id, new.derivation_key),
-                )
-                if stored is not None:
-                    return stored, False
-                last = await _fetchone(
-                    conn,
-                    "SELECT COALESCE(MAX(sequence), 0) FROM ctxengine_events WHERE session_id = %s",
-                    (new.session_id,),
-                )
-                assert last is not None
-                row = await _fetchone(
-                    conn,
-                    f"INSERT INTO ctxengine_events ({_EVENT_COLS}) "
-                    f"VALUES ({', '.join(['%s'] * len(_rows.EVENT_COLUMNS))}) RETURNING {_EVENT_COLS}",
-                    _rows.event_row(new, text, int(last[0]) + 1, created_at),
-                )
-                assert row is not None
-                return row, True
-        except errors.UniqueViolation:
-            # Another writer committed this sequence (or this key) first.
-            await asyncio.sleep(0)
-    raise StoreError(
-        f"session {new.session_id!r}: append of derivation key {new.derivation_key!r} lost "
-        f"{MAX_APPEND_ATTEMPTS} sequence races in a row"
-    )
+    # One statement: the session lock, the key lookup, the next sequence and the insert.
+    [result] = await postgres_writes.append_all(conn, [new], [text], created_at)
+    return result
 
 
 async def _read(
     conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...] | None
 ) -> list[Event]:
+    if types is not None:
+        fast = await postgres_items.read_typed(conn, session_id, after, before, types)
+        if fast is not None:
+            return [_rows.decode_event(row) for row in fast]
     sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND sequence > %s"
     params: list[Any] = [session_id, after]
     if before is not None:
@@ -144,7 +113,17 @@ async def _latest_before(
 ) -> Event | None:
     # Newest first; every row passed over on the way to the answer is decoded,
     # so an unknown type, a newer format or a corrupt row of this type between
-    # the boundary and the answer fails closed instead of being skipped.
+    # the boundary and the answer fails closed instead of being skipped. With nothing of an
+    # unknown type or a newer format below the boundary, the type index answers.
+    decoded: dict[int, Event] = {}
+
+    def visible(row: tuple[Any, ...]) -> bool:
+        event = decoded[row[1]] = _rows.decode_event(row)
+        return event.visibility.allows(principal)
+
+    clean, found = await postgres_items.latest_typed(conn, session_id, before, event_type, visible)
+    if clean:
+        return decoded[found[1]] if found is not None else None
     sql = (
         f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND sequence < %s "
         "AND (type = %s OR NOT (type = ANY(%s)) OR schema_version > %s) ORDER BY sequence DESC"
@@ -297,7 +276,7 @@ class PostgresStore:
         pool = await self._ready()
         self._check_migrated()
         async with self._mapped(), pool.connection() as conn, conn.transaction():
-            with _TXN.bind(self, conn):
+            with _TXN.bind(self, conn), postgres_writes.locking(conn):
                 yield
 
 
@@ -311,39 +290,6 @@ async def _claim(conn: Conn, run_id: str, owner: str) -> int:
     )
     assert row is not None
     return int(row[0])
-
-
-async def _write_checkpoint(
-    conn: Conn, run_id: str, lease: Lease, kind: str, trigger: str, text: str, created_at: datetime
-) -> int:
-    async with conn.transaction():
-        # FOR UPDATE: a concurrent claim waits for this write (or this write
-        # sees the claim), so a fenced lease can never slip a version in.
-        current = await _fetchone(
-            conn,
-            "SELECT owner, epoch FROM ctxengine_checkpoint_leases WHERE run_id = %s FOR UPDATE",
-            (run_id,),
-        )
-        _rows.check_lease(run_id, lease, None if current is None else (current[0], int(current[1])))
-        if kind == "delta":
-            base = await _fetchone(
-                conn,
-                "SELECT 1 FROM ctxengine_checkpoints WHERE run_id = %s AND kind = 'full' LIMIT 1",
-                (run_id,),
-            )
-            if base is None:
-                raise _rows.no_base_for_delta(run_id)
-        last = await _fetchone(
-            conn, "SELECT COALESCE(MAX(version), 0) FROM ctxengine_checkpoints WHERE run_id = %s", (run_id,)
-        )
-        assert last is not None
-        version = int(last[0]) + 1
-        await conn.execute(
-            "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
-            "created_at, schema_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (run_id, version, kind, trigger, text, lease.epoch, created_at, CHECKPOINT_FORMAT),
-        )
-        return version
 
 
 async def _latest_raw(conn: Conn, run_id: str) -> list[RawCheckpoint]:
@@ -376,10 +322,15 @@ _OPS = SqlOps(
     read=_read,
     latest_before=_latest_before,
     claim=_claim,
-    write_checkpoint=_write_checkpoint,
+    write_checkpoint=postgres_writes.write_checkpoint,
     latest_raw=_latest_raw,
     delete=_delete,
     timestamp=_identity,
+    append_all=postgres_writes.append_all,
+    read_items=postgres_items.read_items,
+    put_counts=postgres_items.put_counts,
+    visibilities=postgres_items.visibilities,
+    prune=postgres_items.prune,
 )
 
 

@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar
 from ..errors import ModelValidationError, StoreError
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
-from . import _rows, migrations
+from . import _rows, migrations, sqlite_items
 from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 from .driver_errors import sqlite_error
 from .events import (
@@ -39,7 +39,7 @@ from .events import (
     NewEvent,
     RawCheckpoint,
 )
-from .formats import CHECKPOINT_FORMAT, WritePolicy
+from .formats import WritePolicy
 from .sqlite_schema import schema
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
@@ -156,12 +156,18 @@ def _read(
     before: int | None,
     types: tuple[str, ...] | None,
 ) -> list[Event]:
-    sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND sequence > ?"
+    # No row of an unknown type or a newer format in the range: the type index answers.
+    by_type = types is not None and sqlite_items.clean_below(conn, session_id, before)
+    index = " INDEXED BY ctxengine_events_by_type" if by_type else ""
+    sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events{index} WHERE session_id = ? AND sequence > ?"
     params: list[Any] = [session_id, after]
     if before is not None:
         sql += " AND sequence < ?"
         params.append(before)
-    if types is not None:
+    if types is not None and by_type:
+        sql += f" AND type IN ({', '.join('?' * len(types))})"
+        params.extend(types)
+    elif types is not None:
         # Rows of other types are passed over by SQL only when this code knows
         # them: an unknown type or a newer format is fetched and fails closed.
         known = _rows.KNOWN_TYPES
@@ -186,11 +192,19 @@ def _latest_before(
     # Newest first; every row passed over is decoded, so a corrupt row
     # between the boundary and the visible answer still fails closed.
     known = _rows.KNOWN_TYPES
-    cursor = conn.execute(
-        f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND sequence < ? AND (type = ? "
-        f"OR type NOT IN ({', '.join('?' * len(known))}) OR schema_version > ?) ORDER BY sequence DESC",
-        (session_id, before, event_type, *known, FORMAT_VERSION),
-    )
+    if sqlite_items.clean_below(conn, session_id, before):
+        # Nothing of an unknown type or a newer format below the boundary: the type index answers.
+        cursor = conn.execute(
+            f"SELECT {_EVENT_COLS} FROM ctxengine_events INDEXED BY ctxengine_events_by_type "
+            "WHERE session_id = ? AND type = ? AND sequence < ? ORDER BY sequence DESC",
+            (session_id, event_type, before),
+        )
+    else:
+        cursor = conn.execute(
+            f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND sequence < ? AND (type = ? "
+            f"OR type NOT IN ({', '.join('?' * len(known))}) OR schema_version > ?) ORDER BY sequence DESC",
+            (session_id, before, event_type, *known, FORMAT_VERSION),
+        )
     try:
         for row in cursor:
             event = _rows.decode_event(row)
@@ -226,6 +240,7 @@ def _write_checkpoint(
     trigger: str,
     text: str,
     created_at: str,
+    fmt: int,
 ) -> int:
     def body() -> int:
         current = conn.execute(
@@ -245,7 +260,7 @@ def _write_checkpoint(
         conn.execute(
             "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
             "created_at, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (run_id, version, kind, trigger, text, lease.epoch, created_at, CHECKPOINT_FORMAT),
+            (run_id, version, kind, trigger, text, lease.epoch, created_at, fmt),
         )
         return version
 
@@ -443,6 +458,11 @@ _OPS = SqlOps(
     latest_raw=_latest_raw,
     delete=_delete,
     timestamp=_iso,
+    append_all=sqlite_items.append_all,
+    read_items=sqlite_items.read_items,
+    put_counts=sqlite_items.put_counts,
+    visibilities=sqlite_items.visibilities,
+    prune=sqlite_items.prune,
 )
 
 

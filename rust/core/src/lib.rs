@@ -11,6 +11,8 @@ pub mod calibrate;
 pub mod canonical;
 pub mod counting;
 pub mod cut;
+pub mod decode;
+pub mod envelope;
 pub mod error;
 pub mod estimate;
 pub mod hash;

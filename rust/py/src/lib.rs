@@ -10,11 +10,15 @@ mod arguments;
 mod assembly;
 mod budget;
 mod canonical;
+mod counts;
+mod decode;
 mod errors;
 mod estimator;
 mod history;
 mod interop;
 mod items;
+mod render;
+mod slots;
 mod tokenize;
 
 use pyo3::prelude::*;
@@ -30,6 +34,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(history::select_history, m)?)?;
     m.add_function(wrap_pyfunction!(history::validate_tool_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(assembly::fit_body, m)?)?;
+    m.add_function(wrap_pyfunction!(decode::decode_items, m)?)?;
+    m.add_function(wrap_pyfunction!(render::render_items, m)?)?;
     m.add_class::<estimator::TokenEstimator>()?;
     m.add_function(wrap_pyfunction!(tokenize::count_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::encode_tokens, m)?)?;

@@ -222,6 +222,17 @@ impl Memo {
         }
     }
 
+    /// Insert a value read from elsewhere (a stored count, ADR 0011) unless
+    /// `key` is already memoized; counts neither a hit nor a miss.
+    pub fn prime(&mut self, key: MemoKey, value: i64) {
+        if self.capacity == 0 || self.map.contains_key(&key) {
+            return;
+        }
+        let misses = self.misses;
+        self.insert_miss(key, value);
+        self.misses = misses;
+    }
+
     /// Look `key` up, computing and inserting on a miss.
     #[inline]
     pub fn get_or_insert_with(

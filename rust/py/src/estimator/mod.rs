@@ -116,6 +116,23 @@ impl TokenEstimator {
         })
     }
 
+    /// Names how this estimator counts `kind` for `model_id` (ADR 0011).
+    fn counter_id(&self, model_id: &Bound<'_, PyAny>, kind: &Bound<'_, PyAny>) -> PyResult<String> {
+        crate::counts::counter_id(self, model_id, kind)
+    }
+
+    /// Memoize stored raw counts: `(model_id, kind, digest) -> raw` (ADR 0011).
+    fn prime(
+        &self,
+        py: Python<'_>,
+        model_id: &Bound<'_, PyAny>,
+        kind: &Bound<'_, PyAny>,
+        digests: &Bound<'_, PyAny>,
+        raws: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        crate::counts::prime(py, self, model_id, kind, digests, raws)
+    }
+
     /// The raw estimate of each item, in one batched call.
     fn raw_estimates(
         &self,

@@ -1,0 +1,224 @@
+"""Many workers on one store (issue 13, acceptance 5).
+
+N worker processes share one PostgreSQL server (or, for SQLite, one writer
+process shares a file). Each runs its sessions' turns with the scripted model
+and no sleep, every turn a new run (``turns.ScriptedWorker``), and writes what
+it saw: per turn the first-request and turn times, its steps, and every event
+the store acknowledged. The harness starts them together, then checks the
+log: every acknowledged event is there exactly once, at the sequence that was
+acknowledged, sequences are gapless, each turn's user message and answer are
+stored once. Throughput is steps per wall second; CPU per step counts the
+workers and the database server.
+
+Run a worker directly: ``python -m ctxengine.cli.bench_workers URL OUT GO
+SESSION...`` (the harness does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..stores import open_store
+from .bench_first import _env
+from .turns import ScriptedWorker
+
+
+@dataclass(slots=True)
+class WorkersResult:
+    store: str
+    workers: int
+    sessions_per_worker: int
+    turns: int
+    steps: int
+    wall_s: float
+    steps_per_s: float
+    first_p50_ms: float
+    first_p99_ms: float
+    turn_p50_early_ms: float
+    turn_p50_late_ms: float
+    cpu_ms_per_step: float
+    server_cpu_ms_per_step: float
+    lost: int
+    duplicated: int
+    load: tuple[float, float, float]
+    phases_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+async def _worker(url: str, out: str, go: str, sessions: list[str], turns: int, owner: str) -> None:
+    store = await open_store(url)
+    try:
+        worker = ScriptedWorker(store, owner=owner)
+        while not os.path.exists(go):
+            await asyncio.sleep(0.002)
+        started = time.time()
+        cpu0 = _cpu_self()
+        records = []
+        for turn in range(1, turns + 1):
+            for session in sessions:
+                t = await worker.turn(session, turn)
+                records.append(
+                    {
+                        "session": session,
+                        "turn": turn,
+                        "first_ms": t.first_request_s * 1e3,
+                        "turn_ms": t.turn_s * 1e3,
+                        "steps": t.steps,
+                        "compactions": t.compactions,
+                        "acked": t.acked,
+                        "phases": dict(t.phases),
+                    }
+                )
+        ended = time.time()
+        result = {"start": started, "end": ended, "cpu_s": _cpu_self() - cpu0, "turns": records}
+        Path(out).write_text(json.dumps(result))
+    finally:
+        await store.close()
+
+
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _server_cpu(data_dir: Path | None) -> float:
+    """CPU seconds of a PostgreSQL server so far: the postmaster, its exited backends
+    (accounted to it when reaped) and its live children."""
+    if data_dir is None:
+        return 0.0
+    try:
+        pid = int((data_dir / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ppid, utime, stime, cutime, cstime = int(fields[1]), *(int(x) for x in fields[11:15])
+        if int(entry.name) == pid:
+            total += (utime + stime + cutime + cstime) / tick
+        elif ppid == pid:
+            total += (utime + stime) / tick
+    return total
+
+
+def run_workers(
+    url: str,
+    workers: int,
+    *,
+    sessions: int = 2,
+    turns: int = 200,
+    tag: str = "w",
+    data_dir: Path | None = None,
+) -> WorkersResult:
+    """Run ``workers`` processes of ``sessions`` x ``turns`` turns each on ``url``; check the log."""
+    with tempfile.TemporaryDirectory(prefix="ctxengine-workers-") as tmp:
+        go = Path(tmp) / "go"
+        names = [[f"{tag}-{w}-s{s}" for s in range(sessions)] for w in range(workers)]
+        outs = [Path(tmp) / f"worker-{w}.json" for w in range(workers)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "ctxengine.cli.bench_workers", url, str(outs[w]), str(go), *names[w]],
+                env={**_env(), "CTXENGINE_BENCH_TURNS": str(turns)},
+            )
+            for w in range(workers)
+        ]
+        time.sleep(1.0 + 0.2 * workers)  # imports and connections, before the clock starts
+        server0 = _server_cpu(data_dir)
+        go.write_text("go")
+        codes = [p.wait(timeout=3600) for p in procs]
+        if any(codes):
+            raise RuntimeError(f"a worker failed: exit codes {codes}")
+        time.sleep(0.3)  # backends exit and are reaped
+        server_cpu = _server_cpu(data_dir) - server0
+        reports = [json.loads(out.read_text()) for out in outs]
+    lost, duplicated = asyncio.run(_check(url, reports))
+    turns_all = [t for r in reports for t in r["turns"]]
+    steps = sum(t["steps"] for t in turns_all)
+    wall = max(r["end"] for r in reports) - min(r["start"] for r in reports)
+    firsts = sorted(t["first_ms"] for t in turns_all)
+    phases: dict[str, float] = {}
+    for t in turns_all:
+        for name, seconds in t["phases"].items():
+            phases[name] = phases.get(name, 0.0) + seconds * 1e3 / max(steps, 1)
+    early = [t["turn_ms"] for t in turns_all if 11 <= t["turn"] <= 30]
+    late = [t["turn_ms"] for t in turns_all if t["turn"] > turns - 20]
+    cpu = sum(r["cpu_s"] for r in reports)
+    return WorkersResult(
+        store=url.split(":", 1)[0],
+        workers=workers,
+        sessions_per_worker=sessions,
+        turns=turns,
+        steps=steps,
+        wall_s=wall,
+        steps_per_s=steps / wall if wall else 0.0,
+        first_p50_ms=statistics.median(firsts),
+        first_p99_ms=firsts[min(len(firsts) - 1, int(0.99 * len(firsts)))],
+        turn_p50_early_ms=statistics.median(early) if early else 0.0,
+        turn_p50_late_ms=statistics.median(late) if late else 0.0,
+        cpu_ms_per_step=(cpu + server_cpu) * 1e3 / max(steps, 1),
+        server_cpu_ms_per_step=server_cpu * 1e3 / max(steps, 1),
+        lost=lost,
+        duplicated=duplicated,
+        load=os.getloadavg(),
+        phases_ms={k: round(v, 3) for k, v in phases.items()},
+    )
+
+
+async def _check(url: str, reports: list[dict[str, Any]]) -> tuple[int, int]:
+    """(acknowledged events missing or moved, events stored more than once) over every session."""
+    acked: dict[str, list[tuple[int, str]]] = {}
+    turns: dict[str, set[int]] = {}
+    for report in reports:
+        for t in report["turns"]:
+            acked.setdefault(t["session"], []).extend((int(s), str(k)) for s, k in t["acked"])
+            turns.setdefault(t["session"], set()).add(int(t["turn"]))
+    store = await open_store(url)
+    lost = duplicated = 0
+    try:
+        for session, pairs in acked.items():
+            events = await store.events.read(session)
+            by_seq = {e.sequence: e.derivation_key for e in events}
+            keys = [e.derivation_key for e in events]
+            if [e.sequence for e in events] != list(range(1, len(events) + 1)):
+                lost += 1  # a gap: something acknowledged may have gone
+            duplicated += len(keys) - len(set(keys))
+            lost += sum(1 for seq, key in pairs if by_seq.get(seq) != key)
+            users = [k for k in keys if k.startswith(f"user:{session}:")]
+            duplicated += len(users) - len(set(users))
+            lost += len(turns[session]) - len(set(users))
+    finally:
+        await store.close()
+    return lost, duplicated
+
+
+def main(argv: list[str]) -> int:
+    url, out, go, *sessions = argv
+    turns = int(os.environ.get("CTXENGINE_BENCH_TURNS", "200"))
+    asyncio.run(_worker(url, out, go, sessions, turns, f"worker-{os.getpid()}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+
+
+__all__ = ["WorkersResult", "run_workers"]

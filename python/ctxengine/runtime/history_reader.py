@@ -1,0 +1,153 @@
+"""Reading a session's history for seeds: only what is new, decoded once per process (ADR 0011).
+
+A seed needs the item events between the carried point and the seed
+sequence. Events are immutable and sequences never reused, so the items of a
+range that ends at an existing event never change: a worker that seeded the
+session's previous run already holds most of them. ``HistoryReader`` keeps,
+per session, the last range it read (decoded items, their visibility and
+stored token counts) and reads from the store only the events after it; the
+items stay the same objects, so their canonical bytes (``_cj``) are reused
+by the next build (and their renders, which the renderer keeps by digest). A fresh process reads the
+range once, in one query, and decodes it in one native batch.
+
+The cache is bounded (``max_items`` across sessions, least recently used
+sessions go first) and never decides anything: a range it does not cover is
+read from the store, failing closed on anything it cannot read.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..model import ConversationItem
+from ..stores.events import ItemRow, Store
+from .seed_events import SeedEvents
+from .session import decode_rows
+
+
+@dataclass(slots=True)
+class _Window:
+    """Item rows with ``lo < sequence <= hi``, read with ``counter``."""
+
+    lo: int
+    hi: int
+    counter: str | None
+    #: Rows up to here have primed the estimator's memo already (see ``seeding``).
+    primed: int = 0
+    seqs: list[int] = field(default_factory=list)
+    rows: list[ItemRow] = field(default_factory=list)
+    items: list[ConversationItem] = field(default_factory=list)
+
+
+class HistoryReader:
+    """Per-process cache of the item rows each session's seeds read."""
+
+    def __init__(self, store: Store, *, max_items: int = 200_000) -> None:
+        self.store = store
+        self.max_items = max_items
+        self._windows: OrderedDict[str, _Window] = OrderedDict()
+        self._size = 0
+        self.reads = 0  # store reads made (for tests and the bench)
+        #: The latest carry and working-state event below each session's last seed.
+        self.marks = SeedEvents(store)
+
+    async def history(
+        self, session_id: str, after: int, through: int, counter: str | None
+    ) -> tuple[list[ItemRow], list[ConversationItem]]:
+        """The item rows with ``after < sequence <= through`` and their items, in order.
+
+        ``through`` must be an existing event's sequence (a seed): only then is
+        the range immutable and worth keeping.
+        """
+        while True:
+            window = self._windows.get(session_id)
+            if window is None or window.counter != counter or not window.lo <= after <= window.hi:
+                window = _Window(after, after, counter)
+                self._put(session_id, window)
+            start = window.hi
+            if through <= start:
+                break
+            rows = await self.store.events.read_items(session_id, start, before=through + 1, counter=counter)
+            self.reads += 1
+            items = decode_rows(session_id, rows)
+            if self._windows.get(session_id) is not window or window.hi != start:
+                continue  # another task moved the window while this one read: look again
+            window.rows.extend(rows)
+            window.items.extend(items)
+            window.seqs.extend(row.sequence for row in rows)
+            self._size += len(rows)
+            window.hi = through
+            break
+        self._windows.move_to_end(session_id)
+        if after > window.lo:  # the carried point moved on: what lies below it is never read again
+            drop = bisect_right(window.seqs, after)
+            del window.rows[:drop], window.items[:drop], window.seqs[:drop]
+            self._size -= drop
+            window.lo = after
+        self._evict()
+        end = bisect_right(window.seqs, through)
+        return window.rows[:end], window.items[:end]
+
+    def primed_through(self, session_id: str) -> int:
+        """The sequence up to which this window's rows have primed the estimator."""
+        window = self._windows.get(session_id)
+        return window.primed if window is not None else 0
+
+    def set_primed(self, session_id: str, sequence: int) -> None:
+        window = self._windows.get(session_id)
+        if window is not None:
+            window.primed = max(window.primed, sequence)
+
+    def forget(self, session_id: str) -> None:
+        """Drop the session's window (it may hold rows of a transaction that rolled back)."""
+        self._put(session_id, None)
+        self.marks.forget(session_id)
+
+    def extend(
+        self,
+        session_id: str,
+        sequences: Sequence[int],
+        rows: Sequence[ItemRow] = (),
+        items: Sequence[ConversationItem] = (),
+    ) -> None:
+        """Events this worker has just committed at ``sequences`` (``rows``/``items``: those of
+        them that are conversation items). When they follow the window without a gap, the
+        window grows by them: the next seed need not read them back."""
+        window = self._windows.get(session_id)
+        if window is None or not sequences:
+            return
+        first, last = min(sequences), max(sequences)
+        if first != window.hi + 1 or last - first + 1 != len(sequences) or len(rows) != len(items):
+            return
+        window.rows.extend(rows)
+        window.items.extend(items)
+        window.seqs.extend(row.sequence for row in rows)
+        self._size += len(rows)
+        window.hi = last
+
+    def record_tokens(self, session_id: str, counter: str, tokens: dict[int, int]) -> None:
+        """Remember counts just stored for rows of the cached window."""
+        window = self._windows.get(session_id)
+        if window is None or window.counter != counter:
+            return
+        for i, row in enumerate(window.rows):
+            if row.tokens is None and row.sequence in tokens:
+                window.rows[i] = row._replace(tokens=tokens[row.sequence])
+
+    def _put(self, session_id: str, window: _Window | None) -> None:
+        old = self._windows.pop(session_id, None)
+        if old is not None:
+            self._size -= len(old.rows)
+        if window is not None:
+            self._windows[session_id] = window
+
+    def _evict(self) -> None:
+        while self._size > self.max_items and len(self._windows) > 1:
+            _, old = self._windows.popitem(last=False)
+            self._size -= len(old.rows)
+
+
+__all__ = ["HistoryReader"]

@@ -1,0 +1,69 @@
+"""``checkpoint_sha256`` of a seeded checkpoint without hashing the whole window every turn (ADR 0011).
+
+The ``run.checkpoint.seeded`` event records ``payload_hash`` of the seeded
+checkpoint's dict: SHA-256 over its canonical JSON, where the conversation is
+the items' canonical bytes joined by commas. Keys are sorted, so the bytes are
+``{"compacted_summary":…,"conversation":[`` + items + ``],"corrections":…}``,
+and two seeds of one session from the same carry share everything up to the
+end of the earlier seed's conversation: the next seed's history is the earlier
+one's followed by what was logged since. ``SeedDigest`` keeps, per session, the
+hash state after the last seed's conversation and continues it with the new
+items only, when the head and the earlier items (the same objects) match;
+otherwise it hashes from the start. The digest is the same either way (tests
+compare it with ``payload_hash``); the format of the event does not change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from operator import is_
+from typing import Any
+
+from ..core import backends
+from ..core.canonical import canonical_json
+from ..model import ConversationItem
+
+_MARK = b'"conversation":[]'
+
+
+class SeedDigest:
+    """Per-process, per-session SHA-256 state of the last seeded conversation, bounded."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.capacity = capacity
+        self._last: OrderedDict[str, tuple[bytes, tuple[ConversationItem, ...], Any]] = OrderedDict()
+        self.continued = 0  # digests continued from an earlier seed (for tests)
+
+    def digest(self, session_id: str, shell: dict[str, Any], items: tuple[ConversationItem, ...]) -> str:
+        """``payload_hash({**shell, "conversation": list(items)})``; ``shell`` holds the
+        checkpoint's other fields (its ``conversation`` is empty)."""
+        text = canonical_json({**shell, "conversation": []})
+        at = text.index(_MARK) + len(_MARK) - 1  # the first match is the key (quotes in strings are escaped)
+        head, tail = text[:at], text[at:]
+        last = self._last.get(session_id)
+        start = 0
+        if last is not None and last[0] == head and len(last[1]) <= len(items):
+            done = last[1]
+            if all(map(is_, done, items)):
+                state, start = last[2].copy(), len(done)
+                self.continued += 1
+        if start == 0:
+            state = hashlib.sha256(head)
+        canonical = backends.active().item_canonical
+        for i in range(start, len(items)):
+            item = items[i]
+            cached = item._cj
+            if i:
+                state.update(b",")
+            state.update(cached[0] if cached is not None else canonical(item)[0])
+        self._last[session_id] = (head, items, state.copy())
+        self._last.move_to_end(session_id)
+        while len(self._last) > self.capacity:
+            self._last.popitem(last=False)
+        state.update(tail)
+        digest: str = state.hexdigest()
+        return digest
+
+
+__all__ = ["SeedDigest"]

@@ -1,0 +1,254 @@
+"""A run's version 1, built from the latest usable carry and only the items after it (ADR 0011).
+
+``build_seed`` reads the carry (``carry.find_carry``), the working-state carry,
+and the item events in ``(carry.through, seed]`` through the loop's
+``HistoryReader`` (one range read, one native decode; a warm worker reads only
+what is new). History is filtered by the run principal's visibility; halves of
+tool pairs and earlier runs' reasoning are left out, as before.
+
+Token counts travel with the items: the rows carry the raw count stored under
+the estimator's ``counter_id`` for the plan's model (``history``), and the
+memo is primed with them, so the first build renders the items but does not
+count them again. Items without a stored count are counted here and returned
+for the seed's transaction to store (the first worker to count an item
+records it for every later one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+
+from ..assembly.blocks import render_summary
+from ..assembly.builder import ContextBuilder
+from ..assembly.render import render_items
+from ..assembly.request import RenderedItem
+from ..core import backends
+from ..core.estimator import Estimator
+from ..errors import ModelValidationError, OrphanedToolPair
+from ..model import (
+    Checkpoint,
+    ConversationItem,
+    ElidedSpan,
+    Principal,
+    ReasoningItem,
+    RunContext,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    WorkingState,
+)
+from ..plan import ContextPlan
+from ..stores.events import ItemRow, Store, Visibility
+from .carry import Carry, CarryCache, find_carry
+from .checkpoints import evolve
+from .history_reader import HistoryReader
+from .session import HISTORY_REGION
+from .working_state import carried, carry_working_state, stored_state
+
+#: The region class history items render as: the ``kind`` of their stored counts.
+HISTORY = HISTORY_REGION
+#: The estimator memo kind of a rendered item.
+RENDERED = "rendered_item"
+#: The counter kinds of a carry's summary blocks (``render_summary``), in order.
+SUMMARY_KINDS = ("compacted_summary", "compacted_summary_elided")
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """Version 1 of a run, the carry it started from, and the counts to store."""
+
+    checkpoint: Checkpoint
+    carry: Carry | None
+    counter: str | None
+    backfill: tuple[tuple[int, int], ...]
+
+
+def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
+    """History without the halves of tool pairs that a crashed run left behind.
+
+    A call whose result was never recorded (or a result whose call is missing)
+    would make every later request invalid; the events stay in the log for
+    audit, but a new run's seeded history leaves them out.
+    """
+    with contextlib.suppress(OrphanedToolPair):
+        backends.active().validate_tool_pairs(items)
+        return tuple(items)  # every pair whole (the common case): nothing to leave out
+    answered: set[str] = set()
+    open_calls: dict[str, int] = {}
+    keep = [True] * len(items)
+    for i, item in enumerate(items):
+        if isinstance(item, ToolCall):
+            if item.call_id in open_calls or item.call_id in answered:
+                keep[i] = False
+            else:
+                open_calls[item.call_id] = i
+        elif isinstance(item, ToolResult):
+            if open_calls.pop(item.call_id, None) is None:
+                keep[i] = False
+            else:
+                answered.add(item.call_id)
+    for i in open_calls.values():
+        keep[i] = False
+    return tuple(item for item, kept in zip(items, keep, strict=True) if kept)
+
+
+def visible_rows(
+    rows: Sequence[ItemRow], items: Sequence[ConversationItem], principal: Principal | None
+) -> list[tuple[ItemRow, ConversationItem]]:
+    """The ``(row, item)`` pairs ``principal`` may read (all of them for ``None``).
+
+    A window holds few visibility classes: when ``principal`` may read every class
+    present, no row is looked at one by one.
+    """
+    pairs = list(zip(rows, items, strict=True))
+    if principal is None:
+        return pairs
+    classes = list(map(attrgetter("visibility"), rows))
+    distinct = dict(zip(map(id, classes), classes, strict=True))  # the rows hold them: ids are stable
+    denied = {key for key, visibility in distinct.items() if not visibility.allows(principal)}
+    if not denied:
+        return pairs
+    return [pair for pair in pairs if id(pair[0].visibility) not in denied]
+
+
+def principal_filter(principal: Principal) -> Callable[[Visibility], bool]:
+    """``Visibility.allows(principal)``, remembered per visibility class (a window has few)."""
+    seen: dict[Visibility, bool] = {}
+
+    def allows(visibility: Visibility) -> bool:
+        hit = seen.get(visibility)
+        if hit is None:
+            hit = seen[visibility] = visibility.allows(principal)
+        return hit
+
+    return allows
+
+
+async def build_seed(
+    store: Store,
+    reader: HistoryReader,
+    builder: ContextBuilder,
+    plan: ContextPlan | None,
+    run: RunContext,
+    principal: Principal | None,
+    carries: CarryCache | None = None,
+) -> Seed:
+    """Version 1 of ``run`` from the log (a pure read; the memo is primed with stored counts)."""
+    estimator = builder.estimator
+    if principal is None:
+        carry = await find_carry(store, run.session_id, run.seed_sequence, principal, carries)
+        state = await carry_working_state(store, run.session_id, run.seed_sequence, principal)
+    else:
+        carry_event, state_event = await reader.marks.latest(run.session_id, run.seed_sequence, principal)
+        carry = None if carry_event is None else (carries or CarryCache()).decode(carry_event)
+        state = WorkingState() if state_event is None else carried(stored_state(state_event))
+    counter = estimator.counter_id(plan.counting_key, HISTORY) if plan is not None else None
+    after = carry.through if carry is not None else 0
+    rows, items = await reader.history(run.session_id, after, run.seed_sequence, counter)
+    seed = items[-1] if items else None
+    if not isinstance(seed, UserMessage) or seed.seq != run.seed_sequence:
+        found = "nothing" if seed is None or seed.seq != run.seed_sequence else type(seed).__name__
+        raise ModelValidationError(
+            "RunContext",
+            "seed_sequence",
+            f"session {run.session_id!r} holds {found} at sequence {run.seed_sequence}, not a UserMessage",
+        )
+    visible = visible_rows(rows[:-1], items[:-1], principal)
+    # Reasoning is replayed within its own run only, never carried.
+    history = whole_pairs([item for _, item in visible if type(item) is not ReasoningItem])
+    # Items read from the log in sequence order, the seed last: nothing to check again.
+    base = carry.seed(run.run_id) if carry is not None else Checkpoint(run.run_id)
+    checkpoint = evolve(base, conversation=(*history, seed), working_state=state)
+    backfill: tuple[tuple[int, int], ...] = ()
+    if plan is not None:
+        # A warm worker primed the rows it seeded from before: only the new ones are left.
+        primed = reader.primed_through(run.session_id)
+        start = len(visible)
+        while start and visible[start - 1][0].sequence > primed:
+            start -= 1
+        fresh = visible[start:]
+        if len(history) != len(visible):  # reasoning or half a tool pair left out
+            kept = {id(item) for item in history}
+            fresh = [(row, item) for row, item in fresh if id(item) in kept]
+        renders = builder.prerender(run.session_id, history, [item for _, item in fresh])
+        backfill = prime_history(estimator, plan.counting_key, fresh, renders)
+        reader.set_primed(run.session_id, run.seed_sequence - 1)
+        if carry is not None:
+            prime_summary(estimator, plan.counting_key, carry, builder)
+    return Seed(checkpoint, carry, counter, backfill)
+
+
+def _digest(rendered: object) -> bytes:
+    cached = getattr(rendered, "_cj", None)  # filled by the native renderer
+    digest: bytes = cached[1] if cached is not None else backends.active().item_canonical(rendered)[1]
+    return digest
+
+
+def prime_history(
+    estimator: Estimator,
+    model_id: str,
+    rows: Sequence[tuple[ItemRow, ConversationItem]],
+    renders: Sequence[RenderedItem],
+) -> tuple[tuple[int, int], ...]:
+    """Prime the memo with the stored counts of history items (``renders``: their history
+    renders); count the rest and return ``(sequence, raw)`` for them (to be stored)."""
+    digests: list[bytes] = []
+    raws: list[int] = []
+    missing: list[tuple[int, object]] = []
+    for (row, _), rendered in zip(rows, renders, strict=True):
+        if row.tokens is None:
+            missing.append((row.sequence, rendered))
+        else:
+            digests.append(_digest(rendered))
+            raws.append(row.tokens)
+    if digests:
+        estimator.prime(model_id, RENDERED, digests, raws)
+    if not missing:
+        return ()
+    counted = estimator.raw_estimates([rendered for _, rendered in missing], model_id)
+    return tuple((seq, raw) for (seq, _), raw in zip(missing, counted, strict=True))
+
+
+def summary_counts(
+    estimator: Estimator, model_id: str, summary: str, elided: Sequence[ElidedSpan]
+) -> dict[str, int]:
+    """Raw counts of a summary's rendered blocks, by counter id (stored in the carry)."""
+    blocks = render_summary(summary, elided)
+    raws = estimator.raw_estimates(blocks, model_id)
+    return {estimator.counter_id(model_id, kind): raw for kind, raw in zip(SUMMARY_KINDS, raws, strict=False)}
+
+
+def prime_summary(estimator: Estimator, model_id: str, carry: Carry, builder: ContextBuilder) -> None:
+    """Prime the memo with a carry's stored summary counts (when they are this estimator's)."""
+    blocks = builder.summary_blocks(carry.summary, carry.elided)
+    for kind, block in zip(SUMMARY_KINDS, blocks, strict=False):
+        raw = carry.tokens.get(estimator.counter_id(model_id, kind))
+        if raw is not None:
+            estimator.prime(model_id, RENDERED, [_digest(block)], [raw])
+
+
+def history_counts(
+    estimator: Estimator, model_id: str, items: Sequence[ConversationItem]
+) -> list[tuple[int, int]]:
+    """``(sequence, raw)`` of logged items as they will render in a later run's history."""
+    logged = [item for item in items if item.seq is not None]
+    raws = estimator.raw_estimates(render_items(logged, HISTORY), model_id)
+    return [(item.seq, raw) for item, raw in zip(logged, raws, strict=True) if item.seq is not None]
+
+
+__all__ = [
+    "HISTORY",
+    "RENDERED",
+    "SUMMARY_KINDS",
+    "Seed",
+    "build_seed",
+    "history_counts",
+    "prime_history",
+    "prime_summary",
+    "summary_counts",
+    "visible_rows",
+    "whole_pairs",
+]

@@ -1,0 +1,169 @@
+"""The PostgreSQL statements of the history reader and the token counts (ADR 0011).
+
+``fn(conn, *args)`` on the caller's transaction connection or a pooled one,
+like every statement of ``postgres.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from . import _batch_rows, _rows
+from .events import FORMAT_VERSION
+
+Conn = AsyncConnection[Any]
+_COLS = ", ".join(_rows.EVENT_COLUMNS)
+_ITEM_COLS = ", ".join(f"e.{c}" for c in _rows.EVENT_COLUMNS)
+
+
+async def read_items(
+    conn: Conn, session_id: str, after: int, before: int | None, counter: str | None
+) -> list[tuple[Any, ...]]:
+    """Item rows of the range (and every unknown or newer row in it), each with its count."""
+    params: list[Any] = []
+    if counter is None:
+        sql = f"SELECT {_ITEM_COLS}, NULL FROM ctxengine_events e"
+    else:
+        # A lookup per row in the counts' primary key: the same plan with or without
+        # table statistics (a join chosen without them can go quadratic).
+        sql = (
+            f"SELECT {_ITEM_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
+            "e.session_id AND c.sequence = e.sequence AND c.counter = %s) FROM ctxengine_events e"
+        )
+        params.append(counter)
+    sql += (
+        " WHERE e.session_id = %s AND e.sequence > %s"
+        + (" AND e.sequence < %s" if before is not None else "")
+        + " AND (e.type = %s OR NOT (e.type = ANY(%s)) OR e.schema_version > %s) ORDER BY e.sequence"
+    )
+    params += [session_id, after, *([before] if before is not None else [])]
+    params += [_batch_rows.ITEM_TYPE, list(_rows.KNOWN_TYPES), FORMAT_VERSION]
+    cur = await conn.execute(sql, params)
+    rows: list[tuple[Any, ...]] = await cur.fetchall()
+    return rows
+
+
+#: The smallest sequence of a row of an unknown type or a newer format in a session (see
+#: ``sqlite_items.ANOMALY_FLOOR``), as a CTE the typed reads join, so that the check and
+#: the read take one round trip.
+FLOOR = """
+WITH RECURSIVE kinds(type) AS (
+    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = %(s)s)
+    UNION ALL
+    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = %(s)s AND type > kinds.type)
+    FROM kinds WHERE kinds.type IS NOT NULL
+), floor AS (
+    SELECT MIN(m) AS f FROM (
+        SELECT (
+            SELECT MIN(sequence) FROM ctxengine_events WHERE session_id = %(s)s AND type = kinds.type
+        ) AS m FROM kinds WHERE kinds.type IS NOT NULL AND NOT (kinds.type = ANY(%(known)s))
+        UNION ALL
+        SELECT MIN(sequence) FROM ctxengine_events WHERE session_id = %(s)s AND schema_version > %(v)s
+    ) x
+)
+"""
+_PAGE = 64
+
+
+def _clean(floor: object, before: int | None) -> bool:
+    return floor is None or (before is not None and isinstance(floor, int) and floor >= before)
+
+
+async def read_typed(
+    conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...]
+) -> list[tuple[Any, ...]] | None:
+    """The rows of ``types`` in the range through the type index, or ``None`` when a row of an
+    unknown type or a newer format lies below ``before`` (the caller then reads precisely)."""
+    upper = " AND e.sequence < %(b)s" if before is not None else ""
+    sql = (
+        f"{FLOOR} SELECT floor.f, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ("
+        f"SELECT * FROM ctxengine_events e WHERE e.session_id = %(s)s AND e.sequence > %(a)s{upper} "
+        "AND e.type = ANY(%(t)s)) e ON true "
+        "ORDER BY e.sequence"
+    )
+    params = _params(session_id, a=after, b=before, t=list(types))
+    cur = await conn.execute(sql, params)
+    rows = await cur.fetchall()
+    if not rows or not _clean(rows[0][0], before):
+        return None
+    return [tuple(r[1:]) for r in rows if r[2] is not None]
+
+
+async def latest_typed(
+    conn: Conn, session_id: str, before: int, event_type: str, visible: Any
+) -> tuple[bool, tuple[Any, ...] | None]:
+    """``(True, the newest row of event_type below before that visible(row) accepts)`` through
+    the type index, or ``(False, None)`` when the fail-closed rule needs the precise read."""
+    sql = (
+        f"{FLOOR} SELECT floor.f, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ("
+        "SELECT * FROM ctxengine_events e WHERE e.session_id = %(s)s AND e.type = %(t)s "
+        "AND e.sequence < %(b)s "
+        "ORDER BY e.sequence DESC LIMIT 1) e ON true"
+    )
+    cur = await conn.execute(sql, _params(session_id, b=before, t=event_type))
+    rows = await cur.fetchall()
+    if not rows or not _clean(rows[0][0], before):
+        return False, None
+    # The newest row alone first (it is usually the answer, and payloads such as carries are
+    # large); then pages of _PAGE.
+    limit = 1
+    while True:
+        page = [tuple(r[1:]) for r in rows if r[2] is not None]
+        for row in page:
+            if visible(row):
+                return True, row
+        if len(page) < limit:
+            return True, None
+        limit = _PAGE
+        cur = await conn.execute(
+            f"SELECT {_COLS} FROM ctxengine_events WHERE session_id = %s AND type = %s AND sequence < %s "
+            f"ORDER BY sequence DESC LIMIT {_PAGE}",
+            (session_id, event_type, page[-1][1]),
+        )
+        rows = [(None, *r) for r in await cur.fetchall()]
+
+
+def _params(session_id: str, **extra: Any) -> dict[str, Any]:
+    return {"s": session_id, "known": list(_rows.KNOWN_TYPES), "v": FORMAT_VERSION, **extra}
+
+
+async def put_counts(conn: Conn, session_id: str, counter: str, counts: list[tuple[int, int]]) -> None:
+    # One statement for the batch: the sequences and counts travel as two arrays.
+    await conn.execute(
+        "INSERT INTO ctxengine_token_counts (session_id, sequence, counter, count) "
+        "SELECT %s, s, %s, n FROM unnest(%s::bigint[], %s::bigint[]) AS t(s, n) "
+        "ON CONFLICT (session_id, sequence, counter) DO NOTHING",
+        (session_id, counter, [s for s, _ in counts], [n for _, n in counts]),
+    )
+
+
+async def visibilities(
+    conn: Conn, session_id: str, event_type: str, after: int, through: int
+) -> list[tuple[Any, Any]]:
+    cur = await conn.execute(
+        "SELECT DISTINCT visibility_scope, visibility_id FROM ctxengine_events "
+        "WHERE session_id = %s AND type = %s AND sequence > %s AND sequence <= %s",
+        (session_id, event_type, after, through),
+    )
+    rows: list[tuple[Any, Any]] = await cur.fetchall()
+    return rows
+
+
+async def prune(conn: Conn, run_id: str, before_version: int) -> int:
+    cur = await conn.execute(
+        "DELETE FROM ctxengine_checkpoints WHERE run_id = %s AND version < %s", (run_id, before_version)
+    )
+    return int(cur.rowcount)
+
+
+__all__ = [
+    "FLOOR",
+    "latest_typed",
+    "prune",
+    "put_counts",
+    "read_items",
+    "read_typed",
+    "visibilities",
+]

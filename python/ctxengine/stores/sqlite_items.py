@@ -1,0 +1,145 @@
+"""The SQLite statements of the history reader and the token counts (ADR 0011).
+
+They run on the store's worker thread, like every statement of ``sqlite.py``:
+``fn(conn, own_transaction, *args)``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from . import _batch_rows, _rows
+from .events import FORMAT_VERSION, NewEvent
+
+R = TypeVar("R")
+_COLS = ", ".join(_rows.EVENT_COLUMNS)
+_MARKS = ", ".join("?" * len(_rows.EVENT_COLUMNS))
+_ITEM_COLS = ", ".join(f"e.{c}" for c in _rows.EVENT_COLUMNS)
+
+
+def append_all(
+    conn: sqlite3.Connection, own: bool, news: list[NewEvent], texts: list[str], created_at: str
+) -> list[tuple[Any, bool]]:
+    """A batch of one session's events: repeats found by key, the rest inserted in one go."""
+    session_id = news[0].session_id
+    keys = sorted({new.derivation_key for new in news})
+
+    def body() -> list[tuple[Any, bool]]:
+        stored = {
+            row[4]: row
+            for row in conn.execute(
+                f"SELECT {_COLS} FROM ctxengine_events WHERE session_id = ? "
+                f"AND derivation_key IN ({', '.join('?' * len(keys))})",
+                (session_id, *keys),
+            )
+        }
+        (last,) = conn.execute(
+            "SELECT COALESCE(MAX(sequence), 0) FROM ctxengine_events WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        results, inserts = _batch_rows.plan_batch(news, texts, stored, int(last), created_at)
+        if inserts:
+            conn.executemany(
+                f"INSERT INTO ctxengine_events ({_COLS}) VALUES ({_MARKS})",
+                inserts,
+            )
+        return results
+
+    return _in_write_txn(conn, own, body)
+
+
+def read_items(
+    conn: sqlite3.Connection, own: bool, session_id: str, after: int, before: int | None, counter: str | None
+) -> list[tuple[Any, ...]]:
+    """Item rows of the range (and every unknown or newer row in it), each with its count."""
+    known = _rows.KNOWN_TYPES
+    params: list[Any] = []
+    if counter is None:
+        sql = f"SELECT {_ITEM_COLS}, NULL FROM ctxengine_events e"
+    else:
+        sql = (
+            f"SELECT {_ITEM_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
+            "e.session_id AND c.sequence = e.sequence AND c.counter = ?) FROM ctxengine_events e"
+        )
+        params.append(counter)
+    sql += (
+        " WHERE e.session_id = ? AND e.sequence > ?"
+        + (" AND e.sequence < ?" if before is not None else "")
+        + f" AND (e.type = ? OR e.type NOT IN ({', '.join('?' * len(known))}) OR e.schema_version > ?)"
+        " ORDER BY e.sequence"
+    )
+    params += [session_id, after, *([before] if before is not None else []), _batch_rows.ITEM_TYPE]
+    params += [*known, FORMAT_VERSION]
+    return conn.execute(sql, params).fetchall()
+
+
+_KNOWN = ", ".join(f"'{t}'" for t in _rows.KNOWN_TYPES)
+#: The smallest sequence of a row of an unknown type or a newer format in a session: a loose
+#: index scan of the session's distinct types (one index seek per type) and a seek in the
+#: format-version index (migration revision 2), instead of a scan of the whole session.
+ANOMALY_FLOOR = f"""
+WITH RECURSIVE kinds(type) AS (
+    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = :s)
+    UNION ALL
+    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = :s AND type > kinds.type)
+    FROM kinds WHERE kinds.type IS NOT NULL
+)
+SELECT MIN(m) FROM (
+    SELECT (SELECT MIN(sequence) FROM ctxengine_events WHERE session_id = :s AND type = kinds.type) AS m
+    FROM kinds WHERE kinds.type IS NOT NULL AND kinds.type NOT IN ({_KNOWN})
+    UNION ALL
+    SELECT MIN(sequence) FROM ctxengine_events INDEXED BY ctxengine_events_by_version
+    WHERE session_id = :s AND schema_version > {FORMAT_VERSION}
+)
+"""
+
+
+def clean_below(conn: sqlite3.Connection, session_id: str, before: int | None) -> bool:
+    """True when no row of the session below ``before`` (at all, when ``None``) has an unknown
+    type or a newer format: a typed read of that range may then use the type index alone (the
+    fail-closed rule of ADR 0009 has nothing to fetch)."""
+    (floor,) = conn.execute(ANOMALY_FLOOR, {"s": session_id}).fetchone()
+    return floor is None or (before is not None and floor >= before)
+
+
+def put_counts(
+    conn: sqlite3.Connection, own: bool, session_id: str, counter: str, counts: list[tuple[int, int]]
+) -> None:
+    def body() -> None:
+        conn.executemany(
+            "INSERT INTO ctxengine_token_counts (session_id, sequence, counter, count) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (session_id, sequence, counter) DO NOTHING",
+            [(session_id, sequence, counter, count) for sequence, count in counts],
+        )
+
+    _in_write_txn(conn, own, body)
+
+
+def visibilities(
+    conn: sqlite3.Connection, own: bool, session_id: str, event_type: str, after: int, through: int
+) -> list[tuple[Any, Any]]:
+    return conn.execute(
+        "SELECT DISTINCT visibility_scope, visibility_id FROM ctxengine_events "
+        "WHERE session_id = ? AND type = ? AND sequence > ? AND sequence <= ?",
+        (session_id, event_type, after, through),
+    ).fetchall()
+
+
+def prune(conn: sqlite3.Connection, own: bool, run_id: str, before_version: int) -> int:
+    def body() -> int:
+        cursor = conn.execute(
+            "DELETE FROM ctxengine_checkpoints WHERE run_id = ? AND version < ?", (run_id, before_version)
+        )
+        return int(cursor.rowcount)
+
+    return _in_write_txn(conn, own, body)
+
+
+def _in_write_txn(conn: sqlite3.Connection, own: bool, body: Callable[[], R]) -> R:
+    from .sqlite import _in_write_txn as run  # sqlite.py imports this module
+
+    return run(conn, own, body)
+
+
+__all__ = ["ANOMALY_FLOOR", "append_all", "clean_below", "prune", "put_counts", "read_items", "visibilities"]

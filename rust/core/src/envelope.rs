@@ -1,0 +1,152 @@
+//! Trust envelopes and the canonical bytes of a rendered text item, as
+//! `ctxengine.assembly.envelope` and `RenderedItem.to_dict()` define them
+//! (ADR 0003, ADR 0011: the history renderer's native half).
+//!
+//! Content below `trusted_configuration` is fenced as
+//! `<untrusted trust=".." source=".." nonce="N">BODY</untrusted:N>`, the
+//! nonce the first 16 hex digits of SHA-256(`ctxengine.envelope\0` + the
+//! item's canonical digest); the body escapes `& < >`, NUL and U+2028/2029,
+//! attribute values additionally quotes, CR and LF.
+
+use crate::canonical::{write_i64, write_str, MAX_SAFE_INTEGER};
+use crate::hash::{hex, sha256};
+
+/// Hex digits of the nonce.
+pub const NONCE_HEX: usize = 16;
+
+/// Trust levels rendered verbatim (`TrustLevel.is_trusted`).
+pub fn is_trusted(trust: &str) -> bool {
+    trust == "platform" || trust == "trusted_configuration"
+}
+
+/// The envelope nonce of content whose canonical digest is `digest`.
+pub fn nonce(digest: &[u8; 32]) -> String {
+    let mut data = Vec::with_capacity(19 + 32);
+    data.extend_from_slice(b"ctxengine.envelope\x00");
+    data.extend_from_slice(digest);
+    let mut h = hex(&sha256(&data));
+    h.truncate(NONCE_HEX);
+    h
+}
+
+fn escape(out: &mut String, text: &str, attr: bool) {
+    // Most text holds none of the escaped characters: copy it whole. (U+2028
+    // and U+2029 are the only ones outside ASCII; their UTF-8 starts 0xE2.)
+    let special = |b: &u8| {
+        matches!(b, b'&' | b'<' | b'>' | 0 | 0xE2)
+            || (attr && matches!(b, b'"' | b'\'' | b'\n' | b'\r'))
+    };
+    if !text.as_bytes().iter().any(special) {
+        out.push_str(text);
+        return;
+    }
+    let mut start = 0;
+    for (i, ch) in text.char_indices() {
+        let rep = match ch {
+            '&' => "&amp;",
+            '<' => "&lt;",
+            '>' => "&gt;",
+            '\0' => "&#0;",
+            '\u{2028}' => "&#x2028;",
+            '\u{2029}' => "&#x2029;",
+            '"' if attr => "&quot;",
+            '\'' if attr => "&#39;",
+            '\n' if attr => "&#10;",
+            '\r' if attr => "&#13;",
+            _ => continue,
+        };
+        out.push_str(&text[start..i]);
+        out.push_str(rep);
+        start = i + ch.len_utf8();
+    }
+    out.push_str(&text[start..]);
+}
+
+/// `text` as the model sees it: verbatim when trusted, otherwise fenced and escaped.
+pub fn envelope(text: &str, trust: &str, source: &str, digest: &[u8; 32]) -> String {
+    if is_trusted(trust) {
+        return text.to_owned();
+    }
+    let nonce = nonce(digest);
+    let mut out = String::with_capacity(text.len() + 96);
+    out.push_str("<untrusted trust=\"");
+    escape(&mut out, trust, true);
+    out.push_str("\" source=\"");
+    escape(&mut out, source, true);
+    out.push_str("\" nonce=\"");
+    out.push_str(&nonce);
+    out.push_str("\">");
+    escape(&mut out, text, false);
+    out.push_str("</untrusted:");
+    out.push_str(&nonce);
+    out.push('>');
+    out
+}
+
+/// The canonical bytes of `RenderedItem.to_dict()` for a text item (no tool
+/// call, provider or reasoning), or `None` when `seq` is outside the
+/// canonical integer range.
+pub fn rendered_text_canonical(
+    region_class: &str,
+    role: &str,
+    text: &str,
+    call_id: Option<&str>,
+    is_error: bool,
+    seq: Option<i64>,
+) -> Option<Vec<u8>> {
+    if seq.is_some_and(|s| s.unsigned_abs() > MAX_SAFE_INTEGER as u64) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len() + region_class.len() + 160);
+    out.extend_from_slice(b"{\"arguments\":null,\"call_id\":");
+    match call_id {
+        Some(c) => write_str(&mut out, c.as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"is_error\":");
+    out.extend_from_slice(if is_error { b"true" } else { b"false" });
+    out.extend_from_slice(b",\"name\":null,\"provider\":null,\"reasoning\":null,\"region_class\":");
+    write_str(&mut out, region_class.as_bytes());
+    out.extend_from_slice(b",\"role\":");
+    write_str(&mut out, role.as_bytes());
+    out.extend_from_slice(b",\"seq\":");
+    match seq {
+        Some(s) => write_i64(&mut out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"text\":");
+    write_str(&mut out, text.as_bytes());
+    out.push(b'}');
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelopes_escape_and_fence() {
+        let d = [7u8; 32];
+        assert_eq!(envelope("hi <b>", "platform", "user", &d), "hi <b>");
+        let e = envelope("a&<b>\0\u{2028}", "user", "tool:x\"'\n", &d);
+        let n = nonce(&d);
+        assert_eq!(
+            e,
+            format!(
+                "<untrusted trust=\"user\" source=\"tool:x&quot;&#39;&#10;\" nonce=\"{n}\">a&amp;&lt;b&gt;&#0;&#x2028;</untrusted:{n}>"
+            )
+        );
+        assert_eq!(n.len(), NONCE_HEX);
+    }
+
+    #[test]
+    fn rendered_canonical_bytes() {
+        let b =
+            rendered_text_canonical("history", "tool", "t\n", Some("c"), true, Some(3)).unwrap();
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            "{\"arguments\":null,\"call_id\":\"c\",\"is_error\":true,\"name\":null,\"provider\":null,\"reasoning\":null,\"region_class\":\"history\",\"role\":\"tool\",\"seq\":3,\"text\":\"t\\n\"}"
+        );
+        assert!(rendered_text_canonical("h", "user", "", None, false, Some(1 << 60)).is_none());
+    }
+}

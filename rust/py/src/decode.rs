@@ -1,0 +1,328 @@
+//! `decode_items`: stored conversation-item payloads into the package's own
+//! frozen item objects, in one call (ADR 0011).
+//!
+//! The core parses and checks each payload and writes the item's canonical
+//! bytes; this file only builds Python values. It imports nothing from
+//! `ctxengine`: the caller passes the item classes, the content part classes
+//! and the trust members. An instance is allocated without running its
+//! `__init__` (the core has already made every check the constructor makes)
+//! and each slot is set as `object.__setattr__` would.
+
+use ctxengine_core::decode::{decode_item, Content, Item, Json, Members, Part, TRUST_LEVELS};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+
+use crate::errors::guard;
+use crate::slots::{untracked, Maker};
+
+/// The six item kinds, in the order the classes are looked up.
+const KINDS: [&str; 6] = [
+    "system_message",
+    "user_message",
+    "assistant_message",
+    "tool_call",
+    "tool_result",
+    "reasoning",
+];
+
+/// One class: the fields the core fills, then every other slot with its value
+/// from `extra` (or None).
+struct Class<'py> {
+    maker: Maker<'py>,
+    others: Vec<Bound<'py, PyAny>>,
+}
+
+impl<'py> Class<'py> {
+    fn new(
+        cls: &Bound<'py, PyAny>,
+        fields: &[&str],
+        extra: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Self> {
+        let py = cls.py();
+        let cls = cls.cast::<PyType>()?;
+        let slots: Vec<String> = cls.getattr("__slots__")?.extract()?;
+        for f in fields {
+            if !slots.iter().any(|s| s == f) {
+                return Err(PyTypeError::new_err(format!(
+                    "{} has no slot {f:?}",
+                    cls.name()?
+                )));
+            }
+        }
+        let mut names: Vec<&str> = fields.to_vec();
+        let mut others = Vec::new();
+        for s in slots.iter().filter(|s| !fields.contains(&s.as_str())) {
+            names.push(s);
+            others.push(match extra {
+                Some(d) => d.get_item(s)?.unwrap_or_else(|| py.None().into_bound(py)),
+                None => py.None().into_bound(py),
+            });
+        }
+        Ok(Class {
+            maker: Maker::new(cls, &names)?,
+            others,
+        })
+    }
+
+    /// A new instance with `values` in `fields` order and the other slots set
+    /// (untracked by the collector when it can hold no cycle: see `Maker`).
+    fn make(&self, mut values: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        values.extend(self.others.iter().cloned());
+        let acyclic = values.iter().all(atomic);
+        self.maker.make_acyclic(values, acyclic)
+    }
+}
+
+/// A value that cannot lead back to its holder: a str, int, float, bool or None,
+/// bytes, a tuple of such, or an instance this module made untracked.
+fn atomic(value: &Bound<'_, PyAny>) -> bool {
+    let p = value.as_ptr();
+    unsafe {
+        if ffi::PyUnicode_CheckExact(p) != 0
+            || ffi::PyLong_Check(p) != 0
+            || ffi::PyFloat_CheckExact(p) != 0
+            || ffi::PyBytes_CheckExact(p) != 0
+            || p == ffi::Py_None()
+        {
+            return true;
+        }
+        if ffi::PyTuple_CheckExact(p) != 0 {
+            return value
+                .cast::<PyTuple>()
+                .is_ok_and(|t| t.iter().all(|v| atomic(&v)));
+        }
+        // A trust member (an enum, tracked but module-level and immutable) or an
+        // instance made untracked here.
+        ffi::PyUnicode_Check(p) != 0
+            || ffi::PyObject_IS_GC(p) == 0
+            || ffi::PyObject_GC_IsTracked(p) == 0
+    }
+}
+
+struct Builder<'py> {
+    py: Python<'py>,
+    items: Vec<Class<'py>>,
+    text_part: Class<'py>,
+    file_ref: Class<'py>,
+    trust: Vec<Bound<'py, PyAny>>,
+}
+
+impl<'py> Builder<'py> {
+    fn str(&self, s: &str) -> Bound<'py, PyAny> {
+        PyString::new(self.py, s).into_any()
+    }
+
+    fn opt_str(&self, s: &Option<impl AsRef<str>>) -> Bound<'py, PyAny> {
+        match s {
+            Some(s) => self.str(s.as_ref()),
+            None => self.py.None().into_bound(self.py),
+        }
+    }
+
+    fn json(&self, v: &Json<'_>) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        Ok(match v {
+            Json::Null => py.None().into_bound(py),
+            Json::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
+            Json::Int(i) => i.into_pyobject(py)?.into_any(),
+            Json::Float(f) => f.into_pyobject(py)?.into_any(),
+            Json::Str(s) => self.str(s),
+            Json::Array(values) => {
+                let list = PyList::empty(py);
+                for value in values {
+                    list.append(self.json(value)?)?;
+                }
+                list.into_any()
+            }
+            Json::Object(members) => self.dict(members)?.into_any(),
+        })
+    }
+
+    fn dict(&self, members: &Members<'_>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(self.py);
+        for (k, v) in members {
+            d.set_item(k.as_ref(), self.json(v)?)?;
+        }
+        Ok(d)
+    }
+
+    fn content(&self, c: &Content<'_>) -> PyResult<Bound<'py, PyAny>> {
+        match c {
+            Content::Text(s) => Ok(self.str(s)),
+            Content::Parts(parts) => {
+                let mut out = Vec::with_capacity(parts.len());
+                for p in parts {
+                    out.push(match p {
+                        Part::Text(t) => self.text_part.make(vec![self.str(t)])?,
+                        Part::File {
+                            artifact_id,
+                            media_type,
+                            filename,
+                        } => self.file_ref.make(vec![
+                            self.str(artifact_id),
+                            self.str(media_type),
+                            self.opt_str(filename),
+                        ])?,
+                    });
+                }
+                let parts = PyTuple::new(self.py, out)?.into_any();
+                // Parts of text and file references: atoms all the way down.
+                Ok(if atomic(&parts) {
+                    untracked(parts)
+                } else {
+                    parts
+                })
+            }
+        }
+    }
+
+    fn item(
+        &self,
+        item: &Item<'_>,
+        seq: &Bound<'py, PyAny>,
+        cache: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.py;
+        let trust = |t: &u8| self.trust[*t as usize].clone();
+        let (index, mut values) = match item {
+            Item::System { content, trust: t } => (0, vec![self.content(content)?, trust(t)]),
+            Item::User {
+                content,
+                trust: t,
+                principal_id,
+            } => (
+                1,
+                vec![self.content(content)?, trust(t), self.opt_str(principal_id)],
+            ),
+            Item::Assistant { content, trust: t } => (2, vec![self.content(content)?, trust(t)]),
+            Item::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => (
+                3,
+                vec![
+                    self.str(call_id),
+                    self.str(name),
+                    self.dict(arguments)?.into_any(),
+                ],
+            ),
+            Item::ToolResult {
+                call_id,
+                content,
+                is_error,
+                trust: t,
+            } => (
+                4,
+                vec![
+                    self.str(call_id),
+                    self.content(content)?,
+                    pyo3::types::PyBool::new(py, *is_error)
+                        .to_owned()
+                        .into_any(),
+                    trust(t),
+                ],
+            ),
+            Item::Reasoning { provider, payload } => {
+                (5, vec![self.str(provider), self.dict(payload)?.into_any()])
+            }
+        };
+        values.push(seq.clone());
+        values.push(cache);
+        self.items[index].make(values)
+    }
+}
+
+/// The fields each kind's constructor takes, in order, then `seq` and `_cj`.
+fn item_fields(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "system_message" | "assistant_message" => &["content", "trust", "seq", "_cj"],
+        "user_message" => &["content", "trust", "principal_id", "seq", "_cj"],
+        "tool_call" => &["call_id", "name", "arguments", "seq", "_cj"],
+        "tool_result" => &["call_id", "content", "is_error", "trust", "seq", "_cj"],
+        _ => &["provider", "payload", "seq", "_cj"],
+    }
+}
+
+/// Decode stored item payloads (`{"item": {...}}`, canonical JSON text) as
+/// the items of events `seqs`. Returns `(items, None, None)`, or at the
+/// first payload that does not decode, `(the items before it, its index,
+/// the reason)`. `classes` maps each item kind to its class; `parts` is
+/// `(TextPart, FileRef)`; `trust` the seven trust members in declaration
+/// order; `extra` values for the item slots the decoder does not fill
+/// (default None).
+#[pyfunction]
+#[pyo3(signature = (payloads, seqs, classes, parts, trust, extra = None))]
+pub fn decode_items<'py>(
+    py: Python<'py>,
+    payloads: &Bound<'py, PyAny>,
+    seqs: &Bound<'py, PyAny>,
+    classes: &Bound<'py, PyDict>,
+    parts: (Bound<'py, PyAny>, Bound<'py, PyAny>),
+    trust: &Bound<'py, PyAny>,
+    extra: Option<&Bound<'py, PyDict>>,
+) -> PyResult<(Bound<'py, PyList>, Option<usize>, Option<String>)> {
+    guard(py, || {
+        let trust: Vec<Bound<'py, PyAny>> = trust.extract()?;
+        if trust.len() != TRUST_LEVELS.len() {
+            return Err(PyValueError::new_err(format!(
+                "trust: expected the {} trust levels, got {}",
+                TRUST_LEVELS.len(),
+                trust.len()
+            )));
+        }
+        let mut items = Vec::with_capacity(KINDS.len());
+        for kind in KINDS {
+            let cls = classes
+                .get_item(kind)?
+                .ok_or_else(|| PyValueError::new_err(format!("classes: no class for {kind:?}")))?;
+            items.push(Class::new(&cls, item_fields(kind), extra)?);
+        }
+        let b = Builder {
+            py,
+            items,
+            text_part: Class::new(&parts.0, &["text"], None)?,
+            file_ref: Class::new(&parts.1, &["artifact_id", "media_type", "filename"], None)?,
+            trust,
+        };
+        let payloads = payloads.cast::<PyList>()?;
+        let seqs = seqs.cast::<PyList>()?;
+        if payloads.len() != seqs.len() {
+            return Err(PyValueError::new_err(format!(
+                "{} payloads for {} sequences",
+                payloads.len(),
+                seqs.len()
+            )));
+        }
+        let out = PyList::empty(py);
+        for (i, (payload, seq_obj)) in payloads.iter().zip(seqs.iter()).enumerate() {
+            let seq: i64 = seq_obj.extract()?;
+            let text = match payload.cast::<PyString>() {
+                Ok(s) => match s.to_str() {
+                    Ok(t) => t,
+                    Err(_) => return Ok((out, Some(i), Some(not_canonical()))),
+                },
+                Err(_) => return Ok((out, Some(i), Some(not_canonical()))),
+            };
+            let decoded = match decode_item(text, seq) {
+                Ok(d) => d,
+                Err(reason) => return Ok((out, Some(i), Some(reason))),
+            };
+            let cache = match &decoded.cache {
+                Some((bytes, digest)) => untracked(
+                    PyTuple::new(py, [PyBytes::new(py, bytes), PyBytes::new(py, digest)])?
+                        .into_any(),
+                ),
+                None => py.None().into_bound(py),
+            };
+            out.append(b.item(&decoded.item, &seq_obj, cache)?)?;
+        }
+        Ok((out, None, None))
+    })
+}
+
+fn not_canonical() -> String {
+    ctxengine_core::decode::REASON_NOT_CANONICAL.to_owned()
+}

@@ -1,0 +1,239 @@
+//! `render_items`: conversation items rendered for one region class in one
+//! call, the native half of `ctxengine.assembly.render.render_item` (ADR 0011).
+//!
+//! Messages, tool results and tool calls (the bulk of any history) are
+//! rendered here: content text fenced by the core's envelope, a
+//! `RenderedItem` built without running `__init__` (as `decode_items` builds
+//! items) with its canonical cache filled. Anything else comes back as
+//! `None` for the caller to render (data in, data out: no callback). The
+//! native module imports nothing from `ctxengine`: the caller passes the class.
+
+use ctxengine_core::envelope::{envelope, rendered_text_canonical};
+use ctxengine_core::hash::sha256;
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
+
+use crate::canonical::item_cache as item_canonical;
+use crate::errors::guard;
+use crate::slots::{untracked, Maker};
+
+/// The slots of `RenderedItem`, in the order values are passed to [`make`].
+const SLOTS: [&str; 11] = [
+    "region_class",
+    "role",
+    "text",
+    "call_id",
+    "name",
+    "arguments",
+    "is_error",
+    "provider",
+    "reasoning",
+    "seq",
+    "_cj",
+];
+
+/// The content text of a message (`model.content_text`): a str, or its parts
+/// joined by newlines, file references as `[file ID MEDIA_TYPE]`.
+fn content_text(content: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = content.cast::<PyString>() {
+        return Ok(s.to_str()?.to_owned());
+    }
+    let py = content.py();
+    let mut out = String::new();
+    for (i, part) in content.try_iter()?.enumerate() {
+        let part = part?;
+        if i > 0 {
+            out.push('\n');
+        }
+        let kind: String = part.get_type().getattr(intern!(py, "kind"))?.extract()?;
+        if kind == "text_part" {
+            out.push_str(
+                part.getattr(intern!(py, "text"))?
+                    .cast::<PyString>()?
+                    .to_str()?,
+            );
+        } else {
+            let id = part.getattr(intern!(py, "artifact_id"))?;
+            let media = part.getattr(intern!(py, "media_type"))?;
+            out.push_str(&format!(
+                "[file {} {}]",
+                id.cast::<PyString>()?.to_str()?,
+                media.cast::<PyString>()?.to_str()?
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The item's 32-byte canonical digest (filling `_cj` when it is empty).
+fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
+    let cached = item_canonical(item)?;
+    let digest = cached.get_item(1)?;
+    let bytes = digest.cast::<PyBytes>()?.as_bytes();
+    let mut out = [0u8; 32];
+    if bytes.len() != 32 {
+        return Err(PyTypeError::new_err("an item's _cj digest is not 32 bytes"));
+    }
+    out.copy_from_slice(bytes);
+    Ok(out)
+}
+
+/// Each item's rendered form for `region_class`, made here (messages, tool
+/// results, tool calls, reasoning) or `None` (the caller renders it).
+/// `rendered_cls` is `RenderedItem`.
+#[pyfunction]
+pub fn render_items<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyAny>,
+    region_class: &Bound<'py, PyString>,
+    rendered_cls: &Bound<'py, PyType>,
+) -> PyResult<Bound<'py, PyList>> {
+    guard(py, || {
+        let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
+        if slots.iter().map(String::as_str).ne(SLOTS.iter().copied()) {
+            return Err(PyTypeError::new_err(format!(
+                "render_items: {} does not have the slots {SLOTS:?}",
+                rendered_cls.name()?
+            )));
+        }
+        let maker = Maker::new(rendered_cls, &SLOTS)?;
+        let region = region_class.to_str()?;
+        let none = py.None().into_bound(py);
+        let out = PyList::empty(py);
+        // type(item).kind, looked up once per class.
+        let mut kinds: Vec<(usize, String)> = Vec::new();
+        for item in items.try_iter()? {
+            let item = item?;
+            let tp = item.get_type();
+            let key = tp.as_ptr() as usize;
+            let kind = match kinds.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    kinds.push((key, tp.getattr(intern!(py, "kind"))?.extract()?));
+                    kinds.len() - 1
+                }
+            };
+            let (role, source) = match kinds[kind].1.as_str() {
+                "user_message" => ("user", "user".to_owned()),
+                "assistant_message" => ("assistant", "assistant".to_owned()),
+                "system_message" => ("system", "system".to_owned()),
+                "tool_result" => {
+                    let call_id = item.getattr(intern!(py, "call_id"))?;
+                    (
+                        "tool",
+                        format!("tool:{}", call_id.cast::<PyString>()?.to_str()?),
+                    )
+                }
+                "tool_call" | "reasoning" => {
+                    // No text: the call (or the provider's continuation) travels as it is.
+                    // Its canonical cache is left for first use.
+                    let call = kinds[kind].1 == "tool_call";
+                    let field = |name: &Bound<'py, PyString>| item.getattr(name);
+                    let values = [
+                        region_class.clone().into_any(),
+                        PyString::new(py, "assistant").into_any(),
+                        none.clone(),
+                        if call {
+                            field(intern!(py, "call_id"))?
+                        } else {
+                            none.clone()
+                        },
+                        if call {
+                            field(intern!(py, "name"))?
+                        } else {
+                            none.clone()
+                        },
+                        if call {
+                            field(intern!(py, "arguments"))?
+                        } else {
+                            none.clone()
+                        },
+                        PyBool::new(py, false).to_owned().into_any(),
+                        if call {
+                            none.clone()
+                        } else {
+                            field(intern!(py, "provider"))?
+                        },
+                        if call {
+                            none.clone()
+                        } else {
+                            field(intern!(py, "payload"))?
+                        },
+                        item.getattr(intern!(py, "seq"))?,
+                        none.clone(),
+                    ];
+                    // It shares the call's arguments (a dict): the collector keeps seeing it.
+                    let rendered = maker.make(values.into())?;
+                    out.append(rendered)?;
+                    continue;
+                }
+                _ => {
+                    out.append(&none)?;
+                    continue;
+                }
+            };
+            let trust_obj = item.getattr(intern!(py, "trust"))?;
+            let trust = trust_obj.cast::<PyString>()?.to_str()?;
+            let text = content_text(&item.getattr(intern!(py, "content"))?)?;
+            let fenced = envelope(&text, trust, &source, &digest_of(&item)?);
+            let seq_obj = item.getattr(intern!(py, "seq"))?;
+            let seq: Option<i64> = if seq_obj.is_none() {
+                None
+            } else {
+                seq_obj.extract().ok()
+            };
+            let tool = role == "tool";
+            let call_id = if tool {
+                Some(item.getattr(intern!(py, "call_id"))?)
+            } else {
+                None
+            };
+            let is_error = tool && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
+            let call_id_str = match &call_id {
+                Some(c) => Some(c.cast::<PyString>()?.to_str()?.to_owned()),
+                None => None,
+            };
+            let canonical = if seq_obj.is_none() || seq.is_some() {
+                rendered_text_canonical(
+                    region,
+                    role,
+                    &fenced,
+                    call_id_str.as_deref(),
+                    is_error,
+                    seq,
+                )
+            } else {
+                None
+            };
+            let cj = match canonical {
+                Some(bytes) => {
+                    let digest = sha256(&bytes);
+                    untracked(
+                        PyTuple::new(py, [PyBytes::new(py, &bytes), PyBytes::new(py, &digest)])?
+                            .into_any(),
+                    )
+                }
+                None => none.clone(),
+            };
+            let values = [
+                region_class.clone().into_any(),
+                PyString::new(py, role).into_any(),
+                PyString::new(py, &fenced).into_any(),
+                call_id.unwrap_or_else(|| none.clone()),
+                none.clone(),
+                none.clone(),
+                PyBool::new(py, is_error).to_owned().into_any(),
+                none.clone(),
+                none.clone(),
+                seq_obj,
+                cj,
+            ];
+            // Strings, a bool, an int and a tuple of bytes: it can hold no cycle.
+            let rendered = maker.make_acyclic(values.into(), true)?;
+            out.append(rendered)?;
+        }
+        Ok(out)
+    })
+}
