@@ -15,6 +15,14 @@ def _medians(path: str) -> dict[str, float]:
     return {b["name"]: b["stats"]["median"] for b in data["benchmarks"]}
 
 
+def _bytes(path: str) -> dict[str, int]:
+    with open(path) as fh:
+        data = json.load(fh)
+    return {
+        b["name"]: int(b["extra_info"]["bytes"]) for b in data["benchmarks"] if "bytes" in b["extra_info"]
+    }
+
+
 def _row(what: str, value: float, target: str, ok: bool) -> str:
     return f"| {what} | {value:,.3f} | {target} | {'met' if ok else 'MISSED'} |"
 
@@ -61,6 +69,11 @@ def main(path: str) -> int:
         rows.append(
             _row("select_history 10k cold, rust median ms", cold_rust * 1e3, "<= 15 ms", cold_rust <= 15e-3)
         )
+    sizes = _bytes(path)
+    for name, value in sorted(m.items()):
+        if name.startswith("bench_count_tokens_1mb[") and name in sizes:
+            # one core: the count runs on the calling thread
+            rows.append(_row(f"tokenizer {name[23:-1]}, MB/s per core", sizes[name] / value / 1e6, "-", True))
     for name, value in sorted(m.items()):
         if name.startswith("bench_") and "store" in name:
             rows.append(_row(f"{name} median ms", value * 1e3, "-", True))

@@ -16,6 +16,11 @@ __all__ = [
     "allocate_tokens",
     "bind_errors",
     "canonical_json",
+    "count_tokens",
+    "counting_method",
+    "encode_tokens",
+    "encoding_ranks_sha256",
+    "exact_raw",
     "decode_items",
     "fit_body",
     "item_canonical",
@@ -66,6 +71,21 @@ def select_history(
 ) -> int:
     """The cut index: ``items[cut:]`` is retained; raises ``OrphanedToolPair``."""
 
+def count_tokens(encoding_name: str, text: str) -> int:
+    """Tokens of ``text`` in a public encoding (``o200k_base``, ``cl100k_base``), as ordinary text."""
+
+def encode_tokens(encoding_name: str, text: str) -> list[int]:
+    """The token ids of ``text`` in a public encoding, as ordinary text."""
+
+def exact_raw(encoding_name: str, kind: str, canonical: bytes) -> int:
+    """The exact raw count of a value of ``kind`` whose canonical JSON is ``canonical`` (ADR 0012)."""
+
+def counting_method(model_id: str, table: Mapping[str, str] | None = None) -> str:
+    """``heuristic`` or the encoding that counts ``model_id`` (built-in table, then ``table``)."""
+
+def encoding_ranks_sha256(encoding_name: str) -> str:
+    """SHA-256 hex over the encoding's ranks in order (one length byte, then the bytes)."""
+
 def validate_tool_pairs(items: Iterable[object]) -> None:
     """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""
 
@@ -91,7 +111,8 @@ def render_items(items: Iterable[Any], region_class: str, rendered_cls: type[Any
 
 @final
 class TokenEstimator:
-    """Per-model token estimates with a bounded LRU memo and reconciled corrections."""
+    """Per-model token counts (exact for public encodings, the calibrated byte heuristic
+    elsewhere; ADR 0012) with a bounded LRU memo."""
 
     def __new__(
         cls,
@@ -100,7 +121,9 @@ class TokenEstimator:
         framing_tokens: int = 4,
         profiles: Mapping[str, tuple[float, int]] | None = None,
         memo_capacity: int = 100000,
+        encodings: Mapping[str, str] | None = None,
     ) -> TokenEstimator: ...
+    def counting_method(self, model_id: str) -> str: ...
     def raw(self, value: object, model_id: str) -> int: ...
     def raw_estimates(self, items: Iterable[object], model_id: str) -> list[int]: ...
     def counter_id(self, model_id: str, kind: str) -> str: ...
@@ -112,7 +135,7 @@ class TokenEstimator:
     def reconcile(self, model_id: str, estimated: int, actual: int) -> None: ...
     def correction(self, model_id: str) -> float: ...
     def error_ratio(self, model_id: str) -> float: ...
-    def snapshot(self) -> dict[str, Any]: ...
+    def snapshot(self, max_version: int = 2) -> dict[str, Any]: ...
     @classmethod
     def restore(cls, snapshot: Mapping[str, Any]) -> TokenEstimator: ...
     def memo_stats(self) -> dict[str, int]: ...

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxengine.assembly import envelope
+from ctxengine.plan import envelope
 
 SPECIAL = "&<>\"'\x00\n\r\u2028\u2029"
 

@@ -24,6 +24,7 @@ def test_bench_smoke_writes_table_json_and_plot(tmp_path: Path, capsys: pytest.C
     table = (out / "bench.md").read_text()
     assert printed.startswith(table)  # the Markdown printed is the Markdown written
     assert "## SPEC section 11" in table and "## Growth over history length" in table
+    assert "## Token counting" in table and "counts already held" in table
     for row in ("`payload_hash`", "`select_history`", "`assemble`, fifty-turn session", "many sessions"):
         assert row in table
     data = json.loads((out / "bench.json").read_text())

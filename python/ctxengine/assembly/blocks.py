@@ -26,6 +26,7 @@ from ..model import (
     WorkingState,
 )
 from ..plan import ContextPlan
+from ..plan.prefix import PREFIX_MESSAGE_CLASSES, prefix_texts
 from .envelope import envelope, escape_inline, json_inline
 from .render import _value_digest
 from .render_cache import RenderCache
@@ -40,16 +41,12 @@ NOTES_TITLE = "Notes kept during this run:"
 
 def render_prefix(plan: ContextPlan) -> tuple[RenderedItem, ...]:
     """The frozen prefix: platform policy, agent instructions, skill catalog, memory snapshot."""
-    catalog = "\n".join(f"- {entry.name}: {entry.description}" for entry in plan.skill_catalog) or "(none)"
-    memory = plan.memory_snapshot or "(empty)"
-    memory_text = envelope(
-        memory, trust=TrustLevel.MEMORY, source="memory_snapshot", digest=_value_digest(["memory", memory])
+    texts = prefix_texts(
+        plan.platform_policy, plan.agent_instructions, plan.skill_catalog, plan.memory_snapshot
     )
-    return (
-        RenderedItem("platform_policy", "system", text=plan.platform_policy),
-        RenderedItem("agent_instructions", "system", text=plan.agent_instructions),
-        RenderedItem("skill_catalog", "system", text="Skills you can load by name:\n" + catalog),
-        RenderedItem("memory_snapshot", "system", text="Memory at session start:\n" + memory_text),
+    return tuple(
+        RenderedItem(region_class, "system", text=text)
+        for region_class, text in zip(PREFIX_MESSAGE_CLASSES, texts, strict=True)
     )
 
 

@@ -82,8 +82,11 @@ class Pressure:
     history_cut: int
     history_budget_tokens: int
     yield_steps: tuple[str, ...] = ()
+    # How the tokens were counted (ADR 0012); None for a plan that records no method.
+    counting: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {} if self.counting is None else {"counting": self.counting}
         return {
             "fits": self.fits,
             "compactable": self.compactable,
@@ -96,6 +99,7 @@ class Pressure:
             "history_cut": self.history_cut,
             "history_budget_tokens": self.history_budget_tokens,
             "yield_steps": list(self.yield_steps),
+            **extra,
         }
 
 
@@ -242,9 +246,9 @@ class ContextBuilder:
         limits = self._limits(
             budget, cp.replaced_through_sequence, cp.summary_depth < self.max_compaction_depth
         )
-        fit = self._fit_body(tables, history, blocks, limits, plan.model_id)
+        fit = self._fit_body(tables, history, blocks, limits, plan.counting_key)
         body, body_raw, reason = fit["body"], fit["body_raw"], fit["reason"]
-        body_tokens = self.estimator.corrected(body_raw, plan.model_id)
+        body_tokens = self.estimator.corrected(body_raw, plan.counting_key)
         prefix_tokens = plan.prefix_tokens
         reserve = budget.reserve_output_tokens
         capacity = budget.total_tokens - reserve
@@ -267,6 +271,9 @@ class ContextBuilder:
             "capacity_tokens": capacity,
             "reserve_tokens": reserve,
         }
+        if plan.counting is not None:
+            # Only plans that record a method name it: older requests keep their bytes.
+            metadata["counting"] = plan.counting
         request = ModelRequest(
             prefix, tuple(body), plan.tool_specs, max_out, plan.cache_breakpoints, metadata
         )
@@ -282,6 +289,7 @@ class ContextBuilder:
             fit["cut"],
             fit["history_budget"],
             tuple(fit["yield_steps"]),
+            plan.counting,
         )
         return Assembly(request, pressure)
 

@@ -259,6 +259,7 @@ class _Runner:
             if self.peer:
                 self._peer()
                 self._interop()
+            self._counting()
         finally:
             backends.use_backend(previous)
         r = self.results
@@ -438,6 +439,15 @@ class _Runner:
 
         sizes = TRIM_SIZES[:1] if self.s.quick else TRIM_SIZES
         found = run_interop(self.s.repeats, time_call, self.s.max_seconds, sizes, self.progress)
+        for measure, row in found.items():
+            for impl, timing in row.items():
+                self._spec(measure, impl, timing)
+
+    def _counting(self) -> None:
+        """Issue 14: tokenizer throughput and the cut on an OpenAI model (see ``bench_counting``)."""
+        from ctxengine.cli.bench_counting import run_counting
+
+        found = run_counting(self.s.repeats, time_call, self.s.max_seconds, self.s.quick, self.progress)
         for measure, row in found.items():
             for impl, timing in row.items():
                 self._spec(measure, impl, timing)

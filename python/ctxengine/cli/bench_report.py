@@ -189,6 +189,11 @@ def markdown(r: BenchResults) -> str:
     foreign = interop_markdown(r.spec, TRIM_SIZES[:1] if r.settings.quick else TRIM_SIZES)
     if foreign:
         lines += ["", *foreign]
+    from ctxengine.cli.bench_counting import counting_markdown
+
+    counting = counting_markdown(r.spec, r.settings.quick)
+    if counting:
+        lines += ["", *counting]
     columns = growth_columns(r)
     if columns:
         lines += [

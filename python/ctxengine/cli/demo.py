@@ -141,6 +141,9 @@ class TurnRecord:
     steps: int = 0
     max_total_tokens: int = 0
     capacity_tokens: int = 0
+    # Over the turn's requests: the engine's estimates and the provider's counts.
+    estimated_tokens: int = 0
+    actual_tokens: int = 0
     compactions: int = 0
     depth: int = 0
     notes: list[str] = field(default_factory=list)
@@ -280,7 +283,13 @@ class DemoSession:
             tr.compactions += checkpoint.summary_depth - depth_before
             self._observe(tr, step_run, plan, checkpoint, request)
             total = int(request.metadata["total_tokens"])
-            self.estimator.reconcile(plan.model_id, total, actual_usage(total, turn, step))
+            # The provider counts the text, not our estimate of it: its usage is a
+            # ratio of the uncorrected count (the factor in force divided out).
+            uncorrected = total / self.estimator.correction(plan.counting_key)
+            actual = actual_usage(int(uncorrected), turn, step)
+            await self.loop.report_usage(step_run, request, actual)
+            tr.estimated_tokens += total
+            tr.actual_tokens += actual
             if isinstance(reply, Answer):
                 checkpoint = await self._answer(step_run, checkpoint, reply, lease)
             else:
@@ -359,7 +368,7 @@ class DemoSession:
                     # Checked here so the model reads the outcome; recorded with the step.
                     untrusted = TrustLevel.EXTERNAL_UNTRUSTED
                     state = self.loop.working_state.transition(
-                        state, use.arguments, source_trust=untrusted, model_id=plan.model_id
+                        state, use.arguments, source_trust=untrusted, model_id=plan.counting_key
                     )
                     updates.append(StateUpdate(use.arguments))
                     outcome = {"ok": True, "open_tasks": sum(t.status != "completed" for t in state.tasks)}

@@ -204,6 +204,8 @@ def report_dict(record: DemoRecord, checks: list[Check]) -> dict[str, Any]:
                 "steps": t.steps,
                 "max_total_tokens": t.max_total_tokens,
                 "capacity_tokens": t.capacity_tokens,
+                "estimated_tokens": t.estimated_tokens,
+                "actual_tokens": t.actual_tokens,
                 "compactions": t.compactions,
                 "depth": t.depth,
                 "notes": list(t.notes),

@@ -21,6 +21,13 @@ def budget_bar(total: int, capacity: int, width: int = BAR_WIDTH) -> str:
     return f"[{colour}]{'█' * filled}[/{colour}][dim]{'░' * (width - filled)}[/dim] {share:5.1%}"
 
 
+def _estimate_actual(estimated: int, actual: int) -> str:
+    """The turn's estimated and provider-counted tokens, and their ratio."""
+    if not estimated:
+        return "-"
+    return f"{estimated:,} / {actual:,} ({actual / estimated:.2f})"
+
+
 def turn_table(report: dict[str, Any]) -> Table:
     table = Table(title="Budget use per turn (peak request of the turn)", title_justify="left")
     table.add_column("turn", justify="right")
@@ -28,6 +35,7 @@ def turn_table(report: dict[str, Any]) -> Table:
     table.add_column("steps", justify="right")
     table.add_column("tokens / capacity", justify="right")
     table.add_column("budget use")
+    table.add_column("estimate / actual", justify="right")
     table.add_column("compactions", justify="right")
     table.add_column("depth", justify="right")
     table.add_column("what happened")
@@ -38,6 +46,7 @@ def turn_table(report: dict[str, Any]) -> Table:
             str(t["steps"]),
             f"{t['max_total_tokens']:,} / {t['capacity_tokens']:,}",
             budget_bar(t["max_total_tokens"], t["capacity_tokens"]),
+            _estimate_actual(t.get("estimated_tokens", 0), t.get("actual_tokens", 0)),
             str(t["compactions"] or ""),
             str(t["depth"]),
             escape("; ".join(t["notes"])),

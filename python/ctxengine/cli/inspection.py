@@ -21,11 +21,14 @@ from ..model import WorkingState
 from ..plan import PLAN_EVENT_TYPES, ContextPlan
 from ..plan.context_plan import stored_plan
 from ..runtime.loop import CONTEXT_COMPACTED
+from ..runtime.usage import USAGE_REPORTED, Usage, stored_usage
 from ..runtime.working_state import WORKING_STATE_UPDATED, stored_state
 from ..stores.events import Event, Store
 
 #: Working-state facts shown (the newest); the JSON form has them all.
 SHOWN_FACTS = 5
+#: Requests shown in the estimate-vs-actual table (the newest); the JSON form has them all.
+SHOWN_USAGE = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,7 @@ class SessionSummary:
     compactions: list[Compaction] = field(default_factory=list)
     working_state: WorkingState | None = None
     working_state_sequence: int | None = None
+    usage: list[Usage] = field(default_factory=list)
 
     @property
     def plan(self) -> ContextPlan | None:
@@ -88,6 +92,7 @@ class SessionSummary:
                 "builder_version": plan.builder_version,
                 "memory_snapshot": plan.memory_snapshot,
                 "history_tokens": plan.budget.history_tokens,
+                "counting": plan.counting_method,
             },
             "epochs": [
                 {
@@ -105,6 +110,7 @@ class SessionSummary:
                 "items": [c.to_dict() for c in self.compactions],
             },
             "working_state": None if self.working_state is None else self.working_state.to_dict(),
+            "usage": [u.to_dict() for u in self.usage],
         }
 
 
@@ -149,6 +155,8 @@ async def inspect_session(store: Store, session_id: str) -> SessionSummary:
         elif event.type == WORKING_STATE_UPDATED:
             summary.working_state = stored_state(event)
             summary.working_state_sequence = event.sequence
+        elif event.type == USAGE_REPORTED:
+            summary.usage.append(stored_usage(event))
     summary.runs = len(runs)
     return summary
 
@@ -168,6 +176,7 @@ def _plan_table(summary: SessionSummary) -> Table:
     table.add_row("tools", escape(", ".join(plan.tool_names)) or "-")
     table.add_row("policy / builder", escape(f"{plan.policy_version} / {plan.builder_version}"))
     table.add_row("history budget", f"{plan.budget.history_tokens:,} tokens")
+    table.add_row("token counting", plan.counting_method + ("" if plan.counting else " (not recorded)"))
     table.add_row("memory snapshot", escape(plan.memory_snapshot) or "-")
     return table
 
@@ -229,6 +238,33 @@ def _state_table(summary: SessionSummary) -> Table:
     return table
 
 
+def _usage_table(summary: SessionSummary) -> Table:
+    """Estimate against the provider's count, per request (the newest ``SHOWN_USAGE``)."""
+    usage = summary.usage
+    ratios = sorted(u.ratio for u in usage)
+    title = f"Requests: estimate vs actual ({len(usage)} reported"
+    if ratios:
+        p95 = ratios[max(0, -(-95 * len(ratios) // 100) - 1)]
+        title += (
+            f"; actual/estimate mean {sum(ratios) / len(ratios):.3f}, p95 {p95:.3f}, max {ratios[-1]:.3f}"
+        )
+    table = Table(title=title + ")", title_justify="left")
+    for column in ("event", "run", "step", "epoch", "counting", "estimated", "actual", "actual/estimate"):
+        table.add_column(column, justify="left" if column in ("run", "counting") else "right")
+    for u in usage[-SHOWN_USAGE:]:
+        table.add_row(
+            str(u.sequence),
+            escape(u.run_id),
+            str(u.step),
+            str(u.epoch),
+            escape(u.counting),
+            f"{u.estimated:,}",
+            f"{u.actual:,}",
+            f"{u.ratio:.3f}",
+        )
+    return table
+
+
 def _counts_table(summary: SessionSummary) -> Table:
     total = sum(summary.counts.values())
     table = Table(title=f"Events ({total}, {summary.runs} runs)", title_justify="left")
@@ -248,6 +284,7 @@ def print_summary(summary: SessionSummary, console: Console) -> None:
         _epochs_table(summary),
         _compactions_table(summary),
         _state_table(summary),
+        _usage_table(summary),
         _counts_table(summary),
     ):
         console.print(table)

@@ -24,9 +24,10 @@ class Estimator(Protocol):
     def estimate_text(self, text: str, model_id: str) -> int: ...
     def estimate_tools(self, tools: Iterable[object], model_id: str) -> int: ...
     def reconcile(self, model_id: str, estimated: int, actual: int) -> None: ...
+    def counting_method(self, model_id: str) -> str: ...
     def correction(self, model_id: str) -> float: ...
     def error_ratio(self, model_id: str) -> float: ...
-    def snapshot(self) -> dict[str, Any]: ...
+    def snapshot(self, max_version: int = ...) -> dict[str, Any]: ...
     def memo_stats(self) -> dict[str, int]: ...
 
 
@@ -38,12 +39,14 @@ class _EstimatorFactory(type):
         framing_tokens: int = 4,
         profiles: Mapping[str, tuple[float, int]] | None = None,
         memo_capacity: int = 100_000,
+        encodings: Mapping[str, str] | None = None,
     ) -> Estimator:
         made: Estimator = backends.active().TokenEstimator(
             bytes_per_token=bytes_per_token,
             framing_tokens=framing_tokens,
             profiles=dict(profiles) if profiles else None,
             memo_capacity=memo_capacity,
+            encodings=dict(encodings) if encodings else None,
         )
         return made
 
@@ -63,7 +66,8 @@ def _built_backends() -> list[str]:
 
 
 class TokenEstimator(metaclass=_EstimatorFactory):
-    """Conservative per-model estimator with a raw-estimate memo (SPEC section 3)."""
+    """Per-model token counts with a raw-count memo (SPEC section 3): exact for public
+    encodings, the calibrated byte heuristic elsewhere (ADR 0012)."""
 
     @staticmethod
     def restore(snapshot: Mapping[str, Any]) -> Estimator:

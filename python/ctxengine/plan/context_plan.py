@@ -14,6 +14,11 @@ from ..errors import CorruptPlan, PlanIntegrityError
 from ..model import ResolvedModel, ToolSpec
 from .prefix import SkillEntry, prefix_blocks, tool_schema_hash
 
+HEURISTIC = "heuristic"
+# The methods a plan may record (the reference's ``tokenize.METHODS``; kept here so
+# that a plan is validated without loading a tokenizer).
+COUNTING_METHODS = frozenset({HEURISTIC, "o200k_base", "cl100k_base"})
+
 
 @dataclass(frozen=True, slots=True)
 class ContextPlan:
@@ -40,6 +45,10 @@ class ContextPlan:
     budget: ContextBudget
     created_at: datetime
     reason: str = "initial"
+    # How this plan's tokens are counted (ADR 0012): ``"heuristic"`` or an encoding
+    # such as ``"o200k_base"``. ``None`` for a plan written before plans recorded it:
+    # it counts with the byte heuristic for its whole epoch.
+    counting: str | None = None
     _blocks: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -72,12 +81,36 @@ class ContextPlan:
             raise PlanIntegrityError(f"{where}: prefix hash {self.prefix_sha256} != hash of prefix {prefix}")
         if self.epoch < 1:
             raise PlanIntegrityError(f"{where}: epoch must be >= 1")
+        if self.counting is not None and self.counting not in COUNTING_METHODS:
+            raise PlanIntegrityError(
+                f"{where}: unknown counting method {self.counting!r}; "
+                f"known: {', '.join(sorted(COUNTING_METHODS))}"
+            )
         object.__setattr__(self, "_blocks", blocks)
 
     @property
-    def identity(self) -> tuple[str, str, str, str]:
-        """What decides reuse: (model_id, policy_version, builder_version, prefix hash)."""
-        return (self.model_id, self.policy_version, self.builder_version, self.prefix_sha256)
+    def identity(self) -> tuple[str, str, str, str, str]:
+        """What decides reuse: (model_id, policy_version, builder_version, prefix hash,
+        counting method); a plan that records no method counts with the heuristic."""
+        return (
+            self.model_id,
+            self.policy_version,
+            self.builder_version,
+            self.prefix_sha256,
+            self.counting_method,
+        )
+
+    @property
+    def counting_method(self) -> str:
+        return HEURISTIC if self.counting is None else self.counting
+
+    @property
+    def counting_key(self) -> str:
+        """The model id the estimator is called with for this plan: the model id and
+        the plan's counting method (``openai:gpt-4o#o200k_base``), so every build of
+        the epoch counts the way its prefix was measured, whatever the estimator's
+        table says today."""
+        return f"{self.model_id}#{self.counting_method}"
 
     def prefix(self) -> list[dict[str, Any]]:
         """The Region A blocks (a fresh list; the plan stays immutable)."""
@@ -106,6 +139,8 @@ class ContextPlan:
             "budget": self.budget.to_dict(),
             "created_at": self.created_at.isoformat(),
             "reason": self.reason,
+            # Absent for plans without a recorded method: their bytes never change.
+            **({} if self.counting is None else {"counting": self.counting}),
         }
 
     @classmethod
@@ -134,6 +169,7 @@ class ContextPlan:
                 budget=ContextBudget.from_dict(d["budget"]),
                 created_at=datetime.fromisoformat(d["created_at"]),
                 reason=d.get("reason", "initial"),
+                counting=d.get("counting"),
             )
         except PlanIntegrityError:
             raise
@@ -153,4 +189,4 @@ def stored_plan(event: Any) -> ContextPlan:
         raise CorruptPlan(event.session_id, event.sequence, f"stored plan is invalid: {exc}") from None
 
 
-__all__ = ["ContextPlan", "stored_plan"]
+__all__ = ["COUNTING_METHODS", "HEURISTIC", "ContextPlan", "stored_plan"]

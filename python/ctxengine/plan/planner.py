@@ -20,9 +20,16 @@ from ..errors import IdempotencyConflict, ModelValidationError, PlanIntegrityErr
 from ..model import AgentSpec, Principal, ResolvedModel, ToolSpec
 from ..model.clock import Clock, SystemClock
 from ..stores.events import NewEvent, Visibility
-from .context_plan import ContextPlan, stored_plan
+from .context_plan import HEURISTIC, ContextPlan, stored_plan
 from .framing import PLATFORM_POLICY
-from .prefix import CACHE_BREAKPOINTS, PREFIX_FRAMING_TOKENS, SkillEntry, prefix_blocks, tool_schema_hash
+from .prefix import (
+    CACHE_BREAKPOINTS,
+    PREFIX_FRAMING_TOKENS,
+    SkillEntry,
+    prefix_blocks,
+    prefix_texts,
+    tool_schema_hash,
+)
 
 PLAN_CREATED = "context.plan.created"
 EPOCH_ROTATED = "context.epoch.rotated"
@@ -35,9 +42,13 @@ ROTATION_REASONS = frozenset(
         "model_changed",
         "policy_version_changed",
         "builder_version_changed",
+        "counting_method_changed",
         "agent_prefix_changed",
     }
 )
+# Tokens priming the model's reply, once per request (OpenAI's counting recipe):
+# an exact plan counts them with its prefix.
+REPLY_PRIMING_TOKENS = 3
 
 
 class ContextPlanner:
@@ -109,8 +120,10 @@ class ContextPlanner:
         """A validated plan (pure: measures, checks caps, allocates; writes nothing)."""
         specs = tuple(tools)
         catalog = tuple(skill_catalog)
-        model_id = model.model_id
         est = self.estimator
+        # Every count of the epoch goes through the plan's counting key (ADR 0012).
+        counting = est.counting_method(model.model_id)
+        model_id = f"{model.model_id}#{counting}"
         names = [spec.name for spec in specs]
         if len(set(names)) != len(names):
             raise PlanIntegrityError(f"plan {session_id!r}: duplicate tool names {names}")
@@ -128,14 +141,21 @@ class ContextPlanner:
         check_prefix_class(
             self.policy, "memory_snapshot", est.estimate_text(memory_snapshot, model_id), len(memory_lines)
         )
-        prefix_tokens = est.estimate(blocks, model_id) + PREFIX_FRAMING_TOKENS
+        if counting == HEURISTIC:
+            prefix_tokens = est.estimate(blocks, model_id) + PREFIX_FRAMING_TOKENS
+        else:
+            # Exactly: the prefix as the model sees it (the rendered system messages),
+            # the tools, and the reply priming.
+            texts = prefix_texts(self.platform_policy, agent.instructions, catalog, memory_snapshot)
+            raw = sum(est.raw_estimates(list(texts), model_id)) + sum(est.raw_estimates(specs, model_id))
+            prefix_tokens = est.corrected(raw + REPLY_PRIMING_TOKENS, model_id)
         budget = allocate(model, prefix_tokens, self.policy)
         return ContextPlan(
             session_id=session_id,
             epoch=epoch,
             prefix_sha256=payload_hash(blocks),
             prefix_tokens=prefix_tokens,
-            model_id=model_id,
+            model_id=model.model_id,
             model=model,
             tool_names=tuple(names),
             tool_specs=specs,
@@ -152,6 +172,7 @@ class ContextPlanner:
             budget=budget,
             created_at=self.clock.now(),
             reason=reason,
+            counting=counting,
         )
 
     async def plan(
@@ -246,6 +267,8 @@ def _rotation_reason(current: ContextPlan, wanted: ContextPlan) -> str:
         return "policy_version_changed"
     if current.builder_version != wanted.builder_version:
         return "builder_version_changed"
+    if current.counting_method != wanted.counting_method:
+        return "counting_method_changed"
     return "agent_prefix_changed"
 
 
@@ -262,6 +285,7 @@ __all__ = [
     "EPOCH_ROTATED",
     "PLAN_CREATED",
     "PLAN_EVENT_TYPES",
+    "REPLY_PRIMING_TOKENS",
     "ROTATION_REASONS",
     "ContextPlanner",
     "PlanningError",

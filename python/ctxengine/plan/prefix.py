@@ -3,13 +3,15 @@ the tool schema hash and the cache breakpoints."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.canonical import payload_hash
+from ..core.canonical import canonical_json, payload_hash
 from ..errors import ModelValidationError
-from ..model import ToolSpec
+from ..model import ToolSpec, TrustLevel
+from .envelope import envelope
 
 # Framing overhead of the whole prefix (system-message wrappers, tool array
 # brackets) added once on top of the per-block estimates.
@@ -56,6 +58,30 @@ def prefix_blocks(
     ]
 
 
+# The rendered prefix: one system message per class, in this order.
+PREFIX_MESSAGE_CLASSES = ("platform_policy", "agent_instructions", "skill_catalog", "memory_snapshot")
+
+
+def prefix_texts(
+    platform_policy: str,
+    agent_instructions: str,
+    skill_catalog: Sequence[SkillEntry],
+    memory_snapshot: str,
+) -> tuple[str, str, str, str]:
+    """The text of each rendered prefix message, as the model sees it (the memory
+    snapshot fenced in its envelope); the tools travel beside them."""
+    catalog = "\n".join(f"- {entry.name}: {entry.description}" for entry in skill_catalog) or "(none)"
+    memory = memory_snapshot or "(empty)"
+    digest = hashlib.sha256(canonical_json(["memory", memory])).digest()
+    memory_text = envelope(memory, trust=TrustLevel.MEMORY, source="memory_snapshot", digest=digest)
+    return (
+        platform_policy,
+        agent_instructions,
+        "Skills you can load by name:\n" + catalog,
+        "Memory at session start:\n" + memory_text,
+    )
+
+
 # Cache breakpoints, as indices into the rendered prefix (platform policy,
 # agent instructions, skill catalog, memory snapshot). Providers cache tools
 # before the system prompt, so index 1 covers tools, platform and agent; 3 is
@@ -66,7 +92,9 @@ CACHE_BREAKPOINTS = (1, 3)
 __all__ = [
     "CACHE_BREAKPOINTS",
     "PREFIX_FRAMING_TOKENS",
+    "PREFIX_MESSAGE_CLASSES",
     "SkillEntry",
     "prefix_blocks",
+    "prefix_texts",
     "tool_schema_hash",
 ]

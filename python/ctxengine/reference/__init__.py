@@ -15,11 +15,17 @@ from .cut import select_history, validate_tool_pairs
 from .decode import decode_items
 from .estimate import TokenEstimator
 from .render import render_items
+from .tokenize import count_tokens, counting_method, encode_tokens, encoding_ranks_sha256, exact_raw
 
 __all__ = [
     "TokenEstimator",
     "allocate_tokens",
     "canonical_json",
+    "count_tokens",
+    "counting_method",
+    "encode_tokens",
+    "encoding_ranks_sha256",
+    "exact_raw",
     "decode_items",
     "fit_body",
     "item_canonical",

@@ -1,8 +1,13 @@
-"""Conservative per-model token estimation with a bounded memo (ADR 0001).
+"""Per-model token counts with a bounded memo (ADR 0001, ADR 0012).
 
-A raw estimate is ``ceil(len(canonical_bytes) / bytes_per_token) + framing``;
-it is memoized by ``(model_id, kind, sha256)`` in an LRU that changes time,
-never a number. The per-model correction is applied in exact integer
+A model id is counted by a method: exactly with a public encoding
+(``o200k_base``, ``cl100k_base``; ``tokenize``) or with the byte heuristic
+``ceil(len(canonical_bytes) / bytes_per_token) + framing``. A table of model-id
+prefixes picks the method; a model id ending in ``#<method>`` (a plan's counting
+key, ``openai:gpt-4o#o200k_base``) forces one. Raw counts are memoized by
+``(counter, kind, sha256)`` — the counter is the model id for the heuristic and
+the encoding for exact counts — in an LRU that changes time, never a number.
+Reconciled provider counts calibrate each model (``calibrate``) in exact integer
 arithmetic, so both backends agree on every input.
 """
 
@@ -15,66 +20,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import EstimatorError
+from . import calibrate, snapshot, tokenize
 from .arguments import _has_surrogate, check_model_id, check_values
 from .canonical import canonical_json, format_float, has_item_cache, item_canonical
-
-SNAPSHOT_VERSION = 1
-# Counts are 64-bit in both backends: each count a signed 64-bit int, the
-# cumulative reconciled sums unsigned 64-bit. Beyond that is an EstimatorError.
-MAX_COUNT = 2**63 - 1
-MAX_SUM = 2**64 - 1
-_SNAPSHOT_KEYS = frozenset(
-    {"version", "bytes_per_token", "framing_tokens", "profiles", "memo_capacity", "corrections"}
-)
+from .snapshot import MAX_COUNT, MAX_SUM, SNAPSHOT_VERSION, Settings, is_int
 
 _MemoKey = tuple[str, str, bytes]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_bytes_per_token(value: object, where: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise EstimatorError(f"{where}: expected a number, got {type(value).__name__}")
-    try:
-        number = float(value)
-    except OverflowError:  # an int past the float range
-        number = math.inf
-    if not math.isfinite(number) or number <= 0.0:
-        raise EstimatorError(f"{where}: must be a positive finite number, got {value!r}")
-    return number
-
-
-def _check_count(value: object, where: str) -> int:
-    if not _is_int(value):
-        raise EstimatorError(f"{where}: expected an int, got {type(value).__name__}")
-    assert isinstance(value, int)
-    if value < 0:
-        raise EstimatorError(f"{where}: must not be negative, got {value}")
-    if value > MAX_COUNT:
-        raise EstimatorError(f"{where}: out of range, got {value}")
-    return int(value)
-
-
-def _check_profiles(profiles: object, where: str) -> dict[str, tuple[float, int]]:
-    if profiles is None:
-        return {}
-    if not isinstance(profiles, Mapping):
-        raise EstimatorError(f"{where}: expected a mapping, got {type(profiles).__name__}")
-    checked: dict[str, tuple[float, int]] = {}
-    for prefix, profile in profiles.items():
-        if not isinstance(prefix, str):
-            raise EstimatorError(f"{where}: prefix {prefix!r} is not a string")
-        if _has_surrogate(str(prefix)):
-            raise EstimatorError(f"{where}: lone surrogate in prefix {prefix!r}")
-        if not isinstance(profile, (list, tuple)) or len(profile) != 2:
-            raise EstimatorError(f"{where}[{prefix!r}]: expected (bytes_per_token, framing_tokens)")
-        checked[str(prefix)] = (
-            _check_bytes_per_token(profile[0], f"{where}[{prefix!r}].bytes_per_token"),
-            _check_count(profile[1], f"{where}[{prefix!r}].framing_tokens"),
-        )
-    return checked
 
 
 def _canonical_and_kind(value: object) -> tuple[bytes, bytes, str]:
@@ -91,6 +42,38 @@ def _canonical_and_kind(value: object) -> tuple[bytes, bytes, str]:
     return data, hashlib.sha256(data).digest(), kind
 
 
+def split_key(key: str) -> tuple[str, str | None]:
+    """``(model_id, method)`` of ``model#method``; ``(key, None)`` when no known method ends it."""
+    model, sep, method = key.rpartition("#")
+    if sep and method in tokenize.METHODS:
+        return model, method
+    return key, None
+
+
+class _Counter:
+    """How one key counts: resolved once per estimator and key."""
+
+    __slots__ = ("calibration", "encoding", "memo", "method", "profile")
+
+    def __init__(self, model: str, method: str, profile: tuple[float, int]) -> None:
+        self.method = method
+        self.encoding = None if method == tokenize.HEURISTIC else method
+        self.profile = profile
+        # The heuristic keeps today's keys (the model id); an exact method memoizes per
+        # encoding (every model on it shares an entry) and calibrates per model and method.
+        self.memo = model if self.encoding is None else f"#{self.encoding}"
+        self.calibration = model if self.encoding is None else f"{model}#{self.encoding}"
+
+    def stored_id(self, kind: str) -> str:
+        """The id a raw count of ``kind`` is stored under: equal ids mean equal counts of
+        equal canonical bytes (``heuristic:BYTES_PER_TOKEN:FRAMING|kind`` for the heuristic,
+        ``ENCODING:RECIPE_VERSION|kind`` for an exact method; no id of one method is another's)."""
+        if self.encoding is None:
+            bytes_per_token, framing_tokens = self.profile
+            return f"heuristic:{format_float(bytes_per_token)}:{framing_tokens}|{kind}"
+        return f"{self.encoding}:{tokenize.RECIPE_VERSION}|{kind}"
+
+
 def _check_kind(kind: object) -> str:
     if not isinstance(kind, str):
         raise EstimatorError(f"kind: expected a str, got {type(kind).__name__}")
@@ -100,18 +83,16 @@ def _check_kind(kind: object) -> str:
 
 
 class TokenEstimator:
-    """Per-model token estimates, corrected by reconciled provider counts."""
+    """Per-model token counts, calibrated by reconciled provider counts."""
 
     __slots__ = (
-        "_bytes_per_token",
-        "_corrections",
-        "_framing_tokens",
+        "_counters",
+        "_factors",
         "_hits",
         "_memo",
-        "_memo_capacity",
         "_misses",
         "_profile_cache",
-        "_profiles",
+        "_s",
     )
 
     def __init__(
@@ -121,47 +102,70 @@ class TokenEstimator:
         framing_tokens: int = 4,
         profiles: Mapping[str, tuple[float, int]] | None = None,
         memo_capacity: int = 100_000,
+        encodings: Mapping[str, str] | None = None,
     ) -> None:
-        self._bytes_per_token = _check_bytes_per_token(bytes_per_token, "bytes_per_token")
-        self._framing_tokens = _check_count(framing_tokens, "framing_tokens")
-        self._profiles = _check_profiles(profiles, "profiles")
-        self._memo_capacity = _check_count(memo_capacity, "memo_capacity")
+        self._s = Settings(
+            bytes_per_token=snapshot.check_bytes_per_token(bytes_per_token, "bytes_per_token"),
+            framing_tokens=snapshot.check_count(framing_tokens, "framing_tokens"),
+            profiles=snapshot.check_profiles(profiles, "profiles"),
+            memo_capacity=snapshot.check_count(memo_capacity, "memo_capacity"),
+            encodings=tokenize.check_table(encodings, "encodings"),
+        )
         self._memo: OrderedDict[_MemoKey, int] = OrderedDict()
         self._hits = 0
         self._misses = 0
-        # model_id -> [estimated, actual], the cumulative reconciled sums
-        self._corrections: dict[str, list[int]] = {}
         self._profile_cache: dict[str, tuple[float, int]] = {}
+        self._counters: dict[str, _Counter] = {}
+        # calibration key -> (num, den), dropped on reconcile
+        self._factors: dict[str, calibrate.Ratio] = {}
 
     def __repr__(self) -> str:
+        s = self._s
         return (
-            f"TokenEstimator(bytes_per_token={self._bytes_per_token!r}, "
-            f"framing_tokens={self._framing_tokens!r}, profiles={self._profiles!r}, "
-            f"memo_capacity={self._memo_capacity!r})"
+            f"TokenEstimator(bytes_per_token={s.bytes_per_token!r}, "
+            f"framing_tokens={s.framing_tokens!r}, profiles={s.profiles!r}, "
+            f"memo_capacity={s.memo_capacity!r}, encodings={s.encodings!r})"
         )
 
     # ------------------------------------------------------------------
-    # raw estimates
+    # counting methods
 
     def _profile(self, model_id: str) -> tuple[float, int]:
         """``(bytes_per_token, framing_tokens)`` of the longest matching prefix."""
         profile = self._profile_cache.get(model_id)
         if profile is None:
-            matches = [prefix for prefix in self._profiles if model_id.startswith(prefix)]
+            profiles = self._s.profiles
+            matches = [prefix for prefix in profiles if model_id.startswith(prefix)]
             if matches:
-                profile = self._profiles[max(matches, key=len)]
+                profile = profiles[max(matches, key=len)]
             else:
-                profile = (self._bytes_per_token, self._framing_tokens)
+                profile = (self._s.bytes_per_token, self._s.framing_tokens)
             self._profile_cache[model_id] = profile
         return profile
 
-    def raw(self, value: object, model_id: str) -> int:
-        """The uncorrected estimate of one value."""
-        return self._raw(value, check_model_id(model_id))
+    def _counter(self, key: str) -> _Counter:
+        counter = self._counters.get(key)
+        if counter is None:
+            model, method = split_key(key)
+            if method is None:
+                method = tokenize.resolve(model, self._s.encodings)
+            counter = self._counters[key] = _Counter(model, method, self._profile(model))
+        return counter
 
-    def _raw(self, value: object, model_id: str) -> int:
+    def counting_method(self, model_id: str) -> str:
+        """``"heuristic"`` or the encoding that counts ``model_id`` (a ``#method`` suffix wins)."""
+        return self._counter(check_model_id(model_id)).method
+
+    # ------------------------------------------------------------------
+    # raw counts
+
+    def raw(self, value: object, model_id: str) -> int:
+        """The uncorrected count of one value."""
+        return self._raw(value, self._counter(check_model_id(model_id)))
+
+    def _raw(self, value: object, counter: _Counter) -> int:
         data, digest, kind = _canonical_and_kind(value)
-        key = (model_id, kind, digest)
+        key = (counter.memo, kind, digest)
         memo = self._memo
         cached = memo.get(key)
         if cached is not None:
@@ -169,43 +173,46 @@ class TokenEstimator:
             memo.move_to_end(key)
             return cached
         self._misses += 1
-        bytes_per_token, framing_tokens = self._profile(model_id)
-        quotient = len(data) / bytes_per_token
-        # Both backends count in signed 64 bits (floats at 4e18 are integers,
-        # so this is ceil(quotient) >= 4e18).
-        if quotient >= 4.0e18 or math.ceil(quotient) + framing_tokens > MAX_COUNT:
-            raise EstimatorError("raw estimate overflows a 64-bit integer")
-        estimate = math.ceil(quotient) + framing_tokens
-        if self._memo_capacity:
+        if counter.encoding is not None:
+            estimate = tokenize.raw_count(counter.encoding, kind, data)
+        else:
+            bytes_per_token, framing_tokens = counter.profile
+            quotient = len(data) / bytes_per_token
+            # Both backends count in signed 64 bits (floats at 4e18 are integers,
+            # so this is ceil(quotient) >= 4e18).
+            if quotient >= 4.0e18 or math.ceil(quotient) + framing_tokens > MAX_COUNT:
+                raise EstimatorError("raw estimate overflows a 64-bit integer")
+            estimate = math.ceil(quotient) + framing_tokens
+        if self._s.memo_capacity:
             memo[key] = estimate
-            if len(memo) > self._memo_capacity:
+            if len(memo) > self._s.memo_capacity:
                 memo.popitem(last=False)
         return estimate
 
     def raw_estimates(self, items: Iterable[object], model_id: str) -> list[int]:
-        """The raw estimate of each item, in order."""
+        """The raw count of each item, in order."""
         values = check_values("items", items)
-        check_model_id(model_id)
-        return [self._raw(item, model_id) for item in values]
+        counter = self._counter(check_model_id(model_id))
+        return [self._raw(item, counter) for item in values]
 
     # ------------------------------------------------------------------
     # stored counts (ADR 0011)
 
     def counter_id(self, model_id: str, kind: str) -> str:
-        """Names how this estimator counts ``kind`` for ``model_id``: counts stored under the
-        same id are the counts it would compute (``heuristic:BYTES_PER_TOKEN:FRAMING|kind``)."""
-        bytes_per_token, framing_tokens = self._profile(check_model_id(model_id))
-        _check_kind(kind)
-        return f"heuristic:{format_float(bytes_per_token)}:{framing_tokens}|{kind}"
+        """Names how this estimator counts ``kind`` for ``model_id`` (a key, ``model#method``
+        or a bare model id): counts stored under the same id are the counts it would compute
+        (``_Counter.stored_id``; no id of one counting method is another's)."""
+        counter = self._counter(check_model_id(model_id))
+        return counter.stored_id(_check_kind(kind))
 
     def prime(self, model_id: str, kind: str, digests: Iterable[bytes], raws: Iterable[int]) -> None:
-        """Seed the memo with raw counts read from the store: ``(model_id, kind, digest) -> raw``.
+        """Seed the memo with raw counts read from the store: ``(key, kind, digest) -> raw``.
 
         An entry already memoized is left as it is; priming counts as neither a
         hit nor a miss. The counts must be what ``raw`` would compute (the
         caller reads them under this estimator's ``counter_id``).
         """
-        check_model_id(model_id)
+        counter = self._counter(check_model_id(model_id))
         _check_kind(kind)
         digests, raws = list(digests), list(raws)
         if len(digests) != len(raws):
@@ -214,44 +221,45 @@ class TokenEstimator:
         for i, (digest, raw) in enumerate(zip(digests, raws, strict=True)):
             if not isinstance(digest, bytes) or len(digest) != 32:
                 raise EstimatorError(f"prime: digests[{i}] is not a 32-byte SHA-256 digest")
-            checked.append((digest, _check_count(raw, f"prime: raws[{i}]")))
-        if not self._memo_capacity:
+            checked.append((digest, snapshot.check_count(raw, f"prime: raws[{i}]")))
+        if not self._s.memo_capacity:
             return
         memo = self._memo
         for digest, raw in checked:
-            key = (model_id, kind, digest)
+            key = (counter.memo, kind, digest)
             if key not in memo:
                 memo[key] = raw
-                if len(memo) > self._memo_capacity:
+                if len(memo) > self._s.memo_capacity:
                     memo.popitem(last=False)
 
     # ------------------------------------------------------------------
-    # correction
+    # calibration
+
+    def _factor(self, counter: _Counter) -> calibrate.Ratio:
+        key = counter.calibration
+        ratio = self._factors.get(key)
+        if ratio is None:
+            estimated, actual = self._s.corrections.get(key, (0, 0))
+            window = self._s.samples.get(key, [])
+            ratio = calibrate.factor(estimated, actual, window, counter.encoding is None)
+            self._factors[key] = ratio
+        return ratio
 
     def corrected(self, raw_sum: int, model_id: str) -> int:
-        """``ceil(raw_sum * A / E)`` in exact integers when ``A > E``, else ``raw_sum``."""
-        if not _is_int(raw_sum):
+        """``ceil(raw_sum * factor)`` in exact integers (``calibrate.factor``)."""
+        if not is_int(raw_sum):
             raise EstimatorError(f"raw_sum: expected an int, got {type(raw_sum).__name__}")
         if not -MAX_COUNT - 1 <= raw_sum <= MAX_COUNT:
             raise EstimatorError(f"raw_sum: out of range, got {raw_sum}")
-        return self._corrected(raw_sum, check_model_id(model_id))
-
-    def _corrected(self, raw_sum: int, model_id: str) -> int:
-        sums = self._corrections.get(model_id)
-        if sums is None:
-            return raw_sum
-        estimated, actual = sums
-        if estimated == 0 or actual <= estimated:
-            return raw_sum
-        return (raw_sum * actual + estimated - 1) // estimated
+        return calibrate.apply(raw_sum, self._factor(self._counter(check_model_id(model_id))))
 
     def _sum(self, name: str, items: Iterable[object], model_id: str) -> int:
         values = check_values(name, items)
-        check_model_id(model_id)
-        total = sum(self._raw(item, model_id) for item in values)
+        counter = self._counter(check_model_id(model_id))
+        total = sum(self._raw(item, counter) for item in values)
         if total > MAX_COUNT:
             raise EstimatorError("raw estimate sum overflows a 64-bit integer")
-        return self._corrected(total, model_id)
+        return calibrate.apply(total, self._factor(counter))
 
     def estimate(self, items: Iterable[object], model_id: str) -> int:
         return self._sum("items", items, model_id)
@@ -259,32 +267,39 @@ class TokenEstimator:
     def estimate_text(self, text: str, model_id: str) -> int:
         if not isinstance(text, str):
             raise EstimatorError(f"text: expected a str, got {type(text).__name__}")
-        check_model_id(model_id)
-        return self._corrected(self._raw(text, model_id), model_id)
+        counter = self._counter(check_model_id(model_id))
+        return calibrate.apply(self._raw(text, counter), self._factor(counter))
 
     def estimate_tools(self, tools: Iterable[object], model_id: str) -> int:
         return self._sum("tools", tools, model_id)
 
     def reconcile(self, model_id: str, estimated: int, actual: int) -> None:
         """Record a provider's actual count against our estimate (after a model response)."""
-        check_model_id(model_id)
-        if not _is_int(estimated) or not 0 < estimated <= MAX_COUNT:
+        counter = self._counter(check_model_id(model_id))
+        if not is_int(estimated) or not 0 < estimated <= MAX_COUNT:
             raise EstimatorError(f"estimated: expected a positive int, got {estimated!r}")
-        if not _is_int(actual) or not 0 <= actual <= MAX_COUNT:
+        if not is_int(actual) or not 0 <= actual <= MAX_COUNT:
             raise EstimatorError(f"actual: expected a non-negative int, got {actual!r}")
-        sums = self._corrections.get(model_id, [0, 0])
+        key = counter.calibration
+        sums = self._s.corrections.get(key, [0, 0])
         total_estimated, total_actual = sums[0] + int(estimated), sums[1] + int(actual)
         if total_estimated > MAX_SUM or total_actual > MAX_SUM:
             raise EstimatorError("reconciled sums overflow 64 bits")
-        self._corrections[model_id] = [total_estimated, total_actual]
+        in_force = self._factor(counter)
+        self._s.corrections[key] = [total_estimated, total_actual]
+        if counter.encoding is None:
+            calibrate.push(self._s.samples.setdefault(key, []), int(estimated), int(actual), in_force)
+        self._factors.pop(key, None)
 
     def correction(self, model_id: str) -> float:
-        """The factor applied to raw sums: ``max(1.0, A / E)``."""
-        return max(1.0, self.error_ratio(model_id))
+        """The factor applied to raw sums (``calibrate.factor``); 1.0 before any reconcile."""
+        num, den = self._factor(self._counter(check_model_id(model_id)))
+        return num / den
 
     def error_ratio(self, model_id: str) -> float:
-        """``A / E`` unclamped; ``1.0`` before any reconcile."""
-        sums = self._corrections.get(check_model_id(model_id))
+        """``A / E`` over every reconcile, unclamped; ``1.0`` before any reconcile."""
+        counter = self._counter(check_model_id(model_id))
+        sums = self._s.corrections.get(counter.calibration)
         if sums is None or sums[0] == 0:
             return 1.0
         return sums[1] / sums[0]
@@ -292,52 +307,24 @@ class TokenEstimator:
     # ------------------------------------------------------------------
     # persistence and introspection
 
-    def snapshot(self) -> dict[str, Any]:
-        """Settings and correction sums (not the memo) as plain JSON data."""
-        return {
-            "version": SNAPSHOT_VERSION,
-            "bytes_per_token": self._bytes_per_token,
-            "framing_tokens": self._framing_tokens,
-            "profiles": {prefix: [bpt, framing] for prefix, (bpt, framing) in self._profiles.items()},
-            "memo_capacity": self._memo_capacity,
-            "corrections": {model_id: list(sums) for model_id, sums in self._corrections.items()},
-        }
+    def snapshot(self, max_version: int = SNAPSHOT_VERSION) -> dict[str, Any]:
+        """Settings and calibration (not the memo) as plain JSON data: version 1 when it
+        holds everything, else version 2 (ADR 0012); ``max_version=1`` for readers that
+        know only version 1 (the table and the samples are left out)."""
+        return snapshot.write(self._s, max_version)
 
     @classmethod
-    def restore(cls, snapshot: Mapping[str, Any]) -> TokenEstimator:
-        """Rebuild an estimator from ``snapshot()`` output (of either backend)."""
-        if not isinstance(snapshot, Mapping):
-            raise EstimatorError(f"snapshot: expected a mapping, got {type(snapshot).__name__}")
-        missing = sorted(_SNAPSHOT_KEYS - snapshot.keys())
-        if missing:
-            raise EstimatorError(f"snapshot: missing {', '.join(missing)}")
-        unknown = sorted(str(key) for key in snapshot.keys() - _SNAPSHOT_KEYS)
-        if unknown:
-            raise EstimatorError(f"snapshot: unknown key {', '.join(unknown)}")
-        version = snapshot["version"]
-        if not _is_int(version) or version != SNAPSHOT_VERSION:
-            raise EstimatorError(f"snapshot: unsupported version {version!r}")
+    def restore(cls, data: Mapping[str, Any]) -> TokenEstimator:
+        """Rebuild an estimator from ``snapshot()`` output of any version (either backend's)."""
+        s = snapshot.read(data)
         estimator = cls(
-            bytes_per_token=_check_bytes_per_token(snapshot["bytes_per_token"], "snapshot.bytes_per_token"),
-            framing_tokens=_check_count(snapshot["framing_tokens"], "snapshot.framing_tokens"),
-            profiles=_check_profiles(snapshot["profiles"], "snapshot.profiles"),
-            memo_capacity=_check_count(snapshot["memo_capacity"], "snapshot.memo_capacity"),
+            bytes_per_token=s.bytes_per_token,
+            framing_tokens=s.framing_tokens,
+            profiles=s.profiles,
+            memo_capacity=s.memo_capacity,
+            encodings=s.encodings,
         )
-        corrections = snapshot["corrections"]
-        if not isinstance(corrections, Mapping):
-            raise EstimatorError("snapshot.corrections: expected a mapping")
-        for model_id, sums in corrections.items():
-            where = f"snapshot.corrections[{model_id!r}]"
-            if not isinstance(model_id, str):
-                raise EstimatorError(f"{where}: model id is not a string")
-            if _has_surrogate(model_id):
-                raise EstimatorError(f"{where}: lone surrogate in model id")
-            if not isinstance(sums, (list, tuple)) or len(sums) != 2:
-                raise EstimatorError(f"{where}: expected [estimated, actual]")
-            estimator._corrections[model_id] = [
-                _check_count(sums[0], f"{where}.estimated"),
-                _check_count(sums[1], f"{where}.actual"),
-            ]
+        estimator._s = s
         return estimator
 
     def memo_stats(self) -> dict[str, int]:
@@ -345,8 +332,8 @@ class TokenEstimator:
             "hits": self._hits,
             "misses": self._misses,
             "size": len(self._memo),
-            "capacity": self._memo_capacity,
+            "capacity": self._s.memo_capacity,
         }
 
 
-__all__ = ["MAX_COUNT", "MAX_SUM", "SNAPSHOT_VERSION", "TokenEstimator"]
+__all__ = ["MAX_COUNT", "MAX_SUM", "SNAPSHOT_VERSION", "TokenEstimator", "split_key"]

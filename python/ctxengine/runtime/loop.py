@@ -43,6 +43,7 @@ from .seed_digest import SeedDigest
 from .seeding import HISTORY, Seed, build_seed, history_counts, summary_counts, whole_pairs
 from .session import ITEM_APPENDED, item_event, logged
 from .steps import StateUpdate, prepare_step
+from .usage import report_usage
 from .working_state import WorkingStateManager
 
 CONTEXT_COMPACTED = "context.compacted"
@@ -205,7 +206,7 @@ class ContextLoop(WorkingStateWrites):
                 current,
                 plan.budget,
                 pressure.reason,
-                model_id=plan.model_id,
+                model_id=plan.counting_key,
                 seed_sequence=run.seed_sequence,
                 history_budget_tokens=pressure.history_budget_tokens,
             )
@@ -227,6 +228,13 @@ class ContextLoop(WorkingStateWrites):
             # Adopted only once both are committed.
             current = evolve(compacted, version=version)
             compactions += 1
+
+    async def report_usage(
+        self, run: RunContext, request: ModelRequest, actual: int, *, principal: Principal | None = None
+    ) -> None:
+        """After a model response: reconcile the estimator with the provider's count of
+        ``request`` and record both for ``ctxengine inspect`` (``runtime.usage``)."""
+        await report_usage(self.store, self.estimator, run, request, actual, principal=principal)
 
     async def _carry_event(
         self,
@@ -255,7 +263,7 @@ class ContextLoop(WorkingStateWrites):
         if visibility is None:
             return None
         tokens = summary_counts(
-            self.estimator, plan.model_id, compacted.compacted_summary or "", compacted.summary_elided
+            self.estimator, plan.counting_key, compacted.compacted_summary or "", compacted.summary_elided
         )
         payload = carry_payload(
             run_id=run.run_id, checkpoint=compacted, depth_in_run=result.depth, previous=seeded, tokens=tokens
@@ -334,7 +342,7 @@ class ContextLoop(WorkingStateWrites):
                 if plan is not None:
                     # Stored with the run's first recorded step (one statement fewer); a run
                     # that records nothing leaves it to the next seed, which counts what lacks one.
-                    counts = history_counts(self.estimator, plan.model_id, [seed])
+                    counts = history_counts(self.estimator, plan.counting_key, [seed])
                 if fresh:  # the seed need not read back what it has just appended
                     text = canonical_json(new.payload).decode("utf-8")
                     count = counts[0][1] if counts else None
@@ -434,7 +442,7 @@ class ContextLoop(WorkingStateWrites):
         run's earlier checkpoint versions (``prune_finished``).
         """
         plan = await self._plan_or_none(run.session_id)
-        model_id = plan.model_id if plan is not None else self.working_state.model_id
+        model_id = plan.counting_key if plan is not None else self.working_state.model_id
         steps = prepare_step(
             run, checkpoint, items, state_updates, self.working_state, model_id, principal, visibility
         )
@@ -448,8 +456,8 @@ class ContextLoop(WorkingStateWrites):
             appended = steps.appended(run.session_id, stored)
             pending = self._pending_counts.get(run.run_id, [])
             if plan is not None and (appended or pending):
-                counter = self.estimator.counter_id(plan.model_id, HISTORY)
-                counts = history_counts(self.estimator, plan.model_id, appended)
+                counter = self.estimator.counter_id(plan.counting_key, HISTORY)
+                counts = history_counts(self.estimator, plan.counting_key, appended)
                 await self.store.events.put_counts(run.session_id, counter, [*pending, *counts])
             conversation = (*checkpoint.conversation, *appended)
             last = next((i.seq for i in reversed(checkpoint.conversation) if i.seq is not None), None)

@@ -116,7 +116,7 @@ class WorkingStateWrites:
 
     async def _model_id(self, session_id: str) -> str:
         plan = self.planner.cached(session_id) or await self.planner.current(session_id)
-        return plan.model_id if plan is not None else self.working_state.model_id
+        return plan.counting_key if plan is not None else self.working_state.model_id
 
     async def _commit_state(
         self,

@@ -145,7 +145,7 @@ async def build_seed(
         carry_event, state_event = await reader.marks.latest(run.session_id, run.seed_sequence, principal)
         carry = None if carry_event is None else (carries or CarryCache()).decode(carry_event)
         state = WorkingState() if state_event is None else carried(stored_state(state_event))
-    counter = estimator.counter_id(plan.model_id, HISTORY) if plan is not None else None
+    counter = estimator.counter_id(plan.counting_key, HISTORY) if plan is not None else None
     after = carry.through if carry is not None else 0
     rows, items = await reader.history(run.session_id, after, run.seed_sequence, counter)
     seed = items[-1] if items else None
@@ -174,10 +174,10 @@ async def build_seed(
             kept = {id(item) for item in history}
             fresh = [(row, item) for row, item in fresh if id(item) in kept]
         renders = builder.prerender(run.session_id, history, [item for _, item in fresh])
-        backfill = prime_history(estimator, plan.model_id, fresh, renders)
+        backfill = prime_history(estimator, plan.counting_key, fresh, renders)
         reader.set_primed(run.session_id, run.seed_sequence - 1)
         if carry is not None:
-            prime_summary(estimator, plan.model_id, carry, builder)
+            prime_summary(estimator, plan.counting_key, carry, builder)
     return Seed(checkpoint, carry, counter, backfill)
 
 

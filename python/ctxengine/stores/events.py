@@ -65,6 +65,8 @@ EVENT_FORMATS: Mapping[str, int] = MappingProxyType(
         "phase.completed": 2,
         "phase.stopped": 2,
         "phase.failed": 2,
+        # Provider usage against the estimate, per request (ADR 0012): ctxengine.runtime.usage.
+        "context.usage.reported": 2,
     }
 )
 EVENT_TYPES: frozenset[str] = frozenset(EVENT_FORMATS)

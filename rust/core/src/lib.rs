@@ -7,7 +7,9 @@
 
 pub mod body;
 pub mod budget;
+pub mod calibrate;
 pub mod canonical;
+pub mod counting;
 pub mod cut;
 pub mod decode;
 pub mod envelope;
@@ -15,5 +17,6 @@ pub mod error;
 pub mod estimate;
 pub mod hash;
 pub mod interop;
+pub mod tokenize;
 
 pub use error::{CoreError, CoreResult};

@@ -1,7 +1,6 @@
 //! Stored token counts (ADR 0011): the estimator's `counter_id` and `prime`,
 //! identical to the reference backend's. `TokenEstimator` delegates here.
 
-use ctxengine_core::canonical::write_f64;
 use ctxengine_core::estimate::MemoKey;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
@@ -25,7 +24,9 @@ fn kind_arg<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
         .map_err(|_| estimator_error(py, "kind: lone surrogate in string"))
 }
 
-/// `heuristic:BYTES_PER_TOKEN:FRAMING|kind`, the float as canonical JSON prints it.
+/// The id a raw count of `kind` is stored under for the key `model_id`
+/// (`Counter::stored_id`: `heuristic:BYTES_PER_TOKEN:FRAMING|kind` or
+/// `ENCODING:RECIPE_VERSION|kind`).
 pub fn counter_id(
     est: &TokenEstimator,
     model_id: &Bound<'_, PyAny>,
@@ -33,15 +34,9 @@ pub fn counter_id(
 ) -> PyResult<String> {
     let model_id = arguments::model_id(model_id)?;
     let kind = kind_arg(kind)?;
-    let profile = est.lock().profile_for(model_id);
-    let mut bpt = Vec::new();
-    // Profiles hold positive finite numbers only.
-    let _ = write_f64(&mut bpt, profile.bytes_per_token);
-    Ok(format!(
-        "heuristic:{}:{}|{kind}",
-        String::from_utf8_lossy(&bpt),
-        profile.framing_tokens
-    ))
+    let mut st = est.lock();
+    let counter = st.counter_id(model_id);
+    Ok(st.counter(counter).stored_id(kind))
 }
 
 /// Memoize `(model_id, kind, digest) -> raw` for each pair not memoized yet.
@@ -87,7 +82,8 @@ pub fn prime(
         ));
     }
     let mut st = est.lock();
-    let (model, _) = st.model(model_id);
+    let counter = st.counter_id(model_id);
+    let model = st.counter(counter).memo;
     let kind = st.kind(kind);
     for (digest, raw) in entries {
         st.memo_mut().prime(

@@ -4,8 +4,8 @@
 
 use std::cell::RefCell;
 
+use ctxengine_core::calibrate::{apply, Ratio};
 use ctxengine_core::cut::{self, CutHost};
-use ctxengine_core::estimate::{corrected, Reconciled};
 use pyo3::intern;
 use pyo3::prelude::*;
 
@@ -74,7 +74,7 @@ pub fn select_history(
             model_id,
             raws,
             batch: false,
-            sums: Reconciled::default(),
+            factor: (1, 1),
         };
         cut::select_history(&mut host, floor, history_tokens as i128)
             .map_err(HostError::into_pyerr(py))
@@ -95,7 +95,8 @@ struct PyCut<'a, 'py> {
     raws: Option<Vec<i64>>,
     /// Measured by this module's estimator, into the scan's buffer.
     batch: bool,
-    sums: Reconciled,
+    /// This module's estimator's factor for the key.
+    factor: Ratio,
 }
 
 impl CutHost for PyCut<'_, '_> {
@@ -113,12 +114,12 @@ impl CutHost for PyCut<'_, '_> {
                 let mut types = self.types.borrow_mut();
                 self.scan.finish_facts(py, &mut types)?;
                 let buf = &mut *self.scan.buf;
-                self.sums = est
+                self.factor = est
                     .raw_batch_into(self.model_id, &types.kinds, &buf.facts, &mut buf.raws)
                     .into_py(py)?;
                 self.batch = true;
             } else {
-                self.sums = est.lock().reconciled(self.model_id);
+                self.factor = est.factor(self.model_id);
             }
         } else if self.raws.is_none() {
             let raws = self.estimator.call_method1(
@@ -144,7 +145,7 @@ impl CutHost for PyCut<'_, '_> {
 
     fn corrected(&self, raw_sum: i64) -> Result<i128, HostError> {
         if self.own.is_some() {
-            return Ok(corrected(raw_sum, self.sums.estimated, self.sums.actual));
+            return Ok(apply(raw_sum, self.factor));
         }
         let r = self
             .estimator

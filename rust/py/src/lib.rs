@@ -19,6 +19,7 @@ mod interop;
 mod items;
 mod render;
 mod slots;
+mod tokenize;
 
 use pyo3::prelude::*;
 
@@ -36,6 +37,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode::decode_items, m)?)?;
     m.add_function(wrap_pyfunction!(render::render_items, m)?)?;
     m.add_class::<estimator::TokenEstimator>()?;
+    m.add_function(wrap_pyfunction!(tokenize::count_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize::encode_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize::exact_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize::counting_method, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize::encoding_ranks_sha256, m)?)?;
     interop::register(m)?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

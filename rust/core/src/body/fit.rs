@@ -1,9 +1,9 @@
 //! The fit itself: reason, class caps, ladder, tool results, cut, body.
 
 use super::{Block, BodyFit, BodyHost, BodyLimits, HistoryItem, Kind, Part, Reason};
+use crate::calibrate::{apply, Ratio};
 use crate::cut::{select_history, CutHost, PairValidator, NO_RESULT};
 use crate::error::{CoreError, CoreResult};
-use crate::estimate::{corrected, Reconciled};
 
 fn overflow() -> CoreError {
     CoreError::estimator("raw estimate sum overflows a 64-bit integer")
@@ -23,10 +23,10 @@ pub fn fit_body<H: BodyHost>(
     limits: &BodyLimits,
     blocks: &[Block<'_>],
     history: &[HistoryItem<'_>],
-    sums: Reconciled,
+    factor: Ratio,
     host: &mut H,
 ) -> Result<BodyFit, H::Error> {
-    let c = |raw: i64| corrected(raw, sums.estimated, sums.actual);
+    let c = |raw: i64| apply(raw, factor);
     let usable = limits.usable as i128;
     let mut steps: Vec<String> = Vec::new();
 
@@ -200,7 +200,7 @@ pub fn fit_body<H: BodyHost>(
             history,
             raws: &history_raws,
             result_of: Vec::new(),
-            sums,
+            factor,
         };
         cut = select_history(&mut measured, limits.summary_floor, history_budget)?;
     }
@@ -249,7 +249,7 @@ struct Measured<'a, 'b> {
     history: &'b [HistoryItem<'a>],
     raws: &'b [i64],
     result_of: Vec<usize>,
-    sums: Reconciled,
+    factor: Ratio,
 }
 
 impl CutHost for Measured<'_, '_> {
@@ -283,7 +283,7 @@ impl CutHost for Measured<'_, '_> {
     }
 
     fn corrected(&self, raw_sum: i64) -> CoreResult<i128> {
-        Ok(corrected(raw_sum, self.sums.estimated, self.sums.actual))
+        Ok(apply(raw_sum, self.factor))
     }
 
     fn seq(&self, index: usize) -> CoreResult<Option<i64>> {

@@ -4,7 +4,6 @@
 use super::*;
 use crate::cut::ToolRole;
 use crate::error::CoreResult;
-use crate::estimate::Reconciled;
 
 /// A host over plain numbers that records its calls.
 struct Mock {
@@ -101,7 +100,7 @@ fn session() -> (Vec<HistoryItem<'static>>, Vec<Block<'static>>, Mock) {
 }
 
 fn fit(l: &BodyLimits, blocks: &[Block], history: &[HistoryItem<'_>], host: &mut Mock) -> BodyFit {
-    fit_body(l, blocks, history, Reconciled::default(), host).unwrap()
+    fit_body(l, blocks, history, (1, 1), host).unwrap()
 }
 
 #[test]
@@ -186,14 +185,7 @@ fn a_lacking_pointer_comes_back_as_missing() {
 fn the_pairing_error_comes_at_the_cut() {
     let (mut history, blocks, mut host) = session();
     history[1].role = ToolRole::Other;
-    let err = fit_body(
-        &limits(1000),
-        &blocks,
-        &history,
-        Reconciled::default(),
-        &mut host,
-    )
-    .unwrap_err();
+    let err = fit_body(&limits(1000), &blocks, &history, (1, 1), &mut host).unwrap_err();
     assert_eq!(
         err,
         CoreError::orphan("a", 2, crate::cut::REASON_RESULT_WITHOUT_CALL)
@@ -204,10 +196,6 @@ fn the_pairing_error_comes_at_the_cut() {
 fn corrections_scale_every_comparison() {
     let (history, blocks, mut host) = session();
     // 155 raw * 2 = 310 > 200
-    let sums = Reconciled {
-        estimated: 1,
-        actual: 2,
-    };
-    let f = fit_body(&limits(200), &blocks, &history, sums, &mut host).unwrap();
+    let f = fit_body(&limits(200), &blocks, &history, (2, 1), &mut host).unwrap();
     assert_eq!(f.steps[0], "knowledge_dropped:k1");
 }

@@ -1,22 +1,13 @@
-//! The estimator's settings, its counts and its snapshot, checked: the
-//! reference's `_check_*`, `reconcile`, `corrected` and `restore`, in the
-//! same order and the same words. A host ([`Values`]) says what each value
-//! is; the core decides what is wrong with it.
+//! The estimator's settings and its counts, checked: the reference's
+//! `snapshot.check_*`, `tokenize.check_table`, `reconcile` and `corrected`,
+//! in the same order and the same words (the snapshot is `snapshot.rs`). A
+//! host ([`Values`]) says what each value is; the core decides what is wrong
+//! with it.
 
-use super::{EstimatorState, Profile, Reconciled};
+use super::{EstimatorState, Profile};
 use crate::error::CoreError;
-
-/// The snapshot format this core writes and reads.
-pub const SNAPSHOT_VERSION: i64 = 1;
-/// A snapshot's keys, sorted (the order of the "missing" message).
-pub const SNAPSHOT_KEYS: [&str; 6] = [
-    "bytes_per_token",
-    "corrections",
-    "framing_tokens",
-    "memo_capacity",
-    "profiles",
-    "version",
-];
+use crate::tokenize::table::EncodingTable;
+use crate::tokenize::Method;
 
 /// What a host value is, as far as the checks need to know.
 pub enum Shape<V> {
@@ -51,7 +42,7 @@ pub trait Values {
     fn type_name(&mut self, v: &Self::Value) -> String;
 }
 
-fn fail<E: From<CoreError>, T>(message: String) -> Result<T, E> {
+pub(super) fn fail<E: From<CoreError>, T>(message: String) -> Result<T, E> {
     Err(CoreError::estimator(message).into())
 }
 
@@ -78,8 +69,21 @@ pub fn check_number<H: Values>(h: &mut H, v: &H::Value, place: &str) -> Result<f
 
 /// A non-negative signed 64-bit int (not a bool).
 pub fn check_count<H: Values>(h: &mut H, v: &H::Value, place: &str) -> Result<i64, H::Error> {
+    check_count_max(h, v, place, i64::MAX)
+}
+
+/// A non-negative int (not a bool) up to `max`.
+pub fn check_count_max<H: Values>(
+    h: &mut H,
+    v: &H::Value,
+    place: &str,
+    max: i64,
+) -> Result<i64, H::Error> {
     match h.shape(v)? {
-        Shape::Int { value: Ok(n), .. } if n >= 0 => Ok(n),
+        Shape::Int { value: Ok(n), .. } if (0..=max).contains(&n) => Ok(n),
+        Shape::Int { value: Ok(n), .. } if n > max => {
+            fail(format!("{place}: out of range, got {}", h.repr(v)?))
+        }
         Shape::Int {
             value: Ok(_) | Err(true),
             ..
@@ -146,22 +150,97 @@ pub fn check_profiles<H: Values>(
     Ok(out)
 }
 
-/// A new estimator's state from its settings (`place` prefixes the names:
-/// `""` for the constructor, `"snapshot."` for a snapshot).
+/// The caller's counting table: `None`, or a mapping of str model-id
+/// prefixes to a known method name (a later prefix replaces an equal one).
+pub fn check_table<H: Values>(
+    h: &mut H,
+    v: &H::Value,
+    place: &str,
+) -> Result<EncodingTable, H::Error> {
+    let members = match h.shape(v)? {
+        Shape::None => return Ok(EncodingTable::default()),
+        Shape::Mapping(members) => members,
+        _ => return fail(format!("{place}: expected a mapping")),
+    };
+    let mut out = Vec::new();
+    for (prefix, name) in members {
+        let key = match h.shape(&prefix)? {
+            Shape::Str(Some(text)) => text,
+            Shape::Str(None) => {
+                return fail(format!(
+                    "{place}: lone surrogate in prefix {}",
+                    h.repr(&prefix)?
+                ))
+            }
+            _ => {
+                return fail(format!(
+                    "{place}: prefix {} is not a string",
+                    h.repr(&prefix)?
+                ))
+            }
+        };
+        let method = match h.shape(&name)? {
+            Shape::Str(Some(text)) => Method::from_name(&text),
+            _ => None,
+        };
+        let Some(method) = method else {
+            let (shown, named) = (h.repr(&prefix)?, h.repr(&name)?);
+            return fail(format!(
+                "{place}[{shown}]: unknown counting method {named}; known: {}",
+                Method::KNOWN.join(", ")
+            ));
+        };
+        out.push((key, method));
+    }
+    Ok(EncodingTable::new(out))
+}
+
+/// A new estimator's state from the constructor's arguments (`encodings`
+/// `None` when not given).
 pub fn settings<H: Values>(
     h: &mut H,
     bytes_per_token: &H::Value,
     framing_tokens: &H::Value,
     profiles: &H::Value,
     memo_capacity: &H::Value,
-    place: &str,
+    encodings: Option<&H::Value>,
 ) -> Result<EstimatorState, H::Error> {
+    let (default, profiles, capacity) = check_settings(
+        h,
+        bytes_per_token,
+        framing_tokens,
+        profiles,
+        memo_capacity,
+        "",
+    )?;
+    let table = match encodings {
+        Some(v) => check_table(h, v, "encodings")?,
+        None => EncodingTable::default(),
+    };
+    Ok(EstimatorState::with_table(
+        default, profiles, capacity, table,
+    ))
+}
+
+/// The default profile, the prefix profiles and the memo capacity.
+pub(super) type Checked = (Profile, Vec<(String, Profile)>, usize);
+
+/// The settings a snapshot shares with the constructor (`place` prefixes
+/// the names: `""` for the constructor, `"snapshot."` for a snapshot).
+pub(super) fn check_settings<H: Values>(
+    h: &mut H,
+    bytes_per_token: &H::Value,
+    framing_tokens: &H::Value,
+    profiles: &H::Value,
+    memo_capacity: &H::Value,
+    place: &str,
+) -> Result<Checked, H::Error> {
     let bpt = check_number(h, bytes_per_token, &format!("{place}bytes_per_token"))?;
     let framing = check_count(h, framing_tokens, &format!("{place}framing_tokens"))?;
     let profiles = check_profiles(h, profiles, &format!("{place}profiles"))?;
     let capacity = check_count(h, memo_capacity, &format!("{place}memo_capacity"))?;
     let default = Profile::new(bpt, framing)?;
-    Ok(EstimatorState::new(default, profiles, capacity as usize))
+    Ok((default, profiles, capacity as usize))
 }
 
 /// `reconcile`'s counts: `estimated` > 0 and `actual` >= 0, each 64-bit.
@@ -199,111 +278,4 @@ pub fn check_raw_sum<H: Values>(h: &mut H, raw_sum: &H::Value) -> Result<i64, H:
             h.type_name(raw_sum)
         )),
     }
-}
-
-/// What `snapshot()` returns: the settings and the reconciled sums (not the memo).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Snapshot {
-    pub bytes_per_token: f64,
-    pub framing_tokens: i64,
-    pub profiles: Vec<(String, Profile)>,
-    pub memo_capacity: usize,
-    pub corrections: Vec<(String, Reconciled)>,
-}
-
-impl EstimatorState {
-    pub fn snapshot(&self) -> Snapshot {
-        let default = self.default_profile();
-        Snapshot {
-            bytes_per_token: default.bytes_per_token,
-            framing_tokens: default.framing_tokens,
-            profiles: self.profiles().to_vec(),
-            memo_capacity: self.memo().capacity(),
-            corrections: self.corrections().to_vec(),
-        }
-    }
-}
-
-/// An estimator's state from a `snapshot()` (of either backend).
-pub fn restore<H: Values>(h: &mut H, snapshot: &H::Value) -> Result<EstimatorState, H::Error> {
-    let Shape::Mapping(members) = h.shape(snapshot)? else {
-        let name = h.type_name(snapshot);
-        return fail(format!("snapshot: expected a mapping, got {name}"));
-    };
-    let mut found: [Option<usize>; 6] = [None; 6];
-    let mut unknown: Vec<String> = Vec::new();
-    for (at, (key, _)) in members.iter().enumerate() {
-        let known = match h.shape(key)? {
-            Shape::Str(Some(name)) => SNAPSHOT_KEYS.iter().position(|k| *k == name),
-            _ => None,
-        };
-        match known {
-            Some(i) => found[i] = Some(at),
-            None => unknown.push(h.text(key)?),
-        }
-    }
-    let missing: Vec<&str> = SNAPSHOT_KEYS
-        .iter()
-        .zip(&found)
-        .filter(|(_, f)| f.is_none())
-        .map(|(k, _)| *k)
-        .collect();
-    if !missing.is_empty() {
-        return fail(format!("snapshot: missing {}", missing.join(", ")));
-    }
-    if !unknown.is_empty() {
-        unknown.sort();
-        return fail(format!("snapshot: unknown key {}", unknown.join(", ")));
-    }
-    let field = |name: &str| {
-        let i = SNAPSHOT_KEYS.iter().position(|k| *k == name).unwrap_or(0);
-        &members[found[i].unwrap_or(0)].1
-    };
-    let version = field("version");
-    if !matches!(
-        h.shape(version)?,
-        Shape::Int {
-            value: Ok(SNAPSHOT_VERSION),
-            ..
-        }
-    ) {
-        return fail(format!(
-            "snapshot: unsupported version {}",
-            h.repr(version)?
-        ));
-    }
-    let mut state = settings(
-        h,
-        field("bytes_per_token"),
-        field("framing_tokens"),
-        field("profiles"),
-        field("memo_capacity"),
-        "snapshot.",
-    )?;
-    let corrections = field("corrections");
-    let Shape::Mapping(corrections) = h.shape(corrections)? else {
-        return fail("snapshot.corrections: expected a mapping".to_owned());
-    };
-    for (model_id, sums) in corrections {
-        let place = format!("snapshot.corrections[{}]", h.repr(&model_id)?);
-        let model_id = match h.shape(&model_id)? {
-            Shape::Str(Some(text)) => text,
-            Shape::Str(None) => return fail(format!("{place}: lone surrogate in model id")),
-            _ => return fail(format!("{place}: model id is not a string")),
-        };
-        let pair = match h.shape(&sums)? {
-            Shape::Sequence(pair) if pair.len() == 2 => pair,
-            _ => return fail(format!("{place}: expected [estimated, actual]")),
-        };
-        let estimated = check_count(h, &pair[0], &format!("{place}.estimated"))?;
-        let actual = check_count(h, &pair[1], &format!("{place}.actual"))?;
-        state.set_reconciled(
-            &model_id,
-            Reconciled {
-                estimated: estimated as u64,
-                actual: actual as u64,
-            },
-        );
-    }
-    Ok(state)
 }

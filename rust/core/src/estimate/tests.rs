@@ -1,4 +1,5 @@
 use super::*;
+use crate::tokenize::{Encoding, Method};
 
 fn key(n: u8) -> MemoKey {
     MemoKey {
@@ -127,6 +128,59 @@ fn longest_prefix_wins() {
 }
 
 #[test]
+fn counters_by_method() {
+    let mut s = EstimatorState::new(Profile::new(3.0, 4).unwrap(), vec![], 10);
+    let a = s.counter_id("openai:gpt-4o");
+    let b = s.counter_id("openai:gpt-4o-mini");
+    let h = s.counter_id("openai:gpt-4o#heuristic");
+    let m = s.counter_id("m:x");
+    assert_eq!(s.counter(a).method, Method::Exact(Encoding::O200kBase));
+    assert_eq!(s.counter(a).memo, s.counter(b).memo); // one memo counter per encoding
+    assert_ne!(s.counter(a).memo, s.counter(h).memo);
+    assert_eq!(s.counter(h).calibration, "openai:gpt-4o");
+    assert_eq!(s.counter(m).calibration, "m:x");
+    let kind = s.kind("text");
+    let d = [7u8; 32];
+    let exact = s
+        .raw_counted(
+            a,
+            kind,
+            &d,
+            || unreachable!(),
+            || br#""hello world""#.to_vec(),
+        )
+        .unwrap();
+    assert_eq!(exact, 4 + 2);
+    // the same digest under another o200k model: a hit, nothing counted
+    let hit = s
+        .raw_counted(b, kind, &d, || unreachable!(), || unreachable!())
+        .unwrap();
+    assert_eq!(hit, 6);
+    let heuristic = s
+        .raw_counted(h, kind, &d, || 13, || unreachable!())
+        .unwrap();
+    assert_eq!(heuristic, 5 + 4);
+}
+
+#[test]
+fn stored_ids_name_the_method() {
+    let profiles = vec![("anthropic:".into(), Profile::new(3.5, 2).unwrap())];
+    let mut s = EstimatorState::new(Profile::new(3.0, 4).unwrap(), profiles, 10);
+    let mut id = |key: &str| {
+        let c = s.counter_id(key);
+        s.counter(c).stored_id("history")
+    };
+    assert_eq!(id("m:x"), "heuristic:3:4|history");
+    assert_eq!(id("anthropic:claude"), "heuristic:3.5:2|history");
+    assert_eq!(id("openai:gpt-4o"), "o200k_base:1|history");
+    assert_eq!(id("openai:gpt-4o-mini"), "o200k_base:1|history");
+    assert_eq!(id("openai:gpt-4"), "cl100k_base:1|history");
+    // a forced heuristic counts with the bare model's profile
+    assert_eq!(id("openai:gpt-4o#heuristic"), "heuristic:3:4|history");
+    assert_eq!(id("anthropic:claude#o200k_base"), "o200k_base:1|history");
+}
+
+#[test]
 fn reconcile_accumulates() {
     let mut s = EstimatorState::new(Profile::new(3.0, 4).unwrap(), vec![], 10);
     assert_eq!(s.correction("m"), 1.0);
@@ -142,15 +196,17 @@ fn reconcile_accumulates() {
     assert!(s.reconcile("m", 0, 1).is_err());
     assert!(s.reconcile("m", 1, -1).is_err());
     assert_eq!(
-        s.corrections(),
-        &[(
-            "m".to_string(),
-            Reconciled {
-                estimated: 200,
-                actual: 300
-            }
-        )]
+        s.reconciled("m"),
+        Reconciled {
+            estimated: 200,
+            actual: 300
+        }
     );
+    // the heuristic key of an exact model calibrates under the bare id
+    s.reconcile("openai:gpt-4o#heuristic", 10, 20).unwrap();
+    assert_eq!(s.reconciled("openai:gpt-4o").estimated, 0); // exact: its own key
+    let keys: Vec<&str> = s.calibrations().iter().map(|(k, _, _)| k).collect();
+    assert_eq!(keys, vec!["m", "openai:gpt-4o"]);
 }
 
 // -- settings and snapshots, through a toy host --------------------------------
@@ -218,11 +274,11 @@ fn message<T: std::fmt::Debug>(r: Result<T, CoreError>) -> String {
 
 #[test]
 fn settings_are_checked_in_order_with_their_names() {
-    let ok = settings(&mut Toy, &V::F(3.0), &V::I(4), &V::N, &V::I(10), "").unwrap();
+    let ok = settings(&mut Toy, &V::F(3.0), &V::I(4), &V::N, &V::I(10), None).unwrap();
     assert_eq!(ok.default_profile(), Profile::new(3.0, 4).unwrap());
-    let e = settings(&mut Toy, &V::S("3"), &V::I(-1), &V::N, &V::I(10), "");
+    let e = settings(&mut Toy, &V::S("3"), &V::I(-1), &V::N, &V::I(10), None);
     assert_eq!(message(e), "bytes_per_token: expected a number, got str");
-    let e = settings(
+    let e = config::check_settings(
         &mut Toy,
         &V::F(3.0),
         &V::I(-1),
@@ -235,30 +291,105 @@ fn settings_are_checked_in_order_with_their_names() {
         "snapshot.framing_tokens: must not be negative, got -1"
     );
     let profiles = V::M(vec![(V::S("a"), V::L(vec![V::F(0.0), V::I(1)]))]);
-    let e = settings(&mut Toy, &V::F(3.0), &V::I(4), &profiles, &V::I(10), "");
+    let e = settings(&mut Toy, &V::F(3.0), &V::I(4), &profiles, &V::I(10), None);
     assert_eq!(
         message(e),
         "profiles['a'].bytes_per_token: must be a positive finite number, got F(0.0)"
     );
+    // the counting table comes last, and names the methods it knows
+    let table = V::M(vec![(V::S("azure:"), V::S("p50k_base"))]);
+    let e = settings(
+        &mut Toy,
+        &V::F(3.0),
+        &V::I(4),
+        &V::N,
+        &V::I(10),
+        Some(&table),
+    );
+    assert_eq!(
+        message(e),
+        "encodings['azure:']: unknown counting method 'p50k_base'; known: cl100k_base, heuristic, o200k_base"
+    );
+    let table = V::M(vec![(V::S("azure:"), V::S("o200k_base"))]);
+    let mut ok = settings(
+        &mut Toy,
+        &V::F(3.0),
+        &V::I(4),
+        &V::N,
+        &V::I(10),
+        Some(&table),
+    )
+    .unwrap();
+    assert_eq!(
+        ok.method("azure:gpt-4o"),
+        Method::Exact(Encoding::O200kBase)
+    );
 }
 
-#[test]
-fn snapshots_round_trip_and_name_what_is_wrong() {
-    let mut state = settings(&mut Toy, &V::F(2.5), &V::I(3), &V::N, &V::I(7), "").unwrap();
-    state.reconcile("m", 10, 12).unwrap();
-    let snap = state.snapshot();
-    let as_value = V::M(vec![
-        (V::S("version"), V::I(SNAPSHOT_VERSION)),
+/// A snapshot as the host would hand it back.
+fn as_value(snap: &Snapshot) -> V {
+    let pairs = |v: &[(u64, u64)]| {
+        V::L(
+            v.iter()
+                .map(|&(e, a)| V::L(vec![V::I(e as i64), V::I(a as i64)]))
+                .collect(),
+        )
+    };
+    let mut members = vec![
+        (V::S("version"), V::I(snap.version)),
         (V::S("bytes_per_token"), V::F(snap.bytes_per_token)),
         (V::S("framing_tokens"), V::I(snap.framing_tokens)),
         (V::S("profiles"), V::M(vec![])),
         (V::S("memo_capacity"), V::I(snap.memo_capacity as i64)),
         (
             V::S("corrections"),
-            V::M(vec![(V::S("m"), V::L(vec![V::I(10), V::I(12)]))]),
+            V::M(
+                snap.corrections
+                    .iter()
+                    .map(|(k, s)| {
+                        let sums = vec![V::I(s.estimated as i64), V::I(s.actual as i64)];
+                        (V::S(leak(k)), V::L(sums))
+                    })
+                    .collect(),
+            ),
         ),
-    ]);
-    assert_eq!(restore(&mut Toy, &as_value).unwrap().snapshot(), snap);
+    ];
+    if snap.version == 2 {
+        let table = snap.encodings.iter();
+        members.push((
+            V::S("encodings"),
+            V::M(
+                table
+                    .map(|(p, m)| (V::S(leak(p)), V::S(m.name())))
+                    .collect(),
+            ),
+        ));
+        let samples = snap.samples.iter();
+        members.push((
+            V::S("samples"),
+            V::M(samples.map(|(k, w)| (V::S(leak(k)), pairs(w))).collect()),
+        ));
+    }
+    V::M(members)
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
+}
+
+#[test]
+fn snapshots_round_trip_and_name_what_is_wrong() {
+    let mut state = settings(&mut Toy, &V::F(2.5), &V::I(3), &V::N, &V::I(7), None).unwrap();
+    state.reconcile("m#o200k_base", 10, 12).unwrap();
+    // an exact model keeps no samples, but its key needs version 2
+    assert_eq!(state.snapshot(SNAPSHOT_VERSION).version, 2);
+    let fresh = settings(&mut Toy, &V::F(2.5), &V::I(3), &V::N, &V::I(7), None).unwrap();
+    let snap = fresh.snapshot(SNAPSHOT_VERSION);
+    assert_eq!(snap.version, 1); // nothing of version 2's
+    assert_eq!(
+        restore(&mut Toy, &as_value(&snap)).unwrap().snapshot(2),
+        snap
+    );
     let e = restore(&mut Toy, &V::M(vec![(V::S("zz"), V::N)]));
     assert_eq!(
         message(e),
@@ -266,6 +397,80 @@ fn snapshots_round_trip_and_name_what_is_wrong() {
     );
     let e = restore(&mut Toy, &V::L(vec![]));
     assert_eq!(message(e), "snapshot: expected a mapping, got list");
+    let e = restore(&mut Toy, &V::M(vec![(V::S("version"), V::I(3))]));
+    assert_eq!(message(e), "snapshot: unsupported version 3");
+    let e = restore(&mut Toy, &V::M(vec![(V::S("version"), V::I(2))]));
+    assert_eq!(
+        message(e),
+        "snapshot: missing bytes_per_token, corrections, encodings, framing_tokens, memo_capacity, profiles, samples"
+    );
+}
+
+#[test]
+fn version_two_holds_the_table_and_the_samples() {
+    let table = V::M(vec![(V::S("azure:"), V::S("o200k_base"))]);
+    let mut state = settings(
+        &mut Toy,
+        &V::F(3.0),
+        &V::I(4),
+        &V::N,
+        &V::I(7),
+        Some(&table),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        state.reconcile("m", 100, 70).unwrap();
+    }
+    state.reconcile("azure:x", 100, 120).unwrap();
+    let snap = state.snapshot(2);
+    assert_eq!(snap.version, 2);
+    assert_eq!(
+        snap.encodings,
+        vec![("azure:".to_owned(), Method::Exact(Encoding::O200kBase))]
+    );
+    assert_eq!(snap.samples, vec![("m".to_owned(), vec![(100, 70); 3])]);
+    let keys: Vec<&str> = snap.corrections.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, vec!["m", "azure:x#o200k_base"]);
+    let back = restore(&mut Toy, &as_value(&snap)).unwrap();
+    assert_eq!(back.snapshot(2), snap);
+    // version 1 for readers that know only it: the sums stay, the rest goes
+    let v1 = state.snapshot(1);
+    assert_eq!((v1.version, v1.corrections.len()), (1, 2));
+    assert!(v1.encodings.is_empty() && v1.samples.is_empty());
+    assert_eq!(
+        restore(&mut Toy, &as_value(&v1))
+            .unwrap()
+            .snapshot(2)
+            .version,
+        2
+    );
+    // samples need sums, and fit the window's bounds
+    let mut bad = snap.clone();
+    bad.samples = vec![("nobody".to_owned(), vec![(1, 1)])];
+    let e = restore(&mut Toy, &as_value(&bad));
+    assert_eq!(
+        message(e),
+        "snapshot.samples['nobody']: no reconciled sums for this model"
+    );
+    bad.samples = vec![("m".to_owned(), vec![(0, 1)])];
+    let e = restore(&mut Toy, &as_value(&bad));
+    assert_eq!(
+        message(e),
+        "snapshot.samples['m'][0].estimated: must be positive, got 0"
+    );
+    bad.samples = vec![("m".to_owned(), vec![(1, crate::calibrate::SAMPLE_MAX + 1)])];
+    let e = restore(&mut Toy, &as_value(&bad));
+    assert_eq!(
+        message(e),
+        format!(
+            "snapshot.samples['m'][0].actual: out of range, got {}",
+            crate::calibrate::SAMPLE_MAX + 1
+        )
+    );
+    assert_eq!(
+        message(snapshot::check_max_version(&mut Toy, Some(&V::I(3)))),
+        "max_version: expected 1 or 2, got 3"
+    );
 }
 
 #[test]

@@ -188,7 +188,7 @@ fn measure_and_fit<'py>(
     g.finish()?;
     // Every estimate under one lock.
     let mut raws = std::mem::take(&mut g.bufs.raws);
-    let sums = est
+    let factor = est
         .raw_batch_into(model_id, &g.types.kinds, g.facts(), &mut raws)
         .into_py(py)?;
     for (h, &raw) in g.bufs.history.iter_mut().zip(&raws) {
@@ -226,7 +226,7 @@ fn measure_and_fit<'py>(
         pointer_at: vec![usize::MAX; n],
         resolved: Resolved::default(),
     };
-    let decided = body::fit_body(limits, &core_blocks, &history, sums, &mut host);
+    let decided = body::fit_body(limits, &core_blocks, &history, factor, &mut host);
     let pointer_at = std::mem::take(&mut host.pointer_at);
     g.bufs.history = history;
     g.bufs.keys = keys;

@@ -1,7 +1,9 @@
-//! Batches measured under one lock: the facts of values (canonical length
-//! and digest, by kind) through the core's memo.
+//! Batches measured under one lock: the facts of values (canonical length,
+//! digest and, for an exact count on a memo miss, bytes, by kind) through
+//! the core's memo.
 
-use ctxengine_core::estimate::Reconciled;
+use ctxengine_core::calibrate::{self, Ratio};
+use ctxengine_core::estimate::EstimatorState;
 use ctxengine_core::CoreError;
 use pyo3::prelude::*;
 
@@ -9,45 +11,47 @@ use super::{Resolved, TokenEstimator};
 use crate::errors::{estimator_error, IntoPy};
 use crate::items::{scan, Facts, Items, Types, Want};
 
+/// The raw count of one fact under the lock.
+#[inline]
+fn raw_of(st: &mut EstimatorState, counter: u32, kind: u32, f: &Facts) -> Result<i64, CoreError> {
+    st.raw_counted(counter, kind, &f.digest, || f.len(), || f.canonical())
+}
+
 impl TokenEstimator {
-    /// Raw estimates of gathered facts, under one lock.
+    /// Raw counts of gathered facts, under one lock.
     pub fn raw_batch(
         &self,
         model_id: &str,
         kinds: &[String],
         facts: &[Facts],
     ) -> Result<Vec<i64>, CoreError> {
-        let mut st = self.lock();
-        let (model, profile) = st.model(model_id);
-        let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
-        facts
-            .iter()
-            .map(|f| st.raw(model, profile, kind_ids[f.kind], &f.digest, || f.len()))
-            .collect()
+        let mut raws = Vec::new();
+        self.raw_batch_into(model_id, kinds, facts, &mut raws)?;
+        Ok(raws)
     }
 
-    /// Raw estimates (into `raws`) and the model's reconciled sums, under one lock.
+    /// Raw counts (into `raws`) and the factor of the key, under one lock.
     pub fn raw_batch_into(
         &self,
         model_id: &str,
         kinds: &[String],
         facts: &[Facts],
         raws: &mut Vec<i64>,
-    ) -> Result<Reconciled, CoreError> {
+    ) -> Result<Ratio, CoreError> {
         raws.clear();
         raws.reserve(facts.len());
         let mut st = self.lock();
         st.memo_mut().reserve(facts.len());
-        let (model, profile) = st.model(model_id);
+        let counter = st.counter_id(model_id);
         let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
         for f in facts {
-            raws.push(st.raw(model, profile, kind_ids[f.kind], &f.digest, || f.len())?);
+            raws.push(raw_of(&mut st, counter, kind_ids[f.kind], f)?);
         }
-        Ok(st.reconciled(model_id))
+        Ok(st.factor(counter))
     }
 
-    /// One more raw estimate after a batch (`raw_batch_into`), with the
-    /// model and kind ids resolved once per call instead of per value.
+    /// One more raw count after a batch (`raw_batch_into`), with the
+    /// counter and kind ids resolved once per call instead of per value.
     pub fn raw_one(
         &self,
         resolved: &mut Resolved,
@@ -56,21 +60,22 @@ impl TokenEstimator {
         fact: &Facts,
     ) -> Result<i64, CoreError> {
         let mut st = self.lock();
-        let (model, profile) = match resolved.model {
-            Some(m) => m,
-            None => *resolved.model.insert(st.model(model_id)),
+        let counter = match resolved.counter {
+            Some(c) => c,
+            None => *resolved.counter.insert(st.counter_id(model_id)),
         };
         while resolved.kinds.len() < kinds.len() {
             let id = st.kind(&kinds[resolved.kinds.len()]);
             resolved.kinds.push(id);
         }
-        st.raw(
-            model,
-            profile,
-            resolved.kinds[fact.kind],
-            &fact.digest,
-            || fact.len(),
-        )
+        raw_of(&mut st, counter, resolved.kinds[fact.kind], fact)
+    }
+
+    /// The factor of a key (for the cut's own fit).
+    pub fn factor(&self, model_id: &str) -> Ratio {
+        let mut st = self.lock();
+        let counter = st.counter_id(model_id);
+        st.factor(counter)
     }
 
     /// The facts of `values`, their kinds indexing `types.kinds`.
@@ -97,7 +102,7 @@ impl TokenEstimator {
         let mut types = Types::new(py)?;
         let facts = Self::facts_of(py, &mut types, values)?;
         let mut raws = Vec::new();
-        let sums = self
+        let factor = self
             .raw_batch_into(model_id, &types.kinds, &facts, &mut raws)
             .into_py(py)?;
         let mut total: i64 = 0;
@@ -106,10 +111,6 @@ impl TokenEstimator {
                 estimator_error(py, "raw estimate sum overflows a 64-bit integer")
             })?;
         }
-        Ok(ctxengine_core::estimate::corrected(
-            total,
-            sums.estimated,
-            sums.actual,
-        ))
+        Ok(calibrate::apply(total, factor))
     }
 }

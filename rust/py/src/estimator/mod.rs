@@ -1,13 +1,13 @@
-//! `TokenEstimator`: a frozen pyclass whose state (profiles, memo,
-//! reconciled sums) lives behind one mutex. A batch is looked up under a
-//! single lock; Python code never runs while the lock is held.
+//! `TokenEstimator`: a frozen pyclass whose state (profiles, counting
+//! table, memo, calibration) lives behind one mutex. A batch is looked up
+//! under a single lock; Python code never runs while the lock is held.
 
 mod batch;
 mod values;
 
 use std::sync::{Mutex, MutexGuard};
 
-use ctxengine_core::estimate::{self, EstimatorState, Profile};
+use ctxengine_core::estimate::{self, EstimatorState, Snapshot};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyType};
 
@@ -19,12 +19,12 @@ pub use values::PyValues;
 /// Interned ids for [`TokenEstimator::raw_one`] (ids never change).
 #[derive(Default)]
 pub struct Resolved {
-    model: Option<(u32, Profile)>,
+    counter: Option<u32>,
     kinds: Vec<u32>,
 }
 
-/// Conservative per-model token estimates with a bounded LRU memo and
-/// reconciled correction factors (ADR 0001).
+/// Per-model token counts (exact for public encodings, the calibrated byte
+/// heuristic elsewhere) with a bounded LRU memo (ADR 0001, ADR 0012).
 #[pyclass(frozen, module = "ctxengine._core")]
 pub struct TokenEstimator {
     state: Mutex<EstimatorState>,
@@ -42,6 +42,7 @@ impl TokenEstimator {
         framing_tokens: &Bound<'_, PyAny>,
         profiles: &Bound<'_, PyAny>,
         memo_capacity: &Bound<'_, PyAny>,
+        encodings: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let mut h = PyValues(py);
         let state = estimate::settings(
@@ -50,7 +51,7 @@ impl TokenEstimator {
             framing_tokens,
             profiles,
             memo_capacity,
-            "",
+            encodings,
         )
         .map_err(HostError::into_pyerr(py))?;
         Ok(TokenEstimator {
@@ -63,8 +64,8 @@ impl TokenEstimator {
 impl TokenEstimator {
     #[new]
     #[pyo3(
-        signature = (*, bytes_per_token = None, framing_tokens = None, profiles = None, memo_capacity = None),
-        text_signature = "(*, bytes_per_token=3.0, framing_tokens=4, profiles=None, memo_capacity=100000)"
+        signature = (*, bytes_per_token = None, framing_tokens = None, profiles = None, memo_capacity = None, encodings = None),
+        text_signature = "(*, bytes_per_token=3.0, framing_tokens=4, profiles=None, memo_capacity=100000, encodings=None)"
     )]
     fn new(
         py: Python<'_>,
@@ -72,6 +73,7 @@ impl TokenEstimator {
         framing_tokens: Option<&Bound<'_, PyAny>>,
         profiles: Option<&Bound<'_, PyAny>>,
         memo_capacity: Option<&Bound<'_, PyAny>>,
+        encodings: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let bpt = match bytes_per_token {
             Some(v) => v.clone(),
@@ -86,10 +88,17 @@ impl TokenEstimator {
             None => 100_000i64.into_pyobject(py)?.into_any(),
         };
         let none = py.None().into_bound(py);
-        Self::from_parts(py, &bpt, &framing, profiles.unwrap_or(&none), &capacity)
+        Self::from_parts(
+            py,
+            &bpt,
+            &framing,
+            profiles.unwrap_or(&none),
+            &capacity,
+            encodings,
+        )
     }
 
-    /// `ceil(len(canonical) / bytes_per_token) + framing_tokens`, memoized.
+    /// The uncorrected count of one value (exact, or the byte heuristic), memoized.
     fn raw(
         &self,
         py: Python<'_>,
@@ -216,7 +225,19 @@ impl TokenEstimator {
         })
     }
 
-    /// `max(1.0, actual / estimated)`; 1.0 before any reconcile.
+    /// `"heuristic"` or the encoding that counts `model_id` (a `#method` suffix wins).
+    fn counting_method(
+        &self,
+        py: Python<'_>,
+        model_id: &Bound<'_, PyAny>,
+    ) -> PyResult<&'static str> {
+        guard(py, || {
+            let model_id = arguments::model_id(model_id)?;
+            Ok(self.lock().method(model_id).name())
+        })
+    }
+
+    /// The factor applied to raw sums; 1.0 before any reconcile.
     fn correction(&self, py: Python<'_>, model_id: &Bound<'_, PyAny>) -> PyResult<f64> {
         guard(py, || {
             let model_id = arguments::model_id(model_id)?;
@@ -232,35 +253,21 @@ impl TokenEstimator {
         })
     }
 
-    /// Configuration and reconciled sums (not the memo), as plain data.
-    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let snap = self.lock().snapshot();
-        let d = PyDict::new(py);
-        d.set_item("version", estimate::SNAPSHOT_VERSION)?;
-        d.set_item("bytes_per_token", snap.bytes_per_token)?;
-        d.set_item("framing_tokens", snap.framing_tokens)?;
-        let p = PyDict::new(py);
-        for (prefix, profile) in snap.profiles {
-            let pair = PyList::new(
-                py,
-                [
-                    profile.bytes_per_token.into_pyobject(py)?.into_any(),
-                    profile.framing_tokens.into_pyobject(py)?.into_any(),
-                ],
-            )?;
-            p.set_item(prefix, pair)?;
-        }
-        d.set_item("profiles", p)?;
-        d.set_item("memo_capacity", snap.memo_capacity)?;
-        let c = PyDict::new(py);
-        for (model, sums) in snap.corrections {
-            c.set_item(model, PyList::new(py, [sums.estimated, sums.actual])?)?;
-        }
-        d.set_item("corrections", c)?;
-        Ok(d)
+    /// Settings and calibration (not the memo), as plain data: version 1
+    /// when that holds everything, else version 2 (ADR 0012).
+    #[pyo3(signature = (max_version = None), text_signature = "($self, max_version=2)")]
+    fn snapshot<'py>(
+        &self,
+        py: Python<'py>,
+        max_version: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let max_version = estimate::check_max_version(&mut PyValues(py), max_version)
+            .map_err(HostError::into_pyerr(py))?;
+        let snap = self.lock().snapshot(max_version);
+        snapshot_dict(py, snap)
     }
 
-    /// Rebuild an estimator from `snapshot()` output (either backend's).
+    /// Rebuild an estimator from `snapshot()` output of any version (either backend's).
     #[classmethod]
     fn restore(
         _cls: &Bound<'_, PyType>,
@@ -292,24 +299,74 @@ impl TokenEstimator {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let (default, profiles, capacity) = {
+        let (default, profiles, capacity, table) = {
             let st = self.lock();
             (
                 st.default_profile(),
                 st.profiles().to_vec(),
                 st.memo().capacity(),
+                st.table().extra().to_vec(),
             )
         };
         let p = PyDict::new(py);
         for (prefix, profile) in profiles {
             p.set_item(prefix, (profile.bytes_per_token, profile.framing_tokens))?;
         }
+        let e = PyDict::new(py);
+        for (prefix, method) in table {
+            e.set_item(prefix, method.name())?;
+        }
         Ok(format!(
-            "TokenEstimator(bytes_per_token={}, framing_tokens={}, profiles={}, memo_capacity={})",
+            "TokenEstimator(bytes_per_token={}, framing_tokens={}, profiles={}, memo_capacity={}, encodings={})",
             default.bytes_per_token.into_pyobject(py)?.repr()?,
             default.framing_tokens,
             p.repr()?,
-            capacity
+            capacity,
+            e.repr()?
         ))
     }
+}
+
+/// A snapshot as the dict `snapshot()` returns (`encodings` and `samples`
+/// in version 2 only).
+fn snapshot_dict(py: Python<'_>, snap: Snapshot) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("version", snap.version)?;
+    d.set_item("bytes_per_token", snap.bytes_per_token)?;
+    d.set_item("framing_tokens", snap.framing_tokens)?;
+    let p = PyDict::new(py);
+    for (prefix, profile) in snap.profiles {
+        let pair = PyList::new(
+            py,
+            [
+                profile.bytes_per_token.into_pyobject(py)?.into_any(),
+                profile.framing_tokens.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        p.set_item(prefix, pair)?;
+    }
+    d.set_item("profiles", p)?;
+    d.set_item("memo_capacity", snap.memo_capacity)?;
+    let c = PyDict::new(py);
+    for (key, sums) in snap.corrections {
+        c.set_item(key, PyList::new(py, [sums.estimated, sums.actual])?)?;
+    }
+    d.set_item("corrections", c)?;
+    if snap.version >= 2 {
+        let e = PyDict::new(py);
+        for (prefix, method) in snap.encodings {
+            e.set_item(prefix, method.name())?;
+        }
+        d.set_item("encodings", e)?;
+        let s = PyDict::new(py);
+        for (key, window) in snap.samples {
+            let pairs = window
+                .iter()
+                .map(|&(e, a)| PyList::new(py, [e, a]))
+                .collect::<PyResult<Vec<_>>>()?;
+            s.set_item(key, PyList::new(py, pairs)?)?;
+        }
+        d.set_item("samples", s)?;
+    }
+    Ok(d)
 }

@@ -2,11 +2,13 @@
 //! index, without building items: each message's items are written as
 //! canonical bytes straight from the dict and measured by length.
 
+use ctxengine_core::calibrate::apply;
 use ctxengine_core::cut::{self, ToolRole};
-use ctxengine_core::estimate::{corrected, Profile};
+use ctxengine_core::estimate::Profile;
 use ctxengine_core::interop::items::{self, Content};
 use ctxengine_core::interop::json::object_to_canonical;
 use ctxengine_core::interop::trim::message_cut;
+use ctxengine_core::tokenize::Method;
 use ctxengine_core::CoreError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
@@ -313,9 +315,14 @@ pub fn openai_chat_cut(
         ) else {
             return Ok(-1);
         };
-        let (profile, sums) = {
-            let st = est.get().lock();
-            (st.profile_for(model_id), st.reconciled(model_id))
+        let (profile, factor) = {
+            let mut st = est.get().lock();
+            let counter = st.counter_id(model_id);
+            // Exact counting goes through the estimator (the generic path).
+            if st.counter(counter).method != Method::Heuristic {
+                return Ok(-1);
+            }
+            (st.counter(counter).profile, st.factor(counter))
         };
         let m = match measure(list, profile, seq_field, first_seq, tool_trust) {
             Ok(m) => m,
@@ -348,7 +355,7 @@ pub fn openai_chat_cut(
             &result_of,
             summary_floor,
             history_tokens,
-            |s| corrected(s, sums.estimated, sums.actual),
+            |s| apply(s, factor),
         )
         .map_err(|e| to_pyerr(py, e))?;
         Ok(message_cut(c, &m.owners, &result_of) as i64)

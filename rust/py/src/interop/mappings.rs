@@ -4,8 +4,9 @@
 //! built); anything else goes to the reference, which decodes each mapping
 //! with `item_from_dict` and raises its error.
 
+use ctxengine_core::calibrate::apply;
 use ctxengine_core::cut::{self, ToolRole};
-use ctxengine_core::estimate::corrected;
+use ctxengine_core::tokenize::Method;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
@@ -145,9 +146,14 @@ pub fn mappings_cut(
         ) else {
             return Ok(-1);
         };
-        let (profile, sums) = {
-            let st = est.get().lock();
-            (st.profile_for(model_id), st.reconciled(model_id))
+        let (profile, factor) = {
+            let mut st = est.get().lock();
+            let counter = st.counter_id(model_id);
+            // Exact counting goes through the estimator (the generic path).
+            if st.counter(counter).method != Method::Heuristic {
+                return Ok(-1);
+            }
+            (st.counter(counter).profile, st.factor(counter))
         };
         let n = list.len();
         let mut raws = Vec::with_capacity(n);
@@ -188,7 +194,7 @@ pub fn mappings_cut(
             &result_of,
             summary_floor,
             history_tokens,
-            |s| corrected(s, sums.estimated, sums.actual),
+            |s| apply(s, factor),
         )
         .map_err(|e| to_pyerr(py, e))?;
         Ok(c as i64)

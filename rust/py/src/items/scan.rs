@@ -17,7 +17,7 @@ use crate::canonical::{make_cache, store_cache, walk_error, walker};
 use crate::errors::{argument_error, to_pyerr};
 
 /// What the estimator needs of one value.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Facts {
     /// Index into `Types::kinds`.
     pub kind: usize,
@@ -28,6 +28,9 @@ pub struct Facts {
     /// warm path reads it only on a memo miss (it is the one object of an
     /// item the memo does not need). Valid while no Python code runs.
     bytes: *mut ffi::PyObject,
+    /// The canonical bytes once `bytes` is settled (an exact count on a
+    /// memo miss needs them, ADR 0012).
+    data: Vec<u8>,
 }
 
 impl Facts {
@@ -40,6 +43,7 @@ impl Facts {
             digest,
             len: 0,
             bytes,
+            data: Vec::new(),
         }
     }
 
@@ -49,6 +53,46 @@ impl Facts {
             digest,
             len,
             bytes: std::ptr::null_mut(),
+            data: Vec::new(),
+        }
+    }
+
+    /// Known facts with their canonical bytes.
+    pub fn with_data(kind: usize, digest: [u8; 32], data: Vec<u8>) -> Self {
+        Facts {
+            kind,
+            digest,
+            len: data.len(),
+            bytes: std::ptr::null_mut(),
+            data,
+        }
+    }
+
+    /// The canonical bytes (call with the GIL held, before Python code has
+    /// run since the scan, like [`Facts::len`]).
+    pub fn canonical(&self) -> Vec<u8> {
+        if self.bytes.is_null() {
+            return self.data.clone();
+        }
+        // SAFETY: a live object (see the field).
+        unsafe {
+            if ffi::PyBytes_Check(self.bytes) != 0 {
+                let p = ffi::PyBytes_AsString(self.bytes) as *const u8;
+                std::slice::from_raw_parts(p, ffi::Py_SIZE(self.bytes) as usize).to_vec()
+            } else {
+                Vec::new()
+            }
+        }
+    }
+
+    /// Stop borrowing `bytes` (before Python code may run): keep its
+    /// length and a copy of its bytes.
+    #[inline]
+    fn settle(&mut self) {
+        if !self.bytes.is_null() {
+            self.len = self.len();
+            self.data = self.canonical();
+            self.bytes = std::ptr::null_mut();
         }
     }
 
@@ -112,6 +156,7 @@ unsafe fn push_cached(facts: &mut Vec<Facts>, kind: usize, cj: *mut ffi::PyObjec
     std::ptr::addr_of_mut!((*slot).kind).write(kind);
     std::ptr::addr_of_mut!((*slot).len).write(0);
     std::ptr::addr_of_mut!((*slot).bytes).write(ffi::PyTuple_GET_ITEM(cj, 0));
+    std::ptr::addr_of_mut!((*slot).data).write(Vec::new());
     std::ptr::copy_nonoverlapping(
         ffi::PyBytes_AS_STRING(d) as *const u8,
         std::ptr::addr_of_mut!((*slot).digest) as *mut u8,
@@ -303,8 +348,7 @@ pub fn scan<'py>(
                         push_cached(&mut s.buf.facts, kind, cj.as_ptr())
                     });
                     if let Some(f) = s.buf.facts.last_mut().filter(|_| pushed) {
-                        f.len = f.len();
-                        f.bytes = std::ptr::null_mut();
+                        f.settle();
                     }
                     drop(cj);
                     pushed
@@ -347,10 +391,7 @@ impl<'py> Scan<'py> {
                 .push(unsafe { Bound::from_borrowed_ptr(py, id) });
         }
         for f in &mut self.buf.facts {
-            if !f.bytes.is_null() {
-                f.len = f.len();
-                f.bytes = std::ptr::null_mut();
-            }
+            f.settle();
         }
     }
 
@@ -365,10 +406,7 @@ impl<'py> Scan<'py> {
         }
         // Python code runs below: settle the borrowed lengths first.
         for f in &mut self.buf.facts {
-            if !f.bytes.is_null() {
-                f.len = f.len();
-                f.bytes = std::ptr::null_mut();
-            }
+            f.settle();
         }
         let pending = std::mem::take(&mut self.pending);
         canonicalize_pending(py, types, &mut self.buf.facts, pending)
@@ -424,7 +462,7 @@ pub fn canonicalize_pending<'py>(
             store_cache(&item, &tuple)?;
         }
         let f = &mut facts[i];
-        *f = Facts::known(f.kind, b - a, digest);
+        *f = Facts::with_data(f.kind, digest, big[a..b].to_vec());
     }
     if big.capacity() <= KEEP_BIG_BYTES {
         BIG.with(|b| b.set(big));

@@ -1,0 +1,92 @@
+//! Exact token counting (ADR 0012): thin wrappers over
+//! `ctxengine_core::tokenize`, the counting table checked by the core
+//! (`ctxengine_core::estimate::check_table`). Long texts are counted with
+//! the GIL released.
+
+use ctxengine_core::estimate;
+use ctxengine_core::tokenize::message::exact_raw as core_exact_raw;
+use ctxengine_core::tokenize::Encoding;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::arguments::{string, type_name};
+use crate::errors::{argument_error, HostError, IntoPy};
+use crate::estimator::PyValues;
+
+/// Texts longer than this are counted with the GIL released.
+const DETACH_BYTES: usize = 64 * 1024;
+
+/// The encoding named by argument `encoding_name` of `function`.
+fn encoding_arg(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<Encoding> {
+    let name = string(function, "encoding_name", obj)?;
+    let shown = obj.repr()?.to_string_lossy().into_owned();
+    Encoding::named(name, &shown).into_py(obj.py())
+}
+
+/// Tokens of `text` in `encoding`, as ordinary text.
+#[pyfunction]
+pub fn count_tokens(encoding_name: &Bound<'_, PyAny>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let enc = encoding_arg("count_tokens", encoding_name)?;
+    let text = string("count_tokens", "text", text)?;
+    if text.len() >= DETACH_BYTES {
+        Ok(encoding_name.py().detach(|| enc.count(text)))
+    } else {
+        Ok(enc.count(text))
+    }
+}
+
+/// The token ids of `text` in `encoding`, as ordinary text.
+#[pyfunction]
+pub fn encode_tokens(
+    encoding_name: &Bound<'_, PyAny>,
+    text: &Bound<'_, PyAny>,
+) -> PyResult<Vec<u32>> {
+    let enc = encoding_arg("encode_tokens", encoding_name)?;
+    let text = string("encode_tokens", "text", text)?;
+    Ok(encoding_name.py().detach(|| enc.encode(text)))
+}
+
+/// The exact raw count of a value of `kind` whose canonical JSON is `canonical`.
+#[pyfunction]
+pub fn exact_raw(
+    encoding_name: &Bound<'_, PyAny>,
+    kind: &Bound<'_, PyAny>,
+    canonical: &Bound<'_, PyAny>,
+) -> PyResult<i64> {
+    let py = encoding_name.py();
+    let enc = encoding_arg("exact_raw", encoding_name)?;
+    let kind = string("exact_raw", "kind", kind)?;
+    let Ok(bytes) = canonical.cast::<PyBytes>() else {
+        return Err(argument_error(
+            py,
+            "exact_raw",
+            "canonical",
+            format!("expected bytes, got {}", type_name(canonical)),
+        ));
+    };
+    core_exact_raw(enc, kind, bytes.as_bytes()).into_py(py)
+}
+
+/// The counting method of `model_id` under the built-in table and `table`.
+#[pyfunction]
+#[pyo3(signature = (model_id, table = None))]
+pub fn counting_method(
+    model_id: &Bound<'_, PyAny>,
+    table: Option<&Bound<'_, PyAny>>,
+) -> PyResult<&'static str> {
+    let py = model_id.py();
+    let id = string("counting_method", "model_id", model_id)?;
+    let table = match table {
+        Some(t) => estimate::check_table(&mut PyValues(py), t, "table")
+            .map_err(HostError::into_pyerr(py))?,
+        None => Default::default(),
+    };
+    Ok(table.resolve(id).name())
+}
+
+/// SHA-256 hex over the encoding's ranks in order (length byte, bytes).
+#[pyfunction]
+pub fn encoding_ranks_sha256(encoding_name: &Bound<'_, PyAny>) -> PyResult<String> {
+    let enc = encoding_arg("encoding_ranks_sha256", encoding_name)?;
+    Ok(ctxengine_core::hash::hex(&enc.ranks_sha256()))
+}
