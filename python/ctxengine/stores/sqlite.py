@@ -64,11 +64,6 @@ _TXN: _rows.TransactionSlot[_Txn] = _rows.TransactionSlot("ctxengine.stores.sqli
 # blocking helpers: these run on the store's worker thread only
 
 
-#: Reads map the file instead of copying pages through read(): a carry's row (tens of
-#: kilobytes in overflow pages) cost a fresh process milliseconds per read without it.
-MMAP_BYTES = 256 * 1024 * 1024
-
-
 def _connect(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite3.Connection:
     # isolation_level=None: the module never opens transactions behind our
     # back, so every transaction here is the BEGIN IMMEDIATE we issue.
@@ -77,7 +72,6 @@ def _connect(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
-        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
     except BaseException:
         conn.close()
         raise
