@@ -96,6 +96,27 @@ def from_segments(run_id: str, version: int, segments: object) -> list[Entry]:
     return out
 
 
+def changed_fields(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A delta's ``set``: the fields of checkpoint dict ``new`` that differ from ``base``
+    (conversation aside), a field ``new`` leaves out when empty set to ``[]``, and its version."""
+    changed = {k: v for k, v in new.items() if k != "conversation" and base.get(k) != v}
+    for key in OMITTED_WHEN_EMPTY:
+        if key in base and key not in new:
+            changed[key] = []
+    changed["version"] = new["version"]
+    return changed
+
+
+def with_changes(base: dict[str, Any], changes: dict[str, Any], conversation: list[Any]) -> dict[str, Any]:
+    """``base`` with a delta's ``set`` applied and ``conversation``; an emptied field left out."""
+    out = {**base, **changes}
+    out["conversation"] = conversation
+    for key in OMITTED_WHEN_EMPTY:
+        if out.get(key) == []:
+            del out[key]
+    return out
+
+
 def diff_entries(base: dict[str, Any], new: dict[str, Any], new_entries: list[Entry]) -> dict[str, Any]:
     """The ``checkpoint.refdelta/1`` payload turning ``base`` (entries in its conversation)
     into ``new`` (a checkpoint dict without conversation) with ``new_entries``."""
@@ -105,16 +126,10 @@ def diff_entries(base: dict[str, Any], new: dict[str, Any], new_entries: list[En
         if a != b or type(a) is not type(b):
             break
         keep += 1
-    changed = {k: v for k, v in new.items() if k != "conversation" and base.get(k) != v}
-    # A field the new checkpoint leaves out (empty) is cleared, as in full deltas.
-    for key in OMITTED_WHEN_EMPTY:
-        if key in base and key not in new:
-            changed[key] = []
-    changed["version"] = new["version"]
     return {
         "format": REF_DELTA_FORMAT,
         "base_version": base["version"],
-        "set": changed,
+        "set": changed_fields(base, new),
         "conversation": {"keep": keep, "append": to_segments(new_entries[keep:])},
     }
 
@@ -131,12 +146,7 @@ def apply_ref_delta(run_id: str, version: int, base: dict[str, Any], delta: dict
     old: list[Entry] = base["conversation"]
     if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= len(old):
         raise _corrupt(run_id, version, f"delta keeps {keep!r} of {len(old)} conversation items")
-    out = {**base, **changes}
-    out["conversation"] = old[:keep] + from_segments(run_id, version, conv.get("append"))
-    for key in OMITTED_WHEN_EMPTY:
-        if out.get(key) == []:
-            del out[key]
-    return out
+    return with_changes(base, changes, old[:keep] + from_segments(run_id, version, conv.get("append")))
 
 
 async def resolve(

@@ -42,7 +42,6 @@ from typing import Any
 
 from ..errors import CheckpointCorruption, ModelValidationError, StoreError
 from ..model import Checkpoint, ConversationItem, item_from_dict
-from ..model.checkpoint import OMITTED_WHEN_EMPTY
 from ..stores.events import CheckpointKind, Lease, RawCheckpoint, Store, check_trigger
 from ..stores.formats import WritePolicy
 from . import checkpoint_refs as refs
@@ -77,16 +76,10 @@ def diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         if a != b:
             break
         keep += 1
-    changed = {k: v for k, v in new.items() if k != "conversation" and base.get(k) != v}
-    # A field the new checkpoint leaves out (empty) is cleared.
-    for key in OMITTED_WHEN_EMPTY:
-        if key in base and key not in new:
-            changed[key] = []
-    changed["version"] = new["version"]
     return {
         "format": DELTA_FORMAT,
         "base_version": base["version"],
-        "set": changed,
+        "set": refs.changed_fields(base, new),
         "conversation": {"keep": keep, "append": new_conv[keep:]},
     }
 
@@ -132,12 +125,7 @@ def _apply(run_id: str, version: int, base: dict[str, Any], delta: dict[str, Any
         raise _corrupt(run_id, version, f"delta keeps {keep!r} of {len(old)} conversation items")
     if not isinstance(append, list):
         raise _corrupt(run_id, version, "delta 'append' is not a list")
-    out = {**base, **changes}
-    out["conversation"] = old[:keep] + append
-    for key in OMITTED_WHEN_EMPTY:
-        if out.get(key) == []:
-            del out[key]
-    return out
+    return refs.with_changes(base, changes, old[:keep] + append)
 
 
 def decode(run_id: str, data: dict[str, Any] | None) -> Checkpoint | None:
