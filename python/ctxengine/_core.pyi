@@ -29,6 +29,7 @@ __all__ = [
     "openai_chat_cut",
     "payload_hash",
     "render_items",
+    "render_pointers",
     "select_history",
     "validate_tool_pairs",
 ]
@@ -108,6 +109,9 @@ def decode_items(
 
 def render_items(items: Iterable[Any], region_class: str, rendered_cls: type[Any]) -> list[Any]:
     """Each item's render for ``region_class`` (``rendered_cls``), or ``None`` for the caller to make."""
+
+def render_pointers(items: Iterable[Any], rendered_cls: type[Any]) -> list[Any]:
+    """Each tool result's pointer render (``rendered_cls``), or ``None`` for the caller to make."""
 
 @final
 class TokenEstimator:

@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxengine.assembly.render import render_conversation, render_items
+from ctxengine.assembly.render import render_conversation, render_items, render_pointer, render_pointers
 from ctxengine.assembly.request import RenderedItem
 from ctxengine.core import backends
 from ctxengine.model import ITEM_TYPES
@@ -65,3 +65,34 @@ def test_hostile_text_is_escaped_alike() -> None:
     native = RUST.render_items([fresh(m) for m in made], "history", RenderedItem)
     reference = [render_conversation(fresh(m), "history") for m in made]
     assert native == reference
+
+
+@settings(max_examples=300)
+@given(st.lists(any_items, max_size=8))
+def test_rust_writes_every_pointer_as_render_pointer_does(originals: list[Any]) -> None:
+    ours = [fresh(item) for item in originals]
+    native = RUST.render_pointers(ours, RenderedItem)
+    for item, got in zip(originals, native, strict=True):
+        if item.kind == "tool_result":
+            want = render_pointer(fresh(item))
+            assert got == want
+            assert got.text == want.text  # the bytes a pressured request carries
+        else:
+            assert got is None
+    assert PY.render_pointers(ours, RenderedItem) == [None] * len(ours)
+    assert render_pointers([item for item in ours if item.kind == "tool_result"]) == [
+        render_pointer(item) for item in ours if item.kind == "tool_result"
+    ]
+
+
+def test_hostile_pointers_are_escaped_alike() -> None:
+    from ctxengine.model import TextPart, ToolResult, TrustLevel
+
+    made = [
+        ToolResult(f'c<{i}>&"\\\n\x00\x7f\u00e9\U0001f600', (TextPart("é" * i), TextPart("<x>")), seq=s)
+        for i, s in enumerate((None, 0, 1, 2**53 - 1, 2**62))
+    ]
+    made += [ToolResult("t", "x", trust=level, is_error=True, seq=3) for level in TrustLevel]
+    native = RUST.render_pointers([fresh(m) for m in made], RenderedItem)
+    assert native == [render_pointer(fresh(m)) for m in made]
+    assert [n.text for n in native] == [render_pointer(fresh(m)).text for m in made]

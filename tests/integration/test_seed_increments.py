@@ -10,11 +10,14 @@ working-state updates and readers who see different events.
 
 from __future__ import annotations
 
+import pytest
 from sessionkit import SMALL
+from storekit import StoreCase
 
 import ctxengine as ce
 from ctxengine.cli.turns import PRINCIPAL, ScriptedWorker
 from ctxengine.core.canonical import payload_hash
+from ctxengine.errors import StoreCorruption
 from ctxengine.runtime.carry import CARRY_RECORDED
 from ctxengine.runtime.checkpoints import evolve
 from ctxengine.runtime.loop import CHECKPOINT_SEEDED
@@ -135,3 +138,38 @@ def test_seed_digest_falls_back_to_the_whole_hash_when_the_conversation_changed(
         want = payload_hash({**head, "conversation": list(conversation)})
         assert digest.digest("s", head, conversation) == want
     assert digest.continued == 2
+
+
+async def test_the_sql_stores_read_both_marks_in_one_operation_as_latest_before_does(
+    store_case: StoreCase,
+) -> None:
+    store = await store_case.open()
+    worker = await _turns_with_state(store, 30)
+    # A session-wide state below the principal-scoped ones: GUS's answer is this older event.
+    run, lease, checkpoint = await worker.loop.start_run(
+        SID, "state-wide", ce.UserMessage("for all"), PRINCIPAL, owner="t"
+    )
+    await worker.loop.update_working_state(
+        run, checkpoint, {"objective": "shared"}, source="user", lease=lease
+    )
+    await _turns_with_state(store, 40, first=31, worker=worker)
+    each = getattr(store.events, "latest_before_each", None)
+    if each is None:  # the memory store reads them one by one
+        return
+    types = (CARRY_RECORDED, WORKING_STATE_UPDATED)
+    seeds = [e.sequence for e in await store.events.read(SID, types=["conversation.item.appended"])]
+    # GUS may not read the principal-scoped states: the newest is passed over for an older one.
+    for principal in (PRINCIPAL, GUS, None):
+        for before in seeds[::2]:
+            want = tuple([await store.events.latest_before(SID, before, t, principal) for t in types])
+            assert await each(SID, before, types, principal) == want
+    assert any(await each(SID, seeds[-1], types, GUS))
+    # An unknown type below the boundary: the fail-closed rule reads precisely, and raises.
+    last = (await store.events.read(SID))[-1].sequence
+    store_case.inject_event_row(session_id=SID, sequence=last + 1, type="context.mystery")
+    late = await ce.append_item(store, SID, ce.UserMessage("later"), principal=PRINCIPAL)
+    assert late.seq is not None
+    with pytest.raises(StoreCorruption) as err:
+        await each(SID, late.seq, types, PRINCIPAL)
+    assert err.value.sequence == last + 1
+    await store_case.close_all()

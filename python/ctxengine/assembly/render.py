@@ -114,6 +114,14 @@ def render_pointer(item: ToolResult) -> RenderedItem:
     )
 
 
+def render_pointers(items: Sequence[ToolResult]) -> list[RenderedItem]:
+    """``render_pointer`` of each tool result, in one backend call (the Rust backend writes
+    them natively, byte for byte the same)."""
+    with paused_gc():
+        made: list[RenderedItem | None] = backends.active().render_pointers(items, RenderedItem)
+    return [hit if hit is not None else render_pointer(item) for item, hit in zip(items, made, strict=True)]
+
+
 # The block renderers and the cached renders lived here before ``blocks``
 # and ``render_cache`` (their old import path).
 _RENDER_CACHE_NAMES = frozenset({"RENDERS", "RenderCache", "render_item", "tool_result_pointer"})
@@ -142,4 +150,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["POINTER", "digest_of", "render_conversation", "render_items", "render_pointer"]
+__all__ = ["POINTER", "digest_of", "render_conversation", "render_items", "render_pointer", "render_pointers"]

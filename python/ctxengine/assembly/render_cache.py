@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any
 
 from ..model import ConversationItem, ToolResult
-from .render import POINTER, digest_of, render_conversation, render_items, render_pointer
+from .render import POINTER, digest_of, render_conversation, render_items, render_pointer, render_pointers
 from .request import RenderedItem
 
 
@@ -150,11 +150,14 @@ class RenderCache:
         # One backend call renders the lot (natively on the Rust backend, ADR 0011).
         todo = {digest: item for item, digest in fresh if digest not in renders}
         made = dict(zip(todo, render_items(list(todo.values()), "history"), strict=True))
+        unpointed: dict[bytes, ToolResult] = {}
         for item, digest in fresh:
             if digest not in renders:
                 renders[digest] = made[digest]
             if isinstance(item, ToolResult) and digest not in pointers:
-                pointers[digest] = render_pointer(item)
+                unpointed.setdefault(digest, item)  # the first of equal items, as before
+        if unpointed:  # one backend call for the lot, as the renders
+            pointers.update(zip(unpointed, render_pointers(list(unpointed.values())), strict=True))
         self._held += len(renders) + len(pointers) - before
         if self._held > self.capacity:
             self._shrink(tables)

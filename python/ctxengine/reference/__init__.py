@@ -14,7 +14,7 @@ from .canonical import canonical_json, item_canonical, payload_hash
 from .cut import select_history, validate_tool_pairs
 from .decode import decode_items
 from .estimate import TokenEstimator
-from .render import render_items
+from .render import render_items, render_pointers
 from .tokenize import count_tokens, counting_method, encode_tokens, encoding_ranks_sha256, exact_raw
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "item_canonical",
     "payload_hash",
     "render_items",
+    "render_pointers",
     "select_history",
     "validate_tool_pairs",
 ]

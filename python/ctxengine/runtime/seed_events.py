@@ -129,6 +129,10 @@ class SeedEvents:
     ) -> tuple[Event | None, Event | None]:
         self.reads += 2
         events = self.store.events
+        each = getattr(events, "latest_before_each", None)  # the SQL stores': one operation
+        if each is not None:
+            carry, state = await each(session_id, before, _TYPES, principal)
+            return carry, state
         carry = await events.latest_before(session_id, before, CARRY_RECORDED, principal)
         state = await events.latest_before(session_id, before, WORKING_STATE_UPDATED, principal)
         return carry, state

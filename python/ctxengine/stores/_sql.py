@@ -45,6 +45,7 @@ class SqlOps:
     put_counts: Callable[..., Any]
     visibilities: Callable[..., Any]
     prune: Callable[..., Any]
+    latest_each: Callable[..., Any]
 
 
 class SqlEventLog:
@@ -99,6 +100,23 @@ class SqlEventLog:
         _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
         found: Event | None = await self._s._call(
             self._ops.latest_before, session_id, before_sequence, event_type, principal
+        )
+        return found
+
+    async def latest_before_each(
+        self,
+        session_id: str,
+        before_sequence: int,
+        event_types: tuple[str, ...],
+        principal: Principal | None = None,
+    ) -> tuple[Event | None, ...]:
+        """``latest_before`` of each of ``event_types``, as one store operation."""
+        _rows.check_session("EventLog.latest_before", session_id)
+        for event_type in event_types:
+            check_event_type(event_type, "EventLog.latest_before")
+        _rows.check_ints("EventLog.latest_before", before_sequence=before_sequence)
+        found: tuple[Event | None, ...] = await self._s._call(
+            self._ops.latest_each, session_id, before_sequence, tuple(event_types), principal
         )
         return found
 

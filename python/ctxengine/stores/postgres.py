@@ -108,6 +108,25 @@ async def _read(
     return [event for event in events if types is None or event.type in types]
 
 
+async def _latest_each(
+    conn: Conn, session_id: str, before: int, types: tuple[str, ...], principal: Principal | None
+) -> tuple[Event | None, ...]:
+    # One statement finds the newest row of every type: usually each is the answer. A type
+    # whose newest row the principal may not read, or any row the fail-closed rule must
+    # see, takes the precise read of that type.
+    rows = await postgres_items.newest_typed(conn, session_id, before, types)
+    if rows is None:
+        return tuple([await _latest_before(conn, session_id, before, t, principal) for t in types])
+    out: list[Event | None] = []
+    for event_type in types:
+        row = next((r for r in rows if r[2] == event_type), None)
+        event = None if row is None else _rows.decode_event(row)
+        if event is not None and not event.visibility.allows(principal):
+            event = await _latest_before(conn, session_id, before, event_type, principal)
+        out.append(event)
+    return tuple(out)
+
+
 async def _latest_before(
     conn: Conn, session_id: str, before: int, event_type: str, principal: Principal | None
 ) -> Event | None:
@@ -331,6 +350,7 @@ _OPS = SqlOps(
     append=_append,
     read=_read,
     latest_before=_latest_before,
+    latest_each=_latest_each,
     claim=_claim,
     write_checkpoint=postgres_writes.write_checkpoint,
     latest_raw=_latest_raw,

@@ -128,6 +128,26 @@ async def latest_typed(
         rows = [(None, *r) for r in await cur.fetchall()]
 
 
+async def newest_typed(
+    conn: Conn, session_id: str, before: int, types: tuple[str, ...]
+) -> list[tuple[Any, ...]] | None:
+    """The newest row of each of ``types`` below ``before`` (those there are, any visibility),
+    in one statement through the type index; ``None`` when the fail-closed rule needs the
+    precise read (as ``latest_typed``)."""
+    newest = " UNION ALL ".join(
+        f"(SELECT * FROM ctxengine_events e WHERE e.session_id = %(s)s AND e.type = %(t{i})s "
+        "AND e.sequence < %(b)s ORDER BY e.sequence DESC LIMIT 1)"
+        for i in range(len(types))
+    )
+    sql = f"{FLOOR} SELECT floor.f, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ({newest}) e ON true"
+    params = _params(session_id, b=before, **{f"t{i}": t for i, t in enumerate(types)})
+    cur = await conn.execute(sql, params)
+    rows = await cur.fetchall()
+    if not rows or not _clean(rows[0][0], before):
+        return None
+    return [tuple(r[1:]) for r in rows if r[2] is not None]
+
+
 def _params(session_id: str, **extra: Any) -> dict[str, Any]:
     return {"s": session_id, "known": list(_rows.KNOWN_TYPES), "v": FORMAT_VERSION, **extra}
 
@@ -224,6 +244,7 @@ __all__ = [
     "flush_deferred",
     "take_deferred",
     "latest_typed",
+    "newest_typed",
     "prune",
     "put_counts",
     "read_items",

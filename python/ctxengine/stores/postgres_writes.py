@@ -42,7 +42,11 @@ WITH lk AS MATERIALIZED (SELECT pg_advisory_xact_lock(%(cls)s, hashtext(%(s)s)) 
 prev AS MATERIALIZED (
     SELECT e.* FROM ctxengine_events e, lk WHERE e.session_id = %(s)s AND e.derivation_key = ANY(%(keys)s)
 ),
-base AS (SELECT COALESCE(MAX(e.sequence), 0) AS m FROM ctxengine_events e, lk WHERE e.session_id = %(s)s),
+base AS (
+    SELECT COALESCE((
+        SELECT e.sequence FROM ctxengine_events e WHERE e.session_id = %(s)s ORDER BY e.sequence DESC LIMIT 1
+    ), 0) AS m FROM lk
+),
 batch AS (
     SELECT * FROM unnest(
         %(keys)s::text[], %(types)s::text[], %(payloads)s::text[], %(runs)s::text[], %(actors)s::text[],

@@ -181,6 +181,17 @@ def _read(
     return [event for event in events if types is None or event.type in types]
 
 
+def _latest_each(
+    conn: sqlite3.Connection,
+    own: bool,
+    session_id: str,
+    before: int,
+    types: tuple[str, ...],
+    principal: Principal | None,
+) -> tuple[Event | None, ...]:
+    return tuple(_latest_before(conn, own, session_id, before, t, principal) for t in types)
+
+
 def _latest_before(
     conn: sqlite3.Connection,
     own: bool,
@@ -453,6 +464,7 @@ _OPS = SqlOps(
     append=_append,
     read=_read,
     latest_before=_latest_before,
+    latest_each=_latest_each,
     claim=_claim,
     write_checkpoint=_write_checkpoint,
     latest_raw=_latest_raw,

@@ -17,6 +17,7 @@ pub mod error;
 pub mod estimate;
 pub mod hash;
 pub mod interop;
+pub mod pointer;
 pub mod tokenize;
 
 pub use error::{CoreError, CoreResult};

@@ -36,6 +36,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(assembly::fit_body, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_items, m)?)?;
     m.add_function(wrap_pyfunction!(render::render_items, m)?)?;
+    m.add_function(wrap_pyfunction!(render::render_pointers, m)?)?;
     m.add_class::<estimator::TokenEstimator>()?;
     m.add_function(wrap_pyfunction!(tokenize::count_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::encode_tokens, m)?)?;

@@ -10,6 +10,7 @@
 
 use ctxengine_core::envelope::{envelope, rendered_text_canonical};
 use ctxengine_core::hash::sha256;
+use ctxengine_core::pointer::pointer_text;
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -233,6 +234,97 @@ pub fn render_items<'py>(
             // Strings, a bool, an int and a tuple of bytes: it can hold no cycle.
             let rendered = maker.make_acyclic(values.into(), true)?;
             out.append(rendered)?;
+        }
+        Ok(out)
+    })
+}
+
+/// The pointer render of one tool result, or `None` when it is not one or
+/// holds what only the caller renders (a lone surrogate, a huge sequence).
+fn pointer<'py>(
+    item: &Bound<'py, PyAny>,
+    maker: &Maker<'py>,
+    region: &Bound<'py, PyAny>,
+    role: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = item.py();
+    let kind: String = item.get_type().getattr(intern!(py, "kind"))?.extract()?;
+    if kind != "tool_result" {
+        return Ok(None);
+    }
+    let Ok(text) = content_text(&item.getattr(intern!(py, "content"))?) else {
+        return Ok(None);
+    };
+    let call_id = item.getattr(intern!(py, "call_id"))?;
+    let Ok(Ok(call)) = call_id
+        .cast::<PyString>()
+        .map(|c| c.to_str().map(str::to_owned))
+    else {
+        return Ok(None);
+    };
+    let trust = item
+        .getattr(intern!(py, "trust"))?
+        .getattr(intern!(py, "value"))?;
+    let Ok(Ok(trust)) = trust
+        .cast::<PyString>()
+        .map(|t| t.to_str().map(str::to_owned))
+    else {
+        return Ok(None);
+    };
+    let seq_obj = item.getattr(intern!(py, "seq"))?;
+    let seq = if seq_obj.is_none() {
+        None
+    } else {
+        match seq_obj.extract::<i64>() {
+            Ok(s) => Some(s),
+            Err(_) => return Ok(None),
+        }
+    };
+    let is_error = item.getattr(intern!(py, "is_error"))?;
+    let text = pointer_text(text.len(), &call, seq, is_error.is_truthy()?, &trust);
+    let none = py.None().into_bound(py);
+    let values = vec![
+        region.clone(),
+        role.clone(),
+        PyString::new(py, &text).into_any(),
+        call_id,
+        none.clone(),
+        none.clone(),
+        is_error,
+        none.clone(),
+        none.clone(),
+        seq_obj,
+        none,
+    ];
+    Ok(Some(maker.make(values)?))
+}
+
+/// Each tool result's pointer render (`render_pointer`: the render a history
+/// falls back to under context pressure), or `None` for the caller to make.
+/// `rendered_cls` is `RenderedItem`.
+#[pyfunction]
+pub fn render_pointers<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyAny>,
+    rendered_cls: &Bound<'py, PyType>,
+) -> PyResult<Bound<'py, PyList>> {
+    guard(py, || {
+        let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
+        if slots.iter().map(String::as_str).ne(SLOTS.iter().copied()) {
+            return Err(PyTypeError::new_err(format!(
+                "render_pointers: {} does not have the slots {SLOTS:?}",
+                rendered_cls.name()?
+            )));
+        }
+        let maker = Maker::new(rendered_cls, &SLOTS)?;
+        let region = PyString::new(py, "history").into_any();
+        let role = PyString::new(py, "tool").into_any();
+        let out = PyList::empty(py);
+        for item in items.try_iter()? {
+            match pointer(&item?, &maker, &region, &role)? {
+                Some(rendered) => out.append(rendered)?,
+                None => out.append(py.None())?,
+            }
         }
         Ok(out)
     })
