@@ -15,6 +15,7 @@ assistant; 200-500 bytes an item) in each format. Shared with
 
 from __future__ import annotations
 
+import gc
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -152,6 +153,10 @@ def run_interop(
                 warm, cold = _trim_timings(trim, base, n, time_call, repeats(n), max_seconds)
                 out.setdefault(f"trim_warm_{n}", {})[impl] = warm
                 out.setdefault(f"trim_cold_{n}", {})[impl] = cold
+        # The trim rows' sessions (up to 100,000 LangChain messages, objects the collector
+        # tracks) are not this row's: let them go before it is timed.
+        base = []
+        gc.collect()
         progress("openai chat cut")
         for name in backends.BACKENDS:
             backends.use(name)
