@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -323,3 +324,29 @@ def test_whether_a_summary_can_be_compacted_again_follows_the_configured_depth_l
     for bad in (0, True, "2"):
         with pytest.raises(ce.ModelValidationError, match="max_compaction_depth"):
             ContextBuilder(planner, max_compaction_depth=bad)  # type: ignore[arg-type]
+
+
+def test_a_rebuild_reuses_blocks_only_while_its_inputs_are_the_same(backend: str) -> None:
+    """The builder keeps a line's last blocks for the same checkpoint fields,
+    turn, principal and clock minute: each of those changing shows in the body,
+    exactly as a fresh builder renders it."""
+    planner, plan = make_plan()
+    clock = ce.FixedClock(ce.FixedClock(plan.created_at).now().replace(hour=12, minute=0, second=59))
+    builder = make_builder(planner, clock)
+    items = session(6)
+    run = run_at(items, len(items) - 4)
+    cp = checkpoint_for(items, working_state=WorkingState(objective="a"))
+    first = builder.build(run, cp, AGENT, ALICE, plan=plan)
+    assert _bytes(builder.build(run, cp, AGENT, ALICE, plan=plan)) == _bytes(first)
+    changed = [
+        builder.build(run, replace(cp, working_state=WorkingState(objective="b")), AGENT, ALICE, plan=plan),
+        builder.build(run, replace(cp, notes=("n",)), AGENT, ALICE, plan=plan),
+        builder.build(run, cp, AGENT, ce.Principal("bob", "acme", frozenset()), plan=plan),
+    ]
+    assert _bytes(builder.build(run, cp, AGENT, ALICE, plan=plan)) == _bytes(first)
+    clock.advance(timedelta(seconds=1))  # the next minute
+    changed.append(builder.build(run, cp, AGENT, ALICE, plan=plan))
+    shas = {r.metadata["body_sha256"] for r in [first, *changed]}
+    assert len(shas) == 5
+    fresh = make_builder(planner, clock).build(run, cp, AGENT, ALICE, plan=plan)
+    assert _bytes(changed[-1]) == _bytes(fresh)

@@ -305,3 +305,25 @@ def test_the_inputs_are_checked_alike() -> None:
         assert messages[0] == messages[1]
     with pytest.raises(ArgumentError, match="estimator"):
         core.fit_body(inputs=good, limits=limits, estimator=ref.TokenEstimator(), model_id=MODEL)
+
+
+def test_the_same_blocks_and_limits_read_again_after_their_type_changes() -> None:
+    """The binding keeps the last blocks and limits it read, by identity: a
+    change to their type (a cap now computed) is read, as the reference reads it."""
+
+    class Block(BodyBlock):
+        __slots__ = ()
+
+    class Limits(BodyLimits):
+        __slots__ = ()
+
+    case = ladder_case(200)
+    case["blocks"] = tuple(Block(*b) for b in case["blocks"])
+    case["limits"] = Limits(*case["limits"])
+    before = run(core, case, estimator(core, case))
+    assert before == run(ref, case, estimator(ref, case))
+    Block.max_tokens = property(lambda self: 10 if self.region_class == "recall" else self[5])  # type: ignore[assignment]
+    Limits.summary_floor = property(lambda self: None)  # type: ignore[assignment]
+    after = run(core, case, estimator(core, case))
+    assert after == run(ref, case, estimator(ref, case))
+    assert after != before

@@ -255,6 +255,14 @@ def _corrections(ctx: BodyContext, cache: RenderCache) -> Block:
     return (cache.block(key, lambda: render_lines("memory_corrections", CORRECTIONS_TITLE, corrections)),), ()
 
 
+def clock_window(now: datetime) -> tuple[datetime, datetime]:
+    """The clock readings around ``now`` over which every block renders the
+    same (the metadata's minute): a renderer that reads the clock more finely
+    must narrow this."""
+    minute = now.replace(second=0, microsecond=0)
+    return minute, minute + timedelta(minutes=1)
+
+
 def _metadata(ctx: BodyContext, cache: RenderCache) -> Block:
     # The block changes by the minute: the last one holds while the clock
     # stays within its minute (its principal kept by identity).
@@ -264,12 +272,10 @@ def _metadata(ctx: BodyContext, cache: RenderCache) -> Block:
         principal, surface, start, end, block = last
         if principal is ctx.principal and surface == ctx.surface and start <= now < end:
             return block  # type: ignore[no-any-return]
-    minute = now.replace(second=0, microsecond=0)
+    minute, end = clock_window(now)
     key = ("metadata", minute, ctx.principal, ctx.surface)
     block = (cache.block(key, lambda: render_metadata(now, ctx.principal, ctx.surface)),), ()
-    cache.keep_last(
-        "runtime_metadata", (ctx.principal, ctx.surface, minute, minute + timedelta(minutes=1), block)
-    )
+    cache.keep_last("runtime_metadata", (ctx.principal, ctx.surface, minute, end, block))
     return block
 
 
@@ -308,6 +314,7 @@ __all__ = [
     "RECALL_TITLE",
     "EMPTY",
     "BodyContext",
+    "clock_window",
     "lines_block",
     "render_knowledge",
     "render_lines",

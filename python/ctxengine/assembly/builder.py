@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from operator import is_
+from dataclasses import dataclass, fields
+from operator import attrgetter, is_
 from typing import Any
 
 from ..core.body import BodyBlock, BodyFit, BodyInputs, BodyLimits, fit_body
@@ -48,6 +48,7 @@ from .blocks import (
     CORRECTIONS_TITLE,
     RECALL_TITLE,
     BodyContext,
+    clock_window,
     render_prefix,
     summary_blocks,
 )
@@ -246,9 +247,10 @@ class ContextBuilder:
         limits = self._limits(
             budget, cp.replaced_through_sequence, cp.summary_depth < self.max_compaction_depth
         )
-        fit = self._fit_body(tables, history, blocks, limits, plan.counting_key)
+        counting_key = plan.counting_key
+        fit = self._fit_body(tables, history, blocks, limits, counting_key)
         body, body_raw, reason = fit["body"], fit["body_raw"], fit["reason"]
-        body_tokens = self.estimator.corrected(body_raw, plan.counting_key)
+        body_tokens = self.estimator.corrected(body_raw, counting_key)
         prefix_tokens = plan.prefix_tokens
         reserve = budget.reserve_output_tokens
         capacity = budget.total_tokens - reserve
@@ -355,11 +357,27 @@ class ContextBuilder:
                 ],
             )
         # The line's last blocks: the same renders again make the same blocks.
-        last = tables.blocks
-        if last is None or last[0] is not rows:
-            last = tables.blocks = (rows, [row[1] for row in rows[2]])
-        kept = last[1]
+        last: _LineBlocks | None = tables.blocks
+        if last is None or last.rows is not rows:
+            last = tables.blocks = _LineBlocks(rows, [row[1] for row in rows[2]])
+        # The same inputs as the line's last build (the checkpoint's fields
+        # but its conversation, by identity; the turn; the clock within its
+        # window): its very blocks (which the backend then reads as before).
+        sources = _SOURCES_OF(ctx.checkpoint)
+        turn, now = ctx.turn, ctx.now
+        if (
+            last.out is not None
+            and last.principal is ctx.principal
+            and last.surface == ctx.surface
+            and last.start <= now < last.end
+            and len(turn) == len(last.turn)
+            and all(map(is_, sources, last.sources))
+            and all(map(is_, turn, last.turn))
+        ):
+            return last.out
+        kept = last.kept
         renders = self.renders
+        changed = False
         at = 0
         for render, _ in rows[2]:
             if render is not None:
@@ -369,8 +387,14 @@ class ContextBuilder:
                     len(items) == len(block.items) and all(map(is_, items, block.items)) and ids == block.ids
                 ):
                     kept[at] = BodyBlock(block.region_class, block.kind, items, ids, *block[4:])
+                    changed = True
             at += 1
-        return tuple(kept)
+        out = last.out
+        if out is None or changed:
+            out = last.out = tuple(kept)
+        last.sources, last.turn, last.principal, last.surface = sources, turn, ctx.principal, ctx.surface
+        last.start, last.end = clock_window(now)
+        return out
 
     def _fit_body(
         self,
@@ -407,6 +431,27 @@ class ContextBuilder:
                 }
         return fit
 
+
+class _LineBlocks:
+    """A history line's last body blocks and what they were rendered from."""
+
+    __slots__ = ("end", "kept", "out", "principal", "rows", "sources", "start", "surface", "turn")
+
+    def __init__(self, rows: Any, kept: list[BodyBlock]) -> None:
+        self.rows = rows
+        self.kept = kept
+        self.out: tuple[BodyBlock, ...] | None = None
+        self.sources: tuple[Any, ...] = ()
+        self.turn: tuple[ConversationItem, ...] = ()
+        self.principal: Principal | None = None
+        self.surface: str | None = None
+        self.start: Any = None
+        self.end: Any = None
+
+
+# Every checkpoint field the blocks may read (all but the conversation, whose
+# turn is ``BodyContext.turn``).
+_SOURCES_OF = attrgetter(*(f.name for f in fields(Checkpoint) if f.name != "conversation"))
 
 _SOURCES: dict[str, tuple[bool, str]] = {}
 

@@ -267,6 +267,23 @@ pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Ve
     let mut counts = [0usize; 8];
     let all = field(inputs, Path::of("inputs", "blocks"), intern!(py, "blocks"))?;
     const B: &str = "inputs.blocks";
+    if let Some(kept) = super::memo::recall(&all) {
+        // The same tuple as last time: its items' types checked again only.
+        for (at, block) in kept.iter().enumerate() {
+            for (index, item) in block.items.iter().enumerate() {
+                let t = types.info(item)?;
+                if types.infos[t].sort != Sort::Item {
+                    return Err(argument_error(
+                        py,
+                        F,
+                        format!("{}[{index}]", Path::at(B, at, "items")),
+                        format!("expected a rendered item, got {}", type_name(item)),
+                    ));
+                }
+            }
+        }
+        return Ok(kept);
+    }
     for (at, block) in elements(Path::of(B, ""), &all, "blocks")?
         .into_iter()
         .enumerate()
@@ -347,11 +364,21 @@ pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Ve
     if counts[1] != 1 {
         return Err(argument_error(py, F, B, "expected one history block"));
     }
+    super::memo::keep(&all, &out);
     Ok(out)
 }
 
 /// `BodyLimits`.
 pub fn limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
+    if let Some(kept) = super::memo::recall_limits(limits) {
+        return Ok(kept);
+    }
+    let read = read_limits(limits)?;
+    super::memo::keep_limits(limits, read);
+    Ok(read)
+}
+
+fn read_limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
     let py = limits.py();
     let part = |name: &'static str| Path::of("limits", name);
     let get =

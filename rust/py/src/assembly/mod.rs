@@ -8,6 +8,7 @@
 
 mod gather;
 mod inputs;
+mod memo;
 
 use ctxengine_core::body::{self, Block, BodyHost, Kind, Part};
 use ctxengine_core::hash::{hex, sha256, PrefixStates};
@@ -55,7 +56,23 @@ fn body_fit<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in fields {
-        d.set_item(k, v)?;
+        // Interned once: no new key strings per call.
+        let key = match k {
+            "body" => pyo3::intern!(py, "body"),
+            "body_raw" => pyo3::intern!(py, "body_raw"),
+            "reason" => pyo3::intern!(py, "reason"),
+            "compactable" => pyo3::intern!(py, "compactable"),
+            "cut" => pyo3::intern!(py, "cut"),
+            "history_budget" => pyo3::intern!(py, "history_budget"),
+            "yield_steps" => pyo3::intern!(py, "yield_steps"),
+            "body_sha256" => pyo3::intern!(py, "body_sha256"),
+            "missing" => pyo3::intern!(py, "missing"),
+            other => {
+                d.set_item(other, v)?;
+                continue;
+            }
+        };
+        d.set_item(key, v)?;
     }
     Ok(d)
 }
@@ -115,7 +132,10 @@ fn fit<'py>(
     let pointers = inputs::table(inputs, "pointers", pyo3::intern!(py, "pointers"))?;
     let blocks = inputs::blocks(inputs, &mut g.types)?;
     let limits = inputs::limits(limits)?;
-    arguments::estimator_like(F, estimator)?;
+    // (This backend's own estimator is one: its type has both methods.)
+    if !estimator.get_type().is(py.get_type::<TokenEstimator>()) {
+        arguments::estimator_like(F, estimator)?;
+    }
     let model_id = arguments::string(F, "model_id", model_id)?;
     let Ok(est) = estimator.cast::<TokenEstimator>() else {
         return Err(argument_error(

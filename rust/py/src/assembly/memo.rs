@@ -1,0 +1,176 @@
+//! The last `inputs.blocks` (and `limits`) read on this thread, kept with
+//! the object it was read from: the builder hands the very same tuple again
+//! while a line's blocks (its limits) do not change, and reading it again
+//! would give the same values.
+//!
+//! Kept only when nothing in it can change: an exact tuple of blocks of one
+//! type (a tuple subclass, generic attribute access, no instance dict) whose
+//! fields are str, int, None or exact tuples (the limits: such a tuple
+//! itself); trusted while that type's attribute version tag is unchanged
+//! (CPython gives a type a new tag whenever an attribute of it or of a base
+//! is set or deleted). The object is held, so its address names it.
+
+use std::cell::RefCell;
+
+use ctxengine_core::body::{BodyLimits, Kind};
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use super::inputs::BlockIn;
+use crate::items::version_of;
+
+struct Kept {
+    class: Py<PyAny>,
+    kind: Kind,
+    items: Vec<Py<PyAny>>,
+    ids: Vec<Py<PyAny>>,
+    max_items: Option<i64>,
+    max_tokens: Option<i64>,
+}
+
+struct Memo {
+    source: Py<PyAny>,
+    tp: *mut ffi::PyTypeObject,
+    version: std::os::raw::c_uint,
+    blocks: Vec<Kept>,
+}
+
+struct Limits {
+    source: Py<PyAny>,
+    tp: *mut ffi::PyTypeObject,
+    version: std::os::raw::c_uint,
+    limits: BodyLimits,
+}
+
+thread_local! {
+    static LAST: RefCell<Option<Memo>> = const { RefCell::new(None) };
+    static LAST_LIMITS: RefCell<Option<Limits>> = const { RefCell::new(None) };
+}
+
+/// The limits read from `source` last time, when it is the same object and
+/// its type is unchanged.
+pub fn recall_limits(source: &Bound<'_, PyAny>) -> Option<BodyLimits> {
+    LAST_LIMITS.with(|last| {
+        let last = last.borrow();
+        let memo = last.as_ref()?;
+        // SAFETY: the type is held by the kept object.
+        let same = source.is(memo.source.bind(source.py()))
+            && unsafe { version_of(memo.tp) } == Some(memo.version);
+        same.then_some(memo.limits)
+    })
+}
+
+/// Keep `limits`, read from `source`, when it cannot change.
+pub fn keep_limits(source: &Bound<'_, PyAny>, limits: BodyLimits) {
+    // SAFETY: reads of a live object (the GIL is held).
+    let memo = unsafe { plain_tuple(source.as_ptr()) }.map(|(tp, version)| Limits {
+        source: source.clone().unbind(),
+        tp,
+        version,
+        limits,
+    });
+    let old = LAST_LIMITS.with(|last| last.replace(memo));
+    drop(old);
+}
+
+/// The blocks read from `source` last time, when it is the same tuple and
+/// its blocks' type is unchanged.
+pub fn recall<'py>(source: &Bound<'py, PyAny>) -> Option<Vec<BlockIn<'py>>> {
+    let py = source.py();
+    LAST.with(|last| {
+        let last = last.borrow();
+        let memo = last.as_ref()?;
+        // SAFETY: the type is held by the kept tuple's blocks.
+        if !source.is(memo.source.bind(py)) || unsafe { version_of(memo.tp) } != Some(memo.version)
+        {
+            return None;
+        }
+        Some(
+            memo.blocks
+                .iter()
+                .map(|b| BlockIn {
+                    class: b.class.bind(py).clone(),
+                    kind: b.kind,
+                    items: b.items.iter().map(|i| i.bind(py).clone()).collect(),
+                    ids: b.ids.iter().map(|i| i.bind(py).clone()).collect(),
+                    max_items: b.max_items,
+                    max_tokens: b.max_tokens,
+                })
+                .collect(),
+        )
+    })
+}
+
+/// Keep `blocks`, read from `source`, when nothing in them can change.
+pub fn keep(source: &Bound<'_, PyAny>, blocks: &[BlockIn<'_>]) {
+    let memo = unchanging(source).map(|(tp, version)| Memo {
+        source: source.clone().unbind(),
+        tp,
+        version,
+        blocks: blocks
+            .iter()
+            .map(|b| Kept {
+                class: b.class.clone().unbind(),
+                kind: b.kind,
+                items: b.items.iter().map(|i| i.clone().unbind()).collect(),
+                ids: b.ids.iter().map(|i| i.clone().unbind()).collect(),
+                max_items: b.max_items,
+                max_tokens: b.max_tokens,
+            })
+            .collect(),
+    });
+    // (Dropped with the GIL held: every call runs inside one from Python.)
+    let old = LAST.with(|last| last.replace(memo));
+    drop(old);
+}
+
+/// The blocks' one type and its version tag, when the tuple cannot change.
+fn unchanging(source: &Bound<'_, PyAny>) -> Option<(*mut ffi::PyTypeObject, std::os::raw::c_uint)> {
+    // SAFETY: type checks and reads of live objects (the GIL is held).
+    unsafe {
+        let all = source.as_ptr();
+        if ffi::PyTuple_CheckExact(all) == 0 || ffi::PyTuple_GET_SIZE(all) == 0 {
+            return None;
+        }
+        let (tp, version) = plain_tuple(ffi::PyTuple_GET_ITEM(all, 0))?;
+        for k in 1..ffi::PyTuple_GET_SIZE(all) {
+            let block = ffi::PyTuple_GET_ITEM(all, k);
+            if ffi::Py_TYPE(block) != tp || plain_tuple(block).is_none() {
+                return None;
+            }
+        }
+        Some((tp, version))
+    }
+}
+
+/// A tuple subclass's instance whose attributes cannot change (generic
+/// attribute access, no instance dict, fields of immutable values: None,
+/// exact str, int or tuple), with its type's version tag.
+///
+/// # Safety
+/// `obj` must be a live object.
+unsafe fn plain_tuple(
+    obj: *mut ffi::PyObject,
+) -> Option<(*mut ffi::PyTypeObject, std::os::raw::c_uint)> {
+    let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
+    let tp = ffi::Py_TYPE(obj);
+    if ffi::PyTuple_Check(obj) == 0
+        || (*tp).tp_dictoffset != 0
+        || (*tp).tp_getattro.map(|f| f as usize) != Some(generic)
+    {
+        return None;
+    }
+    let version = version_of(tp)?;
+    for f in 0..ffi::PyTuple_GET_SIZE(obj) {
+        let v = ffi::PyTuple_GET_ITEM(obj, f);
+        let plain = v == ffi::Py_None()
+            || ffi::PyUnicode_CheckExact(v) != 0
+            || ffi::PyLong_CheckExact(v) != 0
+            || ffi::PyBool_Check(v) != 0
+            || ffi::PyTuple_CheckExact(v) != 0;
+        if !plain {
+            return None;
+        }
+    }
+    Some((tp, version))
+}
