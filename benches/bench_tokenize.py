@@ -9,45 +9,20 @@ Rust with Python).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ctxengine.cli.bench_counting import CLASSES, corpus_items
 from ctxengine.core import backends
 
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "core" / "corpus"
-CLASSES = {
-    "code": "code.py.txt",
-    "prose": "prose.txt",
-    "json": "data.json",
-    "cjk": "cjk.txt",
-    "ru_el": "ru_el.txt",
-    "emoji": "emoji.txt",
-}
 TARGET_BYTES = 1_000_000
 ITEM_BYTES = 2_000
 
 
 def items_of(name: str) -> list[str]:
     """About 1 MB of the class, as items of about 2 kB (cut on line ends)."""
-    text = (CORPUS / CLASSES[name]).read_text(encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    items: list[str] = []
-    current: list[str] = []
-    size = total = 0
-    while total < TARGET_BYTES:
-        for line in lines:
-            current.append(line)
-            n = len(line.encode("utf-8"))
-            size += n
-            total += n
-            if size >= ITEM_BYTES:
-                items.append("".join(current))
-                current, size = [], 0
-    if current:
-        items.append("".join(current))
-    return items
+    return corpus_items(name, TARGET_BYTES, ITEM_BYTES)
 
 
 @pytest.mark.parametrize("content", list(CLASSES))

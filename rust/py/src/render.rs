@@ -81,6 +81,18 @@ fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
     Ok(out)
 }
 
+/// A maker of `rendered_cls` (`RenderedItem`), checked to have the slots [`SLOTS`].
+fn rendered_maker<'py>(function: &str, rendered_cls: &Bound<'py, PyType>) -> PyResult<Maker<'py>> {
+    let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
+    if slots.iter().map(String::as_str).ne(SLOTS.iter().copied()) {
+        return Err(PyTypeError::new_err(format!(
+            "{function}: {} does not have the slots {SLOTS:?}",
+            rendered_cls.name()?
+        )));
+    }
+    Maker::new(rendered_cls, &SLOTS)
+}
+
 /// Each item's rendered form for `region_class`, made here (messages, tool
 /// results, tool calls, reasoning) or `None` (the caller renders it).
 /// `rendered_cls` is `RenderedItem`.
@@ -92,14 +104,7 @@ pub fn render_items<'py>(
     rendered_cls: &Bound<'py, PyType>,
 ) -> PyResult<Bound<'py, PyList>> {
     guard(py, || {
-        let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
-        if slots.iter().map(String::as_str).ne(SLOTS.iter().copied()) {
-            return Err(PyTypeError::new_err(format!(
-                "render_items: {} does not have the slots {SLOTS:?}",
-                rendered_cls.name()?
-            )));
-        }
-        let maker = Maker::new(rendered_cls, &SLOTS)?;
+        let maker = rendered_maker("render_items", rendered_cls)?;
         let region = region_class.to_str()?;
         let none = py.None().into_bound(py);
         let out = PyList::empty(py);
@@ -309,14 +314,7 @@ pub fn render_pointers<'py>(
     rendered_cls: &Bound<'py, PyType>,
 ) -> PyResult<Bound<'py, PyList>> {
     guard(py, || {
-        let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
-        if slots.iter().map(String::as_str).ne(SLOTS.iter().copied()) {
-            return Err(PyTypeError::new_err(format!(
-                "render_pointers: {} does not have the slots {SLOTS:?}",
-                rendered_cls.name()?
-            )));
-        }
-        let maker = Maker::new(rendered_cls, &SLOTS)?;
+        let maker = rendered_maker("render_pointers", rendered_cls)?;
         let region = PyString::new(py, "history").into_any();
         let role = PyString::new(py, "tool").into_any();
         let out = PyList::empty(py);
