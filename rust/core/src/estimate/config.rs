@@ -115,21 +115,7 @@ pub fn check_profiles<H: Values>(
     };
     let mut out: Vec<(String, Profile)> = Vec::new();
     for (prefix, profile) in members {
-        let key = match h.shape(&prefix)? {
-            Shape::Str(Some(text)) => text,
-            Shape::Str(None) => {
-                return fail(format!(
-                    "{place}: lone surrogate in prefix {}",
-                    h.repr(&prefix)?
-                ))
-            }
-            _ => {
-                return fail(format!(
-                    "{place}: prefix {} is not a string",
-                    h.repr(&prefix)?
-                ))
-            }
-        };
+        let key = prefix_key(h, &prefix, place)?;
         let shown = h.repr(&prefix)?;
         let pair = match h.shape(&profile)? {
             Shape::Sequence(pair) if pair.len() == 2 => pair,
@@ -150,6 +136,21 @@ pub fn check_profiles<H: Values>(
     Ok(out)
 }
 
+/// A model-id prefix of a profiles or counting table: a str without lone surrogates.
+fn prefix_key<H: Values>(h: &mut H, prefix: &H::Value, place: &str) -> Result<String, H::Error> {
+    match h.shape(prefix)? {
+        Shape::Str(Some(text)) => Ok(text),
+        Shape::Str(None) => fail(format!(
+            "{place}: lone surrogate in prefix {}",
+            h.repr(prefix)?
+        )),
+        _ => fail(format!(
+            "{place}: prefix {} is not a string",
+            h.repr(prefix)?
+        )),
+    }
+}
+
 /// The caller's counting table: `None`, or a mapping of str model-id
 /// prefixes to a known method name (a later prefix replaces an equal one).
 pub fn check_table<H: Values>(
@@ -164,21 +165,7 @@ pub fn check_table<H: Values>(
     };
     let mut out = Vec::new();
     for (prefix, name) in members {
-        let key = match h.shape(&prefix)? {
-            Shape::Str(Some(text)) => text,
-            Shape::Str(None) => {
-                return fail(format!(
-                    "{place}: lone surrogate in prefix {}",
-                    h.repr(&prefix)?
-                ))
-            }
-            _ => {
-                return fail(format!(
-                    "{place}: prefix {} is not a string",
-                    h.repr(&prefix)?
-                ))
-            }
-        };
+        let key = prefix_key(h, &prefix, place)?;
         let method = match h.shape(&name)? {
             Shape::Str(Some(text)) => Method::from_name(&text),
             _ => None,
