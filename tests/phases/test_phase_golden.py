@@ -37,11 +37,6 @@ def stored(instance_id: str, event: dict[str, Any]) -> NewEvent:
     )
 
 
-@pytest.fixture(autouse=True)
-def _every_backend(backend: str) -> str:
-    return backend
-
-
 def test_the_golden_logs_cover_every_format_1_stage_and_operation() -> None:
     """A guard on the fixture itself: it exercises what format 1 could do."""
     stages = {e["stage"] for s in SCENARIOS.values() for e in s["after_each_event"]}

@@ -44,21 +44,6 @@ FORECAST = "Add a one-year forecast. MARK-CHANGE-FORECAST"
 MIXED = "Change the audience to investors and add a forecast. MARK-MIXED"
 
 
-@pytest.fixture(autouse=True)
-def _every_backend(backend: str) -> str:
-    return backend
-
-
-@pytest.fixture
-def store() -> MemoryStore:
-    return MemoryStore()
-
-
-@pytest.fixture
-def ctl(store: MemoryStore) -> ProtocolController:
-    return ProtocolController(store)
-
-
 async def events(store: MemoryStore, instance_id: str) -> list[str]:
     return [e.type for e in await store.events.read(instance_id)]
 

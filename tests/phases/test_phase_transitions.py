@@ -195,11 +195,6 @@ async def rebuilt(store: MemoryStore) -> ProtocolState | None:
         return None
 
 
-@pytest.fixture(autouse=True)
-def _every_backend(backend: str) -> str:
-    return backend
-
-
 @settings(
     max_examples=150,
     deadline=None,
