@@ -9,13 +9,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
 import ctxengine as ce
 from ctxengine.assembly.builder import ContextBuilder
-from ctxengine.cli.synthetic import synthetic_session
-from ctxengine.core import backends
-from ctxengine.model import Checkpoint, WorkingState
+from ctxengine.cli.bench import assembly_case
 from ctxengine.plan import ContextPlan, ContextPlanner
 
 AGENT = ce.AgentSpec("bench-agent", "v1", "You are a benchmark agent.")
@@ -31,25 +27,9 @@ def _setup(window: int) -> tuple[ContextBuilder, ContextPlan]:
     return ContextBuilder(planner, clock=CLOCK), plan
 
 
-def _case(n_items: int, tag: str = "s") -> tuple[ce.RunContext, Checkpoint]:
-    items = synthetic_session(n_items, tag=tag)
-    seed = items[-4].seq
-    assert seed is not None
-    cp = Checkpoint("r1", conversation=tuple(items), working_state=WorkingState(objective="benchmark"))
-    return ce.RunContext("r1", "s1", seed), cp
-
-
-@pytest.fixture(params=backends.BACKENDS)
-def backend_name(request: pytest.FixtureRequest) -> Any:
-    previous = backends.backend()
-    ce.use_backend(request.param)
-    yield request.param
-    ce.use_backend(previous)
-
-
 def bench_assemble_fifty_turns(benchmark: Any, backend_name: str) -> None:
     builder, plan = _setup(200_000)
-    run, cp = _case(200)
+    run, cp = assembly_case(200, "s")
     builder.assemble(run, cp, AGENT, ALICE, plan=plan)
     result = benchmark(builder.assemble, run, cp, AGENT, ALICE, plan=plan)
     assert result.pressure.fits
@@ -57,7 +37,7 @@ def bench_assemble_fifty_turns(benchmark: Any, backend_name: str) -> None:
 
 def bench_assemble_10k_items(benchmark: Any, backend_name: str) -> None:
     builder, plan = _setup(200_000)
-    run, cp = _case(10_000)
+    run, cp = assembly_case(10_000, "s")
     builder.assemble(run, cp, AGENT, ALICE, plan=plan)
     result = benchmark(builder.assemble, run, cp, AGENT, ALICE, plan=plan)
     assert result.pressure.history_cut > 0
@@ -67,7 +47,7 @@ def bench_many_sessions_interleaved(benchmark: Any, backend_name: str) -> None:
     """1,000 fifty-turn sessions, assembled round-robin; extra_info has assembles/s."""
     builder, plan = _setup(200_000)
     n_sessions = 1_000 if backend_name == "rust" else 100
-    cases = [_case(200, tag=f"s{i}") for i in range(n_sessions)]
+    cases = [assembly_case(200, f"s{i}") for i in range(n_sessions)]
 
     def round_robin() -> None:
         for run, cp in cases:

@@ -21,9 +21,9 @@ import pytest
 
 import ctxengine as ce
 from ctxengine.assembly.builder import ContextBuilder
+from ctxengine.cli.bench import assembly_case
 from ctxengine.cli.synthetic import synthetic_session
 from ctxengine.core import backends
-from ctxengine.model import Checkpoint, WorkingState
 from ctxengine.plan import ContextPlan, ContextPlanner
 
 AGENT = ce.AgentSpec("bench-agent", "v1", "You are a benchmark agent.")
@@ -42,30 +42,13 @@ def setup(kind: str, estimator: Any = None) -> tuple[ContextBuilder, ContextPlan
     return ContextBuilder(planner, clock=CLOCK), plan
 
 
-def case(tag: str) -> tuple[ce.RunContext, Checkpoint]:
-    """Fresh item objects (no caches), content fixed by ``tag``."""
-    items = synthetic_session(N_ITEMS, tag=tag)
-    seed = items[-4].seq
-    assert seed is not None
-    cp = Checkpoint("r1", conversation=tuple(items), working_state=WorkingState(objective="benchmark"))
-    return ce.RunContext("r1", "s1", seed), cp
-
-
-@pytest.fixture(params=backends.BACKENDS)
-def backend_name(request: pytest.FixtureRequest) -> Any:
-    previous = backends.backend()
-    ce.use_backend(request.param)
-    yield request.param
-    ce.use_backend(previous)
-
-
 def _cold(benchmark: Any, kind: str, counted: bool) -> None:
     rounds = 0
     warmed = None
     if counted:
         # The counts of this content, held by the estimator before the fresh build.
         builder, plan = setup(kind)
-        run, cp = case("counted")
+        run, cp = assembly_case(N_ITEMS, "counted")
         builder.assemble(run, cp, AGENT, ALICE, plan=plan)
         warmed = builder.estimator
 
@@ -73,7 +56,7 @@ def _cold(benchmark: Any, kind: str, counted: bool) -> None:
         nonlocal rounds
         rounds += 1
         builder, plan = setup(kind, warmed)
-        run, cp = case("counted" if counted else f"cold-{kind}-{rounds}")
+        run, cp = assembly_case(N_ITEMS, "counted" if counted else f"cold-{kind}-{rounds}")
         return (run, cp, AGENT, ALICE), {"plan": plan, "builder": builder}
 
     def build(run: Any, cp: Any, agent: Any, principal: Any, *, plan: Any, builder: Any) -> Any:
@@ -98,7 +81,7 @@ def bench_assemble_10k_cold_exact_counted(benchmark: Any, backend_name: str) -> 
 @pytest.mark.parametrize("kind", list(MODELS))
 def bench_assemble_10k_warm(benchmark: Any, backend_name: str, kind: str) -> None:
     builder, plan = setup(kind)
-    run, cp = case("warm")
+    run, cp = assembly_case(N_ITEMS, "warm")
     builder.assemble(run, cp, AGENT, ALICE, plan=plan)
     result = benchmark(builder.assemble, run, cp, AGENT, ALICE, plan=plan)
     assert result.pressure.history_cut > 0
