@@ -159,4 +159,14 @@ impl CutHost for PyCut<'_, '_> {
             .borrow_mut()
             .seq_at(self.py, self.values, index)?)
     }
+
+    fn floor_bound(&self, from: usize, count: usize, floor: i64) -> Result<usize, HostError> {
+        let mut types = self.types.borrow_mut();
+        for i in (from..count).rev() {
+            if matches!(types.seq_at(self.py, self.values, i)?, Some(seq) if seq <= floor) {
+                return Ok(i + 1);
+            }
+        }
+        Ok(0)
+    }
 }

@@ -45,6 +45,18 @@ pub trait CutHost {
     fn corrected(&self, raw_sum: i64) -> Result<i128, Self::Error>;
     /// Item `index`'s `seq` (`None` when it has none, or one above any floor).
     fn seq(&self, index: usize) -> Result<Option<i64>, Self::Error>;
+    /// The floor scan: one past the last item in `from..count` whose `seq`
+    /// is at most `floor`, reading backwards from `count` (0 if none). A
+    /// host may read its items in one loop instead of one [`CutHost::seq`]
+    /// each.
+    fn floor_bound(&self, from: usize, count: usize, floor: i64) -> Result<usize, Self::Error> {
+        for i in (from..count).rev() {
+            if matches!(self.seq(i)?, Some(seq) if seq <= floor) {
+                return Ok(i + 1);
+            }
+        }
+        Ok(0)
+    }
 }
 
 /// The cut index: `items[cut..]` is the largest suffix that fits
@@ -66,15 +78,10 @@ pub fn select_history<H: CutHost>(
     )?;
     // Only an item at or after the fit can move the cut: the floor scan
     // reads backwards from the end to the fit, up to the first hit.
-    let mut floor_bound = 0;
-    if let Some(floor) = summary_floor {
-        for i in (fit..raws.len()).rev() {
-            if matches!(host.seq(i)?, Some(seq) if seq <= floor) {
-                floor_bound = i + 1;
-                break;
-            }
-        }
-    }
+    let floor_bound = match summary_floor {
+        Some(floor) => host.floor_bound(fit, raws.len(), floor)?,
+        None => 0,
+    };
     Ok(pair_reach(fit.max(floor_bound), host.result_of()))
 }
 

@@ -206,6 +206,37 @@ impl EstimatorState {
         })
     }
 
+    /// [`EstimatorState::raw_counted`] of many values of one counter into
+    /// `out`, the counter read once: `read` gives a value's kind and digest.
+    pub fn raw_counted_each<T>(
+        &mut self,
+        counter: u32,
+        values: &[T],
+        read: impl Fn(&T) -> (u32, &[u8; 32]),
+        len: impl Fn(&T) -> usize,
+        bytes: impl Fn(&T) -> Vec<u8>,
+        out: &mut Vec<i64>,
+    ) -> CoreResult<()> {
+        let c = &self.counter_list[counter as usize];
+        let (model, method, profile) = (c.memo, c.method, c.profile);
+        let (memo, kind_names) = (&mut self.memo, &self.kind_names);
+        for v in values {
+            let (kind, digest) = read(v);
+            let key = MemoKey {
+                model,
+                kind,
+                digest: *digest,
+            };
+            out.push(memo.get_or_insert_with(key, || match method {
+                Method::Heuristic => profile.raw(len(v)),
+                Method::Exact(encoding) => {
+                    exact_raw(encoding, &kind_names[kind as usize], &bytes(v))
+                }
+            })?);
+        }
+        Ok(())
+    }
+
     /// The factor applied to raw sums of a counter.
     pub fn factor(&mut self, counter: u32) -> Ratio {
         let c = &self.counter_list[counter as usize];

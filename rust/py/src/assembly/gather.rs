@@ -127,7 +127,8 @@ impl<'py> Gather<'py> {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
-        canonicalize_pending(self.py, &mut self.types, &mut self.bufs.facts, pending)
+        let b = &mut *self.bufs;
+        canonicalize_pending(self.py, &mut self.types, &mut b.facts, &mut b.keep, pending)
     }
 
     /// The buffers back, and the facts' kinds' table.

@@ -156,7 +156,8 @@ fn fit<'py>(
         // (The keys read so far are pinned.)
         let b = &mut *g.bufs;
         let mut facts = vec![Facts::known(0, 0, [0; 32]); b.keys.len()];
-        crate::items::canonicalize_pending(py, &mut g.types, &mut facts, fresh.clone())?;
+        let mut keep = Vec::new();
+        crate::items::canonicalize_pending(py, &mut g.types, &mut facts, &mut keep, fresh.clone())?;
         for (i, item) in &fresh {
             let key = crate::canonical::item_cache(item)?.get_item(1)?;
             g.bufs.keys[*i] = key.as_ptr();

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 
 use super::{Resolved, TokenEstimator};
 use crate::errors::{estimator_error, IntoPy};
-use crate::items::{scan, Facts, Items, Types, Want};
+use crate::items::{scan, Facts, Items, Scan, Types, Want};
 
 /// The raw count of one fact under the lock.
 #[inline]
@@ -44,9 +44,14 @@ impl TokenEstimator {
         st.memo_mut().reserve(facts.len());
         let counter = st.counter_id(model_id);
         let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
-        for f in facts {
-            raws.push(raw_of(&mut st, counter, kind_ids[f.kind], f)?);
-        }
+        st.raw_counted_each(
+            counter,
+            facts,
+            |f| (kind_ids[f.kind], &f.digest),
+            Facts::len,
+            Facts::canonical,
+            raws,
+        )?;
         Ok(st.factor(counter))
     }
 
@@ -78,19 +83,20 @@ impl TokenEstimator {
         st.factor(counter)
     }
 
-    /// The facts of `values`, their kinds indexing `types.kinds`.
+    /// The facts of `values` (in `buf.facts`, their kinds indexing
+    /// `types.kinds`), valid while the scan lives.
     pub(crate) fn facts_of<'py>(
         py: Python<'py>,
         types: &mut Types,
         values: &Items<'py>,
-    ) -> PyResult<Vec<Facts>> {
+    ) -> PyResult<Scan<'py>> {
         let want = Want {
             pairs: None,
             facts: true,
         };
         let mut s = scan(py, types, values, want)?;
         s.finish_facts(py, types)?;
-        Ok(std::mem::take(&mut s.buf.facts))
+        Ok(s)
     }
 
     pub(super) fn sum_corrected<'py>(
@@ -100,10 +106,10 @@ impl TokenEstimator {
         model_id: &str,
     ) -> PyResult<i128> {
         let mut types = Types::new(py)?;
-        let facts = Self::facts_of(py, &mut types, values)?;
+        let scan = Self::facts_of(py, &mut types, values)?;
         let mut raws = Vec::new();
         let factor = self
-            .raw_batch_into(model_id, &types.kinds, &facts, &mut raws)
+            .raw_batch_into(model_id, &types.kinds, &scan.buf.facts, &mut raws)
             .into_py(py)?;
         let mut total: i64 = 0;
         for r in raws {

@@ -108,8 +108,11 @@ impl TokenEstimator {
         guard(py, || {
             let model_id = arguments::model_id(model_id)?;
             let mut types = Types::new(py)?;
-            let facts = Self::facts_of(py, &mut types, &Items::Other(vec![value.clone()]))?;
-            let raws = self.raw_batch(model_id, &types.kinds, &facts).into_py(py)?;
+            let values = Items::Other(vec![value.clone()]);
+            let scan = Self::facts_of(py, &mut types, &values)?;
+            let raws = self
+                .raw_batch(model_id, &types.kinds, &scan.buf.facts)
+                .into_py(py)?;
             raws.first()
                 .copied()
                 .ok_or_else(|| estimator_error(py, "no estimate"))
@@ -144,8 +147,9 @@ impl TokenEstimator {
             let values = arguments::values("items", items)?;
             let model_id = arguments::model_id(model_id)?;
             let mut types = Types::new(py)?;
-            let facts = Self::facts_of(py, &mut types, &values)?;
-            self.raw_batch(model_id, &types.kinds, &facts).into_py(py)
+            let scan = Self::facts_of(py, &mut types, &values)?;
+            self.raw_batch(model_id, &types.kinds, &scan.buf.facts)
+                .into_py(py)
         })
     }
 

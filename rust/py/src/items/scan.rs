@@ -8,6 +8,7 @@ use ctxengine_core::CoreError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 use super::slots::{read_attr, slot_value, str_hash, tool_role, utf8_str, Attr};
 use super::types::{Role, Sort, Types};
@@ -17,20 +18,18 @@ use crate::canonical::{make_cache, store_cache, walk_error, walker};
 use crate::errors::{argument_error, to_pyerr};
 
 /// What the estimator needs of one value.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub struct Facts {
     /// Index into `Types::kinds`.
     pub kind: usize,
     pub digest: [u8; 32],
     /// The canonical length, unless `bytes` is set.
     len: usize,
-    /// A borrowed `bytes` object whose size is the canonical length: the
-    /// warm path reads it only on a memo miss (it is the one object of an
-    /// item the memo does not need). Valid while no Python code runs.
+    /// A `bytes` object whose size is the canonical length and whose
+    /// content the canonical bytes (an exact count on a memo miss reads
+    /// them, ADR 0012). Borrowed while no Python code runs; before any
+    /// may, a reference is taken into the buffers' `keep`.
     bytes: *mut ffi::PyObject,
-    /// The canonical bytes once `bytes` is settled (an exact count on a
-    /// memo miss needs them, ADR 0012).
-    data: Vec<u8>,
 }
 
 impl Facts {
@@ -43,7 +42,6 @@ impl Facts {
             digest,
             len: 0,
             bytes,
-            data: Vec::new(),
         }
     }
 
@@ -53,26 +51,14 @@ impl Facts {
             digest,
             len,
             bytes: std::ptr::null_mut(),
-            data: Vec::new(),
         }
     }
 
-    /// Known facts with their canonical bytes.
-    pub fn with_data(kind: usize, digest: [u8; 32], data: Vec<u8>) -> Self {
-        Facts {
-            kind,
-            digest,
-            len: data.len(),
-            bytes: std::ptr::null_mut(),
-            data,
-        }
-    }
-
-    /// The canonical bytes (call with the GIL held, before Python code has
-    /// run since the scan, like [`Facts::len`]).
+    /// The canonical bytes (call with the GIL held, while `bytes` is
+    /// alive, like [`Facts::len`]).
     pub fn canonical(&self) -> Vec<u8> {
         if self.bytes.is_null() {
-            return self.data.clone();
+            return Vec::new();
         }
         // SAFETY: a live object (see the field).
         unsafe {
@@ -85,19 +71,8 @@ impl Facts {
         }
     }
 
-    /// Stop borrowing `bytes` (before Python code may run): keep its
-    /// length and a copy of its bytes.
-    #[inline]
-    fn settle(&mut self) {
-        if !self.bytes.is_null() {
-            self.len = self.len();
-            self.data = self.canonical();
-            self.bytes = std::ptr::null_mut();
-        }
-    }
-
-    /// The canonical length (call with the GIL held, before Python code
-    /// has run since the scan).
+    /// The canonical length (call with the GIL held, while `bytes` is
+    /// alive).
     #[inline]
     pub fn len(&self) -> usize {
         if self.bytes.is_null() {
@@ -156,7 +131,6 @@ unsafe fn push_cached(facts: &mut Vec<Facts>, kind: usize, cj: *mut ffi::PyObjec
     std::ptr::addr_of_mut!((*slot).kind).write(kind);
     std::ptr::addr_of_mut!((*slot).len).write(0);
     std::ptr::addr_of_mut!((*slot).bytes).write(ffi::PyTuple_GET_ITEM(cj, 0));
-    std::ptr::addr_of_mut!((*slot).data).write(Vec::new());
     std::ptr::copy_nonoverlapping(
         ffi::PyBytes_AS_STRING(d) as *const u8,
         std::ptr::addr_of_mut!((*slot).digest) as *mut u8,
@@ -174,6 +148,10 @@ pub struct Buffers {
     pub facts: Vec<Facts>,
     pub result_of: Vec<usize>,
     pub raws: Vec<i64>,
+    /// References that keep the facts' `bytes` alive once Python code may
+    /// run; the facts before `kept` are covered.
+    keep: Vec<Py<PyAny>>,
+    kept: usize,
 }
 
 thread_local! {
@@ -203,6 +181,8 @@ impl Drop for Scan<'_> {
             buf.facts.clear();
             buf.result_of.clear();
             buf.raws.clear();
+            buf.keep.clear();
+            buf.kept = 0;
             // Re-entrant calls (Python code run mid-scan) simply allocate.
             BUFFERS.with(|b| b.set(Some(buf)));
         }
@@ -347,10 +327,10 @@ pub fn scan<'py>(
                     let pushed = cj.as_ref().is_some_and(|cj| unsafe {
                         push_cached(&mut s.buf.facts, kind, cj.as_ptr())
                     });
-                    if let Some(f) = s.buf.facts.last_mut().filter(|_| pushed) {
-                        f.settle();
+                    if let Some(cj) = cj.filter(|_| pushed) {
+                        s.buf.keep.push(cj.unbind());
+                        s.buf.kept = s.buf.facts.len();
                     }
-                    drop(cj);
                     pushed
                 }
                 _ => false,
@@ -382,7 +362,7 @@ impl<'py> Scan<'py> {
     }
 
     /// Before Python code may run mid-pass: take references to the call ids
-    /// read without one, and settle the borrowed fact lengths.
+    /// read without one, and to the facts' borrowed bytes.
     #[cold]
     fn pin(&mut self, py: Python<'py>, borrowed: &mut Vec<*mut ffi::PyObject>) {
         for id in borrowed.drain(..) {
@@ -390,9 +370,20 @@ impl<'py> Scan<'py> {
             self.call_ids
                 .push(unsafe { Bound::from_borrowed_ptr(py, id) });
         }
-        for f in &mut self.buf.facts {
-            f.settle();
+        self.keep_bytes(py);
+    }
+
+    /// Take references to the bytes the facts since `kept` borrow.
+    fn keep_bytes(&mut self, py: Python<'py>) {
+        let buf = &mut *self.buf;
+        for f in &buf.facts[buf.kept..] {
+            if !f.bytes.is_null() {
+                // SAFETY: live (no Python code has run since it was read).
+                buf.keep
+                    .push(unsafe { Bound::from_borrowed_ptr(py, f.bytes) }.unbind());
+            }
         }
+        buf.kept = buf.facts.len();
     }
 
     /// Canonicalize what the pass could not read from a cache, filling the
@@ -404,12 +395,11 @@ impl<'py> Scan<'py> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        // Python code runs below: settle the borrowed lengths first.
-        for f in &mut self.buf.facts {
-            f.settle();
-        }
+        // Python code runs below: keep the borrowed bytes first.
+        self.keep_bytes(py);
         let pending = std::mem::take(&mut self.pending);
-        canonicalize_pending(py, types, &mut self.buf.facts, pending)
+        let buf = &mut *self.buf;
+        canonicalize_pending(py, types, &mut buf.facts, &mut buf.keep, pending)
     }
 }
 
@@ -418,11 +408,13 @@ impl<'py> Scan<'py> {
 /// bytes go to one buffer first; a large batch is then hashed on every core
 /// with the GIL released, and the caches are stored in order. (After an
 /// error, the items before the failing one still get their caches.) The
-/// facts must hold no borrowed lengths: Python code runs here.
+/// facts must borrow nothing `keep` does not hold: Python code runs here.
+/// The new facts' bytes are held in `keep`.
 pub fn canonicalize_pending<'py>(
     py: Python<'py>,
     types: &mut Types,
     facts: &mut [Facts],
+    keep: &mut Vec<Py<PyAny>>,
     pending: Vec<(usize, Bound<'py, PyAny>)>,
 ) -> PyResult<()> {
     let mut w = walker(py, Vec::new());
@@ -457,12 +449,17 @@ pub fn canonicalize_pending<'py>(
         sha256_spans(&big, &ranges, 1)
     };
     for ((i, store, a, b), digest) in spans.into_iter().zip(digests) {
-        if let Some(item) = store {
-            let tuple = make_cache(py, &big[a..b], &digest)?;
-            store_cache(&item, &tuple)?;
-        }
+        let bytes = match store {
+            Some(item) => {
+                let tuple = make_cache(py, &big[a..b], &digest)?;
+                store_cache(&item, &tuple)?;
+                tuple.get_item(0)?
+            }
+            None => PyBytes::new(py, &big[a..b]).into_any(),
+        };
         let f = &mut facts[i];
-        *f = Facts::with_data(f.kind, digest, big[a..b].to_vec());
+        *f = Facts::of_bytes(f.kind, digest, bytes.as_ptr());
+        keep.push(bytes.unbind());
     }
     if big.capacity() <= KEEP_BIG_BYTES {
         BIG.with(|b| b.set(big));

@@ -149,6 +149,7 @@ impl Types {
     }
 
     /// The `seq` of item `i` as the floor scan sees it (see `slots::seq_value`).
+    #[inline]
     pub fn seq_at(&mut self, py: Python<'_>, items: &Items<'_>, i: usize) -> PyResult<Option<i64>> {
         let p = items.ptr(i);
         if p.is_null() {
