@@ -350,3 +350,25 @@ def test_a_rebuild_reuses_blocks_only_while_its_inputs_are_the_same(backend: str
     assert len(shas) == 5
     fresh = make_builder(planner, clock).build(run, cp, AGENT, ALICE, plan=plan)
     assert _bytes(changed[-1]) == _bytes(fresh)
+
+
+def test_a_growing_history_builds_its_render_line_and_the_bytes_of_a_fresh_builder(backend: str) -> None:
+    """Build by build the session's render line follows the history (the fit reads
+    renders from it); every request is the one a builder without that line makes,
+    through growth, a shorter history (another seed) and a line that stopped matching."""
+    planner, plan = make_plan()
+    builder = make_builder(planner)
+    items = session(8)
+    for end, seed in ((12, 8), (16, 12), (32, 28), (12, 4), (32, 24)):
+        shown = items[:end]
+        run, cp = run_at(shown, seed), checkpoint_for(shown)
+        got = builder.assemble(run, cp, AGENT, ALICE, plan=plan)
+        line = builder._tables(run.session_id, shown[:seed]).line
+        assert len(line.items) == seed and all(a is b for a, b in zip(line.items, shown, strict=False))
+        assert all(r is not None for r in line.renders)
+        # (A builder sharing the process's render cache: the line starts again, on equal copies.)
+        want = make_builder(planner).assemble(
+            run_at(_fresh(shown), seed), checkpoint_for(_fresh(shown)), AGENT, ALICE, plan=plan
+        )
+        assert _bytes(got.request) == _bytes(want.request)
+        assert got.pressure == want.pressure

@@ -14,7 +14,7 @@ from ctxengine.assembly.blocks import RECALL_TITLE, render_lines
 from ctxengine.assembly.render import render_conversation, render_pointer
 from ctxengine.assembly.request import RenderedItem
 from ctxengine.core import backends
-from ctxengine.core.body import BodyBlock, BodyInputs, BodyLimits
+from ctxengine.core.body import BodyBlock, BodyInputs, BodyLimits, RenderLine
 from ctxengine.errors import ArgumentError, OrphanedToolPair
 from ctxengine.model import ToolCall, ToolResult, UserMessage
 from strategies import fresh, sessions
@@ -118,13 +118,49 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
         ),
         "reconciled": draw(st.one_of(st.none(), st.tuples(st.integers(1, 50), st.integers(0, 120)))),
         "again": draw(st.booleans()),
+        "line": draw(line_shapes(n)),
     }
+
+
+@st.composite
+def line_shapes(draw: st.DrawFn, n: int) -> dict[str, Any] | None:
+    """How the case's ``RenderLine`` departs from its history: none at all, or a
+    line as long as ``length`` whose entries at ``stale`` hold an equal copy of the
+    item (not the item), at ``unrendered`` no render, at ``unpointed`` no pointer."""
+    if draw(st.integers(0, 3)) == 0:
+        return None
+    index = st.sets(st.integers(0, max(n - 1, 0)), max_size=3) if n else st.just(set())
+    return {
+        "length": draw(st.integers(0, n + 2)),
+        "stale": draw(index),
+        "unrendered": draw(index),
+        "unpointed": draw(index),
+    }
+
+
+def render_line(history: list[Any], how: dict[str, Any] | None) -> RenderLine | None:
+    """The case's line over ``history`` (entries past its end repeat its last item)."""
+    if how is None:
+        return None
+    items, renders, pointers = [], [], []
+    for i in range(how["length"]):
+        item = history[min(i, len(history) - 1)] if history else UserMessage("extra", seq=i)
+        if i in how["stale"]:
+            item = fresh(item)
+        items.append(item)
+        renders.append(None if i in how["unrendered"] else render_conversation(item, "history"))
+        pointed = isinstance(item, ToolResult) and i not in how["unpointed"]
+        pointers.append(render_pointer(item) if pointed else None)
+    return RenderLine(items, renders, pointers)
 
 
 def run(module: Any, case: dict[str, Any], estimator: Any) -> Any:
     history = [fresh(item) for item in case["history"]]
     renders, pointers = tables(history, case["skip_renders"], case["skip_pointers"])
-    inputs = BodyInputs(history=tuple(history), renders=renders, pointers=pointers, blocks=case["blocks"])
+    line = render_line(history, case.get("line"))
+    inputs = BodyInputs(
+        history=tuple(history), renders=renders, pointers=pointers, blocks=case["blocks"], line=line
+    )
     outcomes = []
     for _ in range(2 if case["again"] else 1):  # a second build over the same items: warm
         try:
@@ -155,6 +191,105 @@ def test_fit_body_equals_the_reference(case: dict[str, Any]) -> None:
     got = run(core, case, got_est)
     assert got == want
     assert got_est.memo_stats() == want_est.memo_stats()
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=bodies())
+def test_a_line_changes_nothing_but_the_lookups(case: dict[str, Any]) -> None:
+    """The line only spares table lookups: the fit is the one without it, wherever
+    it matches the history, falls short, runs past it or lacks an entry (the
+    tables stand in); only renders the tables lack but the line holds differ."""
+    line = case["line"]
+    held = set()
+    if line is not None:
+        held = (
+            {i for i in range(min(line["length"], len(case["history"])))} - line["stale"] - line["unrendered"]
+        )
+    case = {**case, "skip_renders": case["skip_renders"] - held, "skip_pointers": set()}
+    for module in (core, ref):
+        assert run(module, case, estimator(module, case)) == run(
+            module, {**case, "line": None}, estimator(module, case)
+        )
+
+
+def test_the_line_is_read() -> None:
+    """Where the line holds the very item, its render is the body's (the tables are
+    not asked); an equal copy of the item is not the item."""
+    history = [UserMessage("q", seq=1), ToolCall("c", "f", {}, seq=2), ToolResult("c", "r", seq=3)]
+    renders, pointers = tables(history, {0}, set())
+    own = block("history", "the line's own render")
+    limits = BodyLimits(usable=10**6, history_cap=10**6, tool_cap=10**6)
+    blocks = (BodyBlock(region_class="history", kind="history"),)
+    for first, found in ((history[0], True), (UserMessage("q", seq=1), False)):
+        line = RenderLine([first, *history[1:]], [own, None, None], [None, None, None])
+        inputs = BodyInputs(tuple(history), renders, pointers, blocks, line)
+        for module in (core, ref):
+            fit = module.fit_body(
+                inputs=inputs, limits=limits, estimator=module.TokenEstimator(), model_id=MODEL
+            )
+            if found:
+                assert fit["missing"] == [] and fit["body"][0] is own
+            else:
+                assert fit["missing"] == [0]
+
+
+def test_a_line_is_checked_after_the_tables() -> None:
+    history = (UserMessage("q", seq=1),)
+    renders, pointers = tables(list(history), set(), set())
+    blocks = (BodyBlock(region_class="history", kind="history"),)
+    limits = BodyLimits(usable=100, history_cap=100, tool_cap=100)
+    bad = [
+        (BodyInputs(history, renders, pointers, blocks, RenderLine([], [None], [])), "inputs.line"),
+        (BodyInputs(history, renders, pointers, blocks, RenderLine(5, [], [])), "inputs.line.items"),  # type: ignore[arg-type]
+        (BodyInputs(history, [], pointers, blocks, RenderLine(5, [], [])), "inputs.renders"),  # type: ignore[arg-type]
+        (BodyInputs((None,), renders, pointers, blocks, RenderLine([], [None], [])), "inputs.history[0]"),
+        (BodyInputs(history, renders, pointers, (), RenderLine([], [None], [])), "inputs.line"),
+    ]
+    for inputs, argument in bad:
+        messages = []
+        for module in (core, ref):
+            with pytest.raises(ArgumentError) as info:
+                module.fit_body(
+                    inputs=inputs, limits=limits, estimator=module.TokenEstimator(), model_id=MODEL
+                )
+            assert info.value.argument == argument
+            messages.append(str(info.value))
+        assert messages[0] == messages[1]
+
+
+def test_a_line_emptied_mid_call_is_still_read_safely() -> None:
+    """An ``inputs`` whose fields run code that empties the line: the binding reads the
+    line's entries after every other field, so none it borrows is freed under it."""
+    history = [UserMessage(f"q{i}", seq=i) for i in range(50)]
+    renders, pointers = tables(history, set(), set())
+    blocks = (BodyBlock(region_class="history", kind="history"),)
+    limits = BodyLimits(usable=10**6, history_cap=10**6, tool_cap=10**6)
+    want = ref.fit_body(
+        inputs=BodyInputs(tuple(history), renders, pointers, blocks),
+        limits=limits,
+        estimator=ref.TokenEstimator(),
+        model_id=MODEL,
+    )
+
+    class Hostile:
+        def __init__(self) -> None:
+            self.history = tuple(history)
+            self.renders, self.pointers = renders, pointers
+            self.line = RenderLine(
+                list(history), [render_conversation(i, "history") for i in history], [None] * len(history)
+            )
+
+        @property
+        def blocks(self) -> Any:
+            for part in self.line:
+                part.clear()
+            return blocks
+
+    for module in (core, ref):
+        fit = module.fit_body(
+            inputs=Hostile(), limits=limits, estimator=module.TokenEstimator(), model_id=MODEL
+        )
+        assert [r.to_dict() for r in fit["body"]] == [r.to_dict() for r in want["body"]]
 
 
 def ladder_case(recall_cap: int) -> dict[str, Any]:

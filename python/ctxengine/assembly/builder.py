@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from operator import attrgetter, is_
 from typing import Any
 
-from ..core.body import BodyBlock, BodyFit, BodyInputs, BodyLimits, fit_body
+from ..core.body import BodyBlock, BodyFit, BodyInputs, BodyLimits, RenderLine, fit_body
 from ..core.budget import BudgetPolicy, ContextBudget
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
@@ -415,13 +415,17 @@ class ContextBuilder:
             digest = (last._cj or (None, digest_of(last)))[1]
             if digest not in renders or (isinstance(last, ToolResult) and digest not in pointers):
                 self.renders.history(tables, items)
+        line: RenderLine | None = tables.line_of(items)
         for attempt in range(3):
-            inputs = BodyInputs(items, renders, pointers, blocks)
+            inputs = BodyInputs(items, renders, pointers, blocks, line)
             fit = fit_body(inputs=inputs, limits=limits, estimator=self.estimator, model_id=model_id)
             if not fit["missing"]:
                 break
+            tables.forget_line()
+            line = None
             if attempt == 0:
                 self.renders.history(tables, items, fit["missing"])
+                line = tables.line_of(items)  # again, from the tables now complete
             else:  # a history larger than the cache holds: this build's own tables
                 renders = {digest_of(item): self.renders.item(item, "history") for item in items}
                 pointers = {

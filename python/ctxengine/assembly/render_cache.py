@@ -21,20 +21,54 @@ from itertools import islice
 from typing import Any
 
 from ..model import ConversationItem, ToolResult
+from ..model.body import RenderLine
 from .render import POINTER, digest_of, render_conversation, render_items, render_pointer, render_pointers
 from .request import RenderedItem
 
 
 class SessionRenders:
-    """One history line's renders and tool-result pointers, by item digest,
-    and the body blocks of its last build (the builder's)."""
+    """One history line's renders and tool-result pointers, by item digest and in
+    history order (``line``, the fit's fast path), and the body blocks of its last
+    build (the builder's)."""
 
-    __slots__ = ("blocks", "pointers", "renders")
+    __slots__ = ("_line_items", "_line_pointers", "_line_renders", "blocks", "line", "pointers", "renders")
 
     def __init__(self) -> None:
         self.renders: dict[bytes, RenderedItem] = {}
         self.pointers: dict[bytes, RenderedItem] = {}
         self.blocks: Any = None
+        self._line_items: list[ConversationItem] = []
+        self._line_renders: list[RenderedItem | None] = []
+        self._line_pointers: list[RenderedItem | None] = []
+        self.line = RenderLine(self._line_items, self._line_renders, self._line_pointers)
+
+    def line_of(self, history: tuple[ConversationItem, ...]) -> RenderLine:
+        """The line extended to ``history``: its new items' renders and pointers from the
+        tables (``None`` where they lack one). A history grows at its end; any other
+        history (compacted, another run's) starts the line again. The fit checks each
+        entry's item by identity, so a line that no longer matches only costs speed."""
+        items, renders, pointers = self._line_items, self._line_renders, self._line_pointers
+        n = len(items)
+        if n > len(history) or (n and (history[n - 1] is not items[-1] or history[0] is not items[0])):
+            items.clear()
+            renders.clear()
+            pointers.clear()
+            n = 0
+        if n < len(history):
+            table, pointed = self.renders, self.pointers
+            for item in history[n:]:
+                cached = item._cj
+                digest = cached[1] if cached is not None else digest_of(item)
+                items.append(item)
+                renders.append(table.get(digest))
+                pointers.append(pointed.get(digest) if isinstance(item, ToolResult) else None)
+        return self.line
+
+    def forget_line(self) -> None:
+        """Start the line again (its renders were re-entered in the tables)."""
+        self._line_items.clear()
+        self._line_renders.clear()
+        self._line_pointers.clear()
 
     def __len__(self) -> int:
         return len(self.renders) + len(self.pointers)

@@ -1,14 +1,14 @@
 """Region B's fit on the active backend (ADR 0001, issue 12).
 
 The contract's values (``BodyInputs``, ``BodyLimits``, ``BodyBlock`` ->
-``BodyFit``) are in ``ctxengine.model.body``; they are re-exported here.
+``BodyFit``, and ``RenderLine``) are in ``ctxengine.model.body``; they are re-exported here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..model.body import BLOCK_KINDS, BodyBlock, BodyFit, BodyInputs, BodyLimits
+from ..model.body import BLOCK_KINDS, BodyBlock, BodyFit, BodyInputs, BodyLimits, RenderLine
 from . import backends
 
 
@@ -21,4 +21,4 @@ def fit_body(*, inputs: BodyInputs, limits: BodyLimits, estimator: Any, model_id
     return fit
 
 
-__all__ = ["BLOCK_KINDS", "BodyBlock", "BodyFit", "BodyInputs", "BodyLimits", "fit_body"]
+__all__ = ["BLOCK_KINDS", "BodyBlock", "BodyFit", "BodyInputs", "BodyLimits", "RenderLine", "fit_body"]

@@ -12,6 +12,13 @@ and its yield steps. No callback runs: a render the tables lack comes back
 in ``BodyFit["missing"]`` (history indices), for the caller to render and
 call again.
 
+``BodyInputs.line`` (optional) carries a history line's renders in history
+order, which the builder extends build by build: where ``history[i] is
+line.items[i]`` and the line holds a render (and, for a tool result, its
+pointer), that entry is used and the tables are not read for the item. It
+saves a digest-keyed lookup per item; the tables stay the fallback, so a
+stale or short line only costs speed.
+
 How each kind of block enters the fit:
 
 - ``summary``: the compacted summary; over the window it makes the body
@@ -29,7 +36,7 @@ How each kind of block enters the fit:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, TypedDict
 
 BLOCK_KINDS = ("summary", "history", "working_state", "skills", "passages", "lines", "fixed", "turn")
@@ -60,6 +67,15 @@ class BodyLimits(NamedTuple):
     summary_compactable: bool = True
 
 
+class RenderLine(NamedTuple):
+    """A history line's renders in history order: ``renders[i]`` and ``pointers[i]``
+    (``None``: not held) of the item ``items[i]``; three sequences of one length."""
+
+    items: Sequence[Any]
+    renders: Sequence[Any]
+    pointers: Sequence[Any]
+
+
 class BodyInputs(NamedTuple):
     """Everything the fit reads, rendered."""
 
@@ -67,6 +83,7 @@ class BodyInputs(NamedTuple):
     renders: Mapping[bytes, Any]
     pointers: Mapping[bytes, Any]
     blocks: tuple[BodyBlock, ...]
+    line: RenderLine | None = None
 
 
 class BodyFit(TypedDict):
@@ -83,4 +100,4 @@ class BodyFit(TypedDict):
     missing: list[int]
 
 
-__all__ = ["BLOCK_KINDS", "BodyBlock", "BodyFit", "BodyInputs", "BodyLimits"]
+__all__ = ["BLOCK_KINDS", "BodyBlock", "BodyFit", "BodyInputs", "BodyLimits", "RenderLine"]

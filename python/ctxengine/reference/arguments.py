@@ -184,14 +184,40 @@ def _cap(function: str, name: str, value: object) -> int | None:
     return cap
 
 
+def _line(function: str, value: object) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """``None``, or a ``RenderLine``: three sequences of one length."""
+    if value is None:
+        return None
+    parts = [
+        check_sequence(function, f"inputs.line.{name}", _field(function, "inputs.line", value, name), name)
+        for name in ("items", "renders", "pointers")
+    ]
+    if not len(parts[0]) == len(parts[1]) == len(parts[2]):
+        raise ArgumentError(
+            function,
+            "inputs.line",
+            f"{len(parts[0])} items, {len(parts[1])} renders and {len(parts[2])} pointers",
+        )
+    return parts[0], parts[1], parts[2]
+
+
 def check_body_inputs(
     function: str, inputs: object
-) -> tuple[list[Any], list[tuple[int, Any]], dict[Any, Any], dict[Any, Any], list[Any]]:
-    """``BodyInputs``: the history (conversation items), the two render tables and the
-    blocks, each block a Region-B class of a known kind with rendered items."""
+) -> tuple[
+    list[Any],
+    list[tuple[int, Any]],
+    dict[Any, Any],
+    dict[Any, Any],
+    tuple[list[Any], list[Any], list[Any]] | None,
+    list[Any],
+]:
+    """``BodyInputs``: the history (conversation items), the two render tables, the
+    line (optional) and the blocks, each block a Region-B class of a known kind with
+    rendered items."""
     history, roles = check_items(function, _field(function, "inputs", inputs, "history"), "inputs.history")
     renders = _table(function, "inputs.renders", _field(function, "inputs", inputs, "renders"))
     pointers = _table(function, "inputs.pointers", _field(function, "inputs", inputs, "pointers"))
+    line = _line(function, getattr(inputs, "line", None))
     blocks = check_sequence(function, "inputs.blocks", _field(function, "inputs", inputs, "blocks"), "blocks")
     counts: dict[str, int] = {}
     for at, block in enumerate(blocks):
@@ -218,7 +244,7 @@ def check_body_inputs(
             raise ArgumentError(function, f"{where}.kind", f"a second {kind} block")
     if counts.get("history", 0) != 1:
         raise ArgumentError(function, "inputs.blocks", "expected one history block")
-    return history, roles, renders, pointers, blocks
+    return history, roles, renders, pointers, line, blocks
 
 
 def check_limits(function: str, limits: object) -> tuple[int, int, int, int | None, bool]:

@@ -43,10 +43,28 @@ def _missing(indices: list[int]) -> BodyFit:
     )
 
 
+def _line_held(
+    history: list[Any], roles: list[tuple[int, Any]], line: tuple[list[Any], list[Any], list[Any]] | None
+) -> list[tuple[Any, Any] | None]:
+    """Per history item, its (render, pointer) from the line, or ``None``: held where
+    the line's item is the very item and holds a render (and a tool result's pointer)."""
+    if line is None:
+        return [None] * len(history)
+    items, renders, pointers = line
+    held: list[tuple[Any, Any] | None] = []
+    for i, item in enumerate(history):
+        hit = None
+        if i < len(items) and items[i] is item and renders[i] is not None:
+            if roles[i][0] != RESULT or pointers[i] is not None:
+                hit = (renders[i], pointers[i])
+        held.append(hit)
+    return held
+
+
 def fit_body(*, inputs: Any, limits: Any, estimator: Any, model_id: str) -> BodyFit:
     """Region B measured, capped, yielded and cut (ADR 0003's ladder), in one call."""
     name = "fit_body"
-    history, roles, renders, pointers, blocks = check_body_inputs(name, inputs)
+    history, roles, renders, pointers, line, blocks = check_body_inputs(name, inputs)
     usable, history_cap, tool_cap, summary_floor, summary_compactable = check_limits(name, limits)
     check_estimator(name, estimator)
     check_str(name, "model_id", model_id)
@@ -57,9 +75,11 @@ def fit_body(*, inputs: Any, limits: Any, estimator: Any, model_id: str) -> Body
     def raws(values: Sequence[Any]) -> list[int]:
         return estimator_raws(estimator.raw_estimates(list(values), model_id), len(values)) if values else []
 
-    # 1. The history's renders, by item digest: the tables must hold every one.
-    digests = [item_canonical(item)[1] for item in history]
-    rendered = [renders.get(digest) for digest in digests]
+    # 1. The history's renders, from the line where it holds the very item (and its
+    # pointer, for a tool result), else by item digest: the tables must hold the rest.
+    held = _line_held(history, roles, line)
+    digests = [None if hit else item_canonical(item)[1] for item, hit in zip(history, held, strict=True)]
+    rendered = [hit[0] if hit else renders.get(digest) for hit, digest in zip(held, digests, strict=True)]
     missing = [i for i, render in enumerate(rendered) if render is None]
     if missing:
         return _missing(missing)
@@ -157,6 +177,11 @@ def fit_body(*, inputs: Any, limits: Any, estimator: Any, model_id: str) -> Body
         result_raw = sum(history_raws[i] for i in results)
     next_result = 0
     body_history = list(rendered)
+
+    def pointer_of(i: int) -> Any:
+        hit = held[i]
+        return hit[1] if hit else pointers.get(digests[i])
+
     lacking: list[int] = []
 
     def truncate_next() -> bool:
@@ -164,9 +189,9 @@ def fit_body(*, inputs: Any, limits: Any, estimator: Any, model_id: str) -> Body
         nonlocal next_result, result_raw, history_raw
         while next_result < len(results):
             i = results[next_result]
-            pointer = pointers.get(digests[i])
+            pointer = pointer_of(i)
             if pointer is None:  # every result the tables lack a pointer for, then stop
-                lacking.extend(j for j in results if pointers.get(digests[j]) is None)
+                lacking.extend(j for j in results if pointer_of(j) is None)
                 return False
             next_result += 1
             new_raw = raws([pointer])[0]

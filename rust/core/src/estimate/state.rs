@@ -240,9 +240,7 @@ impl EstimatorState {
     /// The factor applied to raw sums of a counter.
     pub fn factor(&mut self, counter: u32) -> Ratio {
         let c = &self.counter_list[counter as usize];
-        let two_sided = c.two_sided();
-        let key = c.calibration.clone();
-        self.calibrations.factor(&key, two_sided)
+        self.calibrations.factor(&c.calibration, c.two_sided())
     }
 
     /// `ceil(raw_sum * factor)` for a key, exactly in integers.

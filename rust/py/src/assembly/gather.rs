@@ -9,7 +9,9 @@ use ctxengine_core::body::HistoryItem;
 use pyo3::intern;
 use pyo3::prelude::*;
 
-use crate::items::{canonicalize_pending, read_attr, read_digest, Facts, Sort, Types};
+use crate::items::{
+    canonicalize_pending, prefetch, read_attr, read_digest, slot_value, Facts, Sort, Types,
+};
 
 /// Buffers this large are not kept.
 const KEEP_ITEMS: usize = 1 << 20;
@@ -22,6 +24,9 @@ pub struct Buffers {
     /// Each history item's digest, the `bytes` object of its `_cj` (held
     /// through `pins` while Python code may run).
     pub keys: Vec<*mut pyo3::ffi::PyObject>,
+    /// Each history item's render and pointer from the line (null: look
+    /// it up by key), held like the keys.
+    pub held: Vec<(*mut pyo3::ffi::PyObject, *mut pyo3::ffi::PyObject)>,
     /// Strong references: call ids the roles borrow, `_cj` tuples.
     pub pins: Vec<Py<PyAny>>,
     objs: Vec<Py<PyAny>>,
@@ -35,6 +40,17 @@ thread_local! {
 }
 
 impl Buffers {
+    /// Take references to the history keys and line entries from `from`
+    /// on (before Python code may run while they are still to be read).
+    pub fn pin_borrowed(&mut self, py: Python<'_>, from: usize) {
+        let held = self.held[from..].iter().flat_map(|&(r, q)| [r, q]);
+        pin(
+            py,
+            &mut self.pins,
+            self.keys[from..].iter().copied().chain(held),
+        );
+    }
+
     /// This thread's buffers (a re-entrant call simply allocates).
     pub fn take() -> Box<Buffers> {
         BUFFERS.with(Cell::take).unwrap_or_default()
@@ -47,12 +63,66 @@ impl Buffers {
         }
         self.history.clear();
         self.keys.clear();
+        self.held.clear();
         self.pins.clear();
         self.objs.clear();
         self.facts.clear();
         self.keep.clear();
         self.raws.clear();
         BUFFERS.with(|b| b.set(Some(self)));
+    }
+}
+
+/// References to borrowed objects (null: none), into `pins`.
+pub fn pin(
+    py: Python<'_>,
+    pins: &mut Vec<Py<PyAny>>,
+    objs: impl Iterator<Item = *mut pyo3::ffi::PyObject>,
+) {
+    for obj in objs {
+        if !obj.is_null() {
+            // SAFETY: live (no Python code ran since it was read).
+            pins.push(unsafe { Bound::from_borrowed_ptr(py, obj) }.unbind());
+        }
+    }
+}
+
+/// Values about to be pushed, fetched ahead in a pipeline: the object a
+/// few steps ahead, the `_cj` tuple of a nearer one, the digest and
+/// canonical bytes of the next (pushed one by one, each read waits on the
+/// last; fetched ahead, the waits overlap).
+pub struct Lookahead {
+    tp: *mut pyo3::ffi::PyTypeObject,
+    offset: isize,
+}
+
+impl Lookahead {
+    const FAR: usize = 12;
+    const NEAR: usize = 6;
+    const NEXT: usize = 2;
+
+    /// Before pushing value `i` of `at` (null entries and values of another
+    /// type are skipped). The values must be live, and nothing runs Python
+    /// code while this reads them.
+    #[inline(always)]
+    pub fn ahead(&self, at: impl Fn(usize) -> *mut pyo3::ffi::PyObject, i: usize) {
+        use pyo3::ffi;
+        let cj_of = |p: *mut ffi::PyObject| unsafe {
+            if p.is_null() || ffi::Py_TYPE(p) != self.tp {
+                return std::ptr::null_mut();
+            }
+            slot_value(p, self.offset)
+        };
+        prefetch(at(i + Self::FAR));
+        prefetch(cj_of(at(i + Self::NEAR)));
+        let cj = cj_of(at(i + Self::NEXT));
+        // SAFETY: a live tuple checked before its items are read.
+        unsafe {
+            if !cj.is_null() && ffi::PyTuple_CheckExact(cj) != 0 && ffi::PyTuple_GET_SIZE(cj) == 2 {
+                prefetch(ffi::PyTuple_GET_ITEM(cj, 0));
+                prefetch(ffi::PyTuple_GET_ITEM(cj, 1));
+            }
+        }
     }
 }
 
@@ -73,6 +143,10 @@ impl<'py> Gather<'py> {
             bufs,
             pending: Vec::new(),
         }
+    }
+
+    pub fn py(&self) -> Python<'py> {
+        self.py
     }
 
     pub fn facts(&self) -> &[Facts] {
@@ -118,6 +192,30 @@ impl<'py> Gather<'py> {
         }
         b.objs.push(obj.unbind());
         Ok(i)
+    }
+
+    /// A [`Lookahead`] for values like `first` (`None` unless its type is an
+    /// item type whose facts are known: nothing it does runs Python code).
+    pub fn lookahead(&self, first: *mut pyo3::ffi::PyObject) -> Option<Lookahead> {
+        if first.is_null() {
+            return None;
+        }
+        // SAFETY: a live object (held by the caller).
+        let obj = unsafe { Bound::from_borrowed_ptr(self.py, first) };
+        let offset = self.types.cj_slot(&obj)?;
+        Some(Lookahead {
+            tp: unsafe { pyo3::ffi::Py_TYPE(first) },
+            offset,
+        })
+    }
+
+    /// Whether pushing `obj` (`None`: finishing) may run Python code: a
+    /// type read anew, or values to canonicalize.
+    pub fn may_run_python(&self, obj: Option<&Bound<'py, PyAny>>) -> bool {
+        match obj {
+            Some(obj) => !self.types.known(obj),
+            None => !self.pending.is_empty(),
+        }
     }
 
     /// Canonicalize what no cache held (the reference's `raw_estimates`

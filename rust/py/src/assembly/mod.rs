@@ -126,17 +126,28 @@ fn fit<'py>(
     model_id: &Bound<'py, PyAny>,
     g: &mut Gather<'py>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    // The arguments, in the reference's order, before any work.
-    let fresh = inputs::history(inputs, &mut g.types, &mut g.bufs)?;
-    let renders = inputs::table(inputs, "renders", pyo3::intern!(py, "renders"))?;
-    let pointers = inputs::table(inputs, "pointers", pyo3::intern!(py, "pointers"))?;
-    let blocks = inputs::blocks(inputs, &mut g.types)?;
-    let limits = inputs::limits(limits)?;
+    // The arguments before any work, the history last: no Python code runs
+    // between its scan and the reads of what it borrows (a hostile
+    // `inputs` may run some in any other read). Errors are raised in the
+    // reference's order.
+    let line = inputs::line(inputs);
+    let renders = inputs::table(inputs, "renders", pyo3::intern!(py, "renders"));
+    let pointers = inputs::table(inputs, "pointers", pyo3::intern!(py, "pointers"));
+    let blocks = inputs::blocks(inputs, &mut g.types);
+    let limits = inputs::limits(limits);
     // (This backend's own estimator is one: its type has both methods.)
-    if !estimator.get_type().is(py.get_type::<TokenEstimator>()) {
-        arguments::estimator_like(F, estimator)?;
-    }
-    let model_id = arguments::string(F, "model_id", model_id)?;
+    let estimator_ok = if estimator.get_type().is(py.get_type::<TokenEstimator>()) {
+        Ok(())
+    } else {
+        arguments::estimator_like(F, estimator)
+    };
+    let model_id = arguments::string(F, "model_id", model_id);
+    let held = line.as_ref().ok().and_then(Option::as_ref);
+    let fresh = inputs::history(inputs, held, &mut g.types, &mut g.bufs)?;
+    let (renders, pointers, _line) = (renders?, pointers?, line?);
+    let (blocks, limits) = (blocks?, limits?);
+    estimator_ok?;
+    let model_id = model_id?;
     let Ok(est) = estimator.cast::<TokenEstimator>() else {
         return Err(argument_error(
             py,
@@ -165,8 +176,27 @@ fn fit<'py>(
         }
     }
     let mut lacking = Vec::new();
+    let lookahead = g.bufs.held.first().and_then(|h| g.lookahead(h.0));
+    let mut pinned = !fresh.is_empty();
+    let slow = g.types.slow;
     for i in 0..g.bufs.keys.len() {
-        match lookup(&renders, g.bufs.keys[i])? {
+        if !pinned && g.types.slow != slow {
+            // A render's type was read anew (Python code may have run).
+            g.bufs.pin_borrowed(py, i);
+            pinned = true;
+        }
+        if let Some(l) = lookahead.as_ref().filter(|_| !pinned) {
+            let held = &g.bufs.held;
+            l.ahead(|k| held.get(k).map_or(std::ptr::null_mut(), |h| h.0), i);
+        }
+        let held = g.bufs.held[i].0;
+        let render = if held.is_null() {
+            lookup(&renders, g.bufs.keys[i])?
+        } else {
+            // SAFETY: live: the line holds it (or the pins, once Python code ran).
+            Some(unsafe { Bound::from_borrowed_ptr(py, held) })
+        };
+        match render {
             Some(r) if lacking.is_empty() => {
                 g.push(r)?;
             }
@@ -191,21 +221,27 @@ fn measure_and_fit<'py>(
     model_id: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let n = g.bufs.history.len();
+    // The keys and line pointers the ladder may read stay borrowed until a
+    // step may run Python code (`Pins`). (The renders are held: gathered.)
+    let mut pins = Pins(false);
     // Every block's items in body order (a lines block: its whole block).
     let mut block_at: Vec<Vec<usize>> = Vec::with_capacity(blocks.len());
     for b in blocks {
         let mut at = vec![usize::MAX; b.items.len()];
         if b.kind == Kind::Lines {
             if let Some(last) = b.items.last() {
+                pins.before_push(g, Some(last));
                 at[b.items.len() - 1] = g.push(last.clone())?;
             }
         } else {
             for (k, item) in b.items.iter().enumerate() {
+                pins.before_push(g, Some(item));
                 at[k] = g.push(item.clone())?;
             }
         }
         block_at.push(at);
     }
+    pins.before_push(g, None);
     g.finish()?;
     // Every estimate under one lock.
     let mut raws = std::mem::take(&mut g.bufs.raws);
@@ -236,6 +272,7 @@ fn measure_and_fit<'py>(
 
     let history = std::mem::take(&mut g.bufs.history);
     let keys = std::mem::take(&mut g.bufs.keys);
+    let held = std::mem::take(&mut g.bufs.held);
     let mut host = Host {
         g: &mut *g,
         est,
@@ -243,6 +280,8 @@ fn measure_and_fit<'py>(
         blocks,
         block_at: &mut block_at,
         keys: &keys,
+        held: &held,
+        pins,
         pointers,
         pointer_at: vec![usize::MAX; n],
         resolved: Resolved::default(),
@@ -251,6 +290,7 @@ fn measure_and_fit<'py>(
     let pointer_at = std::mem::take(&mut host.pointer_at);
     g.bufs.history = history;
     g.bufs.keys = keys;
+    g.bufs.held = held;
     let decided = decided.map_err(HostError::into_pyerr(py))?;
     if !decided.missing.is_empty() {
         return missing(py, decided.missing);
@@ -313,6 +353,39 @@ fn measure_and_fit<'py>(
     )
 }
 
+/// Whether the history keys and line pointers are pinned (before any step
+/// that may run Python code, for the lookups after it).
+struct Pins(bool);
+
+type Held = (*mut ffi::PyObject, *mut ffi::PyObject);
+
+impl Pins {
+    /// Pin `keys` and the pointers of `held` into `into`, once, if the next
+    /// step `may_run` Python code.
+    fn before(
+        &mut self,
+        py: Python<'_>,
+        may_run: bool,
+        into: &mut Vec<Py<PyAny>>,
+        keys: &[*mut ffi::PyObject],
+        held: &[Held],
+    ) {
+        if !self.0 && may_run {
+            let pointers = held.iter().map(|&(_, q)| q);
+            gather::pin(py, into, keys.iter().copied().chain(pointers));
+            self.0 = true;
+        }
+    }
+
+    /// [`Pins::before`] pushing `obj` into `g` (`None`: finishing it), the
+    /// keys and line entries still in its buffers.
+    fn before_push<'py>(&mut self, g: &mut Gather<'py>, obj: Option<&Bound<'py, PyAny>>) {
+        let (may_run, py) = (g.may_run_python(obj), g.py());
+        let b = &mut *g.bufs;
+        self.before(py, may_run, &mut b.pins, &b.keys, &b.held);
+    }
+}
+
 /// The lookups the ladder asks for, measured through the memo.
 struct Host<'a, 'py> {
     g: &'a mut Gather<'py>,
@@ -321,17 +394,46 @@ struct Host<'a, 'py> {
     blocks: &'a [BlockIn<'py>],
     /// Gather index of each block item measured so far (`usize::MAX`: not).
     block_at: &'a mut Vec<Vec<usize>>,
-    /// The history items' digests (the tables' keys).
+    /// The history items' digests (the tables' keys; null where the line
+    /// holds the item).
     keys: &'a [*mut ffi::PyObject],
+    /// The line's render and pointer of each history item (null: none).
+    held: &'a [Held],
+    pins: Pins,
     pointers: &'a Bound<'py, PyDict>,
     /// Gather index of each history item's pointer, once measured.
     pointer_at: Vec<usize>,
     resolved: Resolved,
 }
 
-impl Host<'_, '_> {
+impl<'py> Host<'_, 'py> {
+    /// History item `index`'s pointer: the line's, else the table's.
+    fn pointer_of(&self, index: usize) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let held = self.held[index].1;
+        if !held.is_null() {
+            // SAFETY: live (the line or the pins hold it).
+            return Ok(Some(unsafe {
+                Bound::from_borrowed_ptr(self.pointers.py(), held)
+            }));
+        }
+        match self.keys[index] {
+            key if key.is_null() => Ok(None),
+            key => lookup(self.pointers, key),
+        }
+    }
+
+    /// Before pushing `obj` (`None`: finishing): pin what is borrowed if
+    /// Python code may run.
+    fn guard(&mut self, obj: Option<&Bound<'py, PyAny>>) {
+        let may_run = self.g.may_run_python(obj);
+        let py = self.g.py();
+        self.pins
+            .before(py, may_run, &mut self.g.bufs.pins, self.keys, self.held);
+    }
+
     /// Measure one more value through the memo.
     fn measure(&mut self, i: usize) -> Result<i64, HostError> {
+        self.guard(None);
         self.g.finish()?;
         Ok(self.est.raw_one(
             &mut self.resolved,
@@ -347,15 +449,17 @@ impl BodyHost for Host<'_, '_> {
 
     fn lines_raw(&mut self, block: usize, lines: usize) -> Result<i64, HostError> {
         let item = self.blocks[block].items[lines - 1].clone();
+        self.guard(Some(&item));
         let i = self.g.push(item)?;
         self.block_at[block][lines - 1] = i;
         self.measure(i)
     }
 
     fn pointer_raw(&mut self, index: usize) -> Result<Option<i64>, HostError> {
-        let Some(pointer) = lookup(self.pointers, self.keys[index])? else {
+        let Some(pointer) = self.pointer_of(index)? else {
             return Ok(None);
         };
+        self.guard(Some(&pointer));
         let i = self.g.push(pointer)?;
         self.pointer_at[index] = i;
         self.measure(i).map(Some)
@@ -364,7 +468,7 @@ impl BodyHost for Host<'_, '_> {
     fn lacking_pointers(&mut self, results: &[usize]) -> Result<Vec<usize>, HostError> {
         let mut out = Vec::new();
         for &j in results {
-            if lookup(self.pointers, self.keys[j])?.is_none() {
+            if self.pointer_of(j)?.is_none() {
                 out.push(j);
             }
         }

@@ -7,7 +7,7 @@ mod slots;
 mod types;
 
 pub use scan::{canonicalize_pending, read_digest, scan, Facts, Scan, Want};
-pub use slots::{read_attr, seq_of, seq_value, slot_value, tool_role, version_of, Attr};
+pub use slots::{prefetch, read_attr, seq_of, seq_value, slot_value, tool_role, version_of, Attr};
 pub use types::{Role, Sort, Types};
 
 use pyo3::ffi;

@@ -68,6 +68,9 @@ pub struct Types {
     recent_len: usize,
     pub kinds: Vec<String>,
     generation: u64,
+    /// How many reads may have run Python code (a type's facts read anew):
+    /// a caller borrowing objects compares it before and after.
+    pub slow: u64,
 }
 
 /// What a `Types` leaves for the next call on this thread.
@@ -133,6 +136,7 @@ impl Types {
             infos,
             recent: [(std::ptr::null_mut(), 0); RECENT],
             recent_len: 0,
+            slow: 0,
             kinds,
             generation,
         })
@@ -196,6 +200,33 @@ impl Types {
         self.info_checked(obj, tp)
     }
 
+    /// Whether reading `obj`'s type runs no Python code: its facts are
+    /// cached and still valid (what [`Types::info`] trusts without a read).
+    pub fn known(&self, obj: &Bound<'_, PyAny>) -> bool {
+        let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
+        self.recent(tp).is_some()
+            || self.infos.iter().any(|t| {
+                t.tp == tp
+                    && (t.checked == self.generation
+                        // SAFETY: a live type (the object's).
+                        || matches!((t.version, unsafe { version_of(tp) }), (Some(v), Some(now)) if v == now))
+            })
+    }
+
+    /// The `_cj` slot offset of an item type whose facts are known (no
+    /// Python code runs), else `None`.
+    pub fn cj_slot(&self, obj: &Bound<'_, PyAny>) -> Option<isize> {
+        if !self.known(obj) {
+            return None;
+        }
+        let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
+        let info = self.infos.iter().find(|t| t.tp == tp)?;
+        match (info.sort, info.cj) {
+            (Sort::Item, Attr::Slot(offset)) => Some(offset),
+            _ => None,
+        }
+    }
+
     /// A type not met yet in this call: cached facts still valid, or new ones.
     #[inline(never)]
     fn info_checked(
@@ -233,6 +264,7 @@ impl Types {
 
     #[cold]
     fn info_slow(&mut self, obj: &Bound<'_, PyAny>, tp: *mut ffi::PyTypeObject) -> PyResult<usize> {
+        self.slow += 1;
         if self.infos.len() >= MAX_CACHED_TYPES {
             // (Kinds stay: this call's facts index them.)
             forget_types(std::mem::take(&mut self.infos));
