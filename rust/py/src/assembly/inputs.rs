@@ -11,8 +11,7 @@ use super::gather::Buffers;
 use crate::arguments::{self, type_name};
 use crate::errors::argument_error;
 use crate::items::{
-    read_attr, read_digest, seq_of, seq_value, slot_value, tool_role, Attr, Items, Role, Sort,
-    Types,
+    read_attr, read_digest, seq_of, seq_value, slot_value, tool_role, Attr, Role, Sort, Types,
 };
 
 pub const F: &str = "fit_body";
@@ -84,85 +83,13 @@ pub fn field<'py>(
     }
 }
 
-/// `inputs.line`: a history line's renders and pointers in history order.
-pub struct Line<'py> {
-    items: Items<'py>,
-    renders: Items<'py>,
-    pointers: Items<'py>,
-}
-
-impl Line<'_> {
-    /// The render and pointer (null: none) the line holds for item `i`
-    /// when its entry is the very item `p` and holds a render (and, for a
-    /// tool result, a pointer), borrowed: valid while no Python code runs.
-    #[inline(always)]
-    fn held(
-        &self,
-        i: usize,
-        p: *mut ffi::PyObject,
-        result: bool,
-    ) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
-        if self.items.ptr(i) != p {
-            return None;
-        }
-        // SAFETY: comparing addresses only.
-        let none = unsafe { ffi::Py_None() };
-        let render = self.renders.ptr(i);
-        if render.is_null() || render == none {
-            return None;
-        }
-        let pointer = match self.pointers.ptr(i) {
-            q if q == none => std::ptr::null_mut(),
-            q => q,
-        };
-        if result && pointer.is_null() {
-            return None;
-        }
-        Some((render, pointer))
-    }
-}
-
-/// `inputs.line`: absent or `None`, or three sequences of one length.
-pub fn line<'py>(inputs: &Bound<'py, PyAny>) -> PyResult<Option<Line<'py>>> {
-    let py = inputs.py();
-    let value = match inputs.getattr_opt(intern!(py, "line"))? {
-        Some(v) if !v.is_none() => v,
-        _ => return Ok(None),
-    };
-    let part = |name: &'static str, interned: &Bound<'py, PyString>| -> PyResult<Items<'py>> {
-        let v = field(&value, Path::of("inputs.line", name), interned)?;
-        arguments::sequence(F, format_args!("inputs.line.{name}"), &v, name)
-    };
-    let items = part("items", intern!(py, "items"))?;
-    let renders = part("renders", intern!(py, "renders"))?;
-    let pointers = part("pointers", intern!(py, "pointers"))?;
-    if items.len() != renders.len() || items.len() != pointers.len() {
-        return Err(argument_error(
-            py,
-            F,
-            "inputs.line",
-            format!(
-                "{} items, {} renders and {} pointers",
-                items.len(),
-                renders.len(),
-                pointers.len()
-            ),
-        ));
-    }
-    Ok(Some(Line {
-        items,
-        renders,
-        pointers,
-    }))
-}
-
 /// The history: conversation items, read into the core's form (raws to
 /// come), each one's render and pointer from the line where it holds them,
 /// else its digest key (`None` for an item not canonicalized yet, listed
 /// in the result with the item).
 pub fn history<'py>(
     inputs: &Bound<'py, PyAny>,
-    line: Option<&Line<'py>>,
+    line: Option<&super::line::Line<'py>>,
     types: &mut Types,
     bufs: &mut Buffers,
 ) -> PyResult<Vec<(usize, Bound<'py, PyAny>)>> {

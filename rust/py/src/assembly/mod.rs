@@ -8,6 +8,7 @@
 
 mod gather;
 mod inputs;
+mod line;
 mod memo;
 
 use ctxengine_core::body::{self, Block, BodyHost, Kind, Part};
@@ -130,7 +131,7 @@ fn fit<'py>(
     // between its scan and the reads of what it borrows (a hostile
     // `inputs` may run some in any other read). Errors are raised in the
     // reference's order.
-    let line = inputs::line(inputs);
+    let line = line::line(inputs);
     let renders = inputs::table(inputs, "renders", pyo3::intern!(py, "renders"));
     let pointers = inputs::table(inputs, "pointers", pyo3::intern!(py, "pointers"));
     let blocks = inputs::blocks(inputs, &mut g.types);
