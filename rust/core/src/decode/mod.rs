@@ -12,6 +12,7 @@
 
 pub mod item;
 pub mod json;
+mod scan;
 
 use crate::hash::sha256;
 pub use item::{Content, Item, Members, Part, Trust, TRUST_LEVELS};
