@@ -8,7 +8,9 @@
 //! `__init__` (the core has already made every check the constructor makes)
 //! and each slot is set as `object.__setattr__` would.
 
-use ctxengine_core::decode::{decode_item, Content, Item, Json, Members, Part, TRUST_LEVELS};
+use ctxengine_core::decode::{
+    decode_item, Canonical, Content, Item, Json, Members, Part, TRUST_LEVELS,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -311,16 +313,43 @@ pub fn decode_items<'py>(
                 Err(reason) => return Ok((out, Some(i), Some(reason))),
             };
             let cache = match &decoded.cache {
-                Some((bytes, digest)) => untracked(
-                    PyTuple::new(py, [PyBytes::new(py, bytes), PyBytes::new(py, digest)])?
-                        .into_any(),
-                ),
+                Some((bytes, digest)) => {
+                    untracked(pair(joined(py, bytes)?, PyBytes::new(py, digest))?)
+                }
                 None => py.None().into_bound(py),
             };
             out.append(b.item(&decoded.item, &seq_obj, cache)?)?;
         }
         Ok((out, None, None))
     })
+}
+
+/// A bytes object holding the pieces joined, written in place (no copy in between).
+fn joined<'py>(py: Python<'py>, bytes: &Canonical<'_>) -> PyResult<Bound<'py, PyBytes>> {
+    let n = bytes.len();
+    unsafe {
+        let obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as ffi::Py_ssize_t);
+        let obj = Bound::from_owned_ptr_or_err(py, obj)?;
+        let mut at = ffi::PyBytes_AsString(obj.as_ptr()) as *mut u8;
+        for piece in bytes.pieces() {
+            // SAFETY: the object holds exactly `n` bytes, the pieces' total.
+            std::ptr::copy_nonoverlapping(piece.as_ptr(), at, piece.len());
+            at = at.add(piece.len());
+        }
+        Ok(obj.cast_into_unchecked())
+    }
+}
+
+/// The tuple `(a, b)`.
+fn pair<'py>(a: Bound<'py, PyBytes>, b: Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
+    let py = a.py();
+    unsafe {
+        let t = Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(2))?;
+        // SAFETY: a fresh 2-tuple; each slot takes over one new reference.
+        ffi::PyTuple_SET_ITEM(t.as_ptr(), 0, a.into_ptr());
+        ffi::PyTuple_SET_ITEM(t.as_ptr(), 1, b.into_ptr());
+        Ok(t)
+    }
 }
 
 fn not_canonical() -> String {
