@@ -10,11 +10,13 @@
 //! Failures are data, not exceptions: the reason says what is wrong, in the
 //! reference backend's words, and the caller names the row.
 
+mod batch;
 pub mod cache;
 pub mod item;
 pub mod json;
 mod scan;
 
+pub use batch::decode_batch;
 pub use cache::Canonical;
 pub use item::{Content, Item, Members, Part, Trust, TRUST_LEVELS};
 pub use json::{parse_canonical, Json, NotCanonical};
