@@ -1,8 +1,10 @@
 //! `decode_items`: stored conversation-item payloads into the package's own
 //! frozen item objects, in one call (ADR 0011).
 //!
-//! The core parses and checks each payload and writes the item's canonical
-//! bytes; this file only builds Python values. It imports nothing from
+//! The core parses and checks each payload and finds the item's canonical
+//! bytes (on a second thread, reading ahead, for a long batch:
+//! `decode_batch`); this file only builds Python values, on the calling
+//! thread, holding the GIL. It imports nothing from
 //! `ctxengine`: the caller passes the item classes, the content part classes
 //! and the trust members. An instance is allocated without running its
 //! `__init__` (the core has already made every check the constructor makes)

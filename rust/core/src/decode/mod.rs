@@ -2,10 +2,11 @@
 //!
 //! A `conversation.item.appended` event stores `{"item": {...}}` as canonical
 //! JSON text. [`decode_item`] parses that text strictly ([`json`]), checks the
-//! item exactly as the Python value types do ([`item`]) and writes the
-//! canonical bytes of the item's `to_dict()` (with its `seq`) and their
-//! SHA-256, so the binding can hand Python a finished item whose `_cj` cache
-//! is already filled.
+//! item exactly as the Python value types do ([`item`]) and finds the
+//! canonical bytes of the item's `to_dict()` (with its `seq`: [`cache`]) and
+//! their SHA-256, so the binding can hand Python a finished item whose `_cj`
+//! cache is already filled. [`decode_batch`] decodes a batch in order, a
+//! second thread reading ahead of the caller.
 //!
 //! Failures are data, not exceptions: the reason says what is wrong, in the
 //! reference backend's words, and the caller names the row.
