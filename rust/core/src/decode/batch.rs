@@ -18,7 +18,7 @@ pub const AHEAD_MIN: usize = 256;
 /// Decode `payloads[i]` as event `seqs[i]` for each `i` in order and hand
 /// each result to `take` (on the calling thread) until the first failure,
 /// inclusive, or until `take` returns `false`. With `ahead` (and at least
-/// [`AHEAD_MIN`] payloads), a scoped thread decodes the next chunks while
+/// `AHEAD_MIN` payloads), a scoped thread decodes the next chunks while
 /// `take` runs; the results are the same.
 pub fn decode_batch<'a, F>(payloads: &[&'a str], seqs: &[i64], ahead: bool, mut take: F)
 where
