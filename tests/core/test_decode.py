@@ -194,7 +194,6 @@ def _history(n: int) -> list[Any]:
 @pytest.mark.parametrize("bad", [None, 0, 255, 256, 700, 1199])
 @pytest.mark.parametrize("how", ["text", "not a str"])
 def test_a_long_batch_decodes_alike_and_stops_at_its_first_bad_row(bad: int | None, how: str) -> None:
-    # Long enough that the native decoder reads ahead on a second thread.
     originals = _history(1200)
     payloads: list[Any] = [stored(item) for item in originals]
     seqs = list(range(10, 10 + len(payloads)))

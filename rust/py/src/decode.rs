@@ -1,17 +1,15 @@
 //! `decode_items`: stored conversation-item payloads into the package's own
 //! frozen item objects, in one call (ADR 0011).
 //!
-//! The core parses and checks each payload and finds the item's canonical
-//! bytes (on a second thread, reading ahead, for a long batch:
-//! `decode_batch`); this file only builds Python values, on the calling
-//! thread, holding the GIL. It imports nothing from
+//! The core parses and checks each payload and writes the item's canonical
+//! bytes; this file only builds Python values. It imports nothing from
 //! `ctxengine`: the caller passes the item classes, the content part classes
 //! and the trust members. An instance is allocated without running its
 //! `__init__` (the core has already made every check the constructor makes)
 //! and each slot is set as `object.__setattr__` would.
 
 use ctxengine_core::decode::{
-    decode_batch, Canonical, Content, Decoded, Item, Json, Members, Part, TRUST_LEVELS,
+    decode_item, Canonical, Content, Item, Json, Members, Part, TRUST_LEVELS,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -239,18 +237,6 @@ impl<'py> Builder<'py> {
     }
 }
 
-impl<'py> Builder<'py> {
-    /// The item `d` as event `seq`, its `_cj` cache filled when `seq` is canonical.
-    fn decoded(&self, d: &Decoded<'_>, seq: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let py = self.py;
-        let cache = match &d.cache {
-            Some((bytes, digest)) => untracked(pair(joined(py, bytes)?, PyBytes::new(py, digest))?),
-            None => py.None().into_bound(py),
-        };
-        self.item(&d.item, seq, cache)
-    }
-}
-
 /// The fields each kind's constructor takes, in order, then `seq` and `_cj`.
 fn item_fields(kind: &str) -> &'static [&'static str] {
     match kind {
@@ -312,67 +298,30 @@ pub fn decode_items<'py>(
                 seqs.len()
             )));
         }
-        // What the core reads: the texts and sequences before the first row that
-        // cannot be read at all (its failure comes after those before it decode).
-        let n = payloads.len();
-        let (mut held, mut seq_objs, mut seq_vals) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        let mut unreadable: Option<PyResult<()>> = None;
-        for (payload, seq_obj) in payloads.iter().zip(seqs.iter()) {
-            let seq: i64 = match seq_obj.extract() {
-                Ok(seq) => seq,
-                Err(e) => {
-                    unreadable = Some(Err(e));
-                    break;
-                }
-            };
-            match payload.cast_into::<PyString>() {
-                Ok(text) if text.to_str().is_ok() => held.push(text),
-                _ => {
-                    unreadable = Some(Ok(()));
-                    break;
-                }
-            }
-            seq_objs.push(seq_obj);
-            seq_vals.push(seq);
-        }
-        let texts: Vec<&str> = held.iter().map(|t| t.to_str()).collect::<PyResult<_>>()?;
         let out = PyList::empty(py);
-        let mut failed: Option<PyResult<(usize, String)>> = None;
-        decode_batch(&texts, &seq_vals, read_ahead(), |i, decoded| {
-            let built = match decoded {
-                Ok(d) => b
-                    .decoded(&d, &seq_objs[i])
-                    .and_then(|item| out.append(item)),
-                Err(reason) => {
-                    failed = Some(Ok((i, reason)));
-                    return false;
-                }
+        for (i, (payload, seq_obj)) in payloads.iter().zip(seqs.iter()).enumerate() {
+            let seq: i64 = seq_obj.extract()?;
+            let text = match payload.cast::<PyString>() {
+                Ok(s) => match s.to_str() {
+                    Ok(t) => t,
+                    Err(_) => return Ok((out, Some(i), Some(not_canonical()))),
+                },
+                Err(_) => return Ok((out, Some(i), Some(not_canonical()))),
             };
-            match built {
-                Ok(()) => true,
-                Err(e) => {
-                    failed = Some(Err(e));
-                    false
+            let decoded = match decode_item(text, seq) {
+                Ok(d) => d,
+                Err(reason) => return Ok((out, Some(i), Some(reason))),
+            };
+            let cache = match &decoded.cache {
+                Some((bytes, digest)) => {
+                    untracked(pair(joined(py, bytes)?, PyBytes::new(py, digest))?)
                 }
-            }
-        });
-        match (failed, unreadable) {
-            (Some(Ok((i, reason))), _) => Ok((out, Some(i), Some(reason))),
-            (Some(Err(e)), _) | (None, Some(Err(e))) => Err(e),
-            (None, Some(Ok(()))) => Ok((out, Some(held.len()), Some(not_canonical()))),
-            (None, None) => Ok((out, None, None)),
+                None => py.None().into_bound(py),
+            };
+            out.append(b.item(&decoded.item, &seq_obj, cache)?)?;
         }
+        Ok((out, None, None))
     })
-}
-
-/// Whether a second thread may decode ahead of the one building the items.
-fn read_ahead() -> bool {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get())) > 1
 }
 
 /// A bytes object holding the pieces joined, written in place (no copy in between).

@@ -5,19 +5,16 @@
 //! item exactly as the Python value types do ([`item`]) and finds the
 //! canonical bytes of the item's `to_dict()` (with its `seq`: [`cache`]) and
 //! their SHA-256, so the binding can hand Python a finished item whose `_cj`
-//! cache is already filled. [`decode_batch`] decodes a batch in order, a
-//! second thread reading ahead of the caller.
+//! cache is already filled.
 //!
 //! Failures are data, not exceptions: the reason says what is wrong, in the
 //! reference backend's words, and the caller names the row.
 
-mod batch;
 pub mod cache;
 pub mod item;
 pub mod json;
 mod scan;
 
-pub use batch::decode_batch;
 pub use cache::Canonical;
 pub use item::{Content, Item, Members, Part, Trust, TRUST_LEVELS};
 pub use json::{parse_canonical, Json, NotCanonical};
