@@ -44,6 +44,11 @@ impl Json<'_> {
     /// The member `key` of an object (`None` for a missing key or a non-object).
     pub fn get(&self, key: &str) -> Option<&Self> {
         match self {
+            // An item's objects have a handful of members: compared in turn.
+            Json::Object(members) if members.len() <= 8 => members
+                .iter()
+                .find(|(k, _)| k.as_ref() == key)
+                .map(|(_, v)| v),
             Json::Object(members) => members
                 .binary_search_by(|(k, _)| cmp_utf16(k.as_bytes(), key.as_bytes()))
                 .ok()
