@@ -171,3 +171,38 @@ def test_nesting_past_the_canonical_limit_is_refused_alike() -> None:
     assert decode(RUST, [deep], [1])[1] is None and decode(PY, [deep], [1])[1] is None
     refused = ([], 0, "payload is not canonical JSON")
     assert decode(RUST, [deeper], [1]) == decode(PY, [deeper], [1]) == refused
+
+
+def _history(n: int) -> list[Any]:
+    """``n`` stored items of every shape a session log holds."""
+
+    def shape(i: int) -> Any:
+        match i % 4:
+            case 0:
+                return ce.UserMessage(f'question {i} \u00e9\n"q"', principal_id="alice")
+            case 1:
+                return ce.ToolCall(f"c{i}", "search", {"q": f"x{i}", "k": [i, 1.5, None]})
+            case 2:
+                parts = (TextPart(f"r{i}"), FileRef(f"a{i}", "text/plain"))
+                return ce.ToolResult(f"c{i}", parts, is_error=i % 3 == 0)
+            case _:
+                return ce.AssistantMessage(f"answer {i}")
+
+    return [shape(i) for i in range(n)]
+
+
+@pytest.mark.parametrize("bad", [None, 0, 255, 256, 700, 1199])
+@pytest.mark.parametrize("how", ["text", "not a str"])
+def test_a_long_batch_decodes_alike_and_stops_at_its_first_bad_row(bad: int | None, how: str) -> None:
+    originals = _history(1200)
+    payloads: list[Any] = [stored(item) for item in originals]
+    seqs = list(range(10, 10 + len(payloads)))
+    if bad is not None:
+        payloads[bad] = payloads[bad] + " " if how == "text" else payloads[bad].encode()
+    rust, ref = decode(RUST, payloads, seqs), decode(PY, payloads, seqs)
+    assert rust == ref
+    decoded, index, reason = rust
+    assert index == bad and (reason is None) == (bad is None)
+    assert len(decoded) == (len(payloads) if bad is None else bad)
+    for got, payload, seq in zip(decoded, payloads, seqs, strict=False):
+        assert got._cj == PY.item_canonical(oracle(payload, seq))

@@ -8,8 +8,12 @@
 //! `__init__` (the core has already made every check the constructor makes)
 //! and each slot is set as `object.__setattr__` would.
 
-use ctxengine_core::decode::{decode_item, Content, Item, Json, Members, Part, TRUST_LEVELS};
+use ctxengine_core::decode::{
+    decode_item, Canonical, Content, Item, Json, Members, Part, TRUST_LEVELS,
+};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use std::cell::RefCell;
+
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
@@ -101,12 +105,55 @@ fn atomic(value: &Bound<'_, PyAny>) -> bool {
     }
 }
 
+/// Short strings that recur across a batch (member names, tool names,
+/// principals, providers, media types), each made once: a small table
+/// indexed by a hash of the text, a slot keeping the last string it saw.
+struct Memo<'py> {
+    slots: RefCell<Vec<Option<Kept<'py>>>>,
+}
+
+/// A memo slot: the text and its string.
+type Kept<'py> = (Box<str>, Bound<'py, PyString>);
+
+/// Table size (a power of two) and the longest text kept.
+const MEMO_SLOTS: usize = 256;
+const MEMO_MAX_LEN: usize = 32;
+
+impl<'py> Memo<'py> {
+    fn new() -> Self {
+        Memo {
+            slots: RefCell::new(vec![None; MEMO_SLOTS]),
+        }
+    }
+
+    fn get(&self, py: Python<'py>, s: &str) -> Bound<'py, PyAny> {
+        if s.len() > MEMO_MAX_LEN {
+            return PyString::new(py, s).into_any();
+        }
+        // FNV-1a
+        let hash = s.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+        });
+        let mut slots = self.slots.borrow_mut();
+        let slot = &mut slots[hash as usize & (MEMO_SLOTS - 1)];
+        if let Some((text, value)) = slot {
+            if **text == *s {
+                return value.clone().into_any();
+            }
+        }
+        let value = PyString::new(py, s);
+        *slot = Some((s.into(), value.clone()));
+        value.into_any()
+    }
+}
+
 struct Builder<'py> {
     py: Python<'py>,
     items: Vec<Class<'py>>,
     text_part: Class<'py>,
     file_ref: Class<'py>,
     trust: Vec<Bound<'py, PyAny>>,
+    memo: Memo<'py>,
 }
 
 impl<'py> Builder<'py> {
@@ -114,9 +161,14 @@ impl<'py> Builder<'py> {
         PyString::new(self.py, s).into_any()
     }
 
-    fn opt_str(&self, s: &Option<impl AsRef<str>>) -> Bound<'py, PyAny> {
+    /// A string likely to recur in the batch (a name, not a text).
+    fn name(&self, s: &str) -> Bound<'py, PyAny> {
+        self.memo.get(self.py, s)
+    }
+
+    fn opt_name(&self, s: &Option<impl AsRef<str>>) -> Bound<'py, PyAny> {
         match s {
-            Some(s) => self.str(s.as_ref()),
+            Some(s) => self.name(s.as_ref()),
             None => self.py.None().into_bound(self.py),
         }
     }
@@ -128,7 +180,7 @@ impl<'py> Builder<'py> {
             Json::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
             Json::Int(i) => i.into_pyobject(py)?.into_any(),
             Json::Float(f) => f.into_pyobject(py)?.into_any(),
-            Json::Str(s) => self.str(s),
+            Json::Str(s) => self.name(s),
             Json::Array(values) => {
                 let list = PyList::empty(py);
                 for value in values {
@@ -143,7 +195,7 @@ impl<'py> Builder<'py> {
     fn dict(&self, members: &Members<'_>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(self.py);
         for (k, v) in members {
-            d.set_item(k.as_ref(), self.json(v)?)?;
+            d.set_item(self.name(k), self.json(v)?)?;
         }
         Ok(d)
     }
@@ -162,8 +214,8 @@ impl<'py> Builder<'py> {
                             filename,
                         } => self.file_ref.make(vec![
                             self.str(artifact_id),
-                            self.str(media_type),
-                            self.opt_str(filename),
+                            self.name(media_type),
+                            self.opt_name(filename),
                         ])?,
                     });
                 }
@@ -194,7 +246,11 @@ impl<'py> Builder<'py> {
                 principal_id,
             } => (
                 1,
-                vec![self.content(content)?, trust(t), self.opt_str(principal_id)],
+                vec![
+                    self.content(content)?,
+                    trust(t),
+                    self.opt_name(principal_id),
+                ],
             ),
             Item::Assistant { content, trust: t } => (2, vec![self.content(content)?, trust(t)]),
             Item::ToolCall {
@@ -205,7 +261,7 @@ impl<'py> Builder<'py> {
                 3,
                 vec![
                     self.str(call_id),
-                    self.str(name),
+                    self.name(name),
                     self.dict(arguments)?.into_any(),
                 ],
             ),
@@ -226,7 +282,7 @@ impl<'py> Builder<'py> {
                 ],
             ),
             Item::Reasoning { provider, payload } => {
-                (5, vec![self.str(provider), self.dict(payload)?.into_any()])
+                (5, vec![self.name(provider), self.dict(payload)?.into_any()])
             }
         };
         values.push(seq.clone());
@@ -286,6 +342,7 @@ pub fn decode_items<'py>(
             text_part: Class::new(&parts.0, &["text"], None)?,
             file_ref: Class::new(&parts.1, &["artifact_id", "media_type", "filename"], None)?,
             trust,
+            memo: Memo::new(),
         };
         let payloads = payloads.cast::<PyList>()?;
         let seqs = seqs.cast::<PyList>()?;
@@ -311,16 +368,43 @@ pub fn decode_items<'py>(
                 Err(reason) => return Ok((out, Some(i), Some(reason))),
             };
             let cache = match &decoded.cache {
-                Some((bytes, digest)) => untracked(
-                    PyTuple::new(py, [PyBytes::new(py, bytes), PyBytes::new(py, digest)])?
-                        .into_any(),
-                ),
+                Some((bytes, digest)) => {
+                    untracked(pair(joined(py, bytes)?, PyBytes::new(py, digest))?)
+                }
                 None => py.None().into_bound(py),
             };
             out.append(b.item(&decoded.item, &seq_obj, cache)?)?;
         }
         Ok((out, None, None))
     })
+}
+
+/// A bytes object holding the pieces joined, written in place (no copy in between).
+fn joined<'py>(py: Python<'py>, bytes: &Canonical<'_>) -> PyResult<Bound<'py, PyBytes>> {
+    let n = bytes.len();
+    unsafe {
+        let obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as ffi::Py_ssize_t);
+        let obj = Bound::from_owned_ptr_or_err(py, obj)?;
+        let mut at = ffi::PyBytes_AsString(obj.as_ptr()) as *mut u8;
+        for piece in bytes.pieces() {
+            // SAFETY: the object holds exactly `n` bytes, the pieces' total.
+            std::ptr::copy_nonoverlapping(piece.as_ptr(), at, piece.len());
+            at = at.add(piece.len());
+        }
+        Ok(obj.cast_into_unchecked())
+    }
+}
+
+/// The tuple `(a, b)`.
+fn pair<'py>(a: Bound<'py, PyBytes>, b: Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
+    let py = a.py();
+    unsafe {
+        let t = Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(2))?;
+        // SAFETY: a fresh 2-tuple; each slot takes over one new reference.
+        ffi::PyTuple_SET_ITEM(t.as_ptr(), 0, a.into_ptr());
+        ffi::PyTuple_SET_ITEM(t.as_ptr(), 1, b.into_ptr());
+        Ok(t)
+    }
 }
 
 fn not_canonical() -> String {

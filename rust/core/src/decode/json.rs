@@ -11,6 +11,7 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
+use super::scan::plain_end;
 use crate::canonical::{cmp_utf16, write_f64, MAX_DEPTH, MAX_SAFE_INTEGER};
 
 /// A parsed JSON value; strings borrow from the text unless they hold escapes.
@@ -43,6 +44,11 @@ impl Json<'_> {
     /// The member `key` of an object (`None` for a missing key or a non-object).
     pub fn get(&self, key: &str) -> Option<&Self> {
         match self {
+            // An item's objects have a handful of members: compared in turn.
+            Json::Object(members) if members.len() <= 8 => members
+                .iter()
+                .find(|(k, _)| k.as_ref() == key)
+                .map(|(_, v)| v),
             Json::Object(members) => members
                 .binary_search_by(|(k, _)| cmp_utf16(k.as_bytes(), key.as_bytes()))
                 .ok()
@@ -175,43 +181,40 @@ impl<'a> Parser<'a> {
     /// (lowercase hex) for the other code points below U+0020.
     fn string(&mut self) -> Parsed<Cow<'a, str>> {
         let start = self.pos + 1;
-        let mut i = start;
         let b = self.bytes;
         // The common case: no escape before the closing quote.
-        while i < b.len() {
-            match b[i] {
-                b'"' => {
-                    self.pos = i + 1;
-                    return Ok(Cow::Borrowed(&self.text[start..i]));
-                }
-                b'\\' => break,
-                c if c < 0x20 => return Err(NotCanonical("unescaped control character")),
-                _ => i += 1,
+        let mut i = plain_end(b, start);
+        match b.get(i) {
+            Some(b'"') => {
+                self.pos = i + 1;
+                return Ok(Cow::Borrowed(&self.text[start..i]));
             }
+            Some(b'\\') => {}
+            Some(_) => return Err(NotCanonical("unescaped control character")),
+            None => return Err(NotCanonical("unterminated string")),
         }
         let mut out: Vec<u8> = b[start..i].to_vec();
-        while i < b.len() {
-            match b[i] {
-                b'"' => {
+        loop {
+            match b.get(i) {
+                Some(b'"') => {
                     self.pos = i + 1;
                     // Only ASCII was unescaped into `out`, between whole UTF-8 runs.
                     return String::from_utf8(out)
                         .map(Cow::Owned)
                         .map_err(|_| NotCanonical("invalid UTF-8"));
                 }
-                b'\\' => {
+                Some(b'\\') => {
                     let (c, used) = escape(&b[i + 1..])?;
                     out.push(c);
                     i += 1 + used;
                 }
-                c if c < 0x20 => return Err(NotCanonical("unescaped control character")),
-                c => {
-                    out.push(c);
-                    i += 1;
-                }
+                Some(_) => return Err(NotCanonical("unescaped control character")),
+                None => return Err(NotCanonical("unterminated string")),
             }
+            let end = plain_end(b, i);
+            out.extend_from_slice(&b[i..end]);
+            i = end;
         }
-        Err(NotCanonical("unterminated string"))
     }
 
     fn number(&mut self) -> Parsed<Json<'a>> {

@@ -2,18 +2,20 @@
 //!
 //! A `conversation.item.appended` event stores `{"item": {...}}` as canonical
 //! JSON text. [`decode_item`] parses that text strictly ([`json`]), checks the
-//! item exactly as the Python value types do ([`item`]) and writes the
-//! canonical bytes of the item's `to_dict()` (with its `seq`) and their
-//! SHA-256, so the binding can hand Python a finished item whose `_cj` cache
-//! is already filled.
+//! item exactly as the Python value types do ([`item`]) and finds the
+//! canonical bytes of the item's `to_dict()` (with its `seq`: [`cache`]) and
+//! their SHA-256, so the binding can hand Python a finished item whose `_cj`
+//! cache is already filled.
 //!
 //! Failures are data, not exceptions: the reason says what is wrong, in the
 //! reference backend's words, and the caller names the row.
 
+pub mod cache;
 pub mod item;
 pub mod json;
+mod scan;
 
-use crate::hash::sha256;
+pub use cache::Canonical;
 pub use item::{Content, Item, Members, Part, Trust, TRUST_LEVELS};
 pub use json::{parse_canonical, Json, NotCanonical};
 
@@ -28,8 +30,11 @@ pub const REASON_ITEM_PREFIX: &str = "conversation item does not decode: ";
 pub struct Decoded<'a> {
     pub item: Item<'a>,
     /// `(canonical bytes of to_dict(), their SHA-256)`.
-    pub cache: Option<(Vec<u8>, [u8; 32])>,
+    pub cache: Option<(Canonical<'a>, [u8; 32])>,
 }
+
+/// The payload prefix before the item object when `item` is its only member.
+const ITEM_PREFIX: &str = "{\"item\":";
 
 /// The item a stored `{"item": {...}}` payload holds, as event `seq`.
 pub fn decode_item(payload: &str, seq: i64) -> Result<Decoded<'_>, String> {
@@ -42,8 +47,15 @@ pub fn decode_item(payload: &str, seq: i64) -> Result<Decoded<'_>, String> {
         _ => return Err(REASON_NO_ITEM.to_owned()),
     };
     let item = item::item_from_json(data).map_err(|e| format!("{REASON_ITEM_PREFIX}{e}"))?;
-    let cache = item::canonical_item(&item, seq).map(|bytes| {
-        let digest = sha256(&bytes);
+    // The item object's own text, when the payload holds nothing else.
+    let text = match &value {
+        Json::Object(members) if members.len() == 1 && payload.starts_with(ITEM_PREFIX) => {
+            &payload[ITEM_PREFIX.len()..payload.len() - 1]
+        }
+        _ => "",
+    };
+    let cache = cache::canonical(&item, data, text, seq).map(|bytes| {
+        let digest = bytes.sha256();
         (bytes, digest)
     });
     Ok(Decoded { item, cache })
@@ -61,7 +73,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(d.item.kind(), "user_message");
-        let (bytes, _) = d.cache.unwrap();
+        let bytes = d.cache.unwrap().0.to_vec();
         assert_eq!(
             String::from_utf8(bytes).unwrap(),
             "{\"content\":\"hi\",\"principal_id\":null,\"seq\":7,\"trust\":\"user\",\"type\":\"user_message\"}"
@@ -71,14 +83,14 @@ mod tests {
             3,
         )
         .unwrap();
-        let (bytes, _) = d.cache.unwrap();
+        let bytes = d.cache.unwrap().0.to_vec();
         assert_eq!(
             String::from_utf8(bytes).unwrap(),
             "{\"arguments\":{\"q\":[1,1.5]},\"call_id\":\"c\",\"name\":\"s\",\"seq\":3,\"type\":\"tool_call\"}"
         );
         // Defaults fill what the payload leaves out, as from_dict does.
         let d = decode_item("{\"item\":{\"call_id\":\"c\",\"content\":[{\"artifact_id\":\"a\",\"media_type\":\"m\",\"type\":\"file_ref\"}],\"type\":\"tool_result\"}}", 4).unwrap();
-        let (bytes, _) = d.cache.unwrap();
+        let bytes = d.cache.unwrap().0.to_vec();
         assert_eq!(
             String::from_utf8(bytes).unwrap(),
             "{\"call_id\":\"c\",\"content\":[{\"artifact_id\":\"a\",\"filename\":null,\"media_type\":\"m\",\"type\":\"file_ref\"}],\"is_error\":false,\"seq\":4,\"trust\":\"internal_tool\",\"type\":\"tool_result\"}"
