@@ -231,3 +231,42 @@ async def test_revision_2_gives_golden_sessions_token_counts_and_carries(golden_
     finally:
         await store.close()
     await check_golden(url, kind)
+
+
+async def test_revision_3_moves_sqlite_payloads_out_of_the_key_btree(tmp_path: Path) -> None:
+    """Revision 3 (issue 13): the golden SQLite store's events and checkpoints end up in
+    rowid tables (keys in an index of keys only) with the payload as the last column, every
+    row copied as it was: the same rows, column by column, before and after."""
+    url = goldenkit.sqlite_copy(tmp_path)
+    path = url[len("sqlite://") :]
+
+    def rows() -> dict[str, list[tuple[Any, ...]]]:
+        conn = sqlite3.connect(path)
+        try:
+            return {
+                "events": conn.execute(
+                    "SELECT session_id, sequence, type, payload, derivation_key, run_id, actor, "
+                    "visibility_scope, visibility_id, created_at, schema_version FROM ctxengine_events "
+                    "ORDER BY session_id, sequence"
+                ).fetchall(),
+                "checkpoints": conn.execute(
+                    "SELECT run_id, version, kind, trigger, payload, lease_epoch, created_at, schema_version "
+                    "FROM ctxengine_checkpoints ORDER BY run_id, version"
+                ).fetchall(),
+            }
+        finally:
+            conn.close()
+
+    before = rows()
+    assert before["events"] and before["checkpoints"]
+    await migrate_store(url)
+    assert rows() == before
+    conn = sqlite3.connect(path)
+    try:
+        for table in ("ctxengine_events", "ctxengine_checkpoints"):
+            (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+            assert "WITHOUT ROWID" not in sql.upper()
+            columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            assert columns[-1] == "payload"
+    finally:
+        conn.close()

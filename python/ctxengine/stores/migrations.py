@@ -78,8 +78,66 @@ TOKEN_COUNTS = Migration(
     ),
 )
 
+#: Revision 3 (issue 13, ADR 0011): SQLite keeps events and checkpoints in rowid tables with
+#: the payload as the last column. In a ``WITHOUT ROWID`` table every row lives in the key
+#: b-tree, and a seek that compares against a row whose payload spills to overflow pages
+#: reads the whole payload (a 9 MB ``context.compacted`` event cost every lookup near it
+#: 10 ms); in a rowid table the keys are in an index of keys only, and a row's columns
+#: before its payload are read without walking the payload's pages. The same columns and
+#: constraints, rows copied as they are; PostgreSQL's heap tables have neither problem.
+ROWID_TABLES = Migration(
+    revision=3,
+    name="SQLite: events and checkpoints in rowid tables, payload last",
+    sqlite=(
+        """
+        CREATE TABLE ctxengine_events_r3 (
+            session_id       TEXT    NOT NULL,
+            sequence         INTEGER NOT NULL CHECK (sequence >= 1),
+            type             TEXT    NOT NULL,
+            derivation_key   TEXT    NOT NULL,
+            run_id           TEXT,
+            actor            TEXT    NOT NULL,
+            visibility_scope TEXT    NOT NULL,
+            visibility_id    TEXT,
+            created_at       TEXT    NOT NULL,
+            schema_version   INTEGER NOT NULL,
+            payload          TEXT    NOT NULL,
+            PRIMARY KEY (session_id, sequence),
+            UNIQUE (session_id, derivation_key)
+        )
+        """,
+        "INSERT INTO ctxengine_events_r3 (session_id, sequence, type, derivation_key, run_id, actor, "
+        "visibility_scope, visibility_id, created_at, schema_version, payload) SELECT session_id, "
+        "sequence, type, derivation_key, run_id, actor, visibility_scope, visibility_id, created_at, "
+        "schema_version, payload FROM ctxengine_events ORDER BY session_id, sequence",
+        "DROP TABLE ctxengine_events",
+        "ALTER TABLE ctxengine_events_r3 RENAME TO ctxengine_events",
+        "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
+        "CREATE INDEX ctxengine_events_by_version ON ctxengine_events (session_id, schema_version, sequence)",
+        """
+        CREATE TABLE ctxengine_checkpoints_r3 (
+            run_id         TEXT    NOT NULL,
+            version        INTEGER NOT NULL CHECK (version >= 1),
+            kind           TEXT    NOT NULL,
+            trigger        TEXT    NOT NULL,
+            lease_epoch    INTEGER NOT NULL,
+            created_at     TEXT    NOT NULL,
+            schema_version INTEGER NOT NULL,
+            payload        TEXT    NOT NULL,
+            PRIMARY KEY (run_id, version)
+        )
+        """,
+        "INSERT INTO ctxengine_checkpoints_r3 (run_id, version, kind, trigger, lease_epoch, created_at, "
+        "schema_version, payload) SELECT run_id, version, kind, trigger, lease_epoch, created_at, "
+        "schema_version, payload FROM ctxengine_checkpoints ORDER BY run_id, version",
+        "DROP TABLE ctxengine_checkpoints",
+        "ALTER TABLE ctxengine_checkpoints_r3 RENAME TO ctxengine_checkpoints",
+    ),
+    postgres=(),
+)
+
 #: Every migration, in revision order (revision 2 onwards). Append only.
-MIGRATIONS: tuple[Migration, ...] = (TOKEN_COUNTS,)
+MIGRATIONS: tuple[Migration, ...] = (TOKEN_COUNTS, ROWID_TABLES)
 
 
 def latest_revision(migrations: tuple[Migration, ...] | None = None) -> int:
@@ -145,6 +203,7 @@ __all__ = [
     "COMPONENT_LEVEL",
     "COMPONENT_REVISION",
     "MIGRATIONS",
+    "ROWID_TABLES",
     "TOKEN_COUNTS",
     "Migration",
     "MigrationReport",
