@@ -138,6 +138,10 @@ async def long_session(url: str, turns: int) -> dict[str, float]:
     }
 
 
+#: The first request's log-log slope over session length that counts as flat (issue 13).
+FLAT_SLOPE = 0.1
+
+
 def run_runtime(settings: RuntimeSettings, progress: Callable[[str], None] | None = None) -> RuntimeResults:
     say = progress or (lambda _label: None)
     started = time.perf_counter()
@@ -210,7 +214,11 @@ def _first_rows(r: RuntimeResults) -> list[str]:
     for store in r.first:
         slope = r.slope(store)
         if slope is not None:
-            lines.append(f"\nLog-log slope of the first request over session length, {store}: {slope:.3f}")
+            verdict = "met" if slope <= FLAT_SLOPE else "**missed**"
+            lines.append(
+                f"\nLog-log slope of the first request over session length, {store}: {slope:.3f} "
+                f"(flat: ≤ {FLAT_SLOPE}, SPEC section 11 growth row: {verdict})"
+            )
     return lines
 
 
