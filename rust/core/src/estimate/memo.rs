@@ -1,8 +1,8 @@
 //! The bounded LRU memo of raw estimates, keyed by `(model, kind, sha256)`.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 
+use super::memo_index::MemoIndex;
 use crate::error::CoreResult;
 
 /// `(model_id, kind, sha256)` with the strings interned to small ids.
@@ -22,6 +22,20 @@ impl Hash for MemoKey {
         let tag =
             ((self.model as u64) << 32 | self.kind as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         state.write_u64(u64::from_le_bytes(head) ^ tag);
+    }
+}
+
+impl MemoKey {
+    /// The 32-bit hash the memo's index files the key under (the digest is
+    /// already uniformly distributed; model and kind are mixed in).
+    #[inline]
+    pub fn hash32(&self) -> u32 {
+        let mut head = [0u8; 8];
+        head.copy_from_slice(&self.digest[..8]);
+        let tag =
+            ((self.model as u64) << 32 | self.kind as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let h = u64::from_le_bytes(head) ^ tag;
+        (h ^ (h >> 32)) as u32
     }
 }
 
@@ -67,8 +81,8 @@ struct Node {
 /// head back by one, writing no entry.
 #[derive(Debug, Clone)]
 pub struct Memo {
-    /// Invariant: `map[nodes[i].key] == i` for every slot `i`.
-    map: HashMap<MemoKey, u32, BuildHasherDefault<PassThrough>>,
+    /// Invariant: `index` finds slot `i` under `nodes[i].key`, for every slot.
+    index: MemoIndex,
     nodes: Vec<Node>,
     /// The most recently used entry (NIL when empty).
     head: u32,
@@ -82,7 +96,7 @@ pub struct Memo {
 impl Memo {
     pub fn new(capacity: usize) -> Self {
         Memo {
-            map: HashMap::default(),
+            index: MemoIndex::default(),
             nodes: Vec::new(),
             head: NIL,
             capacity,
@@ -97,18 +111,26 @@ impl Memo {
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.index.len()
     }
 
     /// Make room for up to `additional` new entries (never past capacity).
     pub fn reserve(&mut self, additional: usize) {
-        let room = self.capacity.saturating_sub(self.map.len()).min(additional);
-        self.map.reserve(room);
+        let room = self.capacity.saturating_sub(self.len()).min(additional);
+        self.index.reserve(room);
         self.nodes.reserve(room);
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
+    }
+
+    /// The slot of `key` in the index.
+    #[inline]
+    fn find(&self, key: &MemoKey) -> Option<u32> {
+        let nodes = &self.nodes;
+        self.index
+            .find(key.hash32(), |i| nodes[i as usize].key == *key)
     }
 
     /// Take `i` out of the list (not the only entry).
@@ -160,7 +182,7 @@ impl Memo {
         self.push_front(i);
     }
 
-    /// The slot of `key`, trying slot `guess` before the hash map. A batch
+    /// The slot of `key`, trying slot `guess` before the index. A batch
     /// seen before looks its items up in insertion order, so the slot after
     /// the previous one is usually right, and checking it reads memory in
     /// sequence instead of probing at random. (By the invariant a slot
@@ -172,7 +194,7 @@ impl Memo {
                 return Some(guess);
             }
         }
-        self.map.get(key).copied()
+        self.find(key)
     }
 
     /// The memoized value of `key`, counting a hit; `None` counts nothing.
@@ -197,7 +219,7 @@ impl Memo {
         if self.capacity == 0 {
             return;
         }
-        if self.map.len() < self.capacity {
+        if self.len() < self.capacity {
             let i = self.nodes.len() as u32;
             self.nodes.push(Node {
                 key,
@@ -205,18 +227,18 @@ impl Memo {
                 prev: NIL,
                 next: NIL,
             });
-            self.map.insert(key, i);
+            self.index.insert(key.hash32(), i);
             self.push_front(i);
             self.last = i;
         } else {
             // Reuse the least recently used slot, which then comes first.
             let i = self.nodes[self.head as usize].prev;
             let old = self.nodes[i as usize].key;
-            self.map.remove(&old);
+            self.index.remove(old.hash32(), i);
             let n = &mut self.nodes[i as usize];
             n.key = key;
             n.value = value;
-            self.map.insert(key, i);
+            self.index.insert(key.hash32(), i);
             self.head = i;
             self.last = i;
         }
@@ -225,7 +247,7 @@ impl Memo {
     /// Insert a value read from elsewhere (a stored count, ADR 0011) unless
     /// `key` is already memoized; counts neither a hit nor a miss.
     pub fn prime(&mut self, key: MemoKey, value: i64) {
-        if self.capacity == 0 || self.map.contains_key(&key) {
+        if self.capacity == 0 || self.find(&key).is_some() {
             return;
         }
         let misses = self.misses;
@@ -252,9 +274,9 @@ impl Memo {
     /// Keys from most to least recently used.
     #[cfg(test)]
     pub fn keys_mru(&self) -> Vec<MemoKey> {
-        let mut out = Vec::with_capacity(self.map.len());
+        let mut out = Vec::with_capacity(self.len());
         let mut i = self.head;
-        while i != NIL && out.len() < self.map.len() {
+        while i != NIL && out.len() < self.len() {
             out.push(self.nodes[i as usize].key);
             i = self.nodes[i as usize].next;
         }

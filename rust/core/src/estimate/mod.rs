@@ -7,6 +7,7 @@
 
 mod config;
 mod memo;
+mod memo_index;
 mod snapshot;
 #[cfg(test)]
 mod tests;
