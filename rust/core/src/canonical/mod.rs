@@ -16,7 +16,7 @@ pub mod text;
 mod value;
 pub mod walk;
 
-pub use number::{write_f64, write_i64, write_int};
+pub use number::{i64_text, write_f64, write_i64, write_int};
 pub use path::{PathError, PathSeg};
 pub use source::{Cached, KeyProblem, Node, Source, WalkError};
 pub use text::{cmp_utf16, write_str};

@@ -9,6 +9,13 @@ use super::{MAX_SAFE_INTEGER, REASON_INFINITY, REASON_INT_RANGE, REASON_NAN, REA
 #[inline]
 pub fn write_i64(out: &mut Vec<u8>, v: i64) {
     let mut buf = [0u8; 20];
+    out.extend_from_slice(i64_text(v, &mut buf));
+}
+
+/// The decimal text of `v` (a leading `-` when negative), written at the
+/// end of `buf`.
+#[inline]
+pub fn i64_text(v: i64, buf: &mut [u8; 20]) -> &[u8] {
     let mut pos = buf.len();
     let mut m = v.unsigned_abs();
     loop {
@@ -20,9 +27,10 @@ pub fn write_i64(out: &mut Vec<u8>, v: i64) {
         }
     }
     if v < 0 {
-        out.push(b'-');
+        pos -= 1;
+        buf[pos] = b'-';
     }
-    out.extend_from_slice(&buf[pos..]);
+    &buf[pos..]
 }
 
 /// Append an integer, rejecting magnitudes above 2^53-1.

@@ -25,7 +25,7 @@ pub struct Canonical<'a> {
 #[derive(Debug, Clone, PartialEq)]
 enum Middle {
     /// `"seq":N,` (at most 6 + 17 + 1 bytes for a canonical integer).
-    Seq([u8; 24], u8),
+    Seq([u8; 28], u8),
     Written(Vec<u8>),
 }
 
@@ -74,27 +74,13 @@ fn stored_keys(item: &Item<'_>) -> &'static [&'static str] {
 
 /// `"seq":N,` for a canonical integer `seq`.
 fn seq_member(seq: i64) -> Middle {
-    let mut buf = [0u8; 24];
+    // (Room for any i64, though a canonical `seq` has at most 17 characters.)
+    let mut buf = [0u8; 28];
     buf[..6].copy_from_slice(b"\"seq\":");
-    let mut n = 6;
-    if seq < 0 {
-        buf[n] = b'-';
-        n += 1;
-    }
-    let mut digits = [0u8; 17];
-    let mut d = digits.len();
-    let mut m = seq.unsigned_abs();
-    loop {
-        d -= 1;
-        digits[d] = b'0' + (m % 10) as u8;
-        m /= 10;
-        if m == 0 {
-            break;
-        }
-    }
-    let run = digits.len() - d;
-    buf[n..n + run].copy_from_slice(&digits[d..]);
-    n += run;
+    let mut digits = [0u8; 20];
+    let text = crate::canonical::i64_text(seq, &mut digits);
+    let n = 6 + text.len();
+    buf[6..n].copy_from_slice(text);
     buf[n] = b',';
     Middle::Seq(buf, (n + 1) as u8)
 }
