@@ -179,13 +179,7 @@ fn fit<'py>(
     let mut lacking = Vec::new();
     let lookahead = g.bufs.held.first().and_then(|h| g.lookahead(h.0));
     let mut pinned = !fresh.is_empty();
-    let slow = g.types.slow;
     for i in 0..g.bufs.keys.len() {
-        if !pinned && g.types.slow != slow {
-            // A render's type was read anew (Python code may have run).
-            g.bufs.pin_borrowed(py, i);
-            pinned = true;
-        }
         if let Some(l) = lookahead.as_ref().filter(|_| !pinned) {
             let held = &g.bufs.held;
             l.ahead(|k| held.get(k).map_or(std::ptr::null_mut(), |h| h.0), i);
@@ -194,11 +188,17 @@ fn fit<'py>(
         let render = if held.is_null() {
             lookup(&renders, g.bufs.keys[i])?
         } else {
-            // SAFETY: live: the line holds it (or the pins, once Python code ran).
+            // SAFETY: live: the line holds it (or the pins, once Python code may run).
             Some(unsafe { Bound::from_borrowed_ptr(py, held) })
         };
         match render {
             Some(r) if lacking.is_empty() => {
+                if !pinned && g.may_run_python(Some(&r)) {
+                    // Its type is read anew (Python code may run): what is
+                    // still to be read is held first (`r` is).
+                    g.bufs.pin_borrowed(py, i + 1);
+                    pinned = true;
+                }
                 g.push(r)?;
             }
             Some(_) => {}

@@ -68,9 +68,6 @@ pub struct Types {
     recent_len: usize,
     pub kinds: Vec<String>,
     generation: u64,
-    /// How many reads may have run Python code (a type's facts read anew):
-    /// a caller borrowing objects compares it before and after.
-    pub slow: u64,
 }
 
 /// What a `Types` leaves for the next call on this thread.
@@ -136,7 +133,6 @@ impl Types {
             infos,
             recent: [(std::ptr::null_mut(), 0); RECENT],
             recent_len: 0,
-            slow: 0,
             kinds,
             generation,
         })
@@ -264,7 +260,6 @@ impl Types {
 
     #[cold]
     fn info_slow(&mut self, obj: &Bound<'_, PyAny>, tp: *mut ffi::PyTypeObject) -> PyResult<usize> {
-        self.slow += 1;
         if self.infos.len() >= MAX_CACHED_TYPES {
             // (Kinds stay: this call's facts index them.)
             forget_types(std::mem::take(&mut self.infos));
