@@ -11,27 +11,18 @@ the OpenAI Chat Completions payload the request renders to: the encoding (OpenAI
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ctxengine as ce
 from ctxengine.assembly.builder import ContextBuilder
+from ctxengine.cli.bench_counting import CLASSES, CORPUS
 from ctxengine.model import Checkpoint
 from ctxengine.plan import ContextPlanner
 from ctxengine.providers import to_openai_chat
 from ctxengine.reference import tokenize
 
-CORPUS = Path(__file__).resolve().parent.parent / "core" / "corpus"
-CLASSES = {
-    "code": "code.py.txt",
-    "prose": "prose.txt",
-    "json": "data.json",
-    "cjk": "cjk.txt",
-    "ru_el": "ru_el.txt",
-    "emoji": "emoji.txt",
-}
 AGENT = ce.AgentSpec("agent-1", "v1", "You are a careful research assistant. Cite the tools you used.")
 ALICE = ce.Principal("alice", "acme", frozenset({"files.read", "web.search"}))
 TOOLS = (

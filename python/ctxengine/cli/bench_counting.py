@@ -180,4 +180,4 @@ def counting_markdown(spec: dict[str, dict[str, Any]], quick: bool) -> list[str]
     return lines
 
 
-__all__ = ["CLASSES", "corpus_items", "counting_markdown", "run_counting"]
+__all__ = ["CLASSES", "CORPUS", "corpus_items", "counting_markdown", "run_counting"]
