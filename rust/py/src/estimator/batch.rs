@@ -3,7 +3,8 @@
 //! the core's memo.
 
 use ctxengine_core::calibrate::{self, Ratio};
-use ctxengine_core::estimate::EstimatorState;
+use ctxengine_core::estimate::{EstimatorState, Profile};
+use ctxengine_core::tokenize::Method;
 use ctxengine_core::CoreError;
 use pyo3::prelude::*;
 
@@ -74,6 +75,18 @@ impl TokenEstimator {
             resolved.kinds.push(id);
         }
         raw_of(&mut st, counter, resolved.kinds[fact.kind], fact)
+    }
+
+    /// The byte heuristic's profile and the factor of a key, or `None` when
+    /// the key counts exactly (the native interop cuts then take the
+    /// generic path, through the estimator).
+    pub fn heuristic(&self, model_id: &str) -> Option<(Profile, Ratio)> {
+        let mut st = self.lock();
+        let counter = st.counter_id(model_id);
+        if st.counter(counter).method != Method::Heuristic {
+            return None;
+        }
+        Some((st.counter(counter).profile, st.factor(counter)))
     }
 
     /// The factor of a key (for the cut's own fit).

@@ -8,7 +8,6 @@ use ctxengine_core::estimate::Profile;
 use ctxengine_core::interop::items::{self, Content};
 use ctxengine_core::interop::json::object_to_canonical;
 use ctxengine_core::interop::trim::message_cut;
-use ctxengine_core::tokenize::Method;
 use ctxengine_core::CoreError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
@@ -315,14 +314,9 @@ pub fn openai_chat_cut(
         ) else {
             return Ok(-1);
         };
-        let (profile, factor) = {
-            let mut st = est.get().lock();
-            let counter = st.counter_id(model_id);
-            // Exact counting goes through the estimator (the generic path).
-            if st.counter(counter).method != Method::Heuristic {
-                return Ok(-1);
-            }
-            (st.counter(counter).profile, st.factor(counter))
+        // Exact counting goes through the estimator (the generic path).
+        let Some((profile, factor)) = est.get().heuristic(model_id) else {
+            return Ok(-1);
         };
         let m = match measure(list, profile, seq_field, first_seq, tool_trust) {
             Ok(m) => m,

@@ -6,7 +6,6 @@
 
 use ctxengine_core::calibrate::apply;
 use ctxengine_core::cut::{self, ToolRole};
-use ctxengine_core::tokenize::Method;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
@@ -146,14 +145,9 @@ pub fn mappings_cut(
         ) else {
             return Ok(-1);
         };
-        let (profile, factor) = {
-            let mut st = est.get().lock();
-            let counter = st.counter_id(model_id);
-            // Exact counting goes through the estimator (the generic path).
-            if st.counter(counter).method != Method::Heuristic {
-                return Ok(-1);
-            }
-            (st.counter(counter).profile, st.factor(counter))
+        // Exact counting goes through the estimator (the generic path).
+        let Some((profile, factor)) = est.get().heuristic(model_id) else {
+            return Ok(-1);
         };
         let n = list.len();
         let mut raws = Vec::with_capacity(n);
