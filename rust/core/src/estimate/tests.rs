@@ -310,16 +310,7 @@ fn settings_are_checked_in_order_with_their_names() {
         message(e),
         "encodings['azure:']: unknown counting method 'p50k_base'; known: cl100k_base, heuristic, o200k_base"
     );
-    let table = V::M(vec![(V::S("azure:"), V::S("o200k_base"))]);
-    let mut ok = settings(
-        &mut Toy,
-        &V::F(3.0),
-        &V::I(4),
-        &V::N,
-        &V::I(10),
-        Some(&table),
-    )
-    .unwrap();
+    let mut ok = azure_on_o200k(10);
     assert_eq!(
         ok.method("azure:gpt-4o"),
         Method::Exact(Encoding::O200kBase)
@@ -408,16 +399,7 @@ fn snapshots_round_trip_and_name_what_is_wrong() {
 
 #[test]
 fn version_two_holds_the_table_and_the_samples() {
-    let table = V::M(vec![(V::S("azure:"), V::S("o200k_base"))]);
-    let mut state = settings(
-        &mut Toy,
-        &V::F(3.0),
-        &V::I(4),
-        &V::N,
-        &V::I(7),
-        Some(&table),
-    )
-    .unwrap();
+    let mut state = azure_on_o200k(7);
     for _ in 0..3 {
         state.reconcile("m", 100, 70).unwrap();
     }
@@ -483,4 +465,19 @@ fn counts_of_reconcile_and_raw_sums() {
     assert_eq!(message(e), "estimated: expected a positive int, got 0");
     let e = check_raw_sum(&mut Toy, &V::F(1.0));
     assert_eq!(message(e), "raw_sum: expected an int, got float");
+}
+
+/// Settings with the default profile, `memo_capacity` and one table entry:
+/// `azure:` counts with `o200k_base`.
+fn azure_on_o200k(memo_capacity: i64) -> EstimatorState {
+    let table = V::M(vec![(V::S("azure:"), V::S("o200k_base"))]);
+    settings(
+        &mut Toy,
+        &V::F(3.0),
+        &V::I(4),
+        &V::N,
+        &V::I(memo_capacity),
+        Some(&table),
+    )
+    .unwrap()
 }
