@@ -55,8 +55,9 @@ class SeedDigest:
             cached[0] if (cached := item._cj) is not None else canonical(item)[0] for item in items[start:]
         ]
         if parts:
+            if start:
+                state.update(b",")
             # One update over the joined bytes: an update per item cost more than the hashing.
-            state.update(b"," if start else b"")
             state.update(b",".join(parts))
         self._last[session_id] = (head, items, state.copy())
         self._last.move_to_end(session_id)

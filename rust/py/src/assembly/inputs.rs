@@ -161,15 +161,16 @@ pub fn history<'py>(
                 read_attr(&item, Attr::Lookup, intern!(py, "seq"))?.and_then(|v| seq_of(&v))
             }
         };
+        bufs.history.push(HistoryItem {
+            raw: 0,
+            seq,
+            role: tool_role,
+            hash,
+        });
+        let null = std::ptr::null_mut();
         if let Some(held) = line.and_then(|l| l.held(i, p, role == Role::Result)) {
             // The line's entry: no digest key, no table lookup.
-            bufs.history.push(HistoryItem {
-                raw: 0,
-                seq,
-                role: tool_role,
-                hash,
-            });
-            bufs.keys.push(std::ptr::null_mut());
+            bufs.keys.push(null);
             bufs.held.push(held);
             i += 1;
             continue;
@@ -185,7 +186,7 @@ pub fn history<'py>(
                         bufs.pins.push(cj.unbind());
                         ptr
                     }
-                    None => std::ptr::null_mut(),
+                    None => null,
                 }
             }
         };
@@ -194,16 +195,10 @@ pub fn history<'py>(
             unsafe { ffi::PyTuple_GET_ITEM(cj, 1) }
         } else {
             fresh.push((i, unsafe { Bound::from_borrowed_ptr(py, p) }));
-            std::ptr::null_mut()
+            null
         };
-        bufs.history.push(HistoryItem {
-            raw: 0,
-            seq,
-            role: tool_role,
-            hash,
-        });
         bufs.keys.push(key);
-        bufs.held.push((std::ptr::null_mut(), std::ptr::null_mut()));
+        bufs.held.push((null, null));
         i += 1;
     }
     bufs.pins.extend(ids.into_iter().map(Bound::unbind));

@@ -177,7 +177,9 @@ fn fit<'py>(
         }
     }
     let mut lacking = Vec::new();
-    let lookahead = g.bufs.held.first().and_then(|h| g.lookahead(h.0));
+    // (Shaped after the first render the line holds.)
+    let first = g.bufs.held.iter().map(|h| h.0).find(|p| !p.is_null());
+    let lookahead = first.and_then(|p| g.lookahead(p));
     let mut pinned = !fresh.is_empty();
     for i in 0..g.bufs.keys.len() {
         if let Some(l) = lookahead.as_ref().filter(|_| !pinned) {
