@@ -125,6 +125,16 @@ class StoreUnavailable(StoreError):
     retryable = True
 
 
+class StorePredictionMissed(StoreError):
+    """A predicted commit the store refused: the session moved on, an event was stored
+    already, the run was claimed or its lease or version changed, or the block needed an
+    answer from the server (ADR 0013). Nothing of it was written. The engine catches it
+    and runs the same writes in an ordinary transaction; it reaches a caller only from
+    ``store.predicted(...)`` used directly."""
+
+    retryable = True
+
+
 class StoreCorruption(StoreError):
     """A stored row this code cannot read: it fails to decode, has an unknown type, a
     field of the wrong type, a payload that is not canonical JSON. It fails closed:
@@ -276,6 +286,7 @@ __all__ = [
     "StaleConfirmation",
     "StoreCorruption",
     "StoreError",
+    "StorePredictionMissed",
     "StoreUnavailable",
     "UndeclaredRegionClass",
     "UnsupportedFormat",

@@ -37,6 +37,8 @@ class _Window:
     counter: str | None
     #: Rows up to here have primed the estimator's memo already (see ``seeding``).
     primed: int = 0
+    #: The greatest sequence this worker knows the session holds (``hi`` or later).
+    last: int = 0
     seqs: list[int] = field(default_factory=list)
     rows: list[ItemRow] = field(default_factory=list)
     items: list[ConversationItem] = field(default_factory=list)
@@ -71,7 +73,7 @@ class HistoryReader:
             if through <= start:
                 break
             rows = await self.store.events.read_items(session_id, start, before=through + 1, counter=counter)
-            self.reads += 1
+            self.reads += 1  # answered (a read refused inside a predicted commit is not counted)
             items = decode_rows(session_id, rows)
             if self._windows.get(session_id) is not window or window.hi != start:
                 continue  # another task moved the window while this one read: look again
@@ -101,6 +103,26 @@ class HistoryReader:
         if window is not None:
             window.primed = max(window.primed, sequence)
 
+    def next_sequence(self, session_id: str) -> int | None:
+        """One past the last event this worker knows of in the session (read or committed
+        without a gap), or ``None`` without a window: a prediction, which the store checks."""
+        window = self._windows.get(session_id)
+        return max(window.hi, window.last) + 1 if window is not None else None
+
+    def retract(self, session_id: str, sequence: int) -> None:
+        """Undo an ``extend`` that ended at ``sequence`` (its write was not committed)."""
+        window = self._windows.get(session_id)
+        if window is None or window.hi != sequence:
+            return
+        window.last = min(window.last, sequence - 1)
+        while window.seqs and window.seqs[-1] >= sequence:
+            window.seqs.pop()
+            window.rows.pop()
+            window.items.pop()
+            self._size -= 1
+        window.hi = sequence - 1
+        window.primed = min(window.primed, window.hi)
+
     def forget(self, session_id: str) -> None:
         """Drop the session's window (it may hold rows of a transaction that rolled back)."""
         self._put(session_id, None)
@@ -120,6 +142,7 @@ class HistoryReader:
         if window is None or not sequences:
             return
         first, last = min(sequences), max(sequences)
+        window.last = max(window.last, last)
         if first != window.hi + 1 or last - first + 1 != len(sequences) or len(rows) != len(items):
             return
         window.rows.extend(rows)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ..assembly.builder import ContextBuilder
@@ -35,14 +34,16 @@ from ..plan import ContextPlan, ContextPlanner
 from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store, Visibility, interned
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
-from .checkpoints import checkpoint_from_rows, evolve, latest_checkpoint, write_checkpoint
+from .checkpoints import checkpoint_from_rows, evolve, write_checkpoint
+from .commits import Commits
 from .compaction import CompactionResult, StructuredCompactor
 from .history_reader import HistoryReader
 from .loop_state import WorkingStateWrites
+from .loop_steps import StepWrites
 from .seed_digest import SeedDigest
-from .seeding import HISTORY, Seed, build_seed, history_counts, summary_counts, whole_pairs
+from .seeding import Seed, build_seed, history_counts, summary_counts, whole_pairs
 from .session import ITEM_APPENDED, item_event, logged
-from .steps import StateUpdate, prepare_step
+from .steps import StateUpdate
 from .usage import report_usage
 from .working_state import WorkingStateManager
 
@@ -66,7 +67,7 @@ class StartedRun(NamedTuple):
     checkpoint: Checkpoint
 
 
-class ContextLoop(WorkingStateWrites):
+class ContextLoop(StepWrites, WorkingStateWrites):
     """What the agent runtime calls between model requests."""
 
     def __init__(
@@ -107,6 +108,8 @@ class ContextLoop(WorkingStateWrites):
         self._seed_digest = SeedDigest()
         #: Per run: the checkpoint rows this loop last wrote (a delta needs no read of its base).
         self._rows: OrderedDict[str, list[RawCheckpoint]] = OrderedDict()
+        #: Commits in one call where the store takes predictions (ADR 0013).
+        self.commits = Commits(store)
         #: Per run started here: the seed message's count, stored with the run's first step.
         self._pending_counts: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
 
@@ -140,6 +143,12 @@ class ContextLoop(WorkingStateWrites):
             carry=self._seeded_from.get(run.run_id, (None, None))[0],
         )
         return version, written
+
+    def _next_version(self, run_id: str, version: int) -> int | None:
+        """The version after ``version`` when this loop wrote the run's last rows at it (so
+        a write needs no read of them), else ``None``."""
+        known = self._rows.get(run_id)
+        return version + 1 if known and known[-1]["version"] == version else None
 
     def _committed(
         self,
@@ -221,13 +230,34 @@ class ContextLoop(WorkingStateWrites):
                 run_id=run.run_id,
             )
             carry = await self._carry_event(run, principal, current, compacted, result, plan)
-            async with self.store.transaction():
-                stored, _ = await self.store.events.append_all([event] if carry is None else [event, carry])
-                version, rows = await self._write(run, compacted, "compaction", lease)
+            events = [event] if carry is None else [event, carry]
+            stored, version, rows = await self._commit_compaction(run, lease, current, compacted, events)
             self._committed(run, rows, stored)
             # Adopted only once both are committed.
             current = evolve(compacted, version=version)
             compactions += 1
+
+    async def _commit_compaction(
+        self,
+        run: RunContext,
+        lease: Lease,
+        current: Checkpoint,
+        compacted: Checkpoint,
+        events: list[NewEvent],
+    ) -> tuple[list[Event], int, list[RawCheckpoint]]:
+        """Append the compaction's events and write the compacted checkpoint, in one transaction."""
+
+        async def body() -> tuple[list[Event], int, list[RawCheckpoint]]:
+            stored, _ = await self.store.events.append_all(events)
+            return (stored, *await self._write(run, compacted, "compaction", lease))
+
+        return await self.commits.run(
+            body,
+            session_id=run.session_id,
+            run_id=run.run_id,
+            next_sequence=self.history.next_sequence(run.session_id),
+            version=self._next_version(run.run_id, current.version),
+        )
 
     async def report_usage(
         self, run: RunContext, request: ModelRequest, actual: int, *, principal: Principal | None = None
@@ -334,25 +364,45 @@ class ContextLoop(WorkingStateWrites):
         new, restored = item_event(
             session_id, message, principal=principal, derivation_key=derivation_key, visibility=visibility
         )
+        counts: list[tuple[int, int]] = []
+        appended: list[int] = []
+
+        async def body() -> tuple[
+            list[Event], RunContext, Lease, Checkpoint, list[Event], list[RawCheckpoint]
+        ]:
+            stored, fresh = await self.store.events.append_all([new])
+            seed = logged(restored, session_id, stored[0].sequence)
+            counts.clear()
+            if plan is not None:
+                # Stored with the run's first recorded step (one statement fewer); a run
+                # that records nothing leaves it to the next seed, which counts what lacks one.
+                counts.extend(history_counts(self.estimator, plan.counting_key, [seed]))
+            if fresh:  # the seed need not read back what it has just appended
+                text = canonical_json(new.payload).decode("utf-8")
+                count = counts[0][1] if counts else None
+                row = ItemRow(seed.seq or 0, text, interned(new.visibility), count)
+                self.history.extend(session_id, [row.sequence], [row], [seed])
+                appended[:] = [row.sequence]
+            run = RunContext(run_id, session_id, stored[0].sequence, max_output_tokens=max_output_tokens)
+            lease = await self.store.checkpoints.claim(run_id, owner)
+            # A run's first lease: it has no checkpoint to find.
+            rows = [] if lease.epoch == 1 else await self.store.checkpoints.latest_raw(run_id)
+            checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows)
+            return stored, run, lease, checkpoint, events, written
+
+        def retract() -> None:  # the predicted message was not committed
+            if appended:
+                self.history.retract(session_id, appended.pop())
+
         try:
-            async with self.store.transaction():
-                stored, fresh = await self.store.events.append_all([new])
-                seed = logged(restored, session_id, stored[0].sequence)
-                counts: list[tuple[int, int]] = []
-                if plan is not None:
-                    # Stored with the run's first recorded step (one statement fewer); a run
-                    # that records nothing leaves it to the next seed, which counts what lacks one.
-                    counts = history_counts(self.estimator, plan.counting_key, [seed])
-                if fresh:  # the seed need not read back what it has just appended
-                    text = canonical_json(new.payload).decode("utf-8")
-                    count = counts[0][1] if counts else None
-                    row = ItemRow(seed.seq or 0, text, interned(new.visibility), count)
-                    self.history.extend(session_id, [row.sequence], [row], [seed])
-                run = RunContext(run_id, session_id, stored[0].sequence, max_output_tokens=max_output_tokens)
-                lease = await self.store.checkpoints.claim(run_id, owner)
-                # A run's first lease: it has no checkpoint to find.
-                rows = [] if lease.epoch == 1 else await self.store.checkpoints.latest_raw(run_id)
-                checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows)
+            stored, run, lease, checkpoint, events, written = await self.commits.run(
+                body,
+                session_id=session_id,
+                run_id=run_id,
+                next_sequence=self.history.next_sequence(session_id),
+                version=1,
+                on_miss=retract,
+            )
         except BaseException:
             self.history.forget(session_id)  # it may have read rows that were rolled back
             raise
@@ -413,66 +463,6 @@ class ContextLoop(WorkingStateWrites):
         self._seeded_from.move_to_end(run_id)
         while len(self._seeded_from) > SEEDS_REMEMBERED:
             self._seeded_from.popitem(last=False)
-
-    # -- recording a step ------------------------------------------------------------
-
-    async def record_step(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        items: Sequence[ConversationItem],
-        *,
-        lease: Lease,
-        trigger: str = "model_response",
-        state_updates: Sequence[StateUpdate] = (),
-        principal: Principal | None = None,
-        visibility: Visibility | None = None,
-    ) -> Checkpoint:
-        """Append the step's items and working-state transitions and write the checkpoint,
-        in one transaction; returns the checkpoint in force.
-
-        ``items`` are the model's response items and the tool calls' results, in the
-        order they happened; ``state_updates`` the control tool's inputs (applied in
-        order to the checkpoint's working state, one ``context.working_state.updated``
-        event each, scoped to ``principal`` when given). Derivation keys come from the
-        run, ``run.step`` and the position (``conversation.item:{run}:{step}:{i}``), so a
-        retried step repeats its events exactly and writes nothing new: when every
-        event was already stored, the stored checkpoint is returned as it is. The
-        items' raw token counts are stored with them. A terminal trigger prunes the
-        run's earlier checkpoint versions (``prune_finished``).
-        """
-        plan = await self._plan_or_none(run.session_id)
-        model_id = plan.counting_key if plan is not None else self.working_state.model_id
-        steps = prepare_step(
-            run, checkpoint, items, state_updates, self.working_state, model_id, principal, visibility
-        )
-        counts: list[tuple[int, int]] = []
-        async with self.store.transaction():
-            stored, written = await self.store.events.append_all(steps.events)
-            if not written and steps.events:
-                latest = await latest_checkpoint(self.store, run.run_id)
-                if latest is not None and latest.version > checkpoint.version:
-                    return latest  # a retry of a step already recorded: nothing new
-            appended = steps.appended(run.session_id, stored)
-            pending = self._pending_counts.get(run.run_id, [])
-            if plan is not None and (appended or pending):
-                counter = self.estimator.counter_id(plan.counting_key, HISTORY)
-                counts = history_counts(self.estimator, plan.counting_key, appended)
-                await self.store.events.put_counts(run.session_id, counter, [*pending, *counts])
-            conversation = (*checkpoint.conversation, *appended)
-            last = next((i.seq for i in reversed(checkpoint.conversation) if i.seq is not None), None)
-            if appended and last is not None and appended[0].seq is not None and last < appended[0].seq:
-                # New events follow everything the checkpoint holds: nothing to check again.
-                updated = evolve(checkpoint, conversation=conversation, working_state=steps.state)
-            else:
-                updated = replace(checkpoint, conversation=conversation, working_state=steps.state)
-            version, rows = await self._write(run, updated, trigger, lease, prune=self.prune_finished)
-        self._pending_counts.pop(run.run_id, None)
-        fresh = written == len(stored)  # all new: this worker knows exactly what it wrote
-        tokens = dict(counts)
-        item_rows = [steps.item_row(stored, i, tokens.get(item.seq or 0)) for i, item in enumerate(appended)]
-        self._committed(run, rows, stored if fresh else [], item_rows, appended)
-        return evolve(updated, version=version)
 
 
 __all__ = [

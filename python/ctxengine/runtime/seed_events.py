@@ -60,7 +60,7 @@ class SeedEvents:
         #: Per session: ``(lo, hi, carry and state events)`` of an unbroken run of events
         #: ``lo <= sequence <= hi`` this process committed (or saw committed) in order.
         self._tail: OrderedDict[str, tuple[int, int, tuple[Event, ...]]] = OrderedDict()
-        self.reads = 0  # store reads made (for tests)
+        self.reads = 0  # store reads made, answered (for tests)
 
     async def latest(
         self, session_id: str, before: int, principal: Principal
@@ -79,8 +79,8 @@ class SeedEvents:
             if tail is not None and tail[0] <= known.below and before - 1 <= tail[1]:
                 events = [e for e in tail[2] if known.below <= e.sequence < before]
             else:
-                self.reads += 1
                 events = await self.store.events.read(session_id, known.below - 1, _TYPES, before=before)
+                self.reads += 1
             for event in events:
                 if not event.visibility.allows(principal):
                     continue
@@ -127,14 +127,14 @@ class SeedEvents:
     async def _precise(
         self, session_id: str, before: int, principal: Principal
     ) -> tuple[Event | None, Event | None]:
-        self.reads += 2
         events = self.store.events
         each = getattr(events, "latest_before_each", None)  # the SQL stores': one operation
         if each is not None:
             carry, state = await each(session_id, before, _TYPES, principal)
-            return carry, state
-        carry = await events.latest_before(session_id, before, CARRY_RECORDED, principal)
-        state = await events.latest_before(session_id, before, WORKING_STATE_UPDATED, principal)
+        else:
+            carry = await events.latest_before(session_id, before, CARRY_RECORDED, principal)
+            state = await events.latest_before(session_id, before, WORKING_STATE_UPDATED, principal)
+        self.reads += 2
         return carry, state
 
 

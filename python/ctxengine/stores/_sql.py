@@ -9,6 +9,7 @@ PostgreSQL), joining the current transaction if there is one.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -48,11 +49,30 @@ class SqlOps:
     latest_each: Callable[..., Any]
 
 
+#: Sessions whose last appended sequence an event log remembers (``last_known``).
+TAILS_REMEMBERED = 4096
+
+
 class SqlEventLog:
     _ops: SqlOps
 
     def __init__(self, store: Any) -> None:
         self._s = store
+        self._tails: OrderedDict[str, int] = OrderedDict()
+
+    def last_known(self, session_id: str) -> int | None:
+        """The last sequence the latest append through this log to the session stored, found
+        or (inside ``predicted``) predicted; ``None``: none yet. A hint for predicted commits,
+        never an answer: others append too, and a refused prediction is corrected by the
+        append that follows it."""
+        return self._tails.get(session_id)
+
+    def _saw(self, session_id: str, sequence: int) -> None:
+        tails = self._tails
+        tails[session_id] = sequence
+        tails.move_to_end(session_id)
+        if len(tails) > TAILS_REMEMBERED:
+            tails.popitem(last=False)
 
     async def append(self, event: NewEvent) -> Event:
         if not isinstance(event, NewEvent):
@@ -63,6 +83,7 @@ class SqlEventLog:
         # Round trip before the write: a row that would not read back is never committed.
         probe = _rows.probe_event(event, text, created_at)
         row, inserted = await self._s._call(self._ops.append, event, text, created_at)
+        self._saw(event.session_id, row[1])
         return replace(probe, sequence=row[1]) if inserted else _rows.repeat_of(row, event, text)
 
     async def append_all(self, events: Sequence[NewEvent]) -> tuple[list[Event], int]:
@@ -72,6 +93,7 @@ class SqlEventLog:
         created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
         probes = [_rows.probe_event(new, text, created_at) for new, text in zip(news, texts, strict=True)]
         results = await self._s._call(self._ops.append_all, news, texts, created_at)
+        self._saw(news[0].session_id, max(row[1] for row, _ in results))
         return _batch_rows.batch_events(results, news, texts, probes)
 
     async def read(

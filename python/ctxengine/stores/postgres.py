@@ -25,10 +25,10 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
-from ..errors import ModelValidationError, StoreError
+from ..errors import ModelValidationError, StoreError, StorePredictionMissed
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
-from . import _rows, migrations, postgres_items, postgres_writes
+from . import _rows, migrations, postgres_items, postgres_predicted, postgres_writes
 from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 from .driver_errors import POSTGRES_ERRORS, postgres_error
 from .events import (
@@ -55,6 +55,9 @@ _CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
 Conn = AsyncConnection[Any]
 R = TypeVar("R")
 _TXN: _rows.TransactionSlot[Conn] = _rows.TransactionSlot("ctxengine.stores.postgres.transaction")
+_PREDICTED: _rows.TransactionSlot[postgres_predicted.Prediction] = _rows.TransactionSlot(
+    "ctxengine.stores.postgres.predicted"
+)
 
 
 def describe_dsn(dsn: str) -> str:
@@ -275,7 +278,15 @@ class PostgresStore:
         await self.close()
 
     async def _call(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
-        """Run ``fn(conn, *args)`` on the caller's transaction connection or a pooled one."""
+        """Run ``fn(conn, *args)`` on the caller's transaction connection or a pooled one
+        (inside ``predicted``: answer with the prediction and queue the write)."""
+        prediction = _PREDICTED.get(self)
+        if prediction is not None:
+            take = _PREDICTABLE.get(fn)
+            if take is None:
+                raise prediction._miss("the block needs an answer from the server")
+            result: R = take(prediction, *args)
+            return result
         conn = _TXN.get(self)
         if conn is not None:
             async with self._mapped():
@@ -288,7 +299,31 @@ class PostgresStore:
             return await fn(pooled, *args)
 
     @asynccontextmanager
+    async def predicted(
+        self, session_id: str, next_sequence: int, run_id: str, version: int
+    ) -> AsyncIterator[None]:
+        """A transaction of one call (ADR 0013): inside the block the write operations answer
+        as the store would when ``next_sequence`` is the session's next sequence, ``version``
+        the run's next checkpoint version and an unclaimed run's lease its first, and queue
+        the writes; the block's exit sends them in one call, which writes all or, when a
+        prediction does not hold, nothing and ``StorePredictionMissed``. So does anything in
+        the block that needs the server's answer (a read), at once, and so does opening it
+        inside a transaction. Run the same writes in ``transaction()`` after a miss."""
+        if _TXN.get(self) is not None or _PREDICTED.get(self) is not None:
+            raise StorePredictionMissed(f"session {session_id!r}: a predicted commit inside a transaction")
+        pool = await self._ready()
+        self._check_migrated()
+        prediction = postgres_predicted.Prediction(session_id, next_sequence, run_id, version)
+        with _PREDICTED.bind(self, prediction):
+            yield
+        if not prediction.empty:
+            async with self._mapped(), pool.connection() as conn:
+                await postgres_predicted.commit(conn, prediction, SESSION_LOCK_CLASS)
+
+    @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
+        if _PREDICTED.get(self) is not None:
+            raise StorePredictionMissed("a transaction inside a predicted commit")
         conn = _TXN.get(self)
         if conn is not None:  # nested: a savepoint inside the outer transaction
             async with self._mapped():
@@ -363,6 +398,16 @@ _OPS = SqlOps(
     prune=postgres_items.prune,
 )
 
+
+#: What a predicted commit answers itself, per operation (the rest need the server).
+_PREDICTABLE: dict[Callable[..., Any], Callable[..., Any]] = {
+    _append: postgres_predicted.Prediction.append,
+    postgres_writes.append_all: postgres_predicted.Prediction.append_all,
+    postgres_items.put_counts: postgres_predicted.Prediction.put_counts,
+    _claim: postgres_predicted.Prediction.claim,
+    postgres_writes.write_checkpoint: postgres_predicted.Prediction.write_checkpoint,
+    postgres_items.prune: postgres_predicted.Prediction.prune,
+}
 
 #: Ops that handle the transaction's deferred counts themselves (put or send them).
 _TAKES_DEFERRED = (postgres_items.put_counts, postgres_writes.write_checkpoint)

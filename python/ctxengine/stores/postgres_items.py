@@ -49,24 +49,9 @@ async def read_items(
 
 
 #: The smallest sequence of a row of an unknown type or a newer format in a session (see
-#: ``sqlite_items.ANOMALY_FLOOR``), as a CTE the typed reads join, so that the check and
-#: the read take one round trip.
-FLOOR = """
-WITH RECURSIVE kinds(type) AS (
-    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = %(s)s)
-    UNION ALL
-    SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = %(s)s AND type > kinds.type)
-    FROM kinds WHERE kinds.type IS NOT NULL
-), floor AS (
-    SELECT MIN(m) AS f FROM (
-        SELECT (
-            SELECT MIN(sequence) FROM ctxengine_events WHERE session_id = %(s)s AND type = kinds.type
-        ) AS m FROM kinds WHERE kinds.type IS NOT NULL AND NOT (kinds.type = ANY(%(known)s))
-        UNION ALL
-        SELECT MIN(sequence) FROM ctxengine_events WHERE session_id = %(s)s AND schema_version > %(v)s
-    ) x
-)
-"""
+#: ``sqlite_items.ANOMALY_FLOOR``; the function is migration revision 4's), as a CTE the
+#: typed reads join, so that the check and the read take one round trip.
+FLOOR = "WITH floor AS (SELECT ctxengine_anomaly_floor(%(s)s, %(known)s, %(v)s) AS f)"
 _PAGE = 64
 
 

@@ -1,0 +1,148 @@
+"""``record_step`` of ``ContextLoop`` (issue 13, ADR 0011): a step's items and working-state
+transitions appended and the run's checkpoint written, in one transaction (one call where
+the store takes a prediction, ADR 0013).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import NamedTuple
+
+from ..core.estimator import Estimator
+from ..model import Checkpoint, ConversationItem, Principal, RunContext
+from ..plan import ContextPlan
+from ..stores.events import Event, ItemRow, Lease, RawCheckpoint, Store, Visibility
+from .checkpoints import evolve, latest_checkpoint
+from .commits import Commits
+from .history_reader import HistoryReader
+from .seeding import HISTORY, history_counts
+from .steps import StateUpdate, prepare_step
+from .working_state import WorkingStateManager
+
+
+class _Recorded(NamedTuple):
+    """What a step's write block committed (``record_step``)."""
+
+    stored: list[Event]
+    written: int
+    appended: list[ConversationItem]
+    updated: Checkpoint
+    version: int
+    rows: list[RawCheckpoint]
+
+
+class StepWrites:
+    """``record_step`` of ``ContextLoop``."""
+
+    store: Store
+    estimator: Estimator
+    working_state: WorkingStateManager
+    history: HistoryReader
+    commits: Commits
+    prune_finished: bool
+    _pending_counts: OrderedDict[str, list[tuple[int, int]]]
+
+    async def _plan_or_none(self, session_id: str) -> ContextPlan | None:
+        raise NotImplementedError
+
+    async def _write(
+        self,
+        run: RunContext,
+        checkpoint: Checkpoint,
+        trigger: str,
+        lease: Lease,
+        *,
+        rows: list[RawCheckpoint] | None = None,
+        prune: bool = False,
+    ) -> tuple[int, list[RawCheckpoint]]:
+        raise NotImplementedError
+
+    def _next_version(self, run_id: str, version: int) -> int | None:
+        raise NotImplementedError
+
+    def _committed(
+        self,
+        run: RunContext,
+        rows: list[RawCheckpoint],
+        events: Sequence[Event],
+        item_rows: Sequence[ItemRow] = (),
+        items: Sequence[ConversationItem] = (),
+    ) -> None:
+        raise NotImplementedError
+
+    async def record_step(
+        self,
+        run: RunContext,
+        checkpoint: Checkpoint,
+        items: Sequence[ConversationItem],
+        *,
+        lease: Lease,
+        trigger: str = "model_response",
+        state_updates: Sequence[StateUpdate] = (),
+        principal: Principal | None = None,
+        visibility: Visibility | None = None,
+    ) -> Checkpoint:
+        """Append the step's items and working-state transitions and write the checkpoint,
+        in one transaction; returns the checkpoint in force.
+
+        ``items`` are the model's response items and the tool calls' results, in the
+        order they happened; ``state_updates`` the control tool's inputs (applied in
+        order to the checkpoint's working state, one ``context.working_state.updated``
+        event each, scoped to ``principal`` when given). Derivation keys come from the
+        run, ``run.step`` and the position (``conversation.item:{run}:{step}:{i}``), so a
+        retried step repeats its events exactly and writes nothing new: when every
+        event was already stored, the stored checkpoint is returned as it is. The
+        items' raw token counts are stored with them. A terminal trigger prunes the
+        run's earlier checkpoint versions (``prune_finished``).
+        """
+        plan = await self._plan_or_none(run.session_id)
+        model_id = plan.counting_key if plan is not None else self.working_state.model_id
+        steps = prepare_step(
+            run, checkpoint, items, state_updates, self.working_state, model_id, principal, visibility
+        )
+        counts: list[tuple[int, int]] = []
+
+        async def body() -> _Recorded | Checkpoint:
+            stored, written = await self.store.events.append_all(steps.events)
+            if not written and steps.events:
+                latest = await latest_checkpoint(self.store, run.run_id)
+                if latest is not None and latest.version > checkpoint.version:
+                    return latest  # a retry of a step already recorded: nothing new
+            appended = steps.appended(run.session_id, stored)
+            pending = self._pending_counts.get(run.run_id, [])
+            counts.clear()
+            if plan is not None and (appended or pending):
+                counter = self.estimator.counter_id(plan.counting_key, HISTORY)
+                counts.extend(history_counts(self.estimator, plan.counting_key, appended))
+                await self.store.events.put_counts(run.session_id, counter, [*pending, *counts])
+            conversation = (*checkpoint.conversation, *appended)
+            last = next((i.seq for i in reversed(checkpoint.conversation) if i.seq is not None), None)
+            if appended and last is not None and appended[0].seq is not None and last < appended[0].seq:
+                # New events follow everything the checkpoint holds: nothing to check again.
+                updated = evolve(checkpoint, conversation=conversation, working_state=steps.state)
+            else:
+                updated = replace(checkpoint, conversation=conversation, working_state=steps.state)
+            version, rows = await self._write(run, updated, trigger, lease, prune=self.prune_finished)
+            return _Recorded(stored, written, appended, updated, version, rows)
+
+        done = await self.commits.run(
+            body,
+            session_id=run.session_id,
+            run_id=run.run_id,
+            next_sequence=self.history.next_sequence(run.session_id),
+            version=self._next_version(run.run_id, checkpoint.version),
+        )
+        if isinstance(done, Checkpoint):
+            return done
+        stored, written, appended, updated, version, rows = done
+        self._pending_counts.pop(run.run_id, None)
+        fresh = written == len(stored)  # all new: this worker knows exactly what it wrote
+        tokens = dict(counts)
+        item_rows = [steps.item_row(stored, i, tokens.get(item.seq or 0)) for i, item in enumerate(appended)]
+        self._committed(run, rows, stored if fresh else [], item_rows, appended)
+        return evolve(updated, version=version)
+
+
+__all__ = ["StepWrites"]
