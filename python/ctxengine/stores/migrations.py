@@ -155,26 +155,33 @@ PREDICTED_COMMIT = Migration(
         """
         CREATE FUNCTION ctxengine_anomaly_floor(s text, known text[], v integer) RETURNS bigint
         LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
+        DECLARE
+            floor bigint;
+            newer integer;
         BEGIN
-            -- The distinct types of the session by a skip scan of the type index, then the
-            -- first row of each unknown one, and the first row of a newer format.
-            RETURN (
-                WITH RECURSIVE kinds(type) AS (
-                    SELECT (SELECT MIN(e.type) FROM ctxengine_events e WHERE e.session_id = s)
-                    UNION ALL
-                    SELECT (SELECT MIN(e.type) FROM ctxengine_events e
-                            WHERE e.session_id = s AND e.type > kinds.type)
-                    FROM kinds WHERE kinds.type IS NOT NULL
-                )
-                SELECT MIN(m) FROM (
-                    SELECT (SELECT MIN(e.sequence) FROM ctxengine_events e
-                            WHERE e.session_id = s AND e.type = kinds.type) AS m
-                    FROM kinds WHERE kinds.type IS NOT NULL AND NOT (kinds.type = ANY(known))
-                    UNION ALL
-                    SELECT MIN(e.sequence) FROM ctxengine_events e
-                    WHERE e.session_id = s AND e.schema_version > v
-                ) x
-            );
+            -- The distinct types of the session by a skip scan of the type index, and the
+            -- first row of each one this code does not know.
+            WITH RECURSIVE kinds(type) AS (
+                SELECT (SELECT MIN(e.type) FROM ctxengine_events e WHERE e.session_id = s)
+                UNION ALL
+                SELECT (SELECT MIN(e.type) FROM ctxengine_events e
+                        WHERE e.session_id = s AND e.type > kinds.type)
+                FROM kinds WHERE kinds.type IS NOT NULL
+            )
+            SELECT MIN((SELECT MIN(e.sequence) FROM ctxengine_events e
+                        WHERE e.session_id = s AND e.type = kinds.type))
+            INTO floor
+            FROM kinds WHERE kinds.type IS NOT NULL AND NOT (kinds.type = ANY(known));
+            -- A newer format: asked as the smallest version above v, which only the version
+            -- index answers without a scan (as "the first such sequence", a generic plan
+            -- walks the primary key and filters every row); its first row only when there is one.
+            SELECT MIN(e.schema_version) INTO newer FROM ctxengine_events e
+                WHERE e.session_id = s AND e.schema_version > v;
+            IF newer IS NOT NULL THEN
+                floor := LEAST(floor, (SELECT MIN(e.sequence) FROM ctxengine_events e
+                                       WHERE e.session_id = s AND e.schema_version > v));
+            END IF;
+            RETURN floor;
         END
         $fn$
         """,
