@@ -6,6 +6,7 @@ written and the same writes take the ordinary path, with the same outcome.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,9 +16,10 @@ from sessionkit import SMALL
 from storekit import StoreCase
 
 import ctxengine as ce
-from ctxengine.cli.turns import ScriptedWorker
+from ctxengine.cli.turns import PRINCIPAL, ScriptedWorker
 from ctxengine.errors import StorePredictionMissed
 from ctxengine.model.clock import FixedClock
+from ctxengine.runtime.checkpoints import latest_checkpoint
 from ctxengine.stores import _rows as store_rows
 from ctxengine.stores.events import FORMAT_VERSION, NewEvent, Store
 from ctxengine.stores.postgres import PostgresStore
@@ -212,3 +214,44 @@ async def test_the_anomaly_floor_reads_index_entries_not_the_session(
             assert row.fetchone() == (2700,)
     finally:
         await store.close()
+
+
+async def test_a_fresh_worker_seeds_an_older_seed_in_one_call(
+    store_case_factory: Callable[[str], StoreCase],
+) -> None:
+    """The item read of a seed also says where the session ends now, so a worker that has
+    never written to the session predicts the seeded event's sequence right, even when the
+    log moved on past the seed (a run picked up late, a replay)."""
+    case = store_case_factory("postgres")
+    first = await case.open(FixedClock(CLOCK))
+    try:
+        writer = ScriptedWorker(first, model=SMALL)
+        for turn in range(1, 6):
+            await writer.turn(SID, turn)
+        seed = next(e.sequence for e in await first.events.read(SID) if e.derivation_key == f"user:{SID}:3")
+        tail = (await first.events.read(SID))[-1].sequence
+    finally:
+        await first.close()
+    for name, predicting in (("fresh", True), ("ordinary", False)):
+        store = await case.open(FixedClock(CLOCK))
+        try:
+            worker = ScriptedWorker(store, model=SMALL)
+            if not predicting:
+                worker.loop.commits._predicted = None
+            await worker.planner.current(SID)
+            run = ce.RunContext(f"late-{name}", SID, seed)
+            lease = await store.checkpoints.claim(run.run_id, name)
+            checkpoint = await worker.loop.seed_checkpoint(run, PRINCIPAL, lease=lease)
+            assert (worker.loop.commits.one_call, worker.loop.commits.missed) == (
+                (1, 0) if predicting else (0, 0)
+            )
+            events = await store.events.read(SID, after=tail)
+            assert [e.derivation_key for e in events][-1] == f"run.checkpoint.seeded:late-{name}"
+            assert await latest_checkpoint(store, run.run_id) == checkpoint
+            tail = events[-1].sequence
+            if predicting:
+                seeded = checkpoint
+            else:
+                assert replace(checkpoint, run_id=seeded.run_id) == seeded
+        finally:
+            await store.close()

@@ -45,7 +45,7 @@ class Commits:
 
     async def run(
         self,
-        body: Callable[[], Awaitable[T]],
+        body: Callable[[bool], Awaitable[T]],
         *,
         session_id: str,
         run_id: str,
@@ -53,7 +53,8 @@ class Commits:
         version: int | None,
         on_miss: Callable[[], None] | None = None,
     ) -> T:
-        """``body()`` in one transaction. ``next_sequence``/``version``: the predictions
+        """``body(predicted)`` in one transaction (``predicted``: inside a predicted commit,
+        where a read misses). ``next_sequence``/``version``: the predictions
         (``None``: unknown, no attempt). ``on_miss`` undoes what a refused body changed
         outside the store, before the body runs again. A body that raises on the predicted
         path runs again on the ordinary one (whose error, if any, is the caller's)."""
@@ -66,7 +67,7 @@ class Commits:
         if self._predicted is not None and next_sequence is not None and version is not None:
             try:
                 async with self._predicted(session_id, next_sequence, run_id, version):
-                    result = await body()
+                    result = await body(True)
             except Exception:
                 # A wrong prediction can fail the body itself before the store refuses it (a
                 # sequence that does not follow the checkpoint's): nothing was sent, and the
@@ -78,7 +79,7 @@ class Commits:
                 self.one_call += 1
                 return result
         async with self.store.transaction():
-            return await body()
+            return await body(False)
 
 
 __all__ = ["Commits", "Predicting"]

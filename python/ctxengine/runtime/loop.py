@@ -247,7 +247,7 @@ class ContextLoop(StepWrites, WorkingStateWrites):
     ) -> tuple[list[Event], int, list[RawCheckpoint]]:
         """Append the compaction's events and write the compacted checkpoint, in one transaction."""
 
-        async def body() -> tuple[list[Event], int, list[RawCheckpoint]]:
+        async def body(predicted: bool) -> tuple[list[Event], int, list[RawCheckpoint]]:
             stored, _ = await self.store.events.append_all(events)
             return (stored, *await self._write(run, compacted, "compaction", lease))
 
@@ -335,9 +335,20 @@ class ContextLoop(StepWrites, WorkingStateWrites):
         # Built before the write transaction: reading and decoding the window does not
         # hold the store's write lock (the log below the seed never changes).
         seed = await self._seed(run, principal)
-        async with self.store.transaction():
-            rows = await self.store.checkpoints.latest_raw(run.run_id)
-            checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows, seed)
+
+        async def body(predicted: bool) -> tuple[Checkpoint, list[Event], list[RawCheckpoint]]:
+            # Predicted: a run at its first lease has no checkpoint yet, or the store refuses
+            # version 1 and the ordinary path reads what is there.
+            rows = [] if predicted else await self.store.checkpoints.latest_raw(run.run_id)
+            return await self._seed_and_write(run, principal, lease, rows, seed)
+
+        checkpoint, events, written = await self.commits.run(
+            body,
+            session_id=run.session_id,
+            run_id=run.run_id,
+            next_sequence=self.history.next_sequence(run.session_id),
+            version=1 if lease.epoch == 1 else None,
+        )
         if events:
             self._committed(run, written, events)
         return checkpoint
@@ -367,9 +378,9 @@ class ContextLoop(StepWrites, WorkingStateWrites):
         counts: list[tuple[int, int]] = []
         appended: list[int] = []
 
-        async def body() -> tuple[
-            list[Event], RunContext, Lease, Checkpoint, list[Event], list[RawCheckpoint]
-        ]:
+        async def body(
+            predicted: bool,
+        ) -> tuple[list[Event], RunContext, Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
             stored, fresh = await self.store.events.append_all([new])
             seed = logged(restored, session_id, stored[0].sequence)
             counts.clear()

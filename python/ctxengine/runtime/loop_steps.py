@@ -104,7 +104,7 @@ class StepWrites:
         )
         counts: list[tuple[int, int]] = []
 
-        async def body() -> _Recorded | Checkpoint:
+        async def body(predicted: bool) -> _Recorded | Checkpoint:
             stored, written = await self.store.events.append_all(steps.events)
             if not written and steps.events:
                 latest = await latest_checkpoint(self.store, run.run_id)

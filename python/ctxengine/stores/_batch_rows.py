@@ -34,6 +34,8 @@ from .events import (
 )
 
 ITEM_TYPE = "conversation.item.appended"
+#: The column of an adapter's item row after the count: the session's last sequence at the read.
+TAIL = 12
 
 
 _fromiso = datetime.fromisoformat
@@ -56,7 +58,7 @@ def item_rows(session_id: str, rows: Iterable[Row]) -> list[ItemRow]:
         visibility = visibilities.get(key)
         count = row[11] if len(row) > 11 else None
         ok = (
-            len(row) in (11, 12)
+            len(row) in (11, 12, 13)
             and row[0] == session_id
             and type(seq) is int
             and seq >= 1

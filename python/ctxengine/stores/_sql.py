@@ -62,9 +62,9 @@ class SqlEventLog:
 
     def last_known(self, session_id: str) -> int | None:
         """The last sequence the latest append through this log to the session stored, found
-        or (inside ``predicted``) predicted; ``None``: none yet. A hint for predicted commits,
-        never an answer: others append too, and a refused prediction is corrected by the
-        append that follows it."""
+        or (inside ``predicted``) predicted, or the latest item read found the session ending
+        at; ``None``: none yet. A hint for predicted commits, never an answer: others append
+        too, and a refused prediction is corrected by the append that follows it."""
         return self._tails.get(session_id)
 
     def _saw(self, session_id: str, sequence: int) -> None:
@@ -150,6 +150,8 @@ class SqlEventLog:
         if counter is not None:
             check_identifier("EventLog.read_items", "counter", counter)
         rows = await self._s._call(self._ops.read_items, session_id, after, before, counter)
+        if rows and type(tail := rows[0][_batch_rows.TAIL]) is int:
+            self._saw(session_id, tail)  # the tail as the read found it: a hint for the next append
         return _batch_rows.item_rows(session_id, rows)
 
     async def put_counts(self, session_id: str, counter: str, counts: Iterable[tuple[int, int]]) -> None:

@@ -24,18 +24,24 @@ _ITEM_COLS = ", ".join(f"e.{c}" for c in _rows.EVENT_COLUMNS)
 async def read_items(
     conn: Conn, session_id: str, after: int, before: int | None, counter: str | None
 ) -> list[tuple[Any, ...]]:
-    """Item rows of the range (and every unknown or newer row in it), each with its count."""
+    """Item rows of the range (and every unknown or newer row in it), each with its count and
+    the session's last sequence now (``_batch_rows.TAIL``)."""
     params: list[Any] = []
     if counter is None:
-        sql = f"SELECT {_ITEM_COLS}, NULL FROM ctxengine_events e"
+        sql = f"SELECT {_ITEM_COLS}, NULL"
     else:
         # A lookup per row in the counts' primary key: the same plan with or without
         # table statistics (a join chosen without them can go quadratic).
         sql = (
             f"SELECT {_ITEM_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
-            "e.session_id AND c.sequence = e.sequence AND c.counter = %s) FROM ctxengine_events e"
+            "e.session_id AND c.sequence = e.sequence AND c.counter = %s)"
         )
         params.append(counter)
+    sql += (
+        ", (SELECT t.sequence FROM ctxengine_events t WHERE t.session_id = %s "
+        "ORDER BY t.sequence DESC LIMIT 1) FROM ctxengine_events e"
+    )
+    params.append(session_id)
     sql += (
         " WHERE e.session_id = %s AND e.sequence > %s"
         + (" AND e.sequence < %s" if before is not None else "")

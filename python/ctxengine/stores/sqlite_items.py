@@ -52,17 +52,23 @@ def append_all(
 def read_items(
     conn: sqlite3.Connection, own: bool, session_id: str, after: int, before: int | None, counter: str | None
 ) -> list[tuple[Any, ...]]:
-    """Item rows of the range (and every unknown or newer row in it), each with its count."""
+    """Item rows of the range (and every unknown or newer row in it), each with its count and
+    the session's last sequence now (``_batch_rows.TAIL``)."""
     known = _rows.KNOWN_TYPES
     params: list[Any] = []
     if counter is None:
-        sql = f"SELECT {_ITEM_COLS}, NULL FROM ctxengine_events e"
+        sql = f"SELECT {_ITEM_COLS}, NULL"
     else:
         sql = (
             f"SELECT {_ITEM_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
-            "e.session_id AND c.sequence = e.sequence AND c.counter = ?) FROM ctxengine_events e"
+            "e.session_id AND c.sequence = e.sequence AND c.counter = ?)"
         )
         params.append(counter)
+    sql += (
+        ", (SELECT t.sequence FROM ctxengine_events t WHERE t.session_id = ? "
+        "ORDER BY t.sequence DESC LIMIT 1) FROM ctxengine_events e"
+    )
+    params.append(session_id)
     sql += (
         " WHERE e.session_id = ? AND e.sequence > ?"
         + (" AND e.sequence < ?" if before is not None else "")
