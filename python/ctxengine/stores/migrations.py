@@ -187,10 +187,7 @@ PREDICTED_COMMIT = Migration(
         """,
         """
         CREATE FUNCTION ctxengine_commit_predicted(
-            s text, lock_class integer, first_seq bigint,
-            keys text[], types text[], payloads text[], runs text[], actors text[],
-            scopes text[], ids text[], formats integer[], ats timestamptz[],
-            count_seqs bigint[], count_counters text[], count_values bigint[],
+            s text, lock_class integer, first_seq bigint, events json, counts json,
             claim_run text, claim_owner text,
             cp_run text, cp_owner text, cp_epoch bigint, cp_version bigint, cp_kind text,
             cp_trigger text, cp_payload text, cp_format integer, cp_at timestamptz,
@@ -206,9 +203,12 @@ PREDICTED_COMMIT = Migration(
             -- Held to the commit; every statement below starts after it, so it sees every
             -- earlier writer of the session.
             PERFORM pg_advisory_xact_lock(lock_class, hashtext(s));
-            IF cardinality(keys) > 0 THEN
+            -- events: [[key, type, payload, run, actor, scope, id, format, at], ...] (one text
+            -- parameter: the driver dumps arrays of arrays item by item); counts: [[seq, counter, n]].
+            IF json_array_length(events) > 0 THEN
                 IF EXISTS (SELECT 1 FROM ctxengine_events
-                           WHERE session_id = s AND derivation_key = ANY(keys)) THEN
+                           WHERE session_id = s AND derivation_key IN
+                               (SELECT b.v->>0 FROM json_array_elements(events) AS b(v))) THEN
                     RAISE EXCEPTION 'ctxengine: an event of the write set is stored already'
                         USING ERRCODE = 'CX001';
                 END IF;
@@ -220,15 +220,14 @@ PREDICTED_COMMIT = Migration(
                 END IF;
                 INSERT INTO ctxengine_events (session_id, sequence, type, payload, derivation_key,
                     run_id, actor, visibility_scope, visibility_id, created_at, schema_version)
-                SELECT s, first_seq + b.ord - 1, b.type, b.payload, b.derivation_key, b.run_id,
-                       b.actor, b.scope, b.id, b.at, b.format
-                FROM unnest(keys, types, payloads, runs, actors, scopes, ids, formats, ats)
-                    WITH ORDINALITY AS b(derivation_key, type, payload, run_id, actor, scope, id,
-                                         format, at, ord);
+                SELECT s, first_seq + b.ord - 1, b.v->>1, b.v->>2, b.v->>0, b.v->>3, b.v->>4,
+                       b.v->>5, b.v->>6, (b.v->>8)::timestamptz, (b.v->>7)::integer
+                FROM json_array_elements(events) WITH ORDINALITY AS b(v, ord);
             END IF;
-            IF cardinality(count_seqs) > 0 THEN
+            IF json_array_length(counts) > 0 THEN
                 INSERT INTO ctxengine_token_counts (session_id, sequence, counter, count)
-                SELECT s, c.q, c.c, c.n FROM unnest(count_seqs, count_counters, count_values) AS c(q, c, n)
+                SELECT s, (c.v->>0)::bigint, c.v->>1, (c.v->>2)::bigint
+                FROM json_array_elements(counts) AS c(v)
                 ON CONFLICT (session_id, sequence, counter) DO NOTHING;
             END IF;
             IF claim_run IS NOT NULL THEN

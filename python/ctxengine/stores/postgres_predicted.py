@@ -25,6 +25,7 @@ and version are current, a delta has a full base.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -42,9 +43,7 @@ Conn = AsyncConnection[Any]
 MISSED = "CX001"
 
 CALL = (
-    "SELECT ctxengine_commit_predicted(%(s)s, %(cls)s, %(first)s, %(keys)s::text[], %(types)s::text[], "
-    "%(payloads)s::text[], %(runs)s::text[], %(actors)s::text[], %(scopes)s::text[], %(ids)s::text[], "
-    "%(formats)s::integer[], %(ats)s::timestamptz[], %(cq)s::bigint[], %(cc)s::text[], %(cn)s::bigint[], "
+    "SELECT ctxengine_commit_predicted(%(s)s, %(cls)s, %(first)s, %(events)s::json, %(counts)s::json, "
     "%(claim_run)s, %(claim_owner)s, %(cp_run)s, %(cp_owner)s, %(cp_epoch)s, %(cp_version)s, %(cp_kind)s, "
     "%(cp_trigger)s, %(cp_payload)s, %(cp_format)s, %(cp_at)s, %(prune)s)"
 )
@@ -114,24 +113,15 @@ class Prediction:
         return 0
 
     def params(self, lock_class: int) -> dict[str, Any]:
-        news = [e[0] for e in self.events]
+        events = [_event_row(new, text, at) for new, text, at in self.events]
         cp = self.checkpoint
         return {
             "s": self.session_id,
             "cls": lock_class,
             "first": self.next_sequence,
-            "keys": [n.derivation_key for n in news],
-            "types": [n.type for n in news],
-            "payloads": [e[1] for e in self.events],
-            "runs": [n.run_id for n in news],
-            "actors": [n.actor for n in news],
-            "scopes": [n.visibility.scope for n in news],
-            "ids": [n.visibility.id for n in news],
-            "formats": [n.format_version for n in news],
-            "ats": [e[2] for e in self.events],
-            "cq": [c[0] for c in self.counts],
-            "cc": [c[1] for c in self.counts],
-            "cn": [c[2] for c in self.counts],
+            # Two JSON texts: the driver dumps an array parameter element by element in Python.
+            "events": json.dumps(events, ensure_ascii=False),
+            "counts": json.dumps(self.counts, ensure_ascii=False),
             "claim_run": self.run_id if self.claim_owner is not None else None,
             "claim_owner": self.claim_owner,
             "cp_run": self.run_id if cp is not None else None,
@@ -149,6 +139,13 @@ class Prediction:
     @property
     def empty(self) -> bool:
         return not (self.events or self.counts or self.claim_owner is not None or self.checkpoint is not None)
+
+
+def _event_row(new: NewEvent, text: str, at: datetime) -> list[Any]:
+    """One event as the function reads it: key, type, payload, run, actor, scope, id, format, at."""
+    visibility = new.visibility
+    return [new.derivation_key, new.type, text, new.run_id, new.actor, visibility.scope, visibility.id,
+            new.format_version, at.isoformat()]  # fmt: skip
 
 
 async def commit(conn: Conn, prediction: Prediction, lock_class: int) -> None:
