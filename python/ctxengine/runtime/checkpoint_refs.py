@@ -49,10 +49,13 @@ def entries_of(conversation: Sequence[ConversationItem], session_id: str) -> lis
     ]
 
 
-def to_segments(entries: Sequence[Entry]) -> list[Any]:
-    """Entries with runs of consecutive sequences folded into ``[first, last]``."""
-    out: list[Any] = []
+def to_segments(entries: Sequence[Entry], prefix: Sequence[Any] = ()) -> list[Any]:
+    """Entries with runs of consecutive sequences folded into ``[first, last]`` (after the
+    segments ``prefix`` folded earlier entries into: the same as folding them all)."""
+    out: list[Any] = list(prefix)
     first = last = -2  # the open run [first, last]; none while last == -2
+    if out and type(out[-1]) is list:
+        first, last = out.pop()  # reopened: the next entry may continue it
     for entry in entries:
         if type(entry) is int:
             if entry == last + 1:
@@ -121,11 +124,14 @@ def diff_entries(base: dict[str, Any], new: dict[str, Any], new_entries: list[En
     """The ``checkpoint.refdelta/1`` payload turning ``base`` (entries in its conversation)
     into ``new`` (a checkpoint dict without conversation) with ``new_entries``."""
     old: list[Entry] = base["conversation"]
-    keep = 0
-    for a, b in zip(old, new_entries, strict=False):
-        if a != b or type(a) is not type(b):
-            break
-        keep += 1
+    if new_entries[: len(old)] == old:  # the usual step: the old entries and more (one C compare)
+        keep = len(old)
+    else:
+        keep = 0
+        for a, b in zip(old, new_entries, strict=False):
+            if a != b or type(a) is not type(b):
+                break
+            keep += 1
     return {
         "format": REF_DELTA_FORMAT,
         "base_version": base["version"],

@@ -46,6 +46,7 @@ from ..stores.events import CheckpointKind, Lease, RawCheckpoint, Store, check_t
 from ..stores.formats import WritePolicy
 from . import checkpoint_refs as refs
 from .carry import CARRY_RECORDED, Carry, stored_carry
+from .checkpoint_memo import RefMemo
 
 FULL_FORMAT = "checkpoint.full/1"
 DELTA_FORMAT = "checkpoint.delta/1"
@@ -269,6 +270,7 @@ async def write_checkpoint(
     joined: bool = False,
     into: list[RawCheckpoint] | None = None,
     carry: Carry | None = None,
+    memo: RefMemo | None = None,
 ) -> int:
     """Write ``checkpoint`` as the run's next version (full or delta) and return that version.
 
@@ -283,6 +285,8 @@ async def write_checkpoint(
     (no savepoint of its own). ``into`` receives the run's rows after the
     write, for the caller's next ``rows``. ``carry``: the carry the run was seeded from (a
     reference chain then stores a summary that is still the carry's as its sequence).
+    ``memo``: the caller's ``RefMemo`` (with ``into``): a conversation that grew at its end
+    is folded from where the last write left it (the same payload).
     """
     if not isinstance(checkpoint, Checkpoint):
         raise ModelValidationError(
@@ -302,12 +306,18 @@ async def write_checkpoint(
         ref_base = is_ref_chain(rows)
         if use_refs and ref_base and rows[0]["payload"].get("session_id") != session_id:
             ref_base = False  # another session's references: start over with a full snapshot
+        materialized: dict[str, Any] | None = None  # what the new row materializes to (for memo)
         if is_full(version, trigger) or use_refs != ref_base:
             if use_refs:
                 assert session_id is not None
-                entries = refs.entries_of(stamped.conversation, session_id)
-                shell = {**_ref_shell(stamped, carry), "conversation": refs.to_segments(entries)}
-                payload = {"format": refs.REF_FORMAT, "session_id": session_id, "checkpoint": shell}
+                shell = _ref_shell(stamped, carry)
+                if memo is not None:
+                    entries, segments = memo.full(session_id, stamped.conversation)
+                    materialized = {**shell, "conversation": entries}
+                else:
+                    segments = refs.to_segments(refs.entries_of(stamped.conversation, session_id))
+                checkpoint_dict = {**shell, "conversation": segments}
+                payload = {"format": refs.REF_FORMAT, "session_id": session_id, "checkpoint": checkpoint_dict}
             else:
                 payload = {"format": FULL_FORMAT, "checkpoint": stamped.to_dict()}
             written = await store.checkpoints.write(
@@ -316,11 +326,17 @@ async def write_checkpoint(
             chain: list[RawCheckpoint] = []
         elif use_refs:
             assert session_id is not None
-            base, _ = materialize_refs(run_id, rows)
+            known = memo.base(run_id, rows) if memo is not None else None
+            base = known[0] if known is not None else materialize_refs(run_id, rows)[0]
             # As below: a delta is never written on a base that does not decode.
             decode_resolved(run_id, base, [e for e in base["conversation"] if isinstance(e, dict)])
-            entries = refs.entries_of(stamped.conversation, session_id)
+            if memo is not None and known is not None:
+                entries = memo.entries(session_id, base, known[1], stamped.conversation)
+            else:
+                entries = refs.entries_of(stamped.conversation, session_id)
             payload = refs.diff_entries(base, _ref_shell(stamped, carry), entries)
+            if memo is not None:
+                materialized = refs.apply_ref_delta(run_id, version, base, payload)
             written = await store.checkpoints.write(
                 run_id, payload, trigger=trigger, lease=lease, kind="delta"
             )
@@ -344,8 +360,14 @@ async def write_checkpoint(
             await store.checkpoints.prune(run_id, version)
     if into is not None:
         kind: CheckpointKind = "delta" if chain else "full"
-        into[:] = [*chain, RawCheckpoint(version=version, kind=kind, trigger=trigger, payload=payload,
-                                         created_at=datetime.now(UTC))]  # fmt: skip
+        now = datetime.now(UTC)
+        row = RawCheckpoint(version=version, kind=kind, trigger=trigger, payload=payload, created_at=now)
+        into[:] = [*chain, row]
+        if memo is not None:
+            if materialized is not None:
+                memo.wrote(run_id, row, materialized, stamped.conversation)
+            else:
+                memo.forget(run_id)
     return version
 
 

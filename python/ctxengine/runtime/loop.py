@@ -34,6 +34,7 @@ from ..plan import ContextPlan, ContextPlanner
 from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store, Visibility, interned
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
+from .checkpoint_memo import RefMemo
 from .checkpoints import checkpoint_from_rows, evolve, write_checkpoint
 from .commits import Commits
 from .compaction import CompactionResult, StructuredCompactor
@@ -108,6 +109,8 @@ class ContextLoop(StepWrites, WorkingStateWrites):
         self._seed_digest = SeedDigest()
         #: Per run: the checkpoint rows this loop last wrote (a delta needs no read of its base).
         self._rows: OrderedDict[str, list[RawCheckpoint]] = OrderedDict()
+        #: The last reference checkpoint of each run and session (a write folds what is new).
+        self._refs = RefMemo()
         #: Commits in one call where the store takes predictions (ADR 0013).
         self.commits = Commits(store)
         #: Per run started here: the seed message's count, stored with the run's first step.
@@ -141,6 +144,7 @@ class ContextLoop(StepWrites, WorkingStateWrites):
             joined=True,
             into=written,
             carry=self._seeded_from.get(run.run_id, (None, None))[0],
+            memo=self._refs,
         )
         return version, written
 

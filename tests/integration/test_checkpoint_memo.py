@@ -1,0 +1,77 @@
+"""``RefMemo`` (issue 13): a reference checkpoint whose conversation grew at its end is folded
+from where the last write left it; the payloads are the ones written from scratch."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sessionkit import SMALL
+from storekit import StoreCase
+
+from ctxengine.cli.turns import ScriptedWorker
+from ctxengine.model.clock import FixedClock
+from ctxengine.runtime import checkpoint_refs as refs
+
+SID = "memo"
+CLOCK = datetime(2026, 11, 30, 9, tzinfo=UTC)
+
+
+def _rows(case: StoreCase) -> list[tuple[Any, ...]]:
+    """Every checkpoint row as stored: run, version, kind, trigger, payload text."""
+    sql = "SELECT run_id, version, kind, trigger, payload FROM ctxengine_checkpoints ORDER BY run_id, version"
+    if case.sqlite_path is not None:
+        with sqlite3.connect(case.sqlite_path) as conn:
+            return list(conn.execute(sql))
+    assert case.postgres_dsn is not None
+    with psycopg.connect(case.postgres_dsn) as pg:
+        return list(pg.execute(sql))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_checkpoints_written_with_the_memo_are_the_ones_written_without(
+    kind: str, store_case_factory: Callable[[str], StoreCase]
+) -> None:
+    cases = [store_case_factory(kind) for _ in range(2)]
+    stores = [await case.open(FixedClock(CLOCK)) for case in cases]
+    try:
+        with_memo, without = (ScriptedWorker(store, model=SMALL, tool_every=1) for store in stores)
+        without.loop._refs = None  # type: ignore[assignment]  # every write from scratch
+        without.loop.prune_finished = with_memo.loop.prune_finished = False  # keep every version
+        compactions = 0
+        for turn in range(1, 31):
+            compactions += (await with_memo.turn(SID, turn)).compactions
+            await without.turn(SID, turn)
+        assert compactions > 0  # conversations that did not grow at their end were written too
+        written = _rows(cases[0])
+        assert written == _rows(cases[1])
+        assert len(written) > 90 and sum(row[2] == "delta" for row in written) >= 30
+    finally:
+        for store in stores:
+            await store.close()
+
+
+entries = st.lists(st.one_of(st.integers(1, 40), st.just({"kind": "user", "text": "x"})), max_size=30)
+
+
+@given(entries, st.integers(0, 30))
+def test_folding_after_a_prefix_is_folding_the_whole(values: list[refs.Entry], at: int) -> None:
+    head = refs.to_segments(values[:at])
+    assert refs.to_segments(values[at:], head) == refs.to_segments(values)
+    assert refs.to_segments(values[:at]) == head  # the prefix's segments are not changed
+
+
+@given(entries, entries)
+def test_a_delta_keeps_the_longest_common_prefix(old: list[refs.Entry], new: list[refs.Entry]) -> None:
+    base = {"version": 1, "conversation": old}
+    delta = refs.diff_entries(base, {"version": 2}, new)
+    keep = delta["conversation"]["keep"]
+    assert old[:keep] == new[:keep]
+    assert keep == min(len(old), len(new)) or old[keep] != new[keep]
+    assert refs.apply_ref_delta("r", 2, base, delta)["conversation"] == new
