@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import cast
 
 from ..assembly.blocks import render_summary
 from ..assembly.builder import ContextBuilder
@@ -195,17 +196,18 @@ def prime_history(
 ) -> tuple[tuple[int, int], ...]:
     """Prime the memo with the stored counts of history items (``renders``: their history
     renders); count the rest and return ``(sequence, raw)`` for them (to be stored)."""
-    digests: list[bytes] = []
-    raws: list[int] = []
+    if len(rows) != len(renders):
+        raise ValueError(f"prime_history: {len(rows)} rows, {len(renders)} renders")
+    tokens = [row.tokens for row, _ in rows]
     missing: list[tuple[int, object]] = []
-    for (row, _), rendered in zip(rows, renders, strict=True):
-        if row.tokens is None:
-            missing.append((row.sequence, rendered))
-        else:
-            digests.append(_digest(rendered))
-            raws.append(row.tokens)
-    if digests:
-        estimator.prime(model_id, RENDERED, digests, raws)
+    if None in tokens:  # some were never counted: count those, prime the rest
+        missing = [(row.sequence, r) for (row, _), r in zip(rows, renders, strict=True) if row.tokens is None]
+        renders = [r for r, raw in zip(renders, tokens, strict=True) if raw is not None]
+        tokens = [raw for raw in tokens if raw is not None]
+    if tokens:
+        # The native renderer fills each render's canonical cache: its digest is read, not made.
+        digests = [cj[1] if (cj := getattr(r, "_cj", None)) is not None else _digest(r) for r in renders]
+        estimator.prime(model_id, RENDERED, digests, cast(list[int], tokens))
     if not missing:
         return ()
     counted = estimator.raw_estimates([rendered for _, rendered in missing], model_id)

@@ -120,9 +120,53 @@ pub fn rendered_text_canonical(
     Some(out)
 }
 
+/// The canonical bytes of `RenderedItem.to_dict()` for a tool call whose
+/// `arguments` have the canonical JSON `arguments_json`, or `None` when `seq`
+/// is outside the canonical integer range.
+pub fn rendered_call_canonical(
+    region_class: &str,
+    call_id: &str,
+    name: &str,
+    arguments_json: &[u8],
+    seq: Option<i64>,
+) -> Option<Vec<u8>> {
+    if seq.is_some_and(|s| s.unsigned_abs() > MAX_SAFE_INTEGER as u64) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(arguments_json.len() + call_id.len() + name.len() + 200);
+    out.extend_from_slice(b"{\"arguments\":");
+    out.extend_from_slice(arguments_json);
+    out.extend_from_slice(b",\"call_id\":");
+    write_str(&mut out, call_id.as_bytes());
+    out.extend_from_slice(b",\"is_error\":false,\"name\":");
+    write_str(&mut out, name.as_bytes());
+    out.extend_from_slice(b",\"provider\":null,\"reasoning\":null,\"region_class\":");
+    write_str(&mut out, region_class.as_bytes());
+    out.extend_from_slice(b",\"role\":\"assistant\",\"seq\":");
+    match seq {
+        Some(s) => write_i64(&mut out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"text\":null}");
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rendered_call_canonical_bytes() {
+        let b = rendered_call_canonical("history", "c\"1", "search", b"{\"q\":\"x\"}", Some(7))
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            "{\"arguments\":{\"q\":\"x\"},\"call_id\":\"c\\\"1\",\"is_error\":false,\"name\":\"search\",\"provider\":null,\"reasoning\":null,\"region_class\":\"history\",\"role\":\"assistant\",\"seq\":7,\"text\":null}"
+        );
+        assert!(rendered_call_canonical("h", "c", "n", b"{}", Some(1 << 60)).is_none());
+        assert!(rendered_call_canonical("h", "c", "n", b"{}", None)
+            .is_some_and(|b| b.ends_with(b"\"seq\":null,\"text\":null}")));
+    }
 
     #[test]
     fn envelopes_escape_and_fence() {

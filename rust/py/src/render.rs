@@ -8,7 +8,7 @@
 //! `None` for the caller to render (data in, data out: no callback). The
 //! native module imports nothing from `ctxengine`: the caller passes the class.
 
-use ctxengine_core::envelope::{envelope, rendered_text_canonical};
+use ctxengine_core::envelope::{envelope, rendered_call_canonical, rendered_text_canonical};
 use ctxengine_core::hash::sha256;
 use ctxengine_core::pointer::pointer_text;
 use pyo3::exceptions::PyTypeError;
@@ -16,7 +16,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
 
-use crate::canonical::item_cache as item_canonical;
+use crate::canonical::{item_cache as item_canonical, walker};
 use crate::errors::guard;
 use crate::slots::{untracked, Maker};
 
@@ -170,6 +170,10 @@ pub fn render_items<'py>(
                         item.getattr(intern!(py, "seq"))?,
                         none.clone(),
                     ];
+                    let mut values = values;
+                    if call {
+                        values[10] = call_canonical(py, region, &values)?;
+                    }
                     // It shares the call's arguments (a dict): the collector keeps seeing it.
                     let rendered = maker.make(values.into())?;
                     out.append(rendered)?;
@@ -242,6 +246,42 @@ pub fn render_items<'py>(
         }
         Ok(out)
     })
+}
+
+/// A tool call render's `_cj` (canonical bytes and digest), made here as a text
+/// render's is, or `None` (left for first use: an argument the walk refuses,
+/// a sequence outside the canonical range). `values` are in [`SLOTS`] order.
+fn call_canonical<'py>(
+    py: Python<'py>,
+    region: &str,
+    values: &[Bound<'py, PyAny>; 11],
+) -> PyResult<Bound<'py, PyAny>> {
+    let none = py.None().into_bound(py);
+    let (Ok(call_id), Ok(name)) = (values[3].cast::<PyString>(), values[4].cast::<PyString>())
+    else {
+        return Ok(none);
+    };
+    let seq = if values[9].is_none() {
+        None
+    } else {
+        match values[9].extract::<i64>() {
+            Ok(s) => Some(s),
+            Err(_) => return Ok(none),
+        }
+    };
+    let mut w = walker(py, Vec::new());
+    if w.write_root(values[5].as_ptr()).is_err() {
+        return Ok(none);
+    }
+    let Some(bytes) =
+        rendered_call_canonical(region, call_id.to_str()?, name.to_str()?, &w.out, seq)
+    else {
+        return Ok(none);
+    };
+    let digest = sha256(&bytes);
+    Ok(untracked(
+        PyTuple::new(py, [PyBytes::new(py, &bytes), PyBytes::new(py, &digest)])?.into_any(),
+    ))
 }
 
 /// The pointer render of one tool result, or `None` when it is not one or
