@@ -98,21 +98,26 @@ def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
 
 def visible_rows(
     rows: Sequence[ItemRow], items: Sequence[ConversationItem], principal: Principal | None
-) -> list[tuple[ItemRow, ConversationItem]]:
-    """The ``(row, item)`` pairs ``principal`` may read (all of them for ``None``).
+) -> tuple[Sequence[ItemRow], Sequence[ConversationItem]]:
+    """The rows and items ``principal`` may read (all of them for ``None``), as two lists.
 
     A window holds few visibility classes: when ``principal`` may read every class
-    present, no row is looked at one by one.
+    present, no row is looked at one by one (and the lists come back as they are).
     """
-    pairs = list(zip(rows, items, strict=True))
+    if len(rows) != len(items):
+        raise ValueError(f"visible_rows: {len(rows)} rows, {len(items)} items")
     if principal is None:
-        return pairs
+        return rows, items
     classes = list(map(attrgetter("visibility"), rows))
     distinct = dict(zip(map(id, classes), classes, strict=True))  # the rows hold them: ids are stable
     denied = {key for key, visibility in distinct.items() if not visibility.allows(principal)}
     if not denied:
-        return pairs
-    return [pair for pair in pairs if id(pair[0].visibility) not in denied]
+        return rows, items
+    keep = [id(visibility) not in denied for visibility in classes]
+    return (
+        [row for row, kept in zip(rows, keep, strict=True) if kept],
+        [item for item, kept in zip(items, keep, strict=True) if kept],
+    )
 
 
 def principal_filter(principal: Principal) -> Callable[[Visibility], bool]:
@@ -157,9 +162,12 @@ async def build_seed(
             "seed_sequence",
             f"session {run.session_id!r} holds {found} at sequence {run.seed_sequence}, not a UserMessage",
         )
-    visible = visible_rows(rows[:-1], items[:-1], principal)
+    vrows, vitems = visible_rows(rows[:-1], items[:-1], principal)
     # Reasoning is replayed within its own run only, never carried.
-    history = whole_pairs([item for _, item in visible if type(item) is not ReasoningItem])
+    if ReasoningItem in set(map(type, vitems)):
+        history = whole_pairs([item for item in vitems if type(item) is not ReasoningItem])
+    else:
+        history = whole_pairs(list(vitems))
     # Items read from the log in sequence order, the seed last: nothing to check again.
     base = carry.seed(run.run_id) if carry is not None else Checkpoint(run.run_id)
     checkpoint = evolve(base, conversation=(*history, seed), working_state=state)
@@ -167,15 +175,16 @@ async def build_seed(
     if plan is not None:
         # A warm worker primed the rows it seeded from before: only the new ones are left.
         primed = reader.primed_through(run.session_id)
-        start = len(visible)
-        while start and visible[start - 1][0].sequence > primed:
+        start = len(vrows)
+        while start and vrows[start - 1].sequence > primed:
             start -= 1
-        fresh = visible[start:]
-        if len(history) != len(visible):  # reasoning or half a tool pair left out
+        fresh_rows, fresh_items = vrows[start:], vitems[start:]
+        if len(history) != len(vitems):  # reasoning or half a tool pair left out
             kept = {id(item) for item in history}
-            fresh = [(row, item) for row, item in fresh if id(item) in kept]
-        renders = builder.prerender(run.session_id, history, [item for _, item in fresh])
-        backfill = prime_history(estimator, plan.counting_key, fresh, renders)
+            pairs = [pair for pair in zip(fresh_rows, fresh_items, strict=True) if id(pair[1]) in kept]
+            fresh_rows, fresh_items = [row for row, _ in pairs], [item for _, item in pairs]
+        renders = builder.prerender(run.session_id, history, fresh_items)
+        backfill = prime_history(estimator, plan.counting_key, fresh_rows, renders)
         reader.set_primed(run.session_id, run.seed_sequence - 1)
         if carry is not None:
             prime_summary(estimator, plan.counting_key, carry, builder)
@@ -191,17 +200,17 @@ def _digest(rendered: object) -> bytes:
 def prime_history(
     estimator: Estimator,
     model_id: str,
-    rows: Sequence[tuple[ItemRow, ConversationItem]],
+    rows: Sequence[ItemRow],
     renders: Sequence[RenderedItem],
 ) -> tuple[tuple[int, int], ...]:
     """Prime the memo with the stored counts of history items (``renders``: their history
     renders); count the rest and return ``(sequence, raw)`` for them (to be stored)."""
     if len(rows) != len(renders):
         raise ValueError(f"prime_history: {len(rows)} rows, {len(renders)} renders")
-    tokens = [row.tokens for row, _ in rows]
+    tokens = [row.tokens for row in rows]
     missing: list[tuple[int, object]] = []
     if None in tokens:  # some were never counted: count those, prime the rest
-        missing = [(row.sequence, r) for (row, _), r in zip(rows, renders, strict=True) if row.tokens is None]
+        missing = [(row.sequence, r) for row, r in zip(rows, renders, strict=True) if row.tokens is None]
         renders = [r for r, raw in zip(renders, tokens, strict=True) if raw is not None]
         tokens = [raw for raw in tokens if raw is not None]
     if tokens:
