@@ -10,7 +10,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import pytest
 from sessionkit import SMALL
 from storekit import StoreCase
@@ -20,8 +19,7 @@ from ctxengine.cli.turns import PRINCIPAL, ScriptedWorker
 from ctxengine.errors import StorePredictionMissed
 from ctxengine.model.clock import FixedClock
 from ctxengine.runtime.checkpoints import latest_checkpoint
-from ctxengine.stores import _rows as store_rows
-from ctxengine.stores.events import FORMAT_VERSION, NewEvent, Store
+from ctxengine.stores.events import NewEvent, Store
 from ctxengine.stores.postgres import PostgresStore
 
 SID = "predicted"
@@ -167,53 +165,6 @@ async def test_what_needs_an_answer_from_the_server_misses_before_anything_is_se
             await pg.events.append_all([_event("a"), _event("a")])
     assert await pg.events.read(SID) == []
     assert await pg.events.read("elsewhere") == []
-
-
-async def test_the_anomaly_floor_reads_index_entries_not_the_session(
-    store_case_factory: Callable[[str], StoreCase],
-) -> None:
-    """``ctxengine_anomaly_floor`` runs on a generic plan (planned once per connection): each of
-    its questions must be one an index answers at its first entry. Asked as "the first
-    sequence of a newer format", a generic plan walked the primary key and filtered every
-    row of the session (40 ms at 100,000 events)."""
-    case = store_case_factory("postgres")
-    store = await case.open(FixedClock(CLOCK))
-    try:
-        for start in range(0, 3_000, 1_000):
-            await store.events.append_all([_event(f"e{i}") for i in range(start, start + 1_000)])
-        assert case.postgres_dsn is not None
-        known = list(store_rows.KNOWN_TYPES)
-        with psycopg.connect(case.postgres_dsn, autocommit=True) as conn, conn.transaction():
-            for _ in range(8):  # past any custom-plan phase
-                floor = conn.execute(
-                    "SELECT ctxengine_anomaly_floor(%s, %s, %s)", (SID, known, FORMAT_VERSION)
-                ).fetchone()
-                assert floor == (None,)
-            # This transaction's entries returned by the table's indexes, and rows by its scans.
-            read = conn.execute(
-                "SELECT SUM(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index "
-                "WHERE indrelid = 'ctxengine_events'::regclass"
-            ).fetchone()
-            scanned = conn.execute(
-                "SELECT pg_stat_get_xact_tuples_returned('ctxengine_events'::regclass)"
-            ).fetchone()
-        assert read is not None and scanned is not None
-        assert scanned[0] == 0
-        assert read[0] < 200, f"{read[0]} index entries read for 8 floors of a 3,000-event session"
-        # And it still finds what it must: a row of a newer format, and a row of an unknown type.
-        case.raw_execute(
-            "UPDATE ctxengine_events SET schema_version = 99 WHERE session_id = ? AND sequence = 2500", (SID,)
-        )
-        case.raw_execute(
-            "UPDATE ctxengine_events SET type = 'x.unknown' WHERE session_id = ? AND sequence = 2700", (SID,)
-        )
-        with psycopg.connect(case.postgres_dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT ctxengine_anomaly_floor(%s, %s, %s)", (SID, known, FORMAT_VERSION))
-            assert row.fetchone() == (2500,)
-            row = conn.execute("SELECT ctxengine_anomaly_floor(%s, %s, %s)", (SID, known, 99))
-            assert row.fetchone() == (2700,)
-    finally:
-        await store.close()
 
 
 async def test_a_fresh_worker_seeds_an_older_seed_in_one_call(

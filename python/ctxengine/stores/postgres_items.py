@@ -71,13 +71,19 @@ async def read_typed(
     """The rows of ``types`` in the range through the type index, or ``None`` when a row of an
     unknown type or a newer format lies below ``before`` (the caller then reads precisely)."""
     upper = " AND e.sequence < %(b)s" if before is not None else ""
-    sql = (
-        f"{FLOOR} SELECT floor.f, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ("
-        f"SELECT * FROM ctxengine_events e WHERE e.session_id = %(s)s AND e.sequence > %(a)s{upper} "
-        "AND e.type = ANY(%(t)s)) e ON true "
-        "ORDER BY e.sequence"
+    # One branch per type, each a range of the type index: with "type = ANY(...)" the planner
+    # took the sequence range and filtered every row after ``after`` (a plan read after
+    # the session's first plan walked the whole session, every turn).
+    each = " UNION ALL ".join(
+        f"(SELECT * FROM ctxengine_events e WHERE e.session_id = %(s)s AND e.type = %(t{i})s "
+        f"AND e.sequence > %(a)s{upper})"
+        for i in range(len(types))
     )
-    params = _params(session_id, a=after, b=before, t=list(types))
+    if not types:
+        return None  # nothing to read by type: the precise read (it still fails closed)
+    sql = f"{FLOOR} SELECT floor.f, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ({each}) e ON true "
+    sql += "ORDER BY e.sequence"
+    params = _params(session_id, a=after, b=before, **{f"t{i}": t for i, t in enumerate(types)})
     cur = await conn.execute(sql, params)
     rows = await cur.fetchall()
     if not rows or not _clean(rows[0][0], before):

@@ -1,0 +1,103 @@
+"""PostgreSQL reads that must stay on their indexes whatever the planner is told (issue 13):
+a typed read and the anomaly floor read index entries in proportion to what they return,
+not to the session's length. Counted with the server's per-transaction statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import psycopg
+from storekit import StoreCase
+
+from ctxengine.model.clock import FixedClock
+from ctxengine.stores import _rows as store_rows
+from ctxengine.stores import postgres_items
+from ctxengine.stores.events import FORMAT_VERSION, NewEvent, Store
+
+SID = "reads"
+CLOCK = datetime(2026, 11, 30, 9, tzinfo=UTC)
+PLAN = "context.plan.created"
+
+
+def _event(key: str, event_type: str = "conversation.item.appended") -> NewEvent:
+    return NewEvent(SID, event_type, {"kind": "user", "text": key}, key)
+
+
+async def _session(case: StoreCase, events: int) -> Store:
+    store = await case.open(FixedClock(CLOCK))
+    await store.events.append(NewEvent(SID, PLAN, {"plan": {}}, "plan"))
+    for start in range(0, events, 1_000):
+        await store.events.append_all([_event(f"e{i}") for i in range(start, start + 1_000)])
+    return store
+
+
+#: This transaction's index entries returned by the events table's indexes, and rows
+#: returned by its sequential scans.
+INDEX_ENTRIES = (
+    "SELECT COALESCE(SUM(pg_stat_get_xact_tuples_returned(indexrelid)), 0) FROM pg_index "
+    "WHERE indrelid = 'ctxengine_events'::regclass"
+)
+SCANNED = "SELECT pg_stat_get_xact_tuples_returned('ctxengine_events'::regclass)"
+
+
+async def test_a_typed_read_walks_its_types_not_the_session(
+    store_case_factory: Callable[[str], StoreCase],
+) -> None:
+    """The plan read of every turn asks for plan events after the last one it saw: through
+    the type index that is nothing, through the sequence index it was the whole session."""
+    case = store_case_factory("postgres")
+    store = await _session(case, 3_000)
+    try:
+        assert case.postgres_dsn is not None
+        async with await psycopg.AsyncConnection.connect(case.postgres_dsn, autocommit=True) as aconn:
+            async with aconn.transaction():
+                rows = await postgres_items.read_typed(aconn, SID, 1, None, (PLAN, "context.epoch.rotated"))
+                assert rows == []
+                read = await (await aconn.execute(INDEX_ENTRIES)).fetchone()
+                scanned = await (await aconn.execute(SCANNED)).fetchone()
+        assert read is not None and scanned is not None and scanned[0] == 0
+        assert read[0] < 100, f"{read[0]} index entries read for an empty typed read"
+        # And the store's read answers what it must.
+        assert [e.type for e in await store.events.read(SID, 0, [PLAN])] == [PLAN]
+    finally:
+        await store.close()
+
+
+async def test_the_anomaly_floor_reads_index_entries_not_the_session(
+    store_case_factory: Callable[[str], StoreCase],
+) -> None:
+    """``ctxengine_anomaly_floor`` runs on a generic plan (planned once per connection): each of
+    its questions must be one an index answers at its first entry. Asked as "the first
+    sequence of a newer format", a generic plan walked the primary key and filtered every
+    row of the session (40 ms at 100,000 events)."""
+    case = store_case_factory("postgres")
+    store = await _session(case, 3_000)
+    try:
+        assert case.postgres_dsn is not None
+        known = list(store_rows.KNOWN_TYPES)
+        with psycopg.connect(case.postgres_dsn, autocommit=True) as conn, conn.transaction():
+            for _ in range(8):  # past any custom-plan phase
+                floor = conn.execute(
+                    "SELECT ctxengine_anomaly_floor(%s, %s, %s)", (SID, known, FORMAT_VERSION)
+                ).fetchone()
+                assert floor == (None,)
+            read = conn.execute(INDEX_ENTRIES).fetchone()
+            scanned = conn.execute(SCANNED).fetchone()
+        assert read is not None and scanned is not None
+        assert scanned[0] == 0
+        assert read[0] < 200, f"{read[0]} index entries read for 8 floors of a 3,000-event session"
+        # And it still finds what it must: a row of a newer format, and a row of an unknown type.
+        case.raw_execute(
+            "UPDATE ctxengine_events SET schema_version = 99 WHERE session_id = ? AND sequence = 2500", (SID,)
+        )
+        case.raw_execute(
+            "UPDATE ctxengine_events SET type = 'x.unknown' WHERE session_id = ? AND sequence = 2700", (SID,)
+        )
+        with psycopg.connect(case.postgres_dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT ctxengine_anomaly_floor(%s, %s, %s)", (SID, known, FORMAT_VERSION))
+            assert row.fetchone() == (2500,)
+            row = conn.execute("SELECT ctxengine_anomaly_floor(%s, %s, %s)", (SID, known, 99))
+            assert row.fetchone() == (2700,)
+    finally:
+        await store.close()
