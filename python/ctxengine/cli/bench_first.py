@@ -1,8 +1,8 @@
 """The first request of a new run, in a fresh process (issue 13, acceptance 1).
 
 A runtime hands any run to any worker. The worker has never seen the session:
-it opens the store, reads the current plan, claims the run, seeds version 1
-from the log and builds the first request. ``build_fixture`` writes a session
+it opens the store, reads the current plan, claims the run and seeds version 1
+from the log (``pick_up``: one transaction) and builds the first request. ``build_fixture`` writes a session
 of about N events the way earlier runs would have left it (items with their
 token counts, the last few turns taken by the scripted worker, which compacts
 and records a carry once the history outgrows the 200k window) plus the new
@@ -129,8 +129,7 @@ async def main() -> None:
     await worker.planner.current(session)
     planned = time.perf_counter()
     run = ce.RunContext(run_id, session, int(seed))
-    lease = await store.checkpoints.claim(run_id, "fresh")
-    cp = await worker.loop.seed_checkpoint(run, PRINCIPAL, lease=lease)
+    run, lease, cp = await worker.loop.pick_up(run, PRINCIPAL, owner="fresh")  # claim + version 1
     seeded = time.perf_counter()
     request, cp = await worker.loop.build_with_pressure(run, cp, AGENT, PRINCIPAL, lease=lease)
     built = time.perf_counter()

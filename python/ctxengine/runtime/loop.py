@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..assembly.builder import ContextBuilder
 from ..assembly.request import ModelRequest
-from ..core.canonical import canonical_json, payload_hash
+from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
 from ..errors import ContextError, ContextOverflow, ModelValidationError
 from ..model import (
@@ -28,47 +28,36 @@ from ..model import (
     ConversationItem,
     Principal,
     RunContext,
-    UserMessage,
 )
 from ..plan import ContextPlan, ContextPlanner
-from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store, Visibility, interned
+from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
 from .checkpoint_memo import RefMemo
-from .checkpoints import checkpoint_from_rows, evolve, write_checkpoint
+from .checkpoints import evolve, write_checkpoint
 from .commits import Commits
 from .compaction import CompactionResult, StructuredCompactor
 from .history_reader import HistoryReader
+from .loop_runs import CHECKPOINT_SEEDED, SEEDS_REMEMBERED, RunStarts, StartedRun
 from .loop_state import WorkingStateWrites
 from .loop_steps import StepWrites
 from .seed_digest import SeedDigest
-from .seeding import Seed, build_seed, history_counts, summary_counts, whole_pairs
-from .session import ITEM_APPENDED, item_event, logged
+from .seeding import Seed, summary_counts, whole_pairs
+from .session import ITEM_APPENDED
 from .steps import StateUpdate
 from .usage import report_usage
 from .working_state import WorkingStateManager
 
 CONTEXT_COMPACTED = "context.compacted"
-CHECKPOINT_SEEDED = "run.checkpoint.seeded"
 #: Compactions one ``build_with_pressure`` call may perform before giving up.
 MAX_COMPACTIONS_PER_STEP = 2
-#: Runs whose seed the loop remembers (their own carries need its lineage and view).
-SEEDS_REMEMBERED = 4096
 
 
 def _key(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix}:{payload_hash(payload)[:16]}"
 
 
-class StartedRun(NamedTuple):
-    """What ``start_run`` returns: the run, its lease and its version 1."""
-
-    run: RunContext
-    lease: Lease
-    checkpoint: Checkpoint
-
-
-class ContextLoop(StepWrites, WorkingStateWrites):
+class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
     """What the agent runtime calls between model requests."""
 
     def __init__(
@@ -310,174 +299,6 @@ class ContextLoop(StepWrites, WorkingStateWrites):
             run_id=run.run_id,
             visibility=visibility,
         )
-
-    # -- seeding -------------------------------------------------------------------
-
-    async def build_seed(self, run: RunContext, principal: Principal | None) -> Checkpoint:
-        """Version 1 of ``run`` rebuilt from the log (pure read; see ``seed_checkpoint``)."""
-        seed = await self._seed(run, principal)
-        return seed.checkpoint
-
-    async def _seed(self, run: RunContext, principal: Principal | None) -> Seed:
-        plan = self.planner.cached(run.session_id) or await self.planner.current(run.session_id)
-        seed = await build_seed(self.store, self.history, self.builder, plan, run, principal, self._carries)
-        self._remember_seed(run.run_id, seed.carry, principal)
-        return seed
-
-    async def seed_checkpoint(
-        self, run: RunContext, principal: Principal | None, *, lease: Lease
-    ) -> Checkpoint:
-        """Build version 1 from the log and write it (with a ``run.checkpoint.seeded`` event).
-
-        Idempotent: the log below the seed never changes, so the build is the
-        same every time. When version 1 is already stored and equal, it is
-        returned and nothing is written; a run that has moved past version 1
-        is a ``ContextError`` (load it with ``latest_checkpoint`` instead).
-        Counts this worker had to compute (none were stored) are stored in the
-        same transaction.
-        """
-        # Built before the write transaction: reading and decoding the window does not
-        # hold the store's write lock (the log below the seed never changes).
-        seed = await self._seed(run, principal)
-
-        async def body(predicted: bool) -> tuple[Checkpoint, list[Event], list[RawCheckpoint]]:
-            # Predicted: a run at its first lease has no checkpoint yet, or the store refuses
-            # version 1 and the ordinary path reads what is there.
-            rows = [] if predicted else await self.store.checkpoints.latest_raw(run.run_id)
-            return await self._seed_and_write(run, principal, lease, rows, seed)
-
-        checkpoint, events, written = await self.commits.run(
-            body,
-            session_id=run.session_id,
-            run_id=run.run_id,
-            next_sequence=self.history.next_sequence(run.session_id),
-            version=1 if lease.epoch == 1 else None,
-        )
-        if events:
-            self._committed(run, written, events)
-        return checkpoint
-
-    async def start_run(
-        self,
-        session_id: str,
-        run_id: str,
-        message: UserMessage,
-        principal: Principal | None,
-        *,
-        owner: str,
-        derivation_key: str | None = None,
-        visibility: Visibility | None = None,
-        max_output_tokens: int | None = None,
-    ) -> StartedRun:
-        """Start a run in one transaction: append its user message (with its token count),
-        claim the run for ``owner`` and write its version 1 (``seed_checkpoint``).
-
-        The same as ``append_item`` + ``checkpoints.claim`` + ``seed_checkpoint``, with one
-        commit instead of three. ``derivation_key`` makes a retry append nothing new.
-        """
-        plan = await self._plan_or_none(session_id)
-        new, restored = item_event(
-            session_id, message, principal=principal, derivation_key=derivation_key, visibility=visibility
-        )
-        counts: list[tuple[int, int]] = []
-        appended: list[int] = []
-
-        async def body(
-            predicted: bool,
-        ) -> tuple[list[Event], RunContext, Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
-            stored, fresh = await self.store.events.append_all([new])
-            seed = logged(restored, session_id, stored[0].sequence)
-            counts.clear()
-            if plan is not None:
-                # Stored with the run's first recorded step (one statement fewer); a run
-                # that records nothing leaves it to the next seed, which counts what lacks one.
-                counts.extend(history_counts(self.estimator, plan.counting_key, [seed]))
-            if fresh:  # the seed need not read back what it has just appended
-                text = canonical_json(new.payload).decode("utf-8")
-                count = counts[0][1] if counts else None
-                row = ItemRow(seed.seq or 0, text, interned(new.visibility), count)
-                self.history.extend(session_id, [row.sequence], [row], [seed])
-                appended[:] = [row.sequence]
-            run = RunContext(run_id, session_id, stored[0].sequence, max_output_tokens=max_output_tokens)
-            lease = await self.store.checkpoints.claim(run_id, owner)
-            # A run's first lease: it has no checkpoint to find.
-            rows = [] if lease.epoch == 1 else await self.store.checkpoints.latest_raw(run_id)
-            checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows)
-            return stored, run, lease, checkpoint, events, written
-
-        def retract() -> None:  # the predicted message was not committed
-            if appended:
-                self.history.retract(session_id, appended.pop())
-
-        try:
-            stored, run, lease, checkpoint, events, written = await self.commits.run(
-                body,
-                session_id=session_id,
-                run_id=run_id,
-                next_sequence=self.history.next_sequence(session_id),
-                version=1,
-                on_miss=retract,
-            )
-        except BaseException:
-            self.history.forget(session_id)  # it may have read rows that were rolled back
-            raise
-        # The seed read the user message into the history window already.
-        self.history.marks.committed(session_id, stored)
-        self._committed(run, written, events)
-        if counts:
-            self._pending_counts[run.run_id] = counts
-            while len(self._pending_counts) > SEEDS_REMEMBERED:
-                self._pending_counts.popitem(last=False)
-        return StartedRun(run, lease, checkpoint)
-
-    async def _seed_and_write(
-        self,
-        run: RunContext,
-        principal: Principal | None,
-        lease: Lease,
-        rows: list[RawCheckpoint],
-        seed: Seed | None = None,
-    ) -> tuple[Checkpoint, list[Event], list[RawCheckpoint]]:
-        """Version 1 built and written inside the caller's transaction (see ``seed_checkpoint``):
-        the checkpoint, the events appended and the run's rows after the write."""
-        if seed is None:
-            seed = await self._seed(run, principal)
-        built = seed.checkpoint
-        # The hash of built.to_dict(), continued from this session's previous seed when it can be.
-        shell = evolve(built, conversation=()).to_dict()
-        payload = {
-            "run_id": run.run_id,
-            "seed_sequence": run.seed_sequence,
-            "history_items": len(built.conversation) - 1,
-            "checkpoint_sha256": self._seed_digest.digest(run.session_id, shell, built.conversation),
-        }
-        event = NewEvent(
-            session_id=run.session_id,
-            type=CHECKPOINT_SEEDED,
-            payload=payload,
-            derivation_key=f"run.checkpoint.seeded:{run.run_id}",
-            run_id=run.run_id,
-        )
-        existing = await checkpoint_from_rows(self.store, run.run_id, rows)
-        if existing is not None:
-            if existing == built:
-                return existing, [], rows
-            raise ContextError(
-                f"run {run.run_id!r} already has checkpoint version {existing.version}; "
-                "seed_checkpoint only writes version 1"
-            )
-        stored, _ = await self.store.events.append_all([event])
-        if seed.backfill and seed.counter is not None:
-            await self.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
-            self.history.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
-        version, written = await self._write(run, built, "seeded", lease, rows=rows)
-        return evolve(built, version=version), stored, written
-
-    def _remember_seed(self, run_id: str, carry: Carry | None, principal: Principal | None) -> None:
-        self._seeded_from[run_id] = (carry, principal)
-        self._seeded_from.move_to_end(run_id)
-        while len(self._seeded_from) > SEEDS_REMEMBERED:
-            self._seeded_from.popitem(last=False)
 
 
 __all__ = [
