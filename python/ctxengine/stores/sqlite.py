@@ -78,6 +78,18 @@ def _connect(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite
     return conn
 
 
+def _open(
+    path: str, busy_timeout: float, synchronous: Synchronous, apply: bool
+) -> tuple[sqlite3.Connection, migrations.MigrationReport]:
+    """Connect and create, check or migrate the schema (closing the connection on failure)."""
+    conn = _connect(path, busy_timeout, synchronous)
+    try:
+        return conn, schema(conn, path, apply)
+    except BaseException:
+        conn.close()
+        raise
+
+
 def _in_write_txn(conn: sqlite3.Connection, own: bool, body: Callable[[], R]) -> R:
     """Run ``body`` in a ``BEGIN IMMEDIATE`` transaction, or in the caller's when ``own`` is False."""
     if not own:
@@ -363,12 +375,10 @@ class SQLiteStore:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
         if self._conn is None:
-            conn = await self._run(_connect, self.path, self._busy_timeout, self._synchronous)
-            try:
-                report = await self._run(schema, conn, self.path, self._auto_migrate)
-            except BaseException:
-                await self._run(conn.close)
-                raise
+            # One trip to the worker thread: a fresh worker's first request waits for it.
+            conn, report = await self._run(
+                _open, self.path, self._busy_timeout, self._synchronous, self._auto_migrate
+            )
             self._pending = () if self._auto_migrate else report.pending
             self._conn = conn
         return self._conn
