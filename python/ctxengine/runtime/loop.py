@@ -14,7 +14,6 @@ the stored one) and a different step never collides with it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
 from typing import Any
 
 from ..assembly.builder import ContextBuilder
@@ -25,20 +24,19 @@ from ..errors import ContextError, ContextOverflow, ModelValidationError
 from ..model import (
     AgentSpec,
     Checkpoint,
-    ConversationItem,
     Principal,
     RunContext,
 )
 from ..plan import ContextPlan, ContextPlanner
-from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store
+from ..stores.events import Event, Lease, NewEvent, RawCheckpoint, Store
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
 from .checkpoint_memo import RefMemo
-from .checkpoints import evolve, write_checkpoint
+from .checkpoints import evolve
 from .commits import Commits
 from .compaction import CompactionResult, StructuredCompactor
 from .history_reader import HistoryReader
-from .loop_runs import CHECKPOINT_SEEDED, SEEDS_REMEMBERED, RunStarts, StartedRun
+from .loop_runs import CHECKPOINT_SEEDED, RunStarts, StartedRun
 from .loop_state import WorkingStateWrites
 from .loop_steps import StepWrites
 from .seed_digest import SeedDigest
@@ -105,70 +103,11 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
         #: Per run started here: the seed message's count, stored with the run's first step.
         self._pending_counts: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
 
-    async def _write(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        trigger: str,
-        lease: Lease,
-        *,
-        rows: list[RawCheckpoint] | None = None,
-        prune: bool = False,
-    ) -> tuple[int, list[RawCheckpoint]]:
-        """Write the run's next checkpoint version inside the caller's transaction."""
-        if rows is None:
-            known = self._rows.get(run.run_id)
-            if known and known[-1]["version"] == checkpoint.version:
-                rows = known  # what this loop wrote last: the store refuses it if stale
-        written: list[RawCheckpoint] = []
-        version = await write_checkpoint(
-            self.store,
-            run.run_id,
-            checkpoint,
-            trigger=trigger,
-            lease=lease,
-            session_id=run.session_id,
-            prune=prune,
-            rows=rows,
-            joined=True,
-            into=written,
-            carry=self._seeded_from.get(run.run_id, (None, None))[0],
-            memo=self._refs,
-        )
-        return version, written
-
-    def _next_version(self, run_id: str, version: int) -> int | None:
-        """The version after ``version`` when this loop wrote the run's last rows at it (so
-        a write needs no read of them), else ``None``."""
-        known = self._rows.get(run_id)
-        return version + 1 if known and known[-1]["version"] == version else None
-
-    def _committed(
-        self,
-        run: RunContext,
-        rows: list[RawCheckpoint],
-        events: Sequence[Event],
-        item_rows: Sequence[ItemRow] = (),
-        items: Sequence[ConversationItem] = (),
-    ) -> None:
-        """After a commit: remember the run's rows, and hand the history reader what this
-        worker just wrote (so the next seed need not read it back)."""
-        self._rows[run.run_id] = rows
-        self._rows.move_to_end(run.run_id)
-        while len(self._rows) > SEEDS_REMEMBERED:
-            self._rows.popitem(last=False)
-        if events:
-            self.history.extend(run.session_id, [e.sequence for e in events], item_rows, items)
-            self.history.marks.committed(run.session_id, events)
-
     async def _plan(self, session_id: str) -> ContextPlan:
         plan = await self._plan_or_none(session_id)
         if plan is None:
             raise ContextError(f"session {session_id!r} has no context plan; call planner.plan(...) first")
         return plan
-
-    async def _plan_or_none(self, session_id: str) -> ContextPlan | None:
-        return self.planner.cached(session_id) or await self.planner.current(session_id)
 
     def _policy(self) -> WritePolicy:
         policy = getattr(self.store, "write_policy", None)

@@ -5,28 +5,19 @@ one transaction (one call where the store takes a prediction, ADR 0013).
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Sequence
 from typing import NamedTuple
 
-from ..assembly.builder import ContextBuilder
 from ..core.canonical import canonical_json
-from ..core.estimator import Estimator
 from ..errors import ContextError
-from ..model import Checkpoint, ConversationItem, Principal, RunContext, UserMessage
-from ..plan import ContextPlan, ContextPlanner
-from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Store, Visibility, interned
-from .carry import Carry, CarryCache
+from ..model import Checkpoint, Principal, RunContext, UserMessage
+from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Visibility, interned
+from .carry import Carry
 from .checkpoints import checkpoint_from_rows, evolve
-from .commits import Commits
-from .history_reader import HistoryReader
-from .seed_digest import SeedDigest
+from .loop_host import SEEDS_REMEMBERED, LoopHost
 from .seeding import Seed, build_seed, history_counts
 from .session import item_event, logged
 
 CHECKPOINT_SEEDED = "run.checkpoint.seeded"
-#: Runs whose seed the loop remembers (their own carries need its lineage and view).
-SEEDS_REMEMBERED = 4096
 
 
 class StartedRun(NamedTuple):
@@ -37,44 +28,8 @@ class StartedRun(NamedTuple):
     checkpoint: Checkpoint
 
 
-class RunStarts:
+class RunStarts(LoopHost):
     """``build_seed``, ``seed_checkpoint``, ``pick_up`` and ``start_run`` of ``ContextLoop``."""
-
-    store: Store
-    planner: ContextPlanner
-    builder: ContextBuilder
-    estimator: Estimator
-    history: HistoryReader
-    commits: Commits
-    _carries: CarryCache
-    _seed_digest: SeedDigest
-    _seeded_from: OrderedDict[str, tuple[Carry | None, Principal | None]]
-    _pending_counts: OrderedDict[str, list[tuple[int, int]]]
-
-    async def _plan_or_none(self, session_id: str) -> ContextPlan | None:
-        raise NotImplementedError
-
-    async def _write(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        trigger: str,
-        lease: Lease,
-        *,
-        rows: list[RawCheckpoint] | None = None,
-        prune: bool = False,
-    ) -> tuple[int, list[RawCheckpoint]]:
-        raise NotImplementedError
-
-    def _committed(
-        self,
-        run: RunContext,
-        rows: list[RawCheckpoint],
-        events: Sequence[Event],
-        item_rows: Sequence[ItemRow] = (),
-        items: Sequence[ConversationItem] = (),
-    ) -> None:
-        raise NotImplementedError
 
     async def build_seed(self, run: RunContext, principal: Principal | None) -> Checkpoint:
         """Version 1 of ``run`` rebuilt from the log (pure read; see ``seed_checkpoint``)."""

@@ -5,21 +5,16 @@ the store takes a prediction, ADR 0013).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
-from ..core.estimator import Estimator
 from ..model import Checkpoint, ConversationItem, Principal, RunContext
-from ..plan import ContextPlan
-from ..stores.events import Event, ItemRow, Lease, RawCheckpoint, Store, Visibility
+from ..stores.events import Event, Lease, RawCheckpoint, Visibility
 from .checkpoints import evolve, latest_checkpoint
-from .commits import Commits
-from .history_reader import HistoryReader
+from .loop_host import LoopHost
 from .seeding import HISTORY, history_counts
 from .steps import StateUpdate, prepare_step
-from .working_state import WorkingStateManager
 
 
 class _Recorded(NamedTuple):
@@ -33,44 +28,8 @@ class _Recorded(NamedTuple):
     rows: list[RawCheckpoint]
 
 
-class StepWrites:
+class StepWrites(LoopHost):
     """``record_step`` of ``ContextLoop``."""
-
-    store: Store
-    estimator: Estimator
-    working_state: WorkingStateManager
-    history: HistoryReader
-    commits: Commits
-    prune_finished: bool
-    _pending_counts: OrderedDict[str, list[tuple[int, int]]]
-
-    async def _plan_or_none(self, session_id: str) -> ContextPlan | None:
-        raise NotImplementedError
-
-    async def _write(
-        self,
-        run: RunContext,
-        checkpoint: Checkpoint,
-        trigger: str,
-        lease: Lease,
-        *,
-        rows: list[RawCheckpoint] | None = None,
-        prune: bool = False,
-    ) -> tuple[int, list[RawCheckpoint]]:
-        raise NotImplementedError
-
-    def _next_version(self, run_id: str, version: int) -> int | None:
-        raise NotImplementedError
-
-    def _committed(
-        self,
-        run: RunContext,
-        rows: list[RawCheckpoint],
-        events: Sequence[Event],
-        item_rows: Sequence[ItemRow] = (),
-        items: Sequence[ConversationItem] = (),
-    ) -> None:
-        raise NotImplementedError
 
     async def record_step(
         self,
