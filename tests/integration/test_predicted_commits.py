@@ -16,9 +16,10 @@ from storekit import StoreCase
 
 import ctxengine as ce
 from ctxengine.cli.turns import PRINCIPAL, ScriptedWorker
-from ctxengine.errors import StorePredictionMissed
+from ctxengine.errors import StorePredictionMissed, StoreUnavailable
 from ctxengine.model.clock import FixedClock
 from ctxengine.runtime.checkpoints import latest_checkpoint
+from ctxengine.stores import postgres_predicted
 from ctxengine.stores.events import NewEvent, Store
 from ctxengine.stores.postgres import PostgresStore
 
@@ -206,3 +207,30 @@ async def test_a_fresh_worker_seeds_an_older_seed_in_one_call(
                 assert replace(checkpoint, run_id=seeded.run_id) == seeded
         finally:
             await store.close()
+
+
+async def test_a_call_that_fails_once_sent_raises_and_is_not_run_again(
+    store_case_factory: Callable[[str], StoreCase], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lost connection after the call went out may have committed it: the step raises the
+    store's retryable error, as a failed ordinary commit does, instead of writing it again."""
+    store = await _open(store_case_factory)
+    try:
+        worker = ScriptedWorker(store, model=SMALL)
+        await worker.turn(SID, 1)
+        run, lease, checkpoint = await worker.loop.start_run(
+            SID, "lost", ce.UserMessage("hi"), PRINCIPAL, owner="w"
+        )
+        before = await store.events.read(SID)
+
+        async def lost(*_: Any) -> None:
+            raise StoreUnavailable("the connection was lost after the call went out")
+
+        monkeypatch.setattr(postgres_predicted, "commit", lost)
+        calls = worker.loop.commits.one_call
+        with pytest.raises(StoreUnavailable, match="lost after"):
+            await worker.loop.record_step(run, checkpoint, [ce.AssistantMessage("done")], lease=lease)
+        assert (worker.loop.commits.one_call, worker.loop.commits.missed) == (calls, 0)
+        assert await store.events.read(SID) == before  # not written again on the ordinary path
+    finally:
+        await store.close()

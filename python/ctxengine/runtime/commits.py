@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, TypeVar, cast
 
+from ..errors import StorePredictionMissed
 from ..stores.events import Store
 
 T = TypeVar("T")
@@ -57,7 +58,8 @@ class Commits:
         where a read misses). ``next_sequence``/``version``: the predictions
         (``None``: unknown, no attempt). ``on_miss`` undoes what a refused body changed
         outside the store, before the body runs again. A body that raises on the predicted
-        path runs again on the ordinary one (whose error, if any, is the caller's)."""
+        path runs again on the ordinary one (whose error, if any, is the caller's); a call
+        that fails once sent (a lost connection) raises, as a failed commit does."""
         if self._predicted is not None and next_sequence is not None and self._last_known is not None:
             # What this process appended to the session last, by any path (a plan, a usage
             # report), is a better guess than what the loop's reader holds.
@@ -65,19 +67,24 @@ class Commits:
             if last is not None and last >= next_sequence:
                 next_sequence = last + 1
         if self._predicted is not None and next_sequence is not None and version is not None:
+            sent = False
             try:
                 async with self._predicted(session_id, next_sequence, run_id, version):
                     result = await body(True)
+                    sent = True  # the block's exit sends it
+            except StorePredictionMissed:
+                pass  # refused, before or by the store: nothing was written
             except Exception:
-                # A wrong prediction can fail the body itself before the store refuses it (a
-                # sequence that does not follow the checkpoint's): nothing was sent, and the
-                # ordinary path gives the real outcome, error or not.
-                self.missed += 1
-                if on_miss is not None:
-                    on_miss()
+                if sent:
+                    raise  # the call itself failed (a lost connection): as the ordinary commit would
+                # A wrong prediction can fail the body itself (a sequence that does not follow
+                # the checkpoint's): nothing was sent, and the ordinary path gives the outcome.
             else:
                 self.one_call += 1
                 return result
+            self.missed += 1
+            if on_miss is not None:
+                on_miss()
         async with self.store.transaction():
             return await body(False)
 

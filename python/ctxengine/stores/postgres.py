@@ -284,7 +284,7 @@ class PostgresStore:
         if prediction is not None:
             take = _PREDICTABLE.get(fn)
             if take is None:
-                raise prediction._miss("the block needs an answer from the server")
+                raise prediction.miss("the block needs an answer from the server")
             result: R = take(prediction, *args)
             return result
         conn = _TXN.get(self)

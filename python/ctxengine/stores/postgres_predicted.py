@@ -63,7 +63,7 @@ class Prediction:
     checkpoint: tuple[Lease, str, str, str, datetime, int] | None = None
     prune_before: int | None = None
 
-    def _miss(self, why: str) -> StorePredictionMissed:
+    def miss(self, why: str) -> StorePredictionMissed:
         return StorePredictionMissed(f"session {self.session_id!r}, run {self.run_id!r}: {why}")
 
     def append_all(
@@ -72,9 +72,9 @@ class Prediction:
         """Queue the batch; each event stored new at the next predicted sequence."""
         keys = {new.derivation_key for new in news} | {e[0].derivation_key for e in self.events}
         if len(keys) != len(news) + len(self.events):
-            raise self._miss("a derivation key repeats in the write set")
+            raise self.miss("a derivation key repeats in the write set")
         if news[0].session_id != self.session_id:
-            raise self._miss(f"an append to another session {news[0].session_id!r}")
+            raise self.miss(f"an append to another session {news[0].session_id!r}")
         first = self.next_sequence + len(self.events)
         self.events.extend((new, text, created_at) for new, text in zip(news, texts, strict=True))
         return [((self.session_id, first + i), True) for i in range(len(news))]
@@ -85,13 +85,13 @@ class Prediction:
 
     def put_counts(self, session_id: str, counter: str, counts: list[tuple[int, int]]) -> None:
         if session_id != self.session_id:
-            raise self._miss(f"counts of another session {session_id!r}")
+            raise self.miss(f"counts of another session {session_id!r}")
         self.counts.extend((seq, counter, n) for seq, n in counts)
 
     def claim(self, run_id: str, owner: str) -> int:
         """The run's first lease (the call refuses a run claimed before)."""
         if run_id != self.run_id or self.claim_owner is not None or self.checkpoint is not None:
-            raise self._miss(f"a claim of {run_id!r} that is not the run's first write")
+            raise self.miss(f"a claim of {run_id!r} that is not the run's first write")
         self.claim_owner = owner
         return 1
 
@@ -100,7 +100,7 @@ class Prediction:
     ) -> int:
         _rows.check_lease(run_id, lease, (lease.owner, lease.epoch))  # as the ordinary write: the run id
         if run_id != self.run_id or self.checkpoint is not None:
-            raise self._miss(f"a checkpoint of {run_id!r} beyond the one predicted")
+            raise self.miss(f"a checkpoint of {run_id!r} beyond the one predicted")
         self.checkpoint = (lease, kind, trigger, text, created_at, fmt)
         return self.version
 
@@ -108,7 +108,7 @@ class Prediction:
         """Queued; the rows it deletes are not counted (the one caller, a terminal checkpoint
         write, does not ask)."""
         if run_id != self.run_id or self.checkpoint is None or self.prune_before is not None:
-            raise self._miss(f"a prune of {run_id!r} without its checkpoint")
+            raise self.miss(f"a prune of {run_id!r} without its checkpoint")
         self.prune_before = before_version
         return 0
 
@@ -155,7 +155,7 @@ async def commit(conn: Conn, prediction: Prediction, lock_class: int) -> None:
         await conn.execute(CALL, prediction.params(lock_class))
     except psycopg.Error as exc:
         if exc.sqlstate == MISSED:
-            raise prediction._miss(str(exc.diag.message_primary or exc)) from None
+            raise prediction.miss(str(exc.diag.message_primary or exc)) from None
         raise
 
 
