@@ -37,8 +37,6 @@ class _Window:
     counter: str | None
     #: Rows up to here have primed the estimator's memo already (see ``seeding``).
     primed: int = 0
-    #: The greatest sequence this worker knows the session holds (``hi`` or later).
-    last: int = 0
     seqs: list[int] = field(default_factory=list)
     rows: list[ItemRow] = field(default_factory=list)
     items: list[ConversationItem] = field(default_factory=list)
@@ -107,14 +105,13 @@ class HistoryReader:
         """One past the last event this worker knows of in the session (read or committed
         without a gap), or ``None`` without a window: a prediction, which the store checks."""
         window = self._windows.get(session_id)
-        return max(window.hi, window.last) + 1 if window is not None else None
+        return window.hi + 1 if window is not None else None
 
     def retract(self, session_id: str, sequence: int) -> None:
         """Undo an ``extend`` that ended at ``sequence`` (its write was not committed)."""
         window = self._windows.get(session_id)
         if window is None or window.hi != sequence:
             return
-        window.last = min(window.last, sequence - 1)
         while window.seqs and window.seqs[-1] >= sequence:
             window.seqs.pop()
             window.rows.pop()
@@ -142,7 +139,6 @@ class HistoryReader:
         if window is None or not sequences:
             return
         first, last = min(sequences), max(sequences)
-        window.last = max(window.last, last)
         if first != window.hi + 1 or last - first + 1 != len(sequences) or len(rows) != len(items):
             return
         window.rows.extend(rows)
