@@ -25,6 +25,7 @@ from ..model import ConversationItem
 from ..stores.events import RawCheckpoint
 from . import checkpoint_refs as refs
 from .checkpoint_refs import Entry
+from .recent import remember
 
 Conversation = tuple[ConversationItem, ...]
 
@@ -53,7 +54,7 @@ class RefMemo:
         else:
             entries = refs.entries_of(conversation, session_id)
             segments = refs.to_segments(entries)
-        self._put(self._full, session_id, (conversation, entries, segments))
+        remember(self._full, session_id, (conversation, entries, segments), self.capacity)
         return entries, segments
 
     def base(self, run_id: str, rows: list[RawCheckpoint]) -> tuple[dict[str, Any], Conversation] | None:
@@ -77,16 +78,10 @@ class RefMemo:
         self, run_id: str, row: RawCheckpoint, data: dict[str, Any], conversation: Conversation
     ) -> None:
         """``row`` was written; it materializes to ``data`` and holds ``conversation``."""
-        self._put(self._runs, run_id, (row, data, conversation))
+        remember(self._runs, run_id, (row, data, conversation), self.capacity)
 
     def forget(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
-
-    def _put(self, table: OrderedDict[str, Any], key: str, value: Any) -> None:
-        table[key] = value
-        table.move_to_end(key)
-        while len(table) > self.capacity:
-            table.popitem(last=False)
 
 
 __all__ = ["RefMemo"]

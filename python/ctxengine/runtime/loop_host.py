@@ -16,6 +16,7 @@ from .checkpoint_memo import RefMemo
 from .checkpoints import write_checkpoint
 from .commits import Commits
 from .history_reader import HistoryReader
+from .recent import remember
 from .seed_digest import SeedDigest
 from .working_state import WorkingStateManager
 
@@ -93,10 +94,7 @@ class LoopHost:
     ) -> None:
         """After a commit: remember the run's rows, and hand the history reader what this
         worker just wrote (so the next seed need not read it back)."""
-        self._rows[run.run_id] = rows
-        self._rows.move_to_end(run.run_id)
-        while len(self._rows) > SEEDS_REMEMBERED:
-            self._rows.popitem(last=False)
+        remember(self._rows, run.run_id, rows, SEEDS_REMEMBERED)
         if events:
             self.history.extend(run.session_id, [e.sequence for e in events], item_rows, items)
             self.history.marks.committed(run.session_id, events)

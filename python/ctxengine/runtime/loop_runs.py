@@ -14,6 +14,7 @@ from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Visi
 from .carry import Carry
 from .checkpoints import checkpoint_from_rows, evolve
 from .loop_host import SEEDS_REMEMBERED, LoopHost
+from .recent import remember
 from .seeding import Seed, build_seed, history_counts
 from .session import item_event, logged
 
@@ -37,7 +38,7 @@ class RunStarts(LoopHost):
         return seed.checkpoint
 
     async def _seed(self, run: RunContext, principal: Principal | None) -> Seed:
-        plan = self.planner.cached(run.session_id) or await self.planner.current(run.session_id)
+        plan = await self._plan_or_none(run.session_id)
         seed = await build_seed(self.store, self.history, self.builder, plan, run, principal, self._carries)
         self._remember_seed(run.run_id, seed.carry, principal)
         return seed
@@ -74,15 +75,7 @@ class RunStarts(LoopHost):
         seed = await self._seed(run, principal)
 
         async def body(predicted: bool) -> tuple[Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
-            if isinstance(holder, Lease):
-                lease, first = holder, predicted
-            else:
-                lease = await self.store.checkpoints.claim(run.run_id, holder)
-                first = predicted or lease.epoch == 1
-            # A run at its first lease has no checkpoint yet (predicted: or the store refuses
-            # version 1, and the ordinary path reads what is there).
-            rows = [] if first else await self.store.checkpoints.latest_raw(run.run_id)
-            return (lease, *await self._seed_and_write(run, principal, lease, rows, seed))
+            return await self._write_first(run, principal, holder, predicted, seed)
 
         lease, checkpoint, events, written = await self.commits.run(
             body,
@@ -137,11 +130,7 @@ class RunStarts(LoopHost):
                 self.history.extend(session_id, [row.sequence], [row], [seed])
                 appended[:] = [row.sequence]
             run = RunContext(run_id, session_id, stored[0].sequence, max_output_tokens=max_output_tokens)
-            lease = await self.store.checkpoints.claim(run_id, owner)
-            # A run's first lease: it has no checkpoint to find.
-            rows = [] if lease.epoch == 1 else await self.store.checkpoints.latest_raw(run_id)
-            checkpoint, events, written = await self._seed_and_write(run, principal, lease, rows)
-            return stored, run, lease, checkpoint, events, written
+            return (stored, run, *await self._write_first(run, principal, owner, predicted))
 
         def retract() -> None:  # the predicted message was not committed
             if appended:
@@ -163,10 +152,29 @@ class RunStarts(LoopHost):
         self.history.marks.committed(session_id, stored)
         self._committed(run, written, events)
         if counts:
-            self._pending_counts[run.run_id] = counts
-            while len(self._pending_counts) > SEEDS_REMEMBERED:
-                self._pending_counts.popitem(last=False)
+            remember(self._pending_counts, run.run_id, counts, SEEDS_REMEMBERED)
         return StartedRun(run, lease, checkpoint)
+
+    async def _write_first(
+        self,
+        run: RunContext,
+        principal: Principal | None,
+        holder: Lease | str,
+        predicted: bool,
+        seed: Seed | None = None,
+    ) -> tuple[Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
+        """Version 1 written inside the caller's transaction under ``holder``: a lease, or an
+        owner to claim the run for first. The lease, the checkpoint, the events appended and
+        the run's rows after the write."""
+        if isinstance(holder, Lease):
+            lease, first = holder, predicted
+        else:
+            lease = await self.store.checkpoints.claim(run.run_id, holder)
+            first = predicted or lease.epoch == 1
+        # A run at its first lease has no checkpoint yet (predicted: or the store refuses
+        # version 1, and the ordinary path reads what is there).
+        rows = [] if first else await self.store.checkpoints.latest_raw(run.run_id)
+        return (lease, *await self._seed_and_write(run, principal, lease, rows, seed))
 
     async def _seed_and_write(
         self,
@@ -212,10 +220,7 @@ class RunStarts(LoopHost):
         return evolve(built, version=version), stored, written
 
     def _remember_seed(self, run_id: str, carry: Carry | None, principal: Principal | None) -> None:
-        self._seeded_from[run_id] = (carry, principal)
-        self._seeded_from.move_to_end(run_id)
-        while len(self._seeded_from) > SEEDS_REMEMBERED:
-            self._seeded_from.popitem(last=False)
+        remember(self._seeded_from, run_id, (carry, principal), SEEDS_REMEMBERED)
 
 
 __all__ = ["CHECKPOINT_SEEDED", "SEEDS_REMEMBERED", "RunStarts", "StartedRun"]
