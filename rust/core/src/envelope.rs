@@ -83,6 +83,61 @@ pub fn envelope(text: &str, trust: &str, source: &str, digest: &[u8; 32]) -> Str
     out
 }
 
+/// The fields of a `RenderedItem` its canonical bytes are written from
+/// (`provider` and `reasoning` are null: the renders written here carry none).
+struct Rendered<'a> {
+    region_class: &'a str,
+    role: &'a str,
+    text: Option<&'a str>,
+    call_id: Option<&'a str>,
+    name: Option<&'a str>,
+    /// The canonical JSON of `arguments`, when there are any.
+    arguments_json: Option<&'a [u8]>,
+    is_error: bool,
+    seq: Option<i64>,
+}
+
+fn write_opt_str(out: &mut Vec<u8>, value: Option<&str>) {
+    match value {
+        Some(v) => write_str(out, v.as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// `RenderedItem.to_dict()` as canonical JSON (keys in sorted order), or
+/// `None` when `seq` is outside the canonical integer range.
+fn rendered_canonical(r: &Rendered<'_>) -> Option<Vec<u8>> {
+    if r.seq
+        .is_some_and(|s| s.unsigned_abs() > MAX_SAFE_INTEGER as u64)
+    {
+        return None;
+    }
+    let args = r.arguments_json.unwrap_or(b"null");
+    let size = args.len() + r.text.map_or(0, str::len) + r.region_class.len() + 200;
+    let mut out = Vec::with_capacity(size);
+    out.extend_from_slice(b"{\"arguments\":");
+    out.extend_from_slice(args);
+    out.extend_from_slice(b",\"call_id\":");
+    write_opt_str(&mut out, r.call_id);
+    out.extend_from_slice(b",\"is_error\":");
+    out.extend_from_slice(if r.is_error { b"true" } else { b"false" });
+    out.extend_from_slice(b",\"name\":");
+    write_opt_str(&mut out, r.name);
+    out.extend_from_slice(b",\"provider\":null,\"reasoning\":null,\"region_class\":");
+    write_str(&mut out, r.region_class.as_bytes());
+    out.extend_from_slice(b",\"role\":");
+    write_str(&mut out, r.role.as_bytes());
+    out.extend_from_slice(b",\"seq\":");
+    match r.seq {
+        Some(s) => write_i64(&mut out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"text\":");
+    write_opt_str(&mut out, r.text);
+    out.push(b'}');
+    Some(out)
+}
+
 /// The canonical bytes of `RenderedItem.to_dict()` for a text item (no tool
 /// call, provider or reasoning), or `None` when `seq` is outside the
 /// canonical integer range.
@@ -94,30 +149,16 @@ pub fn rendered_text_canonical(
     is_error: bool,
     seq: Option<i64>,
 ) -> Option<Vec<u8>> {
-    if seq.is_some_and(|s| s.unsigned_abs() > MAX_SAFE_INTEGER as u64) {
-        return None;
-    }
-    let mut out = Vec::with_capacity(text.len() + region_class.len() + 160);
-    out.extend_from_slice(b"{\"arguments\":null,\"call_id\":");
-    match call_id {
-        Some(c) => write_str(&mut out, c.as_bytes()),
-        None => out.extend_from_slice(b"null"),
-    }
-    out.extend_from_slice(b",\"is_error\":");
-    out.extend_from_slice(if is_error { b"true" } else { b"false" });
-    out.extend_from_slice(b",\"name\":null,\"provider\":null,\"reasoning\":null,\"region_class\":");
-    write_str(&mut out, region_class.as_bytes());
-    out.extend_from_slice(b",\"role\":");
-    write_str(&mut out, role.as_bytes());
-    out.extend_from_slice(b",\"seq\":");
-    match seq {
-        Some(s) => write_i64(&mut out, s),
-        None => out.extend_from_slice(b"null"),
-    }
-    out.extend_from_slice(b",\"text\":");
-    write_str(&mut out, text.as_bytes());
-    out.push(b'}');
-    Some(out)
+    rendered_canonical(&Rendered {
+        region_class,
+        role,
+        text: Some(text),
+        call_id,
+        name: None,
+        arguments_json: None,
+        is_error,
+        seq,
+    })
 }
 
 /// The canonical bytes of `RenderedItem.to_dict()` for a tool call whose
@@ -130,25 +171,16 @@ pub fn rendered_call_canonical(
     arguments_json: &[u8],
     seq: Option<i64>,
 ) -> Option<Vec<u8>> {
-    if seq.is_some_and(|s| s.unsigned_abs() > MAX_SAFE_INTEGER as u64) {
-        return None;
-    }
-    let mut out = Vec::with_capacity(arguments_json.len() + call_id.len() + name.len() + 200);
-    out.extend_from_slice(b"{\"arguments\":");
-    out.extend_from_slice(arguments_json);
-    out.extend_from_slice(b",\"call_id\":");
-    write_str(&mut out, call_id.as_bytes());
-    out.extend_from_slice(b",\"is_error\":false,\"name\":");
-    write_str(&mut out, name.as_bytes());
-    out.extend_from_slice(b",\"provider\":null,\"reasoning\":null,\"region_class\":");
-    write_str(&mut out, region_class.as_bytes());
-    out.extend_from_slice(b",\"role\":\"assistant\",\"seq\":");
-    match seq {
-        Some(s) => write_i64(&mut out, s),
-        None => out.extend_from_slice(b"null"),
-    }
-    out.extend_from_slice(b",\"text\":null}");
-    Some(out)
+    rendered_canonical(&Rendered {
+        region_class,
+        role: "assistant",
+        text: None,
+        call_id: Some(call_id),
+        name: Some(name),
+        arguments_json: Some(arguments_json),
+        is_error: false,
+        seq,
+    })
 }
 
 #[cfg(test)]
