@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from ..errors import ModelValidationError, StoreCorruption
 from ._rows import (
     Row,
     check_session,
-    decode_event,
     event_row,
     payload_text,
     repeat_of,
@@ -32,63 +30,69 @@ from .events import (
     check_identifier,
     check_int,
 )
+from .formats import row_version
 
 ITEM_TYPE = "conversation.item.appended"
-#: The column of an adapter's item row after the count: the session's last sequence at the read.
-TAIL = 12
+#: The columns of an adapter's item row: what a seed uses of an item event (ADR 0011). The
+#: stored token count under the read's counter follows, then (``TAIL``) the session's last
+#: sequence at the read.
+ITEM_COLUMNS = ("sequence", "type", "payload", "visibility_scope", "visibility_id", "schema_version")
+COUNT = len(ITEM_COLUMNS)
+TAIL = COUNT + 1
 
 
-_fromiso = datetime.fromisoformat
+def item_columns(row: Row) -> Row:
+    """The ``ITEM_COLUMNS`` of a stored row in ``EVENT_COLUMNS`` order."""
+    return row[1], row[2], row[3], row[7], row[8], row[10]
 
 
 def item_rows(session_id: str, rows: Iterable[Row]) -> list[ItemRow]:
-    """The item rows among ``rows`` (stored columns in ``EVENT_COLUMNS`` order, then the token
-    count), checked but with their payload text undecoded (ADR 0011). A row of an unknown
-    type or a newer format fails closed (``decode_event``); other known types are skipped."""
+    """The item rows among ``rows`` (``ITEM_COLUMNS``, the count, optionally the tail), checked
+    but with their payload text undecoded (ADR 0011). A row of an unknown type or a newer
+    format fails closed (``formats.row_version``); other known types are skipped. The columns
+    a seed does not read (keys, actor, timestamp) are not fetched, so not checked here."""
     out: list[ItemRow] = []
     visibilities = VISIBILITY_CLASSES
     if len(visibilities) >= MAX_VISIBILITY_CLASSES:
         visibilities.clear()
     for row in rows:
-        seq, event_type, version = row[1], row[2], row[10]
+        if not COUNT < len(row) <= TAIL + 1:
+            raise _bad_row(session_id, row, f"item row has {len(row)} columns")
+        seq, event_type, version = row[0], row[1], row[5]
         if event_type != ITEM_TYPE or type(version) is not int or not 1 <= version <= FORMAT_VERSION:
-            decode_event(row[:11])  # an anomaly raises; another known type is passed over
-            continue
-        key = (row[7], row[8])
+            row_version(session_id, seq if type(seq) is int else None, event_type, version)
+            continue  # another known type (an anomaly has raised)
+        key = (row[3], row[4])
         visibility = visibilities.get(key)
-        count = row[11] if len(row) > 11 else None
-        ok = (
-            len(row) in (11, 12, 13)
-            and row[0] == session_id
-            and type(seq) is int
+        count = row[COUNT]
+        if visibility is None:
+            try:
+                visibility = visibilities[key] = Visibility(row[3], row[4])
+            except ModelValidationError as exc:
+                raise _bad_row(session_id, row, f"bad visibility: {exc}") from None
+        if not (
+            type(seq) is int
             and seq >= 1
-            and type(row[3]) is str
-            and type(row[4]) is str
-            and row[4] != ""
-            and (row[5] is None or type(row[5]) is str)
-            and type(row[6]) is str
-            and row[6] != ""
+            and type(row[2]) is str
             and (count is None or (type(count) is int and count >= 0))
-        )
-        if ok and visibility is None:
-            try:
-                visibility = visibilities[key] = Visibility(row[7], row[8])
-            except ModelValidationError:
-                ok = False
-        if ok:
-            stamp = row[9]
-            try:
-                # As decode_event reads it (an aware timestamp), without converting it.
-                parsed = _fromiso(stamp) if type(stamp) is str else stamp
-                ok = isinstance(parsed, datetime) and parsed.utcoffset() is not None
-            except ValueError:
-                ok = False
-        if not ok or visibility is None:
-            decode_event(row[:11])  # names what is wrong with the columns it knows
-            where = seq if type(seq) is int else None
-            raise StoreCorruption(str(row[0]), where, f"bad token count {count!r}")
-        out.append(ItemRow(seq, row[3], visibility, count))
+        ):
+            raise _bad_row(session_id, row, "")
+        out.append(ItemRow(seq, row[2], visibility, count))
     return out
+
+
+def _bad_row(session_id: str, row: Row, reason: str) -> StoreCorruption:
+    """``StoreCorruption`` naming an item row and what is wrong with it."""
+    seq = row[0] if row else None
+    where = seq if type(seq) is int else None
+    if not reason:
+        if where is None or where < 1:
+            reason = f"bad sequence {seq!r}"
+        elif type(row[2]) is not str:
+            reason = f"payload is {type(row[2]).__name__}, not text"
+        else:
+            reason = f"bad token count {row[COUNT]!r}"
+    return StoreCorruption(session_id, where, reason)
 
 
 def visibility_of(session_id: str, scope: object, ident: object) -> Visibility:

@@ -232,7 +232,10 @@ class MemoryEventLog:
             counts = self._s._counts
             wanted = (_batch_rows.ITEM_TYPE,)
             picked = [
-                (*row, counts.get((session_id, row[1], counter)) if counter is not None else None)
+                (
+                    *_batch_rows.item_columns(row),
+                    counts.get((session_id, row[1], counter)) if counter else None,
+                )
                 for row in rows[max(after, 0) : None if before is None else max(before - 1, 0)]
                 if _rows.must_decode(row[2], row[10], wanted)
             ]

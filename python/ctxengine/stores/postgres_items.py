@@ -19,21 +19,22 @@ from .events import FORMAT_VERSION
 Conn = AsyncConnection[Any]
 _COLS = ", ".join(_rows.EVENT_COLUMNS)
 _ITEM_COLS = ", ".join(f"e.{c}" for c in _rows.EVENT_COLUMNS)
+_READ_COLS = ", ".join(f"e.{c}" for c in _batch_rows.ITEM_COLUMNS)
 
 
 async def read_items(
     conn: Conn, session_id: str, after: int, before: int | None, counter: str | None
 ) -> list[tuple[Any, ...]]:
-    """Item rows of the range (and every unknown or newer row in it), each with its count and
-    the session's last sequence now (``_batch_rows.TAIL``)."""
+    """Item rows of the range (and every unknown or newer row in it): ``_batch_rows.ITEM_COLUMNS``,
+    the count and the session's last sequence now (``_batch_rows.TAIL``)."""
     params: list[Any] = []
     if counter is None:
-        sql = f"SELECT {_ITEM_COLS}, NULL"
+        sql = f"SELECT {_READ_COLS}, NULL"
     else:
         # A lookup per row in the counts' primary key: the same plan with or without
         # table statistics (a join chosen without them can go quadratic).
         sql = (
-            f"SELECT {_ITEM_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
+            f"SELECT {_READ_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
             "e.session_id AND c.sequence = e.sequence AND c.counter = %s)"
         )
         params.append(counter)

@@ -16,7 +16,7 @@ from .events import FORMAT_VERSION, NewEvent
 R = TypeVar("R")
 _COLS = ", ".join(_rows.EVENT_COLUMNS)
 _MARKS = ", ".join("?" * len(_rows.EVENT_COLUMNS))
-_ITEM_COLS = ", ".join(f"e.{c}" for c in _rows.EVENT_COLUMNS)
+_READ_COLS = ", ".join(f"e.{c}" for c in _batch_rows.ITEM_COLUMNS)
 
 
 def append_all(
@@ -52,23 +52,21 @@ def append_all(
 def read_items(
     conn: sqlite3.Connection, own: bool, session_id: str, after: int, before: int | None, counter: str | None
 ) -> list[tuple[Any, ...]]:
-    """Item rows of the range (and every unknown or newer row in it), each with its count and
-    the session's last sequence now (``_batch_rows.TAIL``)."""
+    """Item rows of the range (and every unknown or newer row in it): ``_batch_rows.ITEM_COLUMNS``,
+    the count and the session's last sequence now (``_batch_rows.TAIL``)."""
     known = _rows.KNOWN_TYPES
-    params: list[Any] = []
+    tail = "(SELECT MAX(t.sequence) FROM ctxengine_events t WHERE t.session_id = ?)"
+    params: list[Any] = [session_id]
     if counter is None:
-        sql = f"SELECT {_ITEM_COLS}, NULL"
+        sql = f"SELECT {_READ_COLS}, NULL, {tail} FROM ctxengine_events e"
     else:
+        # One lookup per row in the counts' primary key (SQLite joins by nested loops).
         sql = (
-            f"SELECT {_ITEM_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
-            "e.session_id AND c.sequence = e.sequence AND c.counter = ?)"
+            f"SELECT {_READ_COLS}, c.count, {tail} FROM ctxengine_events e "
+            "LEFT JOIN ctxengine_token_counts c ON c.session_id = e.session_id "
+            "AND c.sequence = e.sequence AND c.counter = ?"
         )
         params.append(counter)
-    sql += (
-        ", (SELECT t.sequence FROM ctxengine_events t WHERE t.session_id = ? "
-        "ORDER BY t.sequence DESC LIMIT 1) FROM ctxengine_events e"
-    )
-    params.append(session_id)
     sql += (
         " WHERE e.session_id = ? AND e.sequence > ?"
         + (" AND e.sequence < ?" if before is not None else "")
