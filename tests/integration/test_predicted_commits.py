@@ -1,6 +1,7 @@
-"""Predicted commits on PostgreSQL (issue 13, ADR 0013): a worker that knows the session's
-tail commits a step in one call; when a prediction does not hold, nothing of it is
-written and the same writes take the ordinary path, with the same outcome.
+"""Predicted commits (issue 13, ADR 0013): a worker that knows the session's tail commits a
+step in one call (PostgreSQL: one statement; SQLite: one trip to the worker thread); when
+a prediction does not hold, nothing of it is written and the same writes take the ordinary
+path, with the same outcome.
 """
 
 from __future__ import annotations
@@ -22,13 +23,22 @@ from ctxengine.runtime.checkpoints import latest_checkpoint
 from ctxengine.stores import postgres_predicted
 from ctxengine.stores.events import NewEvent, Store
 from ctxengine.stores.postgres import PostgresStore
+from ctxengine.stores.sqlite import SQLiteStore
 
 SID = "predicted"
 CLOCK = datetime(2026, 11, 30, 9, tzinfo=UTC)
 
 
-async def _open(factory: Callable[[str], StoreCase]) -> Store:
-    return await factory("postgres").open(FixedClock(CLOCK))
+KINDS = ("postgres", "sqlite")
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def _open(factory: Callable[[str], StoreCase], kind: str = "postgres") -> Store:
+    return await factory(kind).open(FixedClock(CLOCK))
 
 
 async def _log(store: Store) -> tuple[list[tuple[Any, ...]], dict[str, list[Any]]]:
@@ -42,9 +52,9 @@ async def _log(store: Store) -> tuple[list[tuple[Any, ...]], dict[str, list[Any]
 
 
 async def test_turns_commit_in_one_call_and_store_what_the_ordinary_path_stores(
-    store_case_factory: Callable[[str], StoreCase],
+    store_case_factory: Callable[[str], StoreCase], kind: str
 ) -> None:
-    predicted, ordinary = await _open(store_case_factory), await _open(store_case_factory)
+    predicted, ordinary = await _open(store_case_factory, kind), await _open(store_case_factory, kind)
     try:
         fast = ScriptedWorker(predicted, model=SMALL)
         slow = ScriptedWorker(ordinary, model=SMALL)
@@ -65,9 +75,9 @@ async def test_turns_commit_in_one_call_and_store_what_the_ordinary_path_stores(
 
 
 async def test_a_session_another_worker_moved_on_misses_once_then_predicts_again(
-    store_case_factory: Callable[[str], StoreCase],
+    store_case_factory: Callable[[str], StoreCase], kind: str
 ) -> None:
-    case = store_case_factory("postgres")
+    case = store_case_factory(kind)
     mine, theirs = await case.open(FixedClock(CLOCK)), await case.open(FixedClock(CLOCK))
     try:
         me, other = ScriptedWorker(mine, model=SMALL), ScriptedWorker(theirs, model=SMALL)
@@ -98,16 +108,17 @@ def _event(key: str) -> NewEvent:
 
 
 @pytest.fixture
-async def pg(store_case_factory: Callable[[str], StoreCase]) -> Any:
-    store = await _open(store_case_factory)
-    assert isinstance(store, PostgresStore)
+async def pg(store_case_factory: Callable[[str], StoreCase], kind: str) -> Any:
+    """A store that takes predictions (either kind)."""
+    store = await _open(store_case_factory, kind)
+    assert isinstance(store, (PostgresStore, SQLiteStore))
     try:
         yield store
     finally:
         await store.close()
 
 
-async def test_a_prediction_that_does_not_hold_writes_nothing(pg: PostgresStore) -> None:
+async def test_a_prediction_that_does_not_hold_writes_nothing(pg: PostgresStore | SQLiteStore) -> None:
     await pg.events.append(_event("first"))
     lease = await pg.checkpoints.claim("r", "w")
     # The session's next sequence is 2, not 5.
@@ -147,8 +158,10 @@ async def test_a_prediction_that_does_not_hold_writes_nothing(pg: PostgresStore)
     assert [(r.sequence, r.tokens) for r in rows] == [(2, 7), (3, None)]
 
 
-async def test_what_needs_an_answer_from_the_server_misses_before_anything_is_sent(pg: PostgresStore) -> None:
-    with pytest.raises(StorePredictionMissed, match="answer from the server"):
+async def test_what_needs_an_answer_from_the_store_misses_before_anything_is_sent(
+    pg: PostgresStore | SQLiteStore,
+) -> None:
+    with pytest.raises(StorePredictionMissed, match="needs an answer from the"):
         async with pg.predicted(SID, 1, "r", 1):
             await pg.events.append_all([_event("a")])
             await pg.events.read(SID)
@@ -169,12 +182,12 @@ async def test_what_needs_an_answer_from_the_server_misses_before_anything_is_se
 
 
 async def test_a_fresh_worker_seeds_an_older_seed_in_one_call(
-    store_case_factory: Callable[[str], StoreCase],
+    store_case_factory: Callable[[str], StoreCase], kind: str
 ) -> None:
     """The item read of a seed also says where the session ends now, so a worker that has
     never written to the session predicts the seeded event's sequence right, even when the
     log moved on past the seed (a run picked up late, a replay)."""
-    case = store_case_factory("postgres")
+    case = store_case_factory(kind)
     first = await case.open(FixedClock(CLOCK))
     try:
         writer = ScriptedWorker(first, model=SMALL)

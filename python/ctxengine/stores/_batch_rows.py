@@ -33,12 +33,25 @@ from .events import (
 from .formats import row_version
 
 ITEM_TYPE = "conversation.item.appended"
-#: The columns of an adapter's item row: what a seed uses of an item event (ADR 0011). The
-#: stored token count under the read's counter follows, then (``TAIL``) the session's last
-#: sequence at the read.
+#: The columns of an adapter's item row: what a seed uses of an item event (ADR 0011). An SQL
+#: adapter adds (``TAIL``) the session's last sequence at the read.
 ITEM_COLUMNS = ("sequence", "type", "payload", "visibility_scope", "visibility_id", "schema_version")
-COUNT = len(ITEM_COLUMNS)
-TAIL = COUNT + 1
+TAIL = len(ITEM_COLUMNS)
+
+
+#: The stored counts of one counter in a sequence range, as an adapter reads them (one range of
+#: their primary key, in the same trip as the rows: a lookup per row cost more than the read).
+def counts_sql(mark: str, before: int | None) -> str:
+    """The statement (``mark``: the driver's placeholder) taking ``counts_params``."""
+    upper = f" AND sequence < {mark}" if before is not None else ""
+    return (
+        f"SELECT sequence, count FROM ctxengine_token_counts WHERE session_id = {mark} AND counter = {mark}"
+        f" AND sequence > {mark}{upper}"
+    )
+
+
+def counts_params(session_id: str, counter: str, after: int, before: int | None) -> list[Any]:
+    return [session_id, counter, after, *([before] if before is not None else [])]
 
 
 def item_columns(row: Row) -> Row:
@@ -46,17 +59,20 @@ def item_columns(row: Row) -> Row:
     return row[1], row[2], row[3], row[7], row[8], row[10]
 
 
-def item_rows(session_id: str, rows: Iterable[Row]) -> list[ItemRow]:
-    """The item rows among ``rows`` (``ITEM_COLUMNS``, the count, optionally the tail), checked
-    but with their payload text undecoded (ADR 0011). A row of an unknown type or a newer
-    format fails closed (``formats.row_version``); other known types are skipped. The columns
-    a seed does not read (keys, actor, timestamp) are not fetched, so not checked here."""
+def item_rows(
+    session_id: str, rows: Iterable[Row], counts: Mapping[object, object] | None = None
+) -> list[ItemRow]:
+    """The item rows among ``rows`` (``ITEM_COLUMNS``, optionally the tail), checked but with
+    their payload text undecoded (ADR 0011), each with its count from ``counts`` (by sequence;
+    ``None``: none asked for). A row of an unknown type or a newer format fails closed
+    (``formats.row_version``); other known types are skipped. The columns a seed does not read
+    (keys, actor, timestamp) are not fetched, so not checked here."""
     out: list[ItemRow] = []
     visibilities = VISIBILITY_CLASSES
     if len(visibilities) >= MAX_VISIBILITY_CLASSES:
         visibilities.clear()
     for row in rows:
-        if not COUNT < len(row) <= TAIL + 1:
+        if not TAIL <= len(row) <= TAIL + 1:
             raise _bad_row(session_id, row, f"item row has {len(row)} columns")
         seq, event_type, version = row[0], row[1], row[5]
         if event_type != ITEM_TYPE or type(version) is not int or not 1 <= version <= FORMAT_VERSION:
@@ -64,7 +80,7 @@ def item_rows(session_id: str, rows: Iterable[Row]) -> list[ItemRow]:
             continue  # another known type (an anomaly has raised)
         key = (row[3], row[4])
         visibility = visibilities.get(key)
-        count = row[COUNT]
+        count = counts.get(seq) if counts else None
         if visibility is None:
             try:
                 visibility = visibilities[key] = Visibility(row[3], row[4])
@@ -76,22 +92,20 @@ def item_rows(session_id: str, rows: Iterable[Row]) -> list[ItemRow]:
             and type(row[2]) is str
             and (count is None or (type(count) is int and count >= 0))
         ):
-            raise _bad_row(session_id, row, "")
+            raise _bad_row(session_id, row, f"bad token count {count!r}")
         out.append(ItemRow(seq, row[2], visibility, count))
     return out
 
 
 def _bad_row(session_id: str, row: Row, reason: str) -> StoreCorruption:
-    """``StoreCorruption`` naming an item row and what is wrong with it."""
+    """``StoreCorruption`` naming an item row and what is wrong with it (``reason``: the
+    count's, when the columns are sound)."""
     seq = row[0] if row else None
     where = seq if type(seq) is int else None
-    if not reason:
-        if where is None or where < 1:
-            reason = f"bad sequence {seq!r}"
-        elif type(row[2]) is not str:
-            reason = f"payload is {type(row[2]).__name__}, not text"
-        else:
-            reason = f"bad token count {row[COUNT]!r}"
+    if len(row) > 2 and (where is None or where < 1):
+        reason = f"bad sequence {seq!r}"
+    elif len(row) > 2 and type(row[2]) is not str:
+        reason = f"payload is {type(row[2]).__name__}, not text"
     return StoreCorruption(session_id, where, reason)
 
 

@@ -232,14 +232,14 @@ class MemoryEventLog:
             counts = self._s._counts
             wanted = (_batch_rows.ITEM_TYPE,)
             picked = [
-                (
-                    *_batch_rows.item_columns(row),
-                    counts.get((session_id, row[1], counter)) if counter else None,
-                )
+                _batch_rows.item_columns(row)
                 for row in rows[max(after, 0) : None if before is None else max(before - 1, 0)]
                 if _rows.must_decode(row[2], row[10], wanted)
             ]
-        return _batch_rows.item_rows(session_id, picked)
+            found = None
+            if counter is not None:
+                found = {row[0]: counts.get((session_id, row[0], counter)) for row in picked}
+        return _batch_rows.item_rows(session_id, picked, found)
 
     async def put_counts(self, session_id: str, counter: str, counts: Iterable[tuple[int, int]]) -> None:
         checked = _batch_rows.check_counts(session_id, counter, counts)

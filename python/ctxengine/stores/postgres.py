@@ -39,6 +39,7 @@ from .events import (
 )
 from .formats import WritePolicy
 from .postgres_schema import schema
+from .prediction import Prediction
 
 #: Appends to one session are serialized by a transaction-scoped advisory lock
 #: on (this class id, hashtext(session_id)): a writer holding a transaction
@@ -55,9 +56,7 @@ _CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
 Conn = AsyncConnection[Any]
 R = TypeVar("R")
 _TXN: _rows.TransactionSlot[Conn] = _rows.TransactionSlot("ctxengine.stores.postgres.transaction")
-_PREDICTED: _rows.TransactionSlot[postgres_predicted.Prediction] = _rows.TransactionSlot(
-    "ctxengine.stores.postgres.predicted"
-)
+_PREDICTED: _rows.TransactionSlot[Prediction] = _rows.TransactionSlot("ctxengine.stores.postgres.predicted")
 
 
 def describe_dsn(dsn: str) -> str:
@@ -313,7 +312,7 @@ class PostgresStore:
             raise StorePredictionMissed(f"session {session_id!r}: a predicted commit inside a transaction")
         pool = await self._ready()
         self._check_migrated()
-        prediction = postgres_predicted.Prediction(session_id, next_sequence, run_id, version)
+        prediction = Prediction(session_id, next_sequence, run_id, version)
         with _PREDICTED.bind(self, prediction):
             yield
         if not prediction.empty:
@@ -401,12 +400,12 @@ _OPS = SqlOps(
 
 #: What a predicted commit answers itself, per operation (the rest need the server).
 _PREDICTABLE: dict[Callable[..., Any], Callable[..., Any]] = {
-    _append: postgres_predicted.Prediction.append,
-    postgres_writes.append_all: postgres_predicted.Prediction.append_all,
-    postgres_items.put_counts: postgres_predicted.Prediction.put_counts,
-    _claim: postgres_predicted.Prediction.claim,
-    postgres_writes.write_checkpoint: postgres_predicted.Prediction.write_checkpoint,
-    postgres_items.prune: postgres_predicted.Prediction.prune,
+    _append: Prediction.append,
+    postgres_writes.append_all: Prediction.append_all,
+    postgres_items.put_counts: Prediction.put_counts,
+    _claim: Prediction.claim,
+    postgres_writes.write_checkpoint: Prediction.write_checkpoint,
+    postgres_items.prune: Prediction.prune,
 }
 
 #: Ops that handle the transaction's deferred counts themselves (put or send them).

@@ -24,35 +24,38 @@ _READ_COLS = ", ".join(f"e.{c}" for c in _batch_rows.ITEM_COLUMNS)
 
 async def read_items(
     conn: Conn, session_id: str, after: int, before: int | None, counter: str | None
-) -> list[tuple[Any, ...]]:
-    """Item rows of the range (and every unknown or newer row in it): ``_batch_rows.ITEM_COLUMNS``,
-    the count and the session's last sequence now (``_batch_rows.TAIL``)."""
-    params: list[Any] = []
-    if counter is None:
-        sql = f"SELECT {_READ_COLS}, NULL"
-    else:
-        # A lookup per row in the counts' primary key: the same plan with or without
-        # table statistics (a join chosen without them can go quadratic).
-        sql = (
-            f"SELECT {_READ_COLS}, (SELECT c.count FROM ctxengine_token_counts c WHERE c.session_id = "
-            "e.session_id AND c.sequence = e.sequence AND c.counter = %s)"
-        )
-        params.append(counter)
-    sql += (
-        ", (SELECT t.sequence FROM ctxengine_events t WHERE t.session_id = %s "
-        "ORDER BY t.sequence DESC LIMIT 1) FROM ctxengine_events e"
-    )
-    params.append(session_id)
-    sql += (
-        " WHERE e.session_id = %s AND e.sequence > %s"
+) -> tuple[list[tuple[Any, ...]], dict[Any, Any] | None]:
+    """Item rows of the range (and every unknown or newer row in it): ``_batch_rows.ITEM_COLUMNS``
+    and the session's last sequence now (``_batch_rows.TAIL``); and the range's counts under
+    ``counter`` by sequence (``None`` without a counter), in the same pipeline."""
+    sql = (
+        f"SELECT {_READ_COLS}, (SELECT t.sequence FROM ctxengine_events t WHERE t.session_id = %s "
+        "ORDER BY t.sequence DESC LIMIT 1) FROM ctxengine_events e "
+        "WHERE e.session_id = %s AND e.sequence > %s"
         + (" AND e.sequence < %s" if before is not None else "")
         + " AND (e.type = %s OR NOT (e.type = ANY(%s)) OR e.schema_version > %s) ORDER BY e.sequence"
     )
-    params += [session_id, after, *([before] if before is not None else [])]
-    params += [_batch_rows.ITEM_TYPE, list(_rows.KNOWN_TYPES), FORMAT_VERSION]
-    cur = await conn.execute(sql, params)
+    upper = [before] if before is not None else []
+    params = [
+        session_id,
+        session_id,
+        after,
+        *upper,
+        _batch_rows.ITEM_TYPE,
+        list(_rows.KNOWN_TYPES),
+        FORMAT_VERSION,
+    ]
+    if counter is None:
+        cur = await conn.execute(sql, params)
+        return await cur.fetchall(), None
+    async with conn.pipeline():
+        cur = await conn.execute(sql, params)
+        counted = await conn.execute(
+            _batch_rows.counts_sql("%s", before),
+            _batch_rows.counts_params(session_id, counter, after, before),
+        )
     rows: list[tuple[Any, ...]] = await cur.fetchall()
-    return rows
+    return rows, dict(await counted.fetchall())
 
 
 #: The smallest sequence of a row of an unknown type or a newer format in a session (see

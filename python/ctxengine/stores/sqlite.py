@@ -26,24 +26,27 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
-from ..errors import ModelValidationError, StoreError
+from ..errors import ModelValidationError, StoreError, StorePredictionMissed
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
-from . import _rows, migrations, sqlite_items
+from . import _rows, migrations, sqlite_items, sqlite_predicted
 from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 from .driver_errors import sqlite_error
 from .events import (
     FORMAT_VERSION,
     Event,
-    Lease,
     NewEvent,
-    RawCheckpoint,
 )
 from .formats import WritePolicy
+from .prediction import Prediction
+from .sqlite_checkpoints import claim as _claim
+from .sqlite_checkpoints import delete as _delete
+from .sqlite_checkpoints import latest_raw as _latest_raw
+from .sqlite_checkpoints import write_checkpoint as _write_checkpoint
+from .sqlite_items import in_write_txn as _in_write_txn
 from .sqlite_schema import schema
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
-_CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
 
 Synchronous = Literal["FULL", "NORMAL"]
 R = TypeVar("R")
@@ -58,6 +61,7 @@ class _Txn:
 
 
 _TXN: _rows.TransactionSlot[_Txn] = _rows.TransactionSlot("ctxengine.stores.sqlite.transaction")
+_PREDICTED: _rows.TransactionSlot[Prediction] = _rows.TransactionSlot("ctxengine.stores.sqlite.predicted")
 
 
 # --------------------------------------------------------------------------
@@ -88,21 +92,6 @@ def _open(
     except BaseException:
         conn.close()
         raise
-
-
-def _in_write_txn(conn: sqlite3.Connection, own: bool, body: Callable[[], R]) -> R:
-    """Run ``body`` in a ``BEGIN IMMEDIATE`` transaction, or in the caller's when ``own`` is False."""
-    if not own:
-        return body()
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = body()
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return result
 
 
 def _alone(fn: Callable[..., R], conn: sqlite3.Connection, *args: Any) -> R:
@@ -238,81 +227,6 @@ def _latest_before(
         cursor.close()
 
 
-def _claim(conn: sqlite3.Connection, own: bool, run_id: str, owner: str) -> int:
-    def body() -> int:
-        row = conn.execute(
-            "SELECT epoch FROM ctxengine_checkpoint_leases WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        epoch = 1 if row is None else int(row[0]) + 1
-        conn.execute(
-            "INSERT INTO ctxengine_checkpoint_leases (run_id, owner, epoch) VALUES (?, ?, ?) "
-            "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch",
-            (run_id, owner, epoch),
-        )
-        return epoch
-
-    return _in_write_txn(conn, own, body)
-
-
-def _write_checkpoint(
-    conn: sqlite3.Connection,
-    own: bool,
-    run_id: str,
-    lease: Lease,
-    kind: str,
-    trigger: str,
-    text: str,
-    created_at: str,
-    fmt: int,
-) -> int:
-    def body() -> int:
-        current = conn.execute(
-            "SELECT owner, epoch FROM ctxengine_checkpoint_leases WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        _rows.check_lease(run_id, lease, None if current is None else (current[0], current[1]))
-        if kind == "delta":
-            base = conn.execute(
-                "SELECT 1 FROM ctxengine_checkpoints WHERE run_id = ? AND kind = 'full' LIMIT 1", (run_id,)
-            ).fetchone()
-            if base is None:
-                raise _rows.no_base_for_delta(run_id)
-        (last,) = conn.execute(
-            "SELECT COALESCE(MAX(version), 0) FROM ctxengine_checkpoints WHERE run_id = ?", (run_id,)
-        ).fetchone()
-        version = int(last) + 1
-        conn.execute(
-            "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
-            "created_at, schema_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (run_id, version, kind, trigger, text, lease.epoch, created_at, fmt),
-        )
-        return version
-
-    return _in_write_txn(conn, own, body)
-
-
-def _latest_raw(conn: sqlite3.Connection, own: bool, run_id: str) -> list[RawCheckpoint]:
-    rows = conn.execute(
-        f"SELECT {_CHECKPOINT_COLS} FROM ctxengine_checkpoints WHERE run_id = ? AND version >= "
-        "(SELECT MAX(version) FROM ctxengine_checkpoints WHERE run_id = ? AND kind = 'full') "
-        "ORDER BY version",
-        (run_id, run_id),
-    ).fetchall()
-    return [_rows.decode_checkpoint(run_id, row) for row in rows]
-
-
-def _delete(conn: sqlite3.Connection, own: bool, run_id: str) -> None:
-    def body() -> None:
-        conn.execute("DELETE FROM ctxengine_checkpoints WHERE run_id = ?", (run_id,))
-        # The lease row stays, one epoch on and owned by no one: a later claim
-        # continues the epochs, so every lease handed out so far stays fenced.
-        conn.execute(
-            "UPDATE ctxengine_checkpoint_leases SET owner = ?, epoch = epoch + 1 WHERE run_id = ?",
-            (_rows.FENCED_OWNER, run_id),
-        )
-
-    _in_write_txn(conn, own, body)
-
-
 def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="microseconds")
 
@@ -417,7 +331,15 @@ class SQLiteStore:
         await self.close()
 
     async def _call(self, fn: Callable[..., R], *args: Any) -> R:
-        """Run ``fn(conn, own_txn, *args)`` in the caller's transaction or on its own."""
+        """Run ``fn(conn, own_txn, *args)`` in the caller's transaction or on its own (inside
+        ``predicted``: answer with the prediction and queue the write)."""
+        prediction = _PREDICTED.get(self)
+        if prediction is not None:
+            take = _PREDICTABLE.get(fn)
+            if take is None:
+                raise prediction.miss("the block needs an answer from the store")
+            result: R = take(prediction, *args)
+            return result
         txn = _TXN.get(self)
         if txn is not None:
             return await self._run(fn, txn.conn, False, *args)
@@ -434,7 +356,32 @@ class SQLiteStore:
             )
 
     @asynccontextmanager
+    async def predicted(
+        self, session_id: str, next_sequence: int, run_id: str, version: int
+    ) -> AsyncIterator[None]:
+        """A transaction of one trip to the worker thread (ADR 0013; ``sqlite_predicted``):
+        inside the block the write operations answer as the store would when
+        ``next_sequence`` is the session's next sequence, ``version`` the run's next
+        checkpoint version and an unclaimed run's lease its first, and queue the writes; the
+        block's exit writes them all or, when a prediction does not hold, nothing and
+        ``StorePredictionMissed``. So does anything in the block that needs the store's
+        answer (a read), at once, and so does opening it inside a transaction. Run the same
+        writes in ``transaction()`` after a miss."""
+        if _TXN.get(self) is not None or _PREDICTED.get(self) is not None:
+            raise StorePredictionMissed(f"session {session_id!r}: a predicted commit inside a transaction")
+        prediction = Prediction(session_id, next_sequence, run_id, version)
+        with _PREDICTED.bind(self, prediction):
+            yield
+        if not prediction.empty:
+            async with self._lock:
+                conn = await self._connection()
+                self._check_migrated()
+                await self._run(sqlite_predicted.commit, conn, prediction, _OPS)
+
+    @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
+        if _PREDICTED.get(self) is not None:
+            raise StorePredictionMissed("a transaction inside a predicted commit")
         txn = _TXN.get(self)
         if txn is not None:  # nested: a savepoint inside the outer transaction
             async with self._savepoint(txn):
@@ -486,6 +433,16 @@ _OPS = SqlOps(
     visibilities=sqlite_items.visibilities,
     prune=sqlite_items.prune,
 )
+
+
+_PREDICTABLE: dict[Callable[..., Any], Callable[..., Any]] = {
+    _append: Prediction.append,
+    sqlite_items.append_all: Prediction.append_all,
+    sqlite_items.put_counts: Prediction.put_counts,
+    _claim: Prediction.claim,
+    _write_checkpoint: Prediction.write_checkpoint,
+    sqlite_items.prune: Prediction.prune,
+}
 
 
 class SQLiteEventLog(SqlEventLog):

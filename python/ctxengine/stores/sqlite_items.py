@@ -19,6 +19,21 @@ _MARKS = ", ".join("?" * len(_rows.EVENT_COLUMNS))
 _READ_COLS = ", ".join(f"e.{c}" for c in _batch_rows.ITEM_COLUMNS)
 
 
+def in_write_txn(conn: sqlite3.Connection, own: bool, body: Callable[[], R]) -> R:
+    """Run ``body`` in a ``BEGIN IMMEDIATE`` transaction, or in the caller's when ``own`` is False."""
+    if not own:
+        return body()
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = body()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
 def append_all(
     conn: sqlite3.Connection, own: bool, news: list[NewEvent], texts: list[str], created_at: str
 ) -> list[tuple[Any, bool]]:
@@ -46,36 +61,32 @@ def append_all(
             )
         return results
 
-    return _in_write_txn(conn, own, body)
+    return in_write_txn(conn, own, body)
 
 
 def read_items(
     conn: sqlite3.Connection, own: bool, session_id: str, after: int, before: int | None, counter: str | None
-) -> list[tuple[Any, ...]]:
-    """Item rows of the range (and every unknown or newer row in it): ``_batch_rows.ITEM_COLUMNS``,
-    the count and the session's last sequence now (``_batch_rows.TAIL``)."""
+) -> tuple[list[tuple[Any, ...]], dict[Any, Any] | None]:
+    """Item rows of the range (and every unknown or newer row in it): ``_batch_rows.ITEM_COLUMNS``
+    and the session's last sequence now (``_batch_rows.TAIL``); and the range's counts under
+    ``counter`` by sequence (``None`` without a counter)."""
     known = _rows.KNOWN_TYPES
-    tail = "(SELECT MAX(t.sequence) FROM ctxengine_events t WHERE t.session_id = ?)"
-    params: list[Any] = [session_id]
-    if counter is None:
-        sql = f"SELECT {_READ_COLS}, NULL, {tail} FROM ctxengine_events e"
-    else:
-        # One lookup per row in the counts' primary key (SQLite joins by nested loops).
-        sql = (
-            f"SELECT {_READ_COLS}, c.count, {tail} FROM ctxengine_events e "
-            "LEFT JOIN ctxengine_token_counts c ON c.session_id = e.session_id "
-            "AND c.sequence = e.sequence AND c.counter = ?"
-        )
-        params.append(counter)
-    sql += (
-        " WHERE e.session_id = ? AND e.sequence > ?"
+    sql = (
+        f"SELECT {_READ_COLS}, (SELECT MAX(t.sequence) FROM ctxengine_events t WHERE t.session_id = ?) "
+        "FROM ctxengine_events e WHERE e.session_id = ? AND e.sequence > ?"
         + (" AND e.sequence < ?" if before is not None else "")
         + f" AND (e.type = ? OR e.type NOT IN ({', '.join('?' * len(known))}) OR e.schema_version > ?)"
         " ORDER BY e.sequence"
     )
-    params += [session_id, after, *([before] if before is not None else []), _batch_rows.ITEM_TYPE]
-    params += [*known, FORMAT_VERSION]
-    return conn.execute(sql, params).fetchall()
+    upper = [before] if before is not None else []
+    params = [session_id, session_id, after, *upper, _batch_rows.ITEM_TYPE, *known, FORMAT_VERSION]
+    rows = conn.execute(sql, params).fetchall()
+    if counter is None:
+        return rows, None
+    counts = conn.execute(
+        _batch_rows.counts_sql("?", before), _batch_rows.counts_params(session_id, counter, after, before)
+    )
+    return rows, dict(counts.fetchall())
 
 
 _KNOWN = ", ".join(f"'{t}'" for t in _rows.KNOWN_TYPES)
@@ -117,7 +128,7 @@ def put_counts(
             [(session_id, sequence, counter, count) for sequence, count in counts],
         )
 
-    _in_write_txn(conn, own, body)
+    in_write_txn(conn, own, body)
 
 
 def visibilities(
@@ -137,13 +148,16 @@ def prune(conn: sqlite3.Connection, own: bool, run_id: str, before_version: int)
         )
         return int(cursor.rowcount)
 
-    return _in_write_txn(conn, own, body)
+    return in_write_txn(conn, own, body)
 
 
-def _in_write_txn(conn: sqlite3.Connection, own: bool, body: Callable[[], R]) -> R:
-    from .sqlite import _in_write_txn as run  # sqlite.py imports this module
-
-    return run(conn, own, body)
-
-
-__all__ = ["ANOMALY_FLOOR", "append_all", "clean_below", "prune", "put_counts", "read_items", "visibilities"]
+__all__ = [
+    "ANOMALY_FLOOR",
+    "append_all",
+    "in_write_txn",
+    "clean_below",
+    "prune",
+    "put_counts",
+    "read_items",
+    "visibilities",
+]
