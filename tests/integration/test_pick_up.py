@@ -11,9 +11,11 @@ from sessionkit import SMALL
 import ctxengine as ce
 from ctxengine.cli.turns import PRINCIPAL, ScriptedWorker
 from ctxengine.errors import ContextError
+from ctxengine.runtime import loop_runs
 from ctxengine.runtime.checkpoints import latest_checkpoint
 from ctxengine.stores.events import Store
 from ctxengine.stores.postgres import PostgresStore
+from ctxengine.stores.sqlite import SQLiteStore
 
 SID = "pick-up"
 
@@ -41,7 +43,7 @@ async def test_pick_up_is_claim_and_seed_in_one_commit(store: Store) -> None:
     lease = await store.checkpoints.claim("claimed", "w2")
     seeded = await worker.loop.seed_checkpoint(other, PRINCIPAL, lease=lease)
     assert replace(seeded, run_id="picked") == started.checkpoint
-    if isinstance(store, PostgresStore):
+    if isinstance(store, (PostgresStore, SQLiteStore)):
         assert (fresh.loop.commits.one_call, fresh.loop.commits.missed) == (1, 0)
     # A retry takes the next lease and gets version 1 back, writing nothing.
     before = await store.events.read(SID)
@@ -64,3 +66,39 @@ async def test_a_pick_up_that_fails_leaves_the_lease_as_it_was(store: Store) -> 
     await worker.loop.record_step(
         replace(run, step=1), latest, [ce.AssistantMessage("still mine")], lease=started.lease
     )
+
+
+async def test_the_seed_is_primed_while_version_1_is_written(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rendering and priming the seeded history stores nothing, so ``pick_up`` does it while
+    the store commits version 1; a failure there still waits for the write's outcome."""
+    _, seed = await _session(store)
+    fresh = ScriptedWorker(store, model=SMALL)
+    await fresh.planner.current(SID)
+    order: list[str] = []
+    prime = loop_runs.prime_seed
+
+    def primed(*args: object) -> object:
+        order.append("prime")
+        return prime(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop_runs, "prime_seed", primed)
+    started = await fresh.loop.pick_up(ce.RunContext("overlapped", SID, seed), PRINCIPAL, owner="w")
+    assert order == ["prime"] and await latest_checkpoint(store, "overlapped") == started.checkpoint
+    # The request built from it is the same as from a worker that seeded without overlap.
+    other = ScriptedWorker(store, model=SMALL)
+    lease = await store.checkpoints.claim("plain", "w")
+    plain = await other.loop.seed_checkpoint(ce.RunContext("plain", SID, seed), PRINCIPAL, lease=lease)
+    assert replace(plain, run_id="overlapped") == started.checkpoint
+
+    def broken(*_: object) -> object:
+        raise RuntimeError("renderer failed")
+
+    monkeypatch.setattr(loop_runs, "prime_seed", broken)
+    late = ScriptedWorker(store, model=SMALL)
+    await late.planner.current(SID)
+    with pytest.raises(RuntimeError, match="renderer failed"):
+        await late.loop.pick_up(ce.RunContext("failed-prime", SID, seed), PRINCIPAL, owner="w")
+    # The write was not abandoned half-way: it committed (the caller may retry the pick-up).
+    assert await latest_checkpoint(store, "failed-prime") is not None

@@ -247,3 +247,17 @@ async def test_a_call_that_fails_once_sent_raises_and_is_not_run_again(
         assert await store.events.read(SID) == before  # not written again on the ordinary path
     finally:
         await store.close()
+
+
+async def test_sent_is_called_once_the_write_set_is_on_its_way(pg: PostgresStore | SQLiteStore) -> None:
+    calls: list[int] = []
+    lease = await pg.checkpoints.claim("r", "w")
+    async with pg.predicted(SID, 1, "r", 1, sent=lambda: calls.append(len(calls))):
+        await pg.events.append_all([_event("a")])
+        await pg.checkpoints.write("r", {"x": 1}, trigger="seeded", lease=lease)
+        assert calls == []  # only queued so far
+    assert calls == [0]
+    assert [e.derivation_key for e in await pg.events.read(SID)] == ["a"]
+    async with pg.predicted(SID, 2, "r", 2, sent=lambda: calls.append(len(calls))):
+        pass  # nothing to write: nothing sent
+    assert calls == [0]

@@ -27,7 +27,13 @@ T = TypeVar("T")
 
 class Predicting(Protocol):
     def __call__(
-        self, session_id: str, next_sequence: int, run_id: str, version: int
+        self,
+        session_id: str,
+        next_sequence: int,
+        run_id: str,
+        version: int,
+        *,
+        sent: Callable[[], None] | None = None,
     ) -> AbstractAsyncContextManager[None]: ...
 
 
@@ -53,13 +59,16 @@ class Commits:
         next_sequence: int | None,
         version: int | None,
         on_miss: Callable[[], None] | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> T:
         """``body(predicted)`` in one transaction (``predicted``: inside a predicted commit,
         where a read misses). ``next_sequence``/``version``: the predictions
         (``None``: unknown, no attempt). ``on_miss`` undoes what a refused body changed
         outside the store, before the body runs again. A body that raises on the predicted
         path runs again on the ordinary one (whose error, if any, is the caller's); a call
-        that fails once sent (a lost connection) raises, as a failed commit does."""
+        that fails once sent (a lost connection) raises, as a failed commit does. ``on_sent`` is
+        called on the event loop once a predicted write set is on its way (the caller may
+        then do work of its own while the store commits it)."""
         if self._predicted is not None and next_sequence is not None and self._last_known is not None:
             # What this process appended to the session last, by any path (a plan, a usage
             # report), is a better guess than what the loop's reader holds.
@@ -69,7 +78,7 @@ class Commits:
         if self._predicted is not None and next_sequence is not None and version is not None:
             sent = False
             try:
-                async with self._predicted(session_id, next_sequence, run_id, version):
+                async with self._predicted(session_id, next_sequence, run_id, version, sent=on_sent):
                     result = await body(True)
                     sent = True  # the block's exit sends it
             except StorePredictionMissed:

@@ -5,6 +5,7 @@ one transaction (one call where the store takes a prediction, ADR 0013).
 
 from __future__ import annotations
 
+import asyncio
 from typing import NamedTuple
 
 from ..core.canonical import canonical_json
@@ -15,7 +16,7 @@ from .carry import Carry
 from .checkpoints import checkpoint_from_rows, evolve
 from .loop_host import SEEDS_REMEMBERED, LoopHost
 from .recent import remember
-from .seeding import Seed, build_seed, history_counts
+from .seeding import Seed, SeedRead, history_counts, prime_seed, read_seed
 from .session import item_event, logged
 
 CHECKPOINT_SEEDED = "run.checkpoint.seeded"
@@ -38,10 +39,13 @@ class RunStarts(LoopHost):
         return seed.checkpoint
 
     async def _seed(self, run: RunContext, principal: Principal | None) -> Seed:
+        return prime_seed(self.history, self.builder, run, await self._read_seed(run, principal))
+
+    async def _read_seed(self, run: RunContext, principal: Principal | None) -> SeedRead:
         plan = await self._plan_or_none(run.session_id)
-        seed = await build_seed(self.store, self.history, self.builder, plan, run, principal, self._carries)
-        self._remember_seed(run.run_id, seed.carry, principal)
-        return seed
+        read = await read_seed(self.store, self.history, self.estimator, plan, run, principal, self._carries)
+        self._remember_seed(run.run_id, read.carry, principal)
+        return read
 
     async def seed_checkpoint(
         self, run: RunContext, principal: Principal | None, *, lease: Lease
@@ -70,20 +74,41 @@ class RunStarts(LoopHost):
         self, run: RunContext, principal: Principal | None, holder: Lease | str
     ) -> tuple[Lease, Checkpoint]:
         """Version 1 written under ``holder``: a lease, or an owner to claim the run for first."""
-        # Built before the write transaction: reading and decoding the window does not
+        # Read before the write transaction: reading and decoding the window does not
         # hold the store's write lock (the log below the seed never changes).
-        seed = await self._seed(run, principal)
+        read = await self._read_seed(run, principal)
+        overlap = read.counted  # priming stores nothing: it runs while the write is out
+        seed = Seed(read.checkpoint, read.carry, read.counter, ()) if overlap else None
+        if seed is None:
+            seed = prime_seed(self.history, self.builder, run, read)
+        fixed = seed
 
         async def body(predicted: bool) -> tuple[Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
-            return await self._write_first(run, principal, holder, predicted, seed)
+            return await self._write_first(run, principal, holder, predicted, fixed)
 
-        lease, checkpoint, events, written = await self.commits.run(
-            body,
-            session_id=run.session_id,
-            run_id=run.run_id,
-            next_sequence=self.history.next_sequence(run.session_id),
-            version=1 if not isinstance(holder, Lease) or holder.epoch == 1 else None,
+        sent = asyncio.Event()
+        write = asyncio.ensure_future(
+            self.commits.run(
+                body,
+                session_id=run.session_id,
+                run_id=run.run_id,
+                next_sequence=self.history.next_sequence(run.session_id),
+                version=1 if not isinstance(holder, Lease) or holder.epoch == 1 else None,
+                on_sent=sent.set,
+            )
         )
+        if overlap:
+            waiting = asyncio.ensure_future(sent.wait())
+            try:
+                # Until the write set is on its way (or the write is done: the ordinary path).
+                await asyncio.wait([write, waiting], return_when=asyncio.FIRST_COMPLETED)
+                prime_seed(self.history, self.builder, run, read)  # renders and counts, meanwhile
+            except BaseException:
+                await asyncio.wait([write])  # never leave the write's outcome behind
+                raise
+            finally:
+                waiting.cancel()
+        lease, checkpoint, events, written = await write
         if events:
             self._committed(run, written, events)
         return lease, checkpoint

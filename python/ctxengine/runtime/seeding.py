@@ -67,6 +67,26 @@ class Seed:
     backfill: tuple[tuple[int, int], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SeedRead:
+    """Version 1 as read from the log (``read_seed``), and what priming it takes
+    (``prime_seed``): the plan, the history and its rows not primed yet."""
+
+    checkpoint: Checkpoint
+    carry: Carry | None
+    counter: str | None
+    plan: ContextPlan | None
+    history: tuple[ConversationItem, ...]
+    fresh_rows: Sequence[ItemRow]
+    fresh_items: Sequence[ConversationItem]
+
+    @property
+    def counted(self) -> bool:
+        """Every row to prime has a stored count: priming stores nothing (it may then run
+        while version 1 is being written)."""
+        return self.plan is None or all(row.tokens is not None for row in self.fresh_rows)
+
+
 def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
     """History without the halves of tool pairs that a crashed run left behind.
 
@@ -143,7 +163,20 @@ async def build_seed(
     carries: CarryCache | None = None,
 ) -> Seed:
     """Version 1 of ``run`` from the log (a pure read; the memo is primed with stored counts)."""
-    estimator = builder.estimator
+    read = await read_seed(store, reader, builder.estimator, plan, run, principal, carries)
+    return prime_seed(reader, builder, run, read)
+
+
+async def read_seed(
+    store: Store,
+    reader: HistoryReader,
+    estimator: Estimator,
+    plan: ContextPlan | None,
+    run: RunContext,
+    principal: Principal | None,
+    carries: CarryCache | None = None,
+) -> SeedRead:
+    """Version 1 of ``run`` read from the log, not primed yet (``prime_seed``)."""
     if principal is None:
         carry = await find_carry(store, run.session_id, run.seed_sequence, principal, carries)
         state = await carry_working_state(store, run.session_id, run.seed_sequence, principal)
@@ -171,7 +204,8 @@ async def build_seed(
     # Items read from the log in sequence order, the seed last: nothing to check again.
     base = carry.seed(run.run_id) if carry is not None else Checkpoint(run.run_id)
     checkpoint = evolve(base, conversation=(*history, seed), working_state=state)
-    backfill: tuple[tuple[int, int], ...] = ()
+    fresh_rows: Sequence[ItemRow] = ()
+    fresh_items: Sequence[ConversationItem] = ()
     if plan is not None:
         # A warm worker primed the rows it seeded from before: only the new ones are left.
         primed = reader.primed_through(run.session_id)
@@ -183,12 +217,21 @@ async def build_seed(
             kept = {id(item) for item in history}
             pairs = [pair for pair in zip(fresh_rows, fresh_items, strict=True) if id(pair[1]) in kept]
             fresh_rows, fresh_items = [row for row, _ in pairs], [item for _, item in pairs]
-        renders = builder.prerender(run.session_id, history, fresh_items)
-        backfill = prime_history(estimator, plan.counting_key, fresh_rows, renders)
+    return SeedRead(checkpoint, carry, counter, plan, history, fresh_rows, fresh_items)
+
+
+def prime_seed(reader: HistoryReader, builder: ContextBuilder, run: RunContext, read: SeedRead) -> Seed:
+    """Render the seed's history into the builder's tables and prime the memo with the stored
+    counts; the counts it had to make are the seed's ``backfill`` (to store with it)."""
+    backfill: tuple[tuple[int, int], ...] = ()
+    plan = read.plan
+    if plan is not None:
+        renders = builder.prerender(run.session_id, read.history, read.fresh_items)
+        backfill = prime_history(builder.estimator, plan.counting_key, read.fresh_rows, renders)
         reader.set_primed(run.session_id, run.seed_sequence - 1)
-        if carry is not None:
-            prime_summary(estimator, plan.counting_key, carry, builder)
-    return Seed(checkpoint, carry, counter, backfill)
+        if read.carry is not None:
+            prime_summary(builder.estimator, plan.counting_key, read.carry, builder)
+    return Seed(read.checkpoint, read.carry, read.counter, backfill)
 
 
 def _digest(rendered: object) -> bytes:
@@ -255,10 +298,13 @@ __all__ = [
     "RENDERED",
     "SUMMARY_KINDS",
     "Seed",
+    "SeedRead",
     "build_seed",
     "history_counts",
     "prime_history",
+    "prime_seed",
     "prime_summary",
+    "read_seed",
     "summary_counts",
     "visible_rows",
     "whole_pairs",

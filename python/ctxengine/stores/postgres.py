@@ -299,7 +299,13 @@ class PostgresStore:
 
     @asynccontextmanager
     async def predicted(
-        self, session_id: str, next_sequence: int, run_id: str, version: int
+        self,
+        session_id: str,
+        next_sequence: int,
+        run_id: str,
+        version: int,
+        *,
+        sent: Callable[[], None] | None = None,
     ) -> AsyncIterator[None]:
         """A transaction of one call (ADR 0013): inside the block the write operations answer
         as the store would when ``next_sequence`` is the session's next sequence, ``version``
@@ -307,7 +313,8 @@ class PostgresStore:
         the writes; the block's exit sends them in one call, which writes all or, when a
         prediction does not hold, nothing and ``StorePredictionMissed``. So does anything in
         the block that needs the server's answer (a read), at once, and so does opening it
-        inside a transaction. Run the same writes in ``transaction()`` after a miss."""
+        inside a transaction. Run the same writes in ``transaction()`` after a miss. ``sent``
+        is called as the call goes out (its answer is read when the caller next waits)."""
         if _TXN.get(self) is not None or _PREDICTED.get(self) is not None:
             raise StorePredictionMissed(f"session {session_id!r}: a predicted commit inside a transaction")
         pool = await self._ready()
@@ -317,6 +324,8 @@ class PostgresStore:
             yield
         if not prediction.empty:
             async with self._mapped(), pool.connection() as conn:
+                if sent is not None:
+                    sent()  # the waiter runs once this task waits for the answer: after the send
                 await postgres_predicted.commit(conn, prediction, SESSION_LOCK_CLASS)
 
     @asynccontextmanager

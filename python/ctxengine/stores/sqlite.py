@@ -357,7 +357,13 @@ class SQLiteStore:
 
     @asynccontextmanager
     async def predicted(
-        self, session_id: str, next_sequence: int, run_id: str, version: int
+        self,
+        session_id: str,
+        next_sequence: int,
+        run_id: str,
+        version: int,
+        *,
+        sent: Callable[[], None] | None = None,
     ) -> AsyncIterator[None]:
         """A transaction of one trip to the worker thread (ADR 0013; ``sqlite_predicted``):
         inside the block the write operations answer as the store would when
@@ -366,7 +372,8 @@ class SQLiteStore:
         block's exit writes them all or, when a prediction does not hold, nothing and
         ``StorePredictionMissed``. So does anything in the block that needs the store's
         answer (a read), at once, and so does opening it inside a transaction. Run the same
-        writes in ``transaction()`` after a miss."""
+        writes in ``transaction()`` after a miss. ``sent`` is called on the event loop as the
+        worker thread starts the ``COMMIT`` (which syncs the file without the GIL)."""
         if _TXN.get(self) is not None or _PREDICTED.get(self) is not None:
             raise StorePredictionMissed(f"session {session_id!r}: a predicted commit inside a transaction")
         prediction = Prediction(session_id, next_sequence, run_id, version)
@@ -376,7 +383,14 @@ class SQLiteStore:
             async with self._lock:
                 conn = await self._connection()
                 self._check_migrated()
-                await self._run(sqlite_predicted.commit, conn, prediction, _OPS)
+                committing = None
+                if sent is not None:
+                    loop = asyncio.get_running_loop()
+
+                    def committing() -> None:
+                        loop.call_soon_threadsafe(sent)
+
+                await self._run(sqlite_predicted.commit, conn, prediction, _OPS, committing)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

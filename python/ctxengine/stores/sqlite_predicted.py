@@ -29,14 +29,22 @@ from .prediction import Prediction
 R = TypeVar("R")
 
 
-def commit(conn: sqlite3.Connection, prediction: Prediction, ops: SqlOps) -> None:
+def commit(
+    conn: sqlite3.Connection,
+    prediction: Prediction,
+    ops: SqlOps,
+    committing: Callable[[], None] | None = None,
+) -> None:
     """All of ``prediction`` written in one transaction, or nothing and
-    ``StorePredictionMissed``. Runs on the store's worker thread."""
+    ``StorePredictionMissed``. Runs on the store's worker thread; ``committing`` is called
+    once every write is in and the ``COMMIT`` starts."""
     if conn.in_transaction:  # only a transaction orphaned by a cancelled task can be open here
         conn.execute("ROLLBACK")
     conn.execute("BEGIN IMMEDIATE")
     try:
         _write(conn, prediction, ops)
+        if committing is not None:
+            committing()
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
