@@ -165,3 +165,35 @@ async def test_prune_keeps_the_versions_asked_for(store: Store) -> None:
     payload = {"format": "checkpoint.full/1", "checkpoint": {"run_id": "run", "version": 5}}
     assert await store.checkpoints.write("run", payload, trigger="compaction", lease=lease) == 5
     assert await store.checkpoints.prune("run", 1) == 0
+
+
+@pytest.mark.parametrize(
+    ("row", "counts", "reason"),
+    [
+        ((1, ITEM_APPENDED, "{}", "session", None), None, "item row has 5 columns"),
+        ((0, ITEM_APPENDED, "{}", "session", None, 1), None, "bad sequence 0"),
+        (("1", ITEM_APPENDED, "{}", "session", None, 1), None, "bad sequence '1'"),
+        ((1, ITEM_APPENDED, b"{}", "session", None, 1), None, "payload is bytes, not text"),
+        ((1, ITEM_APPENDED, "{}", "session", None, 1), {1: -3}, "bad token count -3"),
+        ((1, ITEM_APPENDED, "{}", "session", None, 1), {1: 2.5}, "bad token count 2.5"),
+        ((1, ITEM_APPENDED, "{}", "galaxy", None, 1), None, "bad visibility"),
+        ((1, ITEM_APPENDED, "{}", "session", None, 0), None, "bad format version 0"),
+    ],
+)
+def test_item_rows_name_what_is_wrong_with_a_row(
+    row: tuple[object, ...], counts: dict[object, object] | None, reason: str
+) -> None:
+    """The columns an item read fetches are checked, each failure naming the row and why."""
+    from ctxengine.stores import _batch_rows
+
+    with pytest.raises(StoreCorruption, match=reason) as err:
+        _batch_rows.item_rows(SID, [row], counts)
+    assert err.value.session_id == SID
+
+
+def test_item_rows_pass_sound_rows_with_their_counts() -> None:
+    from ctxengine.stores import _batch_rows
+
+    rows = [(1, ITEM_APPENDED, "{}", "session", None, 1, 7), (2, ITEM_APPENDED, "{}", "session", None, 2, 7)]
+    out = _batch_rows.item_rows(SID, rows, {1: 40})
+    assert [(r.sequence, r.payload, r.tokens) for r in out] == [(1, "{}", 40), (2, "{}", None)]

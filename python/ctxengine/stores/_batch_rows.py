@@ -92,20 +92,23 @@ def item_rows(
             and type(row[2]) is str
             and (count is None or (type(count) is int and count >= 0))
         ):
-            raise _bad_row(session_id, row, f"bad token count {count!r}")
+            raise _bad_row(session_id, row, count=count)
         out.append(ItemRow(seq, row[2], visibility, count))
     return out
 
 
-def _bad_row(session_id: str, row: Row, reason: str) -> StoreCorruption:
-    """``StoreCorruption`` naming an item row and what is wrong with it (``reason``: the
-    count's, when the columns are sound)."""
+def _bad_row(session_id: str, row: Row, reason: str | None = None, count: object = None) -> StoreCorruption:
+    """``StoreCorruption`` naming an item row and what is wrong with it (``reason``, or found
+    among its columns and its ``count``)."""
     seq = row[0] if row else None
     where = seq if type(seq) is int else None
-    if len(row) > 2 and (where is None or where < 1):
-        reason = f"bad sequence {seq!r}"
-    elif len(row) > 2 and type(row[2]) is not str:
-        reason = f"payload is {type(row[2]).__name__}, not text"
+    if reason is None:
+        if where is None or where < 1:
+            reason = f"bad sequence {seq!r}"
+        elif type(row[2]) is not str:
+            reason = f"payload is {type(row[2]).__name__}, not text"
+        else:
+            reason = f"bad token count {count!r}"
     return StoreCorruption(session_id, where, reason)
 
 
