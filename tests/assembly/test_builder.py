@@ -372,3 +372,22 @@ def test_a_growing_history_builds_its_render_line_and_the_bytes_of_a_fresh_build
         )
         assert _bytes(got.request) == _bytes(want.request)
         assert got.pressure == want.pressure
+
+
+def test_a_line_seen_first_fills_its_tables_as_a_growing_line_does(backend: str) -> None:
+    """A fresh worker renders a whole history into empty tables in one go; the tables hold
+    what rendering it item by item, as it grew, leaves (equal copies rendered once)."""
+    planner, _ = make_plan()
+    items = session(8)
+    history = (*items, *_fresh(items[-4:]))  # equal copies of the last items (one render each)
+    fresh, grown = make_builder(planner), make_builder(planner)
+    fresh.prerender("first-seen", history, history)
+    grown.prerender("grown", history[:1], history[:1])
+    grown.prerender("grown", history[:9], history[:9])
+    grown.prerender("grown", history, history)
+    a, b = fresh._tables("first-seen", history), grown._tables("grown", history)
+    assert list(a.renders.items()) == list(b.renders.items())
+    assert list(a.pointers.items()) == list(b.pointers.items())
+    assert len(a.renders) == len(items) and len(a.pointers) == sum(
+        isinstance(item, ce.ToolResult) for item in items
+    )

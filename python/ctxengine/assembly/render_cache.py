@@ -166,6 +166,9 @@ class RenderCache:
         """
         renders, pointers = tables.renders, tables.pointers
         before = len(renders) + len(pointers)
+        if indices is None and not renders and not pointers:
+            self._first_history(tables, history)  # a line seen for the first time: all of it
+            return
         fresh = []
         order = indices if indices is not None else range(len(history) - 1, -1, -1)
         for i in order:
@@ -196,11 +199,30 @@ class RenderCache:
         if self._held > self.capacity:
             self._shrink(tables)
 
+    def _first_history(self, tables: SessionRenders, history: Sequence[ConversationItem]) -> None:
+        """``history`` for empty tables: every item rendered, in one backend call each for
+        renders and pointers (what ``history`` does, without asking the tables per item)."""
+        digests = [cj[1] if (cj := item._cj) is not None else digest_of(item) for item in history]
+        todo = dict(zip(digests, history, strict=True))  # in history order, as the fit reads it
+        if len(todo) != len(history):  # equal items: the first of each renders, as in ``history``
+            todo = {}
+            for digest, item in zip(digests, history, strict=True):
+                todo.setdefault(digest, item)
+        if not todo:
+            return
+        tables.renders.update(zip(todo, render_items(list(todo.values()), "history"), strict=True))
+        unpointed = {digest: item for digest, item in todo.items() if isinstance(item, ToolResult)}
+        if unpointed:
+            tables.pointers.update(zip(unpointed, render_pointers(list(unpointed.values())), strict=True))
+        self._held += len(tables.renders) + len(tables.pointers)
+        if self._held > self.capacity:
+            self._shrink(tables)
+
     def renders_of(self, tables: SessionRenders, items: Sequence[ConversationItem]) -> list[RenderedItem]:
         """The history renders of ``items`` from ``tables``, those it lacks rendered (in one
         backend call) and entered first."""
         renders = tables.renders
-        digests = [digest_of(item) for item in items]
+        digests = [cj[1] if (cj := item._cj) is not None else digest_of(item) for item in items]
         todo = {digest: item for digest, item in zip(digests, items, strict=True) if digest not in renders}
         if todo:
             before = len(renders)
