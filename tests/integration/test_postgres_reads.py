@@ -52,8 +52,10 @@ async def test_a_typed_read_walks_its_types_not_the_session(
         assert case.postgres_dsn is not None
         async with await psycopg.AsyncConnection.connect(case.postgres_dsn, autocommit=True) as aconn:
             async with aconn.transaction():
-                rows = await postgres_items.read_typed(aconn, SID, 1, None, (PLAN, "context.epoch.rotated"))
-                assert rows == []
+                rows, tail = await postgres_items.read_typed(
+                    aconn, SID, 1, None, (PLAN, "context.epoch.rotated")
+                )
+                assert (rows, tail) == ([], 3_001)
                 read = await (await aconn.execute(INDEX_ENTRIES)).fetchone()
                 scanned = await (await aconn.execute(SCANNED)).fetchone()
         assert read is not None and scanned is not None and scanned[0] == 0

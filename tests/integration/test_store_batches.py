@@ -197,3 +197,46 @@ def test_item_rows_pass_sound_rows_with_their_counts() -> None:
     rows = [(1, ITEM_APPENDED, "{}", "session", None, 1, 7), (2, ITEM_APPENDED, "{}", "session", None, 2, 7)]
     out = _batch_rows.item_rows(SID, rows, {1: 40})
     assert [(r.sequence, r.payload, r.tokens) for r in out] == [(1, "{}", 40), (2, "{}", None)]
+
+
+async def test_read_covering_answers_the_typed_read_and_where_the_session_ends(store: Store) -> None:
+    """``read_covering`` is ``read`` of some types plus the session's last sequence when it
+    ran: a poller for rare events starts its next read there (the planner does, every turn)."""
+    plan = "context.plan.created"
+    assert await store.events.read_covering(SID, 0, [plan]) == ([], 0)
+    await store.events.append_all([item_event(t, f"k{i}") for i, t in enumerate("abc")])
+    first = await store.events.append(NewEvent(SID, plan, {"plan": {}}, "plan-1"))
+    await store.events.append_all([item_event(t, f"m{i}") for i, t in enumerate("de")])
+    events, through = await store.events.read_covering(SID, 0, [plan])
+    assert ([e.sequence for e in events], through) == ([first.sequence], 6)
+    assert await store.events.read_covering(SID, through, [plan]) == ([], 6)
+    later = await store.events.append(NewEvent(SID, plan, {"plan": {}}, "plan-2"))
+    events, through = await store.events.read_covering(SID, 6, [plan])
+    assert ([e.sequence for e in events], through) == ([later.sequence], 7)
+    assert await store.events.read_covering(SID, 9, [plan]) == ([], 9)  # never behind ``after``
+    with pytest.raises(ModelValidationError):
+        await store.events.read_covering(SID, 0, None)  # type: ignore[arg-type]
+
+
+async def test_read_covering_fails_closed_on_an_unknown_row_in_its_range(
+    store_case: StoreCase, store: Store
+) -> None:
+    await store.events.append_all([item_event("a", "k1")])
+    store_case.inject_event_row(session_id=SID, sequence=2, type="context.future", schema_version=99)
+    with pytest.raises(UnsupportedFormat):
+        await store.events.read_covering(SID, 0, ["context.plan.created"])
+
+
+async def test_the_planner_reads_plans_from_where_its_last_read_ended(store: Store) -> None:
+    """A warm planner's read covers only what was appended since its last one, and a plan
+    another worker writes later is still found."""
+    model = ce.ResolvedModel("acme", "m", 64_000, 4_096, 4_096)
+    agent, principal = ce.AgentSpec("a", "1", "Be brief."), ce.Principal("p", "t", frozenset())
+    mine, theirs = ce.ContextPlanner(store), ce.ContextPlanner(store)
+    first = await mine.plan(SID, agent, principal, model, (), policy_version="p1")
+    await store.events.append_all([item_event(t, f"k{i}") for i, t in enumerate("abcd")])
+    assert await mine.current(SID) == first
+    assert mine._cache[SID][1] == 5  # the session's end, not the plan's sequence
+    second = await theirs.plan(SID, agent, principal, model, (), policy_version="p2")
+    assert second is not None and second.epoch > first.epoch
+    assert await mine.current(SID) == second

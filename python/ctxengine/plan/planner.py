@@ -82,13 +82,19 @@ class ContextPlanner:
     async def current(self, session_id: str) -> ContextPlan | None:
         """The greatest-epoch plan in the log (scanning only events not seen before)."""
         plan, seen = self._cache.get(session_id, (None, 0))
-        events = await self.store.events.read(session_id, after=seen, types=PLAN_EVENT_TYPES)
+        covering = getattr(self.store.events, "read_covering", None)
+        through = seen
+        if callable(covering):
+            # Up to the session's last sequence: the next read starts there, not at the plan.
+            events, through = await covering(session_id, seen, PLAN_EVENT_TYPES)
+        else:
+            events = await self.store.events.read(session_id, after=seen, types=PLAN_EVENT_TYPES)
         for event in events:
             candidate = stored_plan(event)
             if plan is None or candidate.epoch > plan.epoch:
                 plan = candidate
             seen = max(seen, event.sequence)
-        self._remember(session_id, plan, seen)
+        self._remember(session_id, plan, max(seen, through))
         return plan
 
     def cached(self, session_id: str) -> ContextPlan | None:

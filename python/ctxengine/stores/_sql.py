@@ -35,6 +35,7 @@ from .events import (
 class SqlOps:
     append: Callable[..., Any]
     read: Callable[..., Any]
+    read_covering: Callable[..., Any]
     latest_before: Callable[..., Any]
     claim: Callable[..., Any]
     write_checkpoint: Callable[..., Any]
@@ -109,6 +110,24 @@ class SqlEventLog:
         _rows.check_ints("EventLog.read", after=after, before=before)
         events: list[Event] = await self._s._call(self._ops.read, session_id, after, before, wanted)
         return events
+
+    async def read_covering(
+        self, session_id: str, after: int, types: Iterable[str]
+    ) -> tuple[list[Event], int]:
+        """``read(session_id, after, types)`` and the sequence the read covers: the session's
+        last sequence when it ran. Every event at or below it was committed by then (a
+        session's appends commit in sequence order), so a later read of the same types may
+        start there: a reader that polls for rare events (the planner, for plans) keeps its
+        reads as short as what was appended since."""
+        _rows.check_session("EventLog.read_covering", session_id)
+        wanted = _rows.type_filter(types)
+        if wanted is None:
+            raise ModelValidationError("EventLog.read_covering", "types", "expected event types")
+        _rows.check_ints("EventLog.read_covering", after=after)
+        found: tuple[list[Event], int] = await self._s._call(
+            self._ops.read_covering, session_id, after, wanted
+        )
+        return found
 
     async def latest_before(
         self,

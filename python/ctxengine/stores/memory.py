@@ -201,6 +201,26 @@ class MemoryEventLog:
                     out.append(event)
         return out
 
+    async def read_covering(
+        self, session_id: str, after: int, types: Iterable[str]
+    ) -> tuple[list[Event], int]:
+        """As ``SqlEventLog.read_covering``."""
+        _rows.check_session("EventLog.read_covering", session_id)
+        wanted = _rows.type_filter(types)
+        if wanted is None:
+            raise ModelValidationError("EventLog.read_covering", "types", "expected event types")
+        _rows.check_ints("EventLog.read_covering", after=after)
+        async with self._s._op():
+            rows = list(self._s._events.get(session_id, ()))
+        through = max(after, len(rows))
+        out = []
+        for row in rows[max(after, 0) :]:
+            if _rows.must_decode(row[2], row[10], wanted):
+                event = _rows.decode_event(row)
+                if event.type in wanted:
+                    out.append(event)
+        return out, through
+
     async def latest_before(
         self,
         session_id: str,

@@ -92,9 +92,28 @@ async def _read(
     conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...] | None
 ) -> list[Event]:
     if types is not None:
-        fast = await postgres_items.read_typed(conn, session_id, after, before, types)
+        fast, _ = await postgres_items.read_typed(conn, session_id, after, before, types)
         if fast is not None:
             return [_rows.decode_event(row) for row in fast]
+    return await _read_precise(conn, session_id, after, before, types)
+
+
+async def _read_covering(
+    conn: Conn, session_id: str, after: int, types: tuple[str, ...]
+) -> tuple[list[Event], int]:
+    """``_read`` of ``types`` after ``after``, and the session's last sequence in the read's
+    snapshot (every event at or below it was committed then): one statement."""
+    fast, tail = await postgres_items.read_typed(conn, session_id, after, None, types)
+    through = max(after, tail or 0)
+    if fast is not None:
+        return [_rows.decode_event(row) for row in fast], through
+    # A row the fail-closed rule must see: the precise read, bounded by what the first saw.
+    return await _read_precise(conn, session_id, after, through + 1, types), through
+
+
+async def _read_precise(
+    conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...] | None
+) -> list[Event]:
     sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND sequence > %s"
     params: list[Any] = [session_id, after]
     if before is not None:
@@ -392,6 +411,7 @@ def _identity(moment: datetime) -> datetime:
 _OPS = SqlOps(
     append=_append,
     read=_read,
+    read_covering=_read_covering,
     latest_before=_latest_before,
     latest_each=_latest_each,
     claim=_claim,

@@ -71,9 +71,10 @@ def _clean(floor: object, before: int | None) -> bool:
 
 async def read_typed(
     conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...]
-) -> list[tuple[Any, ...]] | None:
-    """The rows of ``types`` in the range through the type index, or ``None`` when a row of an
-    unknown type or a newer format lies below ``before`` (the caller then reads precisely)."""
+) -> tuple[list[tuple[Any, ...]] | None, int | None]:
+    """The rows of ``types`` in the range through the type index (``None`` when a row of an
+    unknown type or a newer format lies below ``before``: the caller then reads precisely),
+    and the session's last sequence in the statement's snapshot (``None``: no events)."""
     upper = " AND e.sequence < %(b)s" if before is not None else ""
     # One branch per type, each a range of the type index: with "type = ANY(...)" the planner
     # took the sequence range and filtered every row after ``after`` (a plan read after
@@ -84,15 +85,20 @@ async def read_typed(
         for i in range(len(types))
     )
     if not types:
-        return None  # nothing to read by type: the precise read (it still fails closed)
-    sql = f"{FLOOR} SELECT floor.f, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ({each}) e ON true "
-    sql += "ORDER BY e.sequence"
+        return None, None  # nothing to read by type: the precise read (it still fails closed)
+    sql = (
+        "WITH floor AS (SELECT ctxengine_anomaly_floor(%(s)s, %(known)s, %(v)s) AS f, "
+        "(SELECT max(t.sequence) FROM ctxengine_events t WHERE t.session_id = %(s)s) AS tail) "
+        f"SELECT floor.f, floor.tail, {_ITEM_COLS} FROM floor LEFT JOIN LATERAL ({each}) e ON true "
+        "ORDER BY e.sequence"
+    )
     params = _params(session_id, a=after, b=before, **{f"t{i}": t for i, t in enumerate(types)})
     cur = await conn.execute(sql, params)
     rows = await cur.fetchall()
+    tail = rows[0][1] if rows else None
     if not rows or not _clean(rows[0][0], before):
-        return None
-    return [tuple(r[1:]) for r in rows if r[2] is not None]
+        return None, tail
+    return [tuple(r[2:]) for r in rows if r[3] is not None], tail
 
 
 async def latest_typed(

@@ -182,6 +182,19 @@ def _read(
     return [event for event in events if types is None or event.type in types]
 
 
+def _read_covering(
+    conn: sqlite3.Connection, own: bool, session_id: str, after: int, types: tuple[str, ...]
+) -> tuple[list[Event], int]:
+    """``_read`` of ``types`` after ``after``, and the session's last sequence when it ran:
+    read first, so every event at or below it is committed and the read (bounded by it, in
+    a snapshot taken after) sees them all."""
+    (tail,) = conn.execute(
+        "SELECT MAX(sequence) FROM ctxengine_events WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    through = max(after, tail or 0)
+    return _read(conn, own, session_id, after, through + 1, types), through
+
+
 def _latest_each(
     conn: sqlite3.Connection,
     own: bool,
@@ -434,6 +447,7 @@ class SQLiteStore:
 _OPS = SqlOps(
     append=_append,
     read=_read,
+    read_covering=_read_covering,
     latest_before=_latest_before,
     latest_each=_latest_each,
     claim=_claim,
