@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
+import pytest
 from storekit import StoreCase
 
 from ctxengine.model.clock import FixedClock
@@ -101,5 +103,57 @@ async def test_the_anomaly_floor_reads_index_entries_not_the_session(
             assert row.fetchone() == (2500,)
             row = conn.execute("SELECT ctxengine_anomaly_floor(%s, %s, %s)", (SID, known, 99))
             assert row.fetchone() == (2700,)
+    finally:
+        await store.close()
+
+
+async def test_plans_made_on_a_young_table_stay_on_their_indexes_as_it_grows(
+    store_case_factory: Callable[[str], StoreCase],
+) -> None:
+    """A connection plans a function's statements on its first calls and keeps those plans.
+    Planned while the table was a few rows long (a new deployment: no statistics, every
+    session-prefixed index costs the same), the anomaly floor's walk over the types and the
+    predicted commit's check for stored keys (revision 4) read every row of the session once
+    it had grown: a turn cost more the longer the session. Revision 5 asks both questions so
+    that one index answers them at its first entries, whatever was estimated."""
+    from ctxengine.stores import postgres_predicted
+    from ctxengine.stores.postgres import SESSION_LOCK_CLASS
+    from ctxengine.stores.prediction import Prediction
+
+    case = store_case_factory("postgres")
+    store = await case.open(FixedClock(CLOCK))
+    await store.events.append(NewEvent(SID, PLAN, {"plan": {}}, "plan"))
+    await store.events.append_all([_event(f"e{i}") for i in range(10)])
+    assert case.postgres_dsn is not None
+    known = list(store_rows.KNOWN_TYPES)
+    at = datetime(2026, 11, 30, 9, tzinfo=UTC)
+
+    def commit(conn: psycopg.Connection[Any], next_sequence: int, key: str) -> None:
+        new = _event(key)
+        prediction = Prediction(SID, next_sequence, f"run-{key}", 1)
+        prediction.append_all([new], [store_rows.payload_text(new.payload)], at)
+        conn.execute(postgres_predicted.CALL, postgres_predicted.params(prediction, SESSION_LOCK_CLASS))
+
+    try:
+        with psycopg.connect(case.postgres_dsn, autocommit=True) as conn:
+            for i in range(8):  # planned now, on a table of a dozen rows
+                conn.execute("SELECT ctxengine_anomaly_floor(%s, %s, %s)", (SID, known, FORMAT_VERSION))
+                commit(conn, 12 + i, f"young-{i}")
+            for start in range(0, 3_000, 1_000):  # the session grows (another connection)
+                await store.events.append_all([_event(f"g{i}") for i in range(start, start + 1_000)])
+            with conn.transaction():
+                conn.execute("SELECT ctxengine_anomaly_floor(%s, %s, %s)", (SID, known, FORMAT_VERSION))
+                floor_read = conn.execute(INDEX_ENTRIES).fetchone()
+            with conn.transaction():
+                commit(conn, 3_020, "grown")
+                commit_read = conn.execute(INDEX_ENTRIES).fetchone()
+        assert floor_read is not None and floor_read[0] < 50, f"the floor read {floor_read} index entries"
+        assert commit_read is not None and commit_read[0] < 50, f"the commit read {commit_read} index entries"
+        # The commit still refuses a stored key, and writes nothing.
+        with psycopg.connect(case.postgres_dsn, autocommit=True) as conn:
+            with pytest.raises(psycopg.Error) as err:
+                commit(conn, 3_021, "grown")
+            assert err.value.sqlstate == postgres_predicted.MISSED
+        assert (await store.events.read(SID))[-1].derivation_key == "grown"
     finally:
         await store.close()

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StoreError
+from .migration_stable_plans import STABLE_PLANS
+from .migration_step import Migration
 
 #: The compatibility level this code reads and writes.
 COMPAT_LEVEL = 1
@@ -33,16 +35,6 @@ COMPAT_LEVEL = 1
 BASE_REVISION = 1
 COMPONENT_LEVEL = "store"
 COMPONENT_REVISION = "store.revision"
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One additive schema change, in each dialect's statements."""
-
-    revision: int
-    name: str
-    sqlite: tuple[str, ...]
-    postgres: tuple[str, ...]
 
 
 #: Revision 2 (issue 13, ADR 0011): raw token counts travel with the events they count,
@@ -262,7 +254,7 @@ PREDICTED_COMMIT = Migration(
 )
 
 #: Every migration, in revision order (revision 2 onwards). Append only.
-MIGRATIONS: tuple[Migration, ...] = (TOKEN_COUNTS, ROWID_TABLES, PREDICTED_COMMIT)
+MIGRATIONS: tuple[Migration, ...] = (TOKEN_COUNTS, ROWID_TABLES, PREDICTED_COMMIT, STABLE_PLANS)
 
 
 def latest_revision(migrations: tuple[Migration, ...] | None = None) -> int:
@@ -330,6 +322,7 @@ __all__ = [
     "MIGRATIONS",
     "PREDICTED_COMMIT",
     "ROWID_TABLES",
+    "STABLE_PLANS",
     "TOKEN_COUNTS",
     "Migration",
     "MigrationReport",
