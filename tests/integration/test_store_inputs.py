@@ -80,3 +80,25 @@ async def test_an_unreachable_postgres_is_store_unavailable_within_its_timeout()
     assert time.monotonic() - started < 10  # bounded by the timeout, not 30 s of silence
     assert isinstance(err.value, StoreError) and err.value.retryable
     assert "127.0.0.1" in str(err.value) and "password" not in str(err.value)
+
+
+@pytest.mark.parametrize("cache_kib", [0, 15, -256, 2.5, True, "256", 1 << 23])
+async def test_a_bad_sqlite_page_cache_size_is_refused(tmp_path: Path, cache_kib: object) -> None:
+    with pytest.raises(ModelValidationError, match="cache_kib"):
+        await open_store(f"sqlite://{tmp_path / 'c.db'}", cache_kib=cache_kib)
+
+
+@pytest.mark.parametrize(("cache_kib", "pages"), [(None, -256), (64, -64), (4096, -4096)])
+async def test_the_sqlite_page_cache_is_the_size_asked(
+    tmp_path: Path, cache_kib: int | None, pages: int
+) -> None:
+    """A connection's page cache (``PRAGMA cache_size``, negative: KiB) is small by default,
+    so that a long scan recycles its pages instead of growing the worker's memory."""
+    options = {} if cache_kib is None else {"cache_kib": cache_kib}
+    store = await open_store(f"sqlite://{tmp_path / 'c.db'}", **options)
+    try:
+        conn = store._conn  # type: ignore[attr-defined]
+        asked = await store._run(lambda: conn.execute("PRAGMA cache_size").fetchone())  # type: ignore[attr-defined]
+        assert asked == (pages,)
+    finally:
+        await store.close()

@@ -68,7 +68,7 @@ _PREDICTED: _rows.TransactionSlot[Prediction] = _rows.TransactionSlot("ctxengine
 # blocking helpers: these run on the store's worker thread only
 
 
-def _connect(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite3.Connection:
+def _connect(path: str, busy_timeout: float, synchronous: Synchronous, cache_kib: int) -> sqlite3.Connection:
     # isolation_level=None: the module never opens transactions behind our
     # back, so every transaction here is the BEGIN IMMEDIATE we issue.
     conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
@@ -76,6 +76,7 @@ def _connect(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
     except BaseException:
         conn.close()
         raise
@@ -83,10 +84,10 @@ def _connect(path: str, busy_timeout: float, synchronous: Synchronous) -> sqlite
 
 
 def _open(
-    path: str, busy_timeout: float, synchronous: Synchronous, apply: bool
+    path: str, busy_timeout: float, synchronous: Synchronous, cache_kib: int, apply: bool
 ) -> tuple[sqlite3.Connection, migrations.MigrationReport]:
     """Connect and create, check or migrate the schema (closing the connection on failure)."""
-    conn = _connect(path, busy_timeout, synchronous)
+    conn = _connect(path, busy_timeout, synchronous, cache_kib)
     try:
         return conn, schema(conn, path, apply)
     except BaseException:
@@ -254,7 +255,12 @@ class SQLiteStore:
     ``busy_timeout`` (seconds) is how long a writer waits for another
     process's write lock. ``synchronous="FULL"`` (the default) makes an
     acknowledged append survive power loss; ``"NORMAL"`` keeps it across
-    process crashes only, for more throughput.
+    process crashes only, for more throughput. ``cache_kib`` is the
+    connection's page cache (``PRAGMA cache_size``): enough for the pages a
+    worker reads again (the tables' inner pages, the ends of the sessions it
+    serves), small enough that a long scan (a fresh worker's first read of a
+    1,000-item window) recycles its pages instead of growing the process by
+    them (each new page of memory costs the first request a page fault).
     """
 
     def __init__(
@@ -264,6 +270,7 @@ class SQLiteStore:
         clock: Clock | None = None,
         busy_timeout: float = 30.0,
         synchronous: Synchronous = "FULL",
+        cache_kib: int = 256,
         migrate: bool = True,
         write_policy: WritePolicy | None = None,
     ) -> None:
@@ -271,10 +278,15 @@ class SQLiteStore:
             raise ModelValidationError(
                 "SQLiteStore", "synchronous", f"expected FULL or NORMAL, got {synchronous!r}"
             )
+        if isinstance(cache_kib, bool) or not isinstance(cache_kib, int) or not 16 <= cache_kib <= 1 << 22:
+            raise ModelValidationError(
+                "SQLiteStore", "cache_kib", f"expected an int from 16 to {1 << 22} (KiB), got {cache_kib!r}"
+            )
         self.path = os.fspath(path)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._busy_timeout = busy_timeout
         self._synchronous: Synchronous = synchronous
+        self._cache_kib = cache_kib
         self._auto_migrate = migrate
         self._pending: tuple[str, ...] = ()
         self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
@@ -304,7 +316,7 @@ class SQLiteStore:
         if self._conn is None:
             # One trip to the worker thread: a fresh worker's first request waits for it.
             conn, report = await self._run(
-                _open, self.path, self._busy_timeout, self._synchronous, self._auto_migrate
+                _open, self.path, self._busy_timeout, self._synchronous, self._cache_kib, self._auto_migrate
             )
             self._pending = () if self._auto_migrate else report.pending
             self._conn = conn
