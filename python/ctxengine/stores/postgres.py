@@ -300,10 +300,7 @@ class PostgresStore:
         (inside ``predicted``: answer with the prediction and queue the write)."""
         prediction = _PREDICTED.get(self)
         if prediction is not None:
-            take = _PREDICTABLE.get(fn)
-            if take is None:
-                raise prediction.miss("the block needs an answer from the server")
-            result: R = take(prediction, *args)
+            result: R = prediction.answer(_PREDICTABLE, fn, args)
             return result
         conn = _TXN.get(self)
         if conn is not None:

@@ -11,6 +11,7 @@ all of it or, when a prediction does not hold, nothing
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,17 @@ class Prediction:
     claim_owner: str | None = None
     checkpoint: tuple[Lease, str, str, str, Any, int] | None = None
     prune_before: int | None = None
+
+    def answer(
+        self, operations: Mapping[Callable[..., Any], Callable[..., Any]], fn: Callable[..., Any], args: Any
+    ) -> Any:
+        """What the store would answer to its operation ``fn(*args)``, the write queued
+        (``operations``: the adapter's write operations, each to its method here); a miss for
+        any other operation (it needs the store's own answer)."""
+        take = operations.get(fn)
+        if take is None:
+            raise self.miss("the block needs an answer from the store")
+        return take(self, *args)
 
     def miss(self, why: str) -> StorePredictionMissed:
         return StorePredictionMissed(f"session {self.session_id!r}, run {self.run_id!r}: {why}")

@@ -360,10 +360,7 @@ class SQLiteStore:
         ``predicted``: answer with the prediction and queue the write)."""
         prediction = _PREDICTED.get(self)
         if prediction is not None:
-            take = _PREDICTABLE.get(fn)
-            if take is None:
-                raise prediction.miss("the block needs an answer from the store")
-            result: R = take(prediction, *args)
+            result: R = prediction.answer(_PREDICTABLE, fn, args)
             return result
         txn = _TXN.get(self)
         if txn is not None:
