@@ -157,3 +157,58 @@ async def test_plans_made_on_a_young_table_stay_on_their_indexes_as_it_grows(
         assert (await store.events.read(SID))[-1].derivation_key == "grown"
     finally:
         await store.close()
+
+
+async def test_a_commit_planned_on_young_tables_looks_runs_up_by_key_once_they_grow(
+    store_case_factory: Callable[[str], StoreCase],
+) -> None:
+    """Planned while the lease and checkpoint tables were a page long, the predicted commit's
+    lookups by run (its lease, its last version, the prune) kept scans of them (revision 5);
+    revision 6 plans the function with scans off, so they stay lookups as the tables grow."""
+    from ctxengine.stores import postgres_predicted
+    from ctxengine.stores.events import Lease
+    from ctxengine.stores.postgres import SESSION_LOCK_CLASS
+    from ctxengine.stores.prediction import Prediction
+
+    case = store_case_factory("postgres")
+    store = await case.open(FixedClock(CLOCK))
+    await store.events.append(NewEvent(SID, PLAN, {"plan": {}}, "plan"))
+    assert case.postgres_dsn is not None
+    at = datetime(2026, 11, 30, 9, tzinfo=UTC)
+    scanned = (
+        "SELECT pg_stat_get_xact_tuples_returned('ctxengine_checkpoints'::regclass) "
+        "+ pg_stat_get_xact_tuples_returned('ctxengine_checkpoint_leases'::regclass)"
+    )
+
+    def first_write(conn: psycopg.Connection[Any], next_sequence: int, run: str) -> None:
+        new = _event(f"seeded-{run}")
+        prediction = Prediction(SID, next_sequence, run, 1)
+        prediction.append_all([new], [store_rows.payload_text(new.payload)], at)
+        prediction.claim(run, "w")
+        prediction.write_checkpoint(run, Lease("w", 1, run), "full", "seeded", '{"x":1}', at, 1)
+        prediction.prune(run, 1)
+        conn.execute(postgres_predicted.CALL, postgres_predicted.params(prediction, SESSION_LOCK_CLASS))
+
+    try:
+        with psycopg.connect(case.postgres_dsn, autocommit=True) as conn:
+            first_write(conn, 2, "young-0")
+            conn.execute("ANALYZE ctxengine_checkpoints")  # as autovacuum would: a page long
+            conn.execute("ANALYZE ctxengine_checkpoint_leases")
+            for i in range(1, 9):  # planned now, on what the statistics say are one-page tables
+                first_write(conn, 2 + i, f"young-{i}")
+            case.raw_execute(
+                "INSERT INTO ctxengine_checkpoint_leases (run_id, owner, epoch) "
+                "SELECT 'other-' || g, 'w', 1 FROM generate_series(1, 3000) AS g"
+            )
+            case.raw_execute(
+                "INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload, lease_epoch, "
+                "created_at, schema_version) SELECT 'other-' || g, 1, 'full', 'seeded', '{}', 1, now(), 1 "
+                "FROM generate_series(1, 3000) AS g"
+            )
+            with conn.transaction():
+                first_write(conn, 11, "grown")
+                read = conn.execute(scanned).fetchone()
+        assert read is not None and read[0] < 50, f"{read} rows of the lease and checkpoint tables scanned"
+        assert [c["version"] for c in await store.checkpoints.latest_raw("grown")] == [1]
+    finally:
+        await store.close()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StoreError
-from .migration_stable_plans import STABLE_PLANS
+from .migration_stable_plans import KEYED_LOOKUPS, STABLE_PLANS
 from .migration_step import Migration
 
 #: The compatibility level this code reads and writes.
@@ -254,7 +254,13 @@ PREDICTED_COMMIT = Migration(
 )
 
 #: Every migration, in revision order (revision 2 onwards). Append only.
-MIGRATIONS: tuple[Migration, ...] = (TOKEN_COUNTS, ROWID_TABLES, PREDICTED_COMMIT, STABLE_PLANS)
+MIGRATIONS: tuple[Migration, ...] = (
+    TOKEN_COUNTS,
+    ROWID_TABLES,
+    PREDICTED_COMMIT,
+    STABLE_PLANS,
+    KEYED_LOOKUPS,
+)
 
 
 def latest_revision(migrations: tuple[Migration, ...] | None = None) -> int:
@@ -319,6 +325,7 @@ __all__ = [
     "COMPAT_LEVEL",
     "COMPONENT_LEVEL",
     "COMPONENT_REVISION",
+    "KEYED_LOOKUPS",
     "MIGRATIONS",
     "PREDICTED_COMMIT",
     "ROWID_TABLES",
