@@ -78,13 +78,14 @@ class RunStarts(LoopHost):
         # hold the store's write lock (the log below the seed never changes).
         read = await self._read_seed(run, principal)
         overlap = read.counted  # priming stores nothing: it runs while the write is out
-        seed = Seed(read.checkpoint, read.carry, read.counter, ()) if overlap else None
-        if seed is None:
-            seed = prime_seed(self.history, self.builder, run, read)
-        fixed = seed
+        seed = (
+            Seed(read.checkpoint, read.carry, read.counter, ())
+            if overlap
+            else prime_seed(self.history, self.builder, run, read)
+        )
 
         async def body(predicted: bool) -> tuple[Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
-            return await self._write_first(run, principal, holder, predicted, fixed)
+            return await self._write_first(run, principal, holder, predicted, seed)
 
         sent = asyncio.Event()
         write = asyncio.ensure_future(

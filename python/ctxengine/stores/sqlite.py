@@ -412,7 +412,7 @@ class SQLiteStore:
                     def committing() -> None:
                         loop.call_soon_threadsafe(sent)
 
-                await self._run(sqlite_predicted.commit, conn, prediction, _OPS, committing)
+                await self._run(_alone, sqlite_predicted.commit, conn, prediction, _OPS, committing)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

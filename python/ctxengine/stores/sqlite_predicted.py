@@ -25,31 +25,28 @@ from typing import Any, TypeVar
 from ..errors import ContextError
 from ._sql import SqlOps
 from .prediction import Prediction
+from .sqlite_items import in_write_txn
 
 R = TypeVar("R")
 
 
 def commit(
     conn: sqlite3.Connection,
+    own: bool,
     prediction: Prediction,
     ops: SqlOps,
     committing: Callable[[], None] | None = None,
 ) -> None:
     """All of ``prediction`` written in one transaction, or nothing and
-    ``StorePredictionMissed``. Runs on the store's worker thread; ``committing`` is called
-    once every write is in and the ``COMMIT`` starts."""
-    if conn.in_transaction:  # only a transaction orphaned by a cancelled task can be open here
-        conn.execute("ROLLBACK")
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    ``StorePredictionMissed``. Runs on the store's worker thread as an operation of its own
+    (``_alone``); ``committing`` is called once every write is in and the ``COMMIT`` starts."""
+
+    def body() -> None:
         _write(conn, prediction, ops)
         if committing is not None:
             committing()
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+
+    in_write_txn(conn, own, body)
 
 
 def _write(conn: sqlite3.Connection, p: Prediction, ops: SqlOps) -> None:
