@@ -31,6 +31,7 @@ __all__ = [
     "render_items",
     "render_pointers",
     "select_history",
+    "shared_prefix",
     "validate_tool_pairs",
 ]
 
@@ -89,6 +90,9 @@ def encoding_ranks_sha256(encoding_name: str) -> str:
 
 def validate_tool_pairs(items: Iterable[object]) -> None:
     """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""
+
+def shared_prefix(a: Iterable[object], b: Iterable[object]) -> int:
+    """How many leading items ``a`` and ``b`` share: the first ``n`` with ``a[i] is b[i]``."""
 
 def fit_body(*, inputs: BodyInputs, limits: BodyLimits, estimator: TokenEstimator, model_id: str) -> BodyFit:
     """Region B measured, capped, yielded and cut (``ctxengine.model.body``)."""

@@ -27,4 +27,12 @@ def validate_tool_pairs(items: Sequence[ConversationItem]) -> None:
     backends.active().validate_tool_pairs(items)
 
 
-__all__ = ["select_history", "validate_tool_pairs"]
+def shared_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many leading items ``a`` and ``b`` share, by identity (``a[i] is b[i]``): what a
+    memo of an earlier sequence checks before it continues from it (natively a pointer
+    compare per item, not a Python call)."""
+    n: int = backends.active().shared_prefix(a, b)
+    return n
+
+
+__all__ = ["select_history", "shared_prefix", "validate_tool_pairs"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .assembly import fit_body
 from .budget import allocate_tokens
 from .canonical import canonical_json, item_canonical, payload_hash
-from .cut import select_history, validate_tool_pairs
+from .cut import select_history, shared_prefix, validate_tool_pairs
 from .decode import decode_items
 from .estimate import TokenEstimator
 from .render import render_items, render_pointers
@@ -33,5 +33,6 @@ __all__ = [
     "render_items",
     "render_pointers",
     "select_history",
+    "shared_prefix",
     "validate_tool_pairs",
 ]

@@ -20,6 +20,7 @@ from .arguments import (
     check_items,
     check_optional_int,
     check_raw,
+    check_sequence,
     check_str,
     estimator_int,
     estimator_raws,
@@ -50,6 +51,14 @@ def _pair_ends(roles: Sequence[tuple[int, Any]]) -> dict[int, int]:
 def validate_tool_pairs(items: Sequence[object]) -> None:
     """Raise ``OrphanedToolPair`` for the first unpaired or duplicate tool call/result."""
     _pair_ends(check_items("validate_tool_pairs", items)[1])
+
+
+def shared_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    """How many leading items ``a`` and ``b`` share: the first ``n`` with ``a[i] is b[i]``."""
+    first = check_sequence("shared_prefix", "a", a, "objects")
+    second = check_sequence("shared_prefix", "b", b, "objects")
+    n = min(len(first), len(second))
+    return next((i for i in range(n) if first[i] is not second[i]), n)
 
 
 def select_history(

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from operator import is_
 from typing import Any
 
+from ..core.history import shared_prefix
 from ..model import ConversationItem
 from ..stores.events import RawCheckpoint
 from . import checkpoint_refs as refs
@@ -31,7 +31,7 @@ Conversation = tuple[ConversationItem, ...]
 
 
 def _extends(known: Conversation, conversation: Sequence[ConversationItem]) -> bool:
-    return len(known) <= len(conversation) and all(map(is_, known, conversation))
+    return len(known) <= len(conversation) and shared_prefix(known, conversation) == len(known)
 
 
 class RefMemo:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from operator import is_
 from typing import Any
 
 from ..core import backends
 from ..core.canonical import canonical_json
+from ..core.history import shared_prefix
 from ..model import ConversationItem
 
 _MARK = b'"conversation":[]'
@@ -45,7 +45,7 @@ class SeedDigest:
         start = 0
         if last is not None and last[0] == head and len(last[1]) <= len(items):
             done = last[1]
-            if all(map(is_, done, items)):
+            if shared_prefix(done, items) == len(done):
                 state, start = last[2].copy(), len(done)
                 self.continued += 1
         if start == 0:

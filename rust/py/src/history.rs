@@ -170,3 +170,20 @@ impl CutHost for PyCut<'_, '_> {
         Ok(0)
     }
 }
+
+/// How many leading items `a` and `b` share: the first `n` with `a[i] is
+/// b[i]` for every `i < n` (identity, never equality: no Python code runs).
+#[pyfunction]
+pub fn shared_prefix(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+) -> PyResult<usize> {
+    guard(py, || {
+        const F: &str = "shared_prefix";
+        let a = arguments::sequence(F, "a", a, "objects")?;
+        let b = arguments::sequence(F, "b", b, "objects")?;
+        let n = a.len().min(b.len());
+        Ok((0..n).find(|&i| a.ptr(i) != b.ptr(i)).unwrap_or(n))
+    })
+}
