@@ -327,9 +327,12 @@ async def write_checkpoint(
         elif use_refs:
             assert session_id is not None
             known = memo.base(run_id, rows) if memo is not None else None
-            base = known[0] if known is not None else materialize_refs(run_id, rows)[0]
-            # As below: a delta is never written on a base that does not decode.
-            decode_resolved(run_id, base, [e for e in base["conversation"] if isinstance(e, dict)])
+            if known is not None:
+                base = known[0]  # what this process wrote last: it came from a checkpoint
+            else:
+                base = materialize_refs(run_id, rows)[0]
+                # As below: a delta is never written on a base that does not decode.
+                decode_resolved(run_id, base, [e for e in base["conversation"] if isinstance(e, dict)])
             if memo is not None and known is not None:
                 entries = memo.entries(session_id, base, known[1], stamped.conversation)
             else:

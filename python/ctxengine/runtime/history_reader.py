@@ -17,19 +17,23 @@ read from the store, failing closed on anything it cannot read.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 from ..model import ConversationItem
-from ..stores.events import ItemRow, Store
+from ..stores.events import ItemRow, Store, Visibility
 from .seed_events import SeedEvents
 from .session import decode_rows
 
+_visibility = attrgetter("visibility")
+
 
 @dataclass(slots=True)
-class _Window:
+class Window:
     """Item rows with ``lo < sequence <= hi``, read with ``counter``."""
 
     lo: int
@@ -40,6 +44,33 @@ class _Window:
     seqs: list[int] = field(default_factory=list)
     rows: list[ItemRow] = field(default_factory=list)
     items: list[ConversationItem] = field(default_factory=list)
+    #: Every visibility class its rows hold (or held), by ``id`` (a window has few; the
+    #: dict holds them, so their ids stay theirs).
+    classes: dict[int, Visibility] = field(default_factory=dict)
+    #: What the last seed made of this window (``seed_view``), for the next one to continue.
+    view: Any = None
+
+    def add(self, rows: Sequence[ItemRow], items: Sequence[ConversationItem]) -> None:
+        self.rows.extend(rows)
+        self.items.extend(items)
+        self.seqs.extend(row.sequence for row in rows)
+        visibilities = list(map(_visibility, rows))
+        self.classes.update(zip(map(id, visibilities), visibilities, strict=True))
+
+
+class Span(NamedTuple):
+    """A range of a session's window: its lists (not copies) up to ``end``."""
+
+    window: Window
+    end: int
+
+    @property
+    def rows(self) -> list[ItemRow]:
+        return self.window.rows
+
+    @property
+    def items(self) -> list[ConversationItem]:
+        return self.window.items
 
 
 class HistoryReader:
@@ -48,7 +79,7 @@ class HistoryReader:
     def __init__(self, store: Store, *, max_items: int = 200_000) -> None:
         self.store = store
         self.max_items = max_items
-        self._windows: OrderedDict[str, _Window] = OrderedDict()
+        self._windows: OrderedDict[str, Window] = OrderedDict()
         self._size = 0
         self.reads = 0  # store reads made (for tests and the bench)
         #: The latest carry and working-state event below each session's last seed.
@@ -62,10 +93,16 @@ class HistoryReader:
         ``through`` must be an existing event's sequence (a seed): only then is
         the range immutable and worth keeping.
         """
+        span = await self.span(session_id, after, through, counter)
+        return span.rows[: span.end], span.items[: span.end]
+
+    async def span(self, session_id: str, after: int, through: int, counter: str | None) -> Span:
+        """``history`` without copies: the session's window, whose first ``end`` rows and
+        items are those with ``after < sequence <= through`` (valid until the window changes)."""
         while True:
             window = self._windows.get(session_id)
             if window is None or window.counter != counter or not window.lo <= after <= window.hi:
-                window = _Window(after, after, counter)
+                window = Window(after, after, counter)
                 self._put(session_id, window)
             start = window.hi
             if through <= start:
@@ -75,9 +112,7 @@ class HistoryReader:
             items = decode_rows(session_id, rows)
             if self._windows.get(session_id) is not window or window.hi != start:
                 continue  # another task moved the window while this one read: look again
-            window.rows.extend(rows)
-            window.items.extend(items)
-            window.seqs.extend(row.sequence for row in rows)
+            window.add(rows, items)
             self._size += len(rows)
             window.hi = through
             break
@@ -88,8 +123,7 @@ class HistoryReader:
             self._size -= drop
             window.lo = after
         self._evict()
-        end = bisect_right(window.seqs, through)
-        return window.rows[:end], window.items[:end]
+        return Span(window, bisect_right(window.seqs, through))
 
     def primed_through(self, session_id: str) -> int:
         """The sequence up to which this window's rows have primed the estimator."""
@@ -141,9 +175,7 @@ class HistoryReader:
         first, last = min(sequences), max(sequences)
         if first != window.hi + 1 or last - first + 1 != len(sequences) or len(rows) != len(items):
             return
-        window.rows.extend(rows)
-        window.items.extend(items)
-        window.seqs.extend(row.sequence for row in rows)
+        window.add(rows, items)
         self._size += len(rows)
         window.hi = last
 
@@ -152,11 +184,13 @@ class HistoryReader:
         window = self._windows.get(session_id)
         if window is None or window.counter != counter:
             return
-        for i, row in enumerate(window.rows):
-            if row.tokens is None and row.sequence in tokens:
-                window.rows[i] = row._replace(tokens=tokens[row.sequence])
+        seqs, rows = window.seqs, window.rows
+        for sequence, raw in tokens.items():
+            i = bisect_left(seqs, sequence)
+            if i < len(seqs) and seqs[i] == sequence and rows[i].tokens is None:
+                rows[i] = rows[i]._replace(tokens=raw)
 
-    def _put(self, session_id: str, window: _Window | None) -> None:
+    def _put(self, session_id: str, window: Window | None) -> None:
         old = self._windows.pop(session_id, None)
         if old is not None:
             self._size -= len(old.rows)
@@ -169,4 +203,4 @@ class HistoryReader:
             self._size -= len(old.rows)
 
 
-__all__ = ["HistoryReader"]
+__all__ = ["HistoryReader", "Span", "Window"]

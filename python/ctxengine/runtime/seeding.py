@@ -16,10 +16,8 @@ records it for every later one).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import cast
 
 from ..assembly.blocks import render_summary
@@ -28,16 +26,13 @@ from ..assembly.render import render_items
 from ..assembly.request import RenderedItem
 from ..core import backends
 from ..core.estimator import Estimator
-from ..errors import ModelValidationError, OrphanedToolPair
+from ..errors import ModelValidationError
 from ..model import (
     Checkpoint,
     ConversationItem,
     ElidedSpan,
     Principal,
-    ReasoningItem,
     RunContext,
-    ToolCall,
-    ToolResult,
     UserMessage,
     WorkingState,
 )
@@ -46,6 +41,7 @@ from ..stores.events import ItemRow, Store, Visibility
 from .carry import Carry, CarryCache, find_carry
 from .checkpoints import evolve
 from .history_reader import HistoryReader
+from .seed_view import seed_history, visible_rows, whole_pairs
 from .session import HISTORY_REGION
 from .working_state import carried, carry_working_state, stored_state
 
@@ -85,59 +81,6 @@ class SeedRead:
         """Every row to prime has a stored count: priming stores nothing (it may then run
         while version 1 is being written)."""
         return self.plan is None or all(row.tokens is not None for row in self.fresh_rows)
-
-
-def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
-    """History without the halves of tool pairs that a crashed run left behind.
-
-    A call whose result was never recorded (or a result whose call is missing)
-    would make every later request invalid; the events stay in the log for
-    audit, but a new run's seeded history leaves them out.
-    """
-    with contextlib.suppress(OrphanedToolPair):
-        backends.active().validate_tool_pairs(items)
-        return tuple(items)  # every pair whole (the common case): nothing to leave out
-    answered: set[str] = set()
-    open_calls: dict[str, int] = {}
-    keep = [True] * len(items)
-    for i, item in enumerate(items):
-        if isinstance(item, ToolCall):
-            if item.call_id in open_calls or item.call_id in answered:
-                keep[i] = False
-            else:
-                open_calls[item.call_id] = i
-        elif isinstance(item, ToolResult):
-            if open_calls.pop(item.call_id, None) is None:
-                keep[i] = False
-            else:
-                answered.add(item.call_id)
-    for i in open_calls.values():
-        keep[i] = False
-    return tuple(item for item, kept in zip(items, keep, strict=True) if kept)
-
-
-def visible_rows(
-    rows: Sequence[ItemRow], items: Sequence[ConversationItem], principal: Principal | None
-) -> tuple[Sequence[ItemRow], Sequence[ConversationItem]]:
-    """The rows and items ``principal`` may read (all of them for ``None``), as two lists.
-
-    A window holds few visibility classes: when ``principal`` may read every class
-    present, no row is looked at one by one (and the lists come back as they are).
-    """
-    if len(rows) != len(items):
-        raise ValueError(f"visible_rows: {len(rows)} rows, {len(items)} items")
-    if principal is None:
-        return rows, items
-    classes = list(map(attrgetter("visibility"), rows))
-    distinct = dict(zip(map(id, classes), classes, strict=True))  # the rows hold them: ids are stable
-    denied = {key for key, visibility in distinct.items() if not visibility.allows(principal)}
-    if not denied:
-        return rows, items
-    keep = [id(visibility) not in denied for visibility in classes]
-    return (
-        [row for row, kept in zip(rows, keep, strict=True) if kept],
-        [item for item, kept in zip(items, keep, strict=True) if kept],
-    )
 
 
 def principal_filter(principal: Principal) -> Callable[[Visibility], bool]:
@@ -186,8 +129,8 @@ async def read_seed(
         state = WorkingState() if state_event is None else carried(stored_state(state_event))
     counter = estimator.counter_id(plan.counting_key, HISTORY) if plan is not None else None
     after = carry.through if carry is not None else 0
-    rows, items = await reader.history(run.session_id, after, run.seed_sequence, counter)
-    seed = items[-1] if items else None
+    span = await reader.span(run.session_id, after, run.seed_sequence, counter)
+    seed = span.items[span.end - 1] if span.end else None
     if not isinstance(seed, UserMessage) or seed.seq != run.seed_sequence:
         found = "nothing" if seed is None or seed.seq != run.seed_sequence else type(seed).__name__
         raise ModelValidationError(
@@ -195,28 +138,16 @@ async def read_seed(
             "seed_sequence",
             f"session {run.session_id!r} holds {found} at sequence {run.seed_sequence}, not a UserMessage",
         )
-    vrows, vitems = visible_rows(rows[:-1], items[:-1], principal)
-    # Reasoning is replayed within its own run only, never carried.
-    if ReasoningItem in set(map(type, vitems)):
-        history = whole_pairs([item for item in vitems if type(item) is not ReasoningItem])
-    else:
-        history = whole_pairs(list(vitems))
+    # A warm worker primed the rows it seeded from before: only the new ones are left.
+    seeded = seed_history(span, principal, reader.primed_through(run.session_id))
+    history = seeded.history
     # Items read from the log in sequence order, the seed last: nothing to check again.
     base = carry.seed(run.run_id) if carry is not None else Checkpoint(run.run_id)
     checkpoint = evolve(base, conversation=(*history, seed), working_state=state)
     fresh_rows: Sequence[ItemRow] = ()
     fresh_items: Sequence[ConversationItem] = ()
     if plan is not None:
-        # A warm worker primed the rows it seeded from before: only the new ones are left.
-        primed = reader.primed_through(run.session_id)
-        start = len(vrows)
-        while start and vrows[start - 1].sequence > primed:
-            start -= 1
-        fresh_rows, fresh_items = vrows[start:], vitems[start:]
-        if len(history) != len(vitems):  # reasoning or half a tool pair left out
-            kept = {id(item) for item in history}
-            pairs = [pair for pair in zip(fresh_rows, fresh_items, strict=True) if id(pair[1]) in kept]
-            fresh_rows, fresh_items = [row for row, _ in pairs], [item for _, item in pairs]
+        fresh_rows, fresh_items = seeded.fresh_rows, seeded.fresh_items
     return SeedRead(checkpoint, carry, counter, plan, history, fresh_rows, fresh_items)
 
 
