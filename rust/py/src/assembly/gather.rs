@@ -113,7 +113,12 @@ impl Lookahead {
             }
             slot_value(p, self.offset)
         };
-        prefetch(at(i + Self::FAR));
+        let far = at(i + Self::FAR);
+        prefetch(far);
+        if !far.is_null() {
+            // The `_cj` slot may lie on the object's next cache line.
+            prefetch(far.wrapping_byte_offset(self.offset));
+        }
         prefetch(cj_of(at(i + Self::NEAR)));
         let cj = cj_of(at(i + Self::NEXT));
         // SAFETY: a live tuple checked before its items are read.
@@ -190,6 +195,24 @@ impl<'py> Gather<'py> {
                 self.pending.push((i, obj.clone()));
             }
         }
+        b.objs.push(obj.unbind());
+        Ok(i)
+    }
+
+    /// Add a render whose `_cj` facts a line cache holds (it holds the
+    /// `_cj` tuple, so `bytes` stays alive for the call); returns its index.
+    #[inline(always)]
+    pub fn push_cached(
+        &mut self,
+        obj: Bound<'py, PyAny>,
+        digest: [u8; 32],
+        bytes: *mut pyo3::ffi::PyObject,
+    ) -> PyResult<usize> {
+        let t = self.types.info(&obj)?;
+        let kind = self.types.infos[t].kind;
+        let b = &mut *self.bufs;
+        let i = b.facts.len();
+        b.facts.push(Facts::of_bytes(kind, digest, bytes));
         b.objs.push(obj.unbind());
         Ok(i)
     }

@@ -83,16 +83,24 @@ pub fn field<'py>(
     }
 }
 
+/// How far ahead of the item being read the history scan fetches.
+const AHEAD: usize = 8;
+
 /// The history: conversation items, read into the core's form (raws to
 /// come), each one's render and pointer from the line where it holds them,
 /// else its digest key (`None` for an item not canonicalized yet, listed
 /// in the result with the item).
+///
+/// `cached`: the line's entries a call read before (`line_cache`): the
+/// leading history items that are, with their renders and pointers, the
+/// very objects of an entry are read from it (how many: `from_cache`).
 pub fn history<'py>(
     inputs: &Bound<'py, PyAny>,
     line: Option<&super::line::Line<'py>>,
+    cached: &[super::line_cache::Entry],
     types: &mut Types,
     bufs: &mut Buffers,
-) -> PyResult<Vec<(usize, Bound<'py, PyAny>)>> {
+) -> PyResult<HistoryRead<'py>> {
     let py = inputs.py();
     let name = "inputs.history";
     let history = field(
@@ -109,17 +117,36 @@ pub fn history<'py>(
     // The fast path reads items, slots and keys without taking references:
     // nothing can free them while no Python code runs. Before a step that
     // may run Python code, `pin` takes references to what was borrowed.
-    let mut pinned = 0;
+    let mut i = 0;
+    if let Some(l) = line {
+        let null = std::ptr::null_mut();
+        for e in cached.iter().take(values.len()) {
+            let (item, render, pointer) = (e.item.as_ptr(), e.render.as_ptr(), e.pointer_ptr());
+            if values.ptr(i) != item || !l.same(i, item, render, pointer) {
+                break;
+            }
+            bufs.history.push(e.history());
+            bufs.keys.push(null);
+            bufs.held
+                .push((render, e.pointer.as_ref().map_or(null, |p| p.as_ptr())));
+            i += 1;
+        }
+    }
+    let from_cache = i;
+    // (What the cache holds needs no pin: the caller holds the cache.)
+    let mut pinned = from_cache;
     let pin = |bufs: &mut Buffers, pinned: &mut usize| {
         bufs.pin_borrowed(py, *pinned);
         *pinned = bufs.keys.len();
     };
-    let mut i = 0;
     loop {
         let p = values.ptr(i);
         if p.is_null() {
             break;
         }
+        // The item a few steps ahead, fetched while this one is read (a
+        // history read once a turn is mostly out of the CPU's caches).
+        crate::items::prefetch(values.ptr(i + AHEAD));
         // SAFETY: a live item (the sequence holds it; nothing ran since).
         let tp = unsafe { ffi::Py_TYPE(p) };
         let t = match types.recent(tp) {
@@ -206,7 +233,21 @@ pub fn history<'py>(
         // Python code runs next (canonicalizing): hold every key.
         pin(bufs, &mut pinned);
     }
-    Ok(fresh)
+    Ok(HistoryRead {
+        fresh,
+        from_cache,
+        values,
+    })
+}
+
+/// What [`history`] read.
+pub struct HistoryRead<'py> {
+    /// Items not canonicalized yet, with their index.
+    pub fresh: Vec<(usize, Bound<'py, PyAny>)>,
+    /// The leading items read from the line's cache.
+    pub from_cache: usize,
+    /// The history as read.
+    pub values: crate::items::Items<'py>,
 }
 
 /// A render table: a dict (looked up by item digest).

@@ -19,7 +19,50 @@ pub struct Line<'py> {
     pointers: Items<'py>,
 }
 
-impl Line<'_> {
+impl<'py> Line<'py> {
+    /// Whether entry `i` holds the very item, render and pointer given
+    /// (addresses only).
+    #[inline(always)]
+    pub fn same(
+        &self,
+        i: usize,
+        item: *mut ffi::PyObject,
+        render: *mut ffi::PyObject,
+        pointer: *mut ffi::PyObject,
+    ) -> bool {
+        self.items.ptr(i) == item
+            && self.renders.ptr(i) == render
+            && self.pointers.ptr(i) == pointer
+    }
+
+    /// The line's items sequence when it is a list or a tuple (the object
+    /// a cache of its entries is kept by).
+    pub fn items_object(&self) -> Option<Bound<'py, PyAny>> {
+        match &self.items {
+            Items::List(l) => Some(l.clone().into_any()),
+            Items::Tuple(t) => Some(t.clone().into_any()),
+            Items::Other(_) => None,
+        }
+    }
+
+    /// Entry `i` as the line holds it now: item, render, pointer (`None`
+    /// for none), with references.
+    pub fn entry(&self, i: usize) -> Option<LineEntry<'py>> {
+        let (item, render, pointer) = (
+            self.items.get(i)?,
+            self.renders.get(i)?,
+            self.pointers.get(i)?,
+        );
+        if render.is_none() {
+            return None;
+        }
+        Some(LineEntry {
+            item,
+            render,
+            pointer: (!pointer.is_none()).then_some(pointer),
+        })
+    }
+
     /// The render and pointer (null: none) the line holds for item `i`
     /// when its entry is the very item `p` and holds a render (and, for a
     /// tool result, a pointer), borrowed: valid while no Python code runs.
@@ -48,6 +91,13 @@ impl Line<'_> {
         }
         Some((render, pointer))
     }
+}
+
+/// One line entry with references; `pointer` is `None` for the line's `None`.
+pub struct LineEntry<'py> {
+    pub item: Bound<'py, PyAny>,
+    pub render: Bound<'py, PyAny>,
+    pub pointer: Option<Bound<'py, PyAny>>,
 }
 
 /// `inputs.line`: absent or `None`, or three sequences of one length.

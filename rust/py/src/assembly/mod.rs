@@ -9,7 +9,10 @@
 mod gather;
 mod inputs;
 mod line;
+mod line_cache;
 mod memo;
+
+pub use line_cache::line_cache_stats;
 
 use ctxengine_core::body::{self, Block, BodyHost, Kind, Part};
 use ctxengine_core::hash::{hex, sha256, PrefixStates};
@@ -23,6 +26,9 @@ use crate::estimator::{Resolved, TokenEstimator};
 use crate::items::{Facts, Types};
 use gather::{Buffers, Gather};
 use inputs::{BlockIn, F};
+
+/// How far ahead of a cached entry its render is fetched.
+const RENDER_AHEAD: usize = 8;
 
 /// Stored digest-list prefixes per thread (see `PrefixStates`).
 const BODY_PREFIX_BYTES: usize = 32 << 20;
@@ -44,8 +50,12 @@ pub fn fit_body<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     guard(py, || {
         let mut g = Gather::new(py, Types::new(py)?, Buffers::take());
-        let result = fit(py, inputs, limits, estimator, model_id, &mut g);
+        let mut cache = None;
+        let result = fit(py, inputs, limits, estimator, model_id, &mut g, &mut cache);
         g.done();
+        if let Some(cache) = cache {
+            line_cache::put(cache);
+        }
         result
     })
 }
@@ -126,6 +136,7 @@ fn fit<'py>(
     estimator: &Bound<'py, PyAny>,
     model_id: &Bound<'py, PyAny>,
     g: &mut Gather<'py>,
+    cache: &mut Option<line_cache::LineCache>,
 ) -> PyResult<Bound<'py, PyDict>> {
     // The arguments before any work, the history last: no Python code runs
     // between its scan and the reads of what it borrows (a hostile
@@ -144,8 +155,17 @@ fn fit<'py>(
     };
     let model_id = arguments::string(F, "model_id", model_id);
     let held = line.as_ref().ok().and_then(Option::as_ref);
-    let fresh = inputs::history(inputs, held, &mut g.types, &mut g.bufs)?;
-    let (renders, pointers, _line) = (renders?, pointers?, line?);
+    // The line's cache (`line_cache`), held for the whole call.
+    *cache = held
+        .and_then(line::Line::items_object)
+        .map(|key| line_cache::take(&key));
+    let cached = cache.as_ref().map_or(&[][..], |c| &c.entries[..]);
+    let inputs::HistoryRead {
+        fresh,
+        from_cache,
+        values,
+    } = inputs::history(inputs, held, cached, &mut g.types, &mut g.bufs)?;
+    let (renders, pointers, line) = (renders?, pointers?, line?);
     let (blocks, limits) = (blocks?, limits?);
     estimator_ok?;
     let model_id = model_id?;
@@ -181,7 +201,21 @@ fn fit<'py>(
     let first = g.bufs.held.iter().map(|h| h.0).find(|p| !p.is_null());
     let lookahead = first.and_then(|p| g.lookahead(p));
     let mut pinned = !fresh.is_empty();
-    for i in 0..g.bufs.keys.len() {
+    for (i, e) in cached.iter().enumerate().take(from_cache) {
+        // The render a few entries ahead, fetched while this one is
+        // referenced (its header is all a cached entry still touches).
+        if let Some(ahead) = cached[..from_cache].get(i + RENDER_AHEAD) {
+            crate::items::prefetch(ahead.render.as_ptr());
+        }
+        // SAFETY: live: the cache holds it.
+        let r = unsafe { Bound::from_borrowed_ptr(py, g.bufs.held[i].0) };
+        if !pinned && g.may_run_python(Some(&r)) {
+            g.bufs.pin_borrowed(py, i + 1);
+            pinned = true;
+        }
+        g.push_cached(r, e.digest, e.bytes)?;
+    }
+    for i in from_cache..g.bufs.keys.len() {
         if let Some(l) = lookahead.as_ref().filter(|_| !pinned) {
             let held = &g.bufs.held;
             l.ahead(|k| held.get(k).map_or(std::ptr::null_mut(), |h| h.0), i);
@@ -210,7 +244,69 @@ fn fit<'py>(
     if !lacking.is_empty() {
         return missing(py, lacking);
     }
-    measure_and_fit(py, g, &blocks, &limits, &pointers, est, model_id)
+    let result = measure_and_fit(py, g, &blocks, &limits, &pointers, est, model_id)?;
+    if let (Some(cache), Some(line)) = (cache.as_mut(), line.as_ref()) {
+        cache.entries.truncate(from_cache);
+        line_cache::served(from_cache);
+        extend_cache(cache, line, &values, g);
+    }
+    Ok(result)
+}
+
+/// The cache extended by the line entries this call read past it, while
+/// they are still the history's items and the line still holds them (a
+/// tuple history only: what was read of it cannot have changed since).
+fn extend_cache<'py>(
+    cache: &mut line_cache::LineCache,
+    line: &line::Line<'py>,
+    values: &crate::items::Items<'py>,
+    g: &mut Gather<'py>,
+) {
+    let crate::items::Items::Tuple(values) = values else {
+        return;
+    };
+    let py = values.py();
+    let n = g.bufs.history.len().min(values.len());
+    for i in cache.entries.len()..n {
+        if g.bufs.held[i].0.is_null() {
+            break;
+        }
+        let Some(line::LineEntry {
+            item,
+            render,
+            pointer,
+        }) = line.entry(i)
+        else {
+            break;
+        };
+        if values.get_item(i).map_or(true, |v| !v.is(&item)) {
+            break;
+        }
+        let Ok(t) = g.types.info(&render) else {
+            break;
+        };
+        let crate::items::Attr::Slot(offset) = g.types.infos[t].cj else {
+            break;
+        };
+        // SAFETY: a slot of the render type's layout; the render is held.
+        let cj = unsafe { crate::items::slot_value(render.as_ptr(), offset) };
+        if cj.is_null() {
+            break;
+        }
+        // SAFETY: a live object (the render holds it).
+        let cj = unsafe { Bound::from_borrowed_ptr(py, cj) }.unbind();
+        let history = &g.bufs.history[i];
+        let Some(entry) = line_cache::Entry::new(
+            item.unbind(),
+            render.unbind(),
+            pointer.map(Bound::unbind),
+            cj,
+            history,
+        ) else {
+            break;
+        };
+        cache.entries.push(entry);
+    }
 }
 
 /// 2. Measure everything in the reference's order, fit, and convert back.

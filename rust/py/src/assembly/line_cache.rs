@@ -1,0 +1,202 @@
+//! What the fit read from a history line's entries, kept between calls.
+//!
+//! A worker builds a session's requests over one line that grows at its
+//! end (`inputs.line`). Reading an entry touches the history item (type,
+//! `seq`, call id) and its render (`_cj` tuple, digest): five or six
+//! objects spread over the heap, out of the CPU's caches by the next turn.
+//! This cache keeps, per line, those readings in one array with strong
+//! references to the item, the render, the pointer and the render's `_cj`
+//! tuple, so their addresses stay theirs. A call uses an entry only where
+//! the history, the line's items, renders and pointers all hold the very
+//! objects the entry holds (pointer compares over four arrays); the
+//! estimates are still looked up in the memo, so what the fit measures,
+//! and the memo's traffic, are those of a call without the cache.
+//!
+//! Bounded: at most `MAX_ENTRIES` entries over all lines of a thread, the
+//! least recently used lines dropped first.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use ctxengine_core::body::HistoryItem;
+use ctxengine_core::cut::ToolRole;
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+/// Entries kept per thread, over all lines.
+const MAX_ENTRIES: usize = 1 << 16;
+
+/// An entry's tool-pair role with its call id owned.
+pub enum CachedRole {
+    Other,
+    Call(Box<str>),
+    Result(Box<str>),
+}
+
+/// One line entry as a call read it.
+pub struct Entry {
+    pub item: Py<PyAny>,
+    pub render: Py<PyAny>,
+    /// `None` is the line's `None` (no pointer).
+    pub pointer: Option<Py<PyAny>>,
+    /// The render's `_cj` tuple: holds `bytes`.
+    _cj: Py<PyAny>,
+    pub bytes: *mut ffi::PyObject,
+    pub digest: [u8; 32],
+    pub seq: Option<i64>,
+    pub role: CachedRole,
+    pub hash: u64,
+}
+
+impl Entry {
+    /// The history item the core reads. The role borrows the entry's call
+    /// id: valid while the entry is (the caller holds the cache for the
+    /// whole call).
+    pub fn history(&self) -> HistoryItem<'static> {
+        // SAFETY: the text lives in this entry's box, which the call holds.
+        let text = |s: &str| unsafe { &*(s as *const str) };
+        let role = match &self.role {
+            CachedRole::Other => ToolRole::Other,
+            CachedRole::Call(id) => ToolRole::Call(text(id)),
+            CachedRole::Result(id) => ToolRole::Result(text(id)),
+        };
+        HistoryItem {
+            raw: 0,
+            seq: self.seq,
+            role,
+            hash: self.hash,
+        }
+    }
+
+    /// The pointer as the line holds it (`None`'s address for none).
+    pub fn pointer_ptr(&self) -> *mut ffi::PyObject {
+        match &self.pointer {
+            Some(p) => p.as_ptr(),
+            // SAFETY: the address of the `None` singleton only.
+            None => unsafe { ffi::Py_None() },
+        }
+    }
+
+    /// An entry from what a call read: the item, render, pointer (the
+    /// line's, `None` for none), the render's `_cj` tuple, and the item's
+    /// history reading. `None` when the tuple is not a filled cache.
+    pub fn new(
+        item: Py<PyAny>,
+        render: Py<PyAny>,
+        pointer: Option<Py<PyAny>>,
+        cj: Py<PyAny>,
+        read: &HistoryItem<'_>,
+    ) -> Option<Entry> {
+        // SAFETY: a live object (held); read_digest checks its shape.
+        let (digest, bytes) = unsafe { crate::items::read_digest(cj.as_ptr()) }?;
+        let role = match read.role {
+            ToolRole::Other => CachedRole::Other,
+            ToolRole::Call(id) => CachedRole::Call(id.into()),
+            ToolRole::Result(id) => CachedRole::Result(id.into()),
+        };
+        Some(Entry {
+            item,
+            render,
+            pointer,
+            _cj: cj,
+            bytes,
+            digest,
+            seq: read.seq,
+            role,
+            hash: read.hash,
+        })
+    }
+}
+
+/// One line's entries, in line order from its start.
+pub struct LineCache {
+    /// The line's items sequence (held: its address keys the cache).
+    key: Py<PyAny>,
+    pub entries: Vec<Entry>,
+    used: u64,
+}
+
+impl LineCache {
+    pub fn new(key: Py<PyAny>) -> Self {
+        LineCache {
+            key,
+            entries: Vec::new(),
+            used: 0,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Lines {
+    by_key: HashMap<usize, LineCache>,
+    entries: usize,
+    clock: u64,
+    /// Entries calls took from the cache, in all (for tests).
+    served: u64,
+}
+
+thread_local! {
+    static LINES: RefCell<Lines> = RefCell::new(Lines::default());
+}
+
+/// The cache of the line whose items sequence is `key`, taken out for the
+/// call (a re-entrant call finds none); `put` gives it back.
+pub fn take(key: &Bound<'_, PyAny>) -> LineCache {
+    let found = LINES.with(|l| {
+        let mut l = l.borrow_mut();
+        let found = l.by_key.remove(&(key.as_ptr() as usize));
+        if let Some(c) = &found {
+            l.entries -= c.entries.len();
+        }
+        found
+    });
+    found.unwrap_or_else(|| LineCache::new(key.clone().unbind()))
+}
+
+/// Give a line's cache back (entries over the bound drop the least
+/// recently used lines). The entries dropped release their references
+/// here, under the GIL.
+pub fn put(cache: LineCache) {
+    let dropped = LINES.with(|l| {
+        let mut l = l.borrow_mut();
+        l.clock += 1;
+        let mut cache = cache;
+        cache.used = l.clock;
+        if cache.entries.len() > MAX_ENTRIES {
+            return vec![cache];
+        }
+        let mut dropped = Vec::new();
+        while l.entries + cache.entries.len() > MAX_ENTRIES {
+            let Some(oldest) = l.by_key.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| *k) else {
+                break;
+            };
+            if let Some(c) = l.by_key.remove(&oldest) {
+                l.entries -= c.entries.len();
+                dropped.push(c);
+            }
+        }
+        l.entries += cache.entries.len();
+        let key = cache.key.as_ptr() as usize;
+        if let Some(old) = l.by_key.insert(key, cache) {
+            l.entries -= old.entries.len();
+            dropped.push(old);
+        }
+        dropped
+    });
+    drop(dropped);
+}
+
+/// Count `n` entries a call took from the cache.
+pub fn served(n: usize) {
+    LINES.with(|l| l.borrow_mut().served += n as u64);
+}
+
+/// This thread's line cache: lines, entries held and entries served so
+/// far (a private helper for tests: the cache only ever changes speed).
+#[pyfunction(name = "_line_cache_stats")]
+pub fn line_cache_stats() -> (usize, usize, u64) {
+    LINES.with(|l| {
+        let l = l.borrow();
+        (l.by_key.len(), l.entries, l.served)
+    })
+}
