@@ -75,3 +75,51 @@ def test_a_delta_keeps_the_longest_common_prefix(old: list[refs.Entry], new: lis
     assert old[:keep] == new[:keep]
     assert keep == min(len(old), len(new)) or old[keep] != new[keep]
     assert refs.apply_ref_delta("r", 2, base, delta)["conversation"] == new
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> tuple[list[int], list[refs.Entry]]:
+    """A log's item sequences (other events between them) and a conversation of some of
+    them, in order, with inline items."""
+    kinds = draw(st.lists(st.sampled_from(["item", "item", "item", "other"]), max_size=40))
+    items = [i + 1 for i, kind in enumerate(kinds) if kind == "item"]
+    chosen = [s for s in items if draw(st.integers(0, 4))]
+    out: list[refs.Entry] = []
+    for s in chosen:
+        if draw(st.integers(0, 9)) == 0:
+            out.append({"kind": "user", "text": "inline"})
+        out.append(s)
+    return items, out
+
+
+def spans_of(items: list[int], segments: list[object]) -> dict[tuple[int, int], list[int]]:
+    """What ``read_spans`` reads for each span of ``segments`` from a log of ``items``."""
+    return {
+        (s[0], s[1]): [i for i in items if s[0] <= i <= s[1]]
+        for s in segments
+        if isinstance(s, list) and len(s) == 3
+    }
+
+
+@given(logs(), st.integers(0, 40))
+def test_spans_read_back_as_the_entries_and_fold_after_a_prefix_as_a_whole(
+    log: tuple[list[int], list[refs.Entry]], at: int
+) -> None:
+    items, values = log
+    whole = refs.to_segments(values, items=items)
+    assert refs.from_segments("r", 1, whole, spans_of(items, whole)) == values
+    head = refs.to_segments(values[:at], items=items)
+    assert refs.to_segments(values[at:], head, items) == whole
+    assert refs.to_segments(values[:at], items=items) == head
+    # Every run of items consecutive in the log is one segment; without the log, one per range.
+    runs = sum(1 for i, v in enumerate(values) if isinstance(v, int) and not _continues(items, values, i))
+    assert len([s for s in whole if isinstance(s, list)]) == runs
+    assert refs.from_segments("r", 1, refs.to_segments(values), None) == values
+
+
+def _continues(items: list[int], values: list[refs.Entry], i: int) -> bool:
+    """Whether entry ``i`` follows entry ``i - 1`` in the log's items."""
+    if i == 0 or not isinstance(values[i - 1], int):
+        return False
+    prev = values[i - 1]
+    return items.index(values[i]) == items.index(prev) + 1  # type: ignore[arg-type]

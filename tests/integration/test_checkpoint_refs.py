@@ -1,10 +1,12 @@
-"""Checkpoints as references into the log (issue 13, format 2, ADR 0011).
+"""Checkpoints as references into the log (issue 13, formats 2 and 3, ADR 0011).
 
 A run's checkpoints hold the items the log already has as sequence ranges, not a copy
-of the window; every version materializes to exactly the checkpoint that was written
-(logged items, inline ones, summaries, states); a reference the log does not answer
-fails closed naming the run and version; a deployment pinned to format 1 writes the
-old formats; and the rows are stamped with format version 2.
+of the window (format 3: spans over the events between items, one per run of items);
+every version materializes to exactly the checkpoint that was written (logged items,
+inline ones, summaries, states); a reference or span the log does not answer fails
+closed naming the run and version; a deployment pinned to format 1 writes the old
+formats, one pinned to 2 the references without spans; the rows are stamped with the
+format version they need, and a reader that knows only version 2 refuses a span row.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from storekit import StoreCase
 import ctxengine as ce
 from ctxengine.errors import CheckpointCorruption
 from ctxengine.runtime.checkpoints import write_checkpoint
+from ctxengine.stores import formats
 from ctxengine.stores.events import Store
 from ctxengine.stores.formats import WritePolicy
 
@@ -37,49 +40,85 @@ async def logged(store: Store, n: int) -> list[ce.ConversationItem]:
     return items
 
 
-async def test_every_version_materializes_exactly_and_copies_no_logged_item(store: Store) -> None:
-    items = await logged(store, 30)
-    lease = await store.checkpoints.claim(RUN, "w")
-    inline = ce.AssistantMessage("not in the log")  # seq None: stored inline
-    for version in range(1, 20):
-        if version % 4:
-            conversation: tuple[ce.ConversationItem, ...] = (*items[: 10 + version], inline)
+async def _open(store_case: StoreCase, policy: WritePolicy) -> Store:
+    if store_case.kind == "memory":
+        return ce.MemoryStore(write_policy=policy)
+    return await ce.open_store(store_case.url, write_policy=policy)
+
+
+@pytest.mark.parametrize(
+    ("max_version", "formats"),
+    [(3, ("checkpoint.ref/2", "checkpoint.refdelta/2")), (2, ("checkpoint.ref/1", "checkpoint.refdelta/1"))],
+)
+async def test_every_version_materializes_exactly_and_copies_no_logged_item(
+    store_case: StoreCase, max_version: int, formats: tuple[str, str]
+) -> None:
+    store = await _open(store_case, WritePolicy(max_version=max_version))
+    try:
+        items = await logged(store, 30)
+        # The log's item sequences, as a worker's history window knows them (spans need them).
+        seqs = [item.seq for item in items if item.seq is not None]
+        lease = await store.checkpoints.claim(RUN, "w")
+        inline = ce.AssistantMessage("not in the log")  # seq None: stored inline
+        for version in range(1, 20):
+            if version % 4:
+                conversation: tuple[ce.ConversationItem, ...] = (*items[: 10 + version], inline)
+            else:
+                conversation = tuple(items[version : 10 + version])
+            cp = ce.Checkpoint(
+                RUN,
+                conversation=conversation,
+                working_state=ce.WorkingState(next_action=f"step {version}"),
+                compacted_summary="summary" if version > 5 else None,
+                # Notes come and go: a reference delta clears a field left out when empty.
+                notes=(f"note {version}",) if version % 3 == 0 else (),
+            )
+            trigger = "compaction" if version == 9 else "tool_completed"
+            written = await write_checkpoint(
+                store, RUN, cp, trigger=trigger, lease=lease, session_id=SID, items=seqs
+            )
+            assert written == version
+            assert await ce.latest_checkpoint(store, RUN) == replace(cp, version=version)
+            rows = await store.checkpoints.latest_raw(RUN)
+            assert rows[0]["payload"]["format"] == formats[0]
+            assert {r["payload"]["format"] for r in rows[1:]} <= {formats[1]}
+            text = json.dumps([r["payload"] for r in rows])
+            assert "message 1" not in text and "x" * 50 not in text  # references, not copies
+            assert "not in the log" in text  # what the log does not hold is copied
+            segments = rows[0]["payload"]["checkpoint"]["conversation"]
+            if max_version == 3:  # the items between the log's other events: one span
+                assert len([s for s in segments if isinstance(s, list)]) == 1
+                assert [len(s) for s in segments if isinstance(s, list)] == [3]
+            else:  # a range per run of consecutive events
+                assert len(segments) >= 4
+    finally:
+        if store_case.kind == "memory":
+            await store.close()
         else:
-            conversation = tuple(items[version : 10 + version])
-        cp = ce.Checkpoint(
-            RUN,
-            conversation=conversation,
-            working_state=ce.WorkingState(next_action=f"step {version}"),
-            compacted_summary="summary" if version > 5 else None,
-            # Notes come and go: a reference delta clears a field left out when empty.
-            notes=(f"note {version}",) if version % 3 == 0 else (),
-        )
-        trigger = "compaction" if version == 9 else "tool_completed"
-        written = await write_checkpoint(store, RUN, cp, trigger=trigger, lease=lease, session_id=SID)
-        assert written == version
-        assert await ce.latest_checkpoint(store, RUN) == replace(cp, version=version)
-        rows = await store.checkpoints.latest_raw(RUN)
-        formats = [r["payload"]["format"] for r in rows]
-        assert formats[0] == "checkpoint.ref/1" and set(formats[1:]) <= {"checkpoint.refdelta/1"}
-        text = json.dumps([r["payload"] for r in rows])
-        assert "message 1" not in text and "x" * 50 not in text  # references, not copies
-        assert "not in the log" in text  # what the log does not hold is copied
+            await store.close()
 
 
 async def test_a_reference_the_log_does_not_answer_fails_closed(store: Store) -> None:
     items = await logged(store, 3)
-    lease = await store.checkpoints.claim(RUN, "w")
-    shell = ce.Checkpoint(RUN).to_dict()
-    for bad in ([[999, 1000]], [[items[0].seq, items[0].seq + 2]], [[0, 1]], ["x"]):
+    cases = (
+        ([[999, 1000]], "holds no conversation item"),
+        ([[items[0].seq, items[0].seq + 2]], "holds no conversation item"),  # type: ignore[operator]
+        ([[0, 1]], "bad segment"),
+        (["x"], "bad segment"),
+    )
+    for i, (bad, why) in enumerate(cases):
+        run = f"{RUN}-{i}"
+        lease = await store.checkpoints.claim(run, "w")
+        shell = ce.Checkpoint(run).to_dict()  # version 1, as the row
         version = await store.checkpoints.write(
-            RUN,
+            run,
             {"format": "checkpoint.ref/1", "session_id": SID, "checkpoint": {**shell, "conversation": bad}},
             trigger="compaction",
             lease=lease,
         )
-        with pytest.raises(CheckpointCorruption) as err:
-            await ce.latest_checkpoint(store, RUN)
-        assert (err.value.session_id, err.value.sequence) == (RUN, version)
+        with pytest.raises(CheckpointCorruption, match=why) as err:
+            await ce.latest_checkpoint(store, run)
+        assert (err.value.session_id, err.value.sequence) == (run, version)
 
 
 async def test_a_deployment_pinned_to_format_1_writes_the_old_formats(store_case: StoreCase) -> None:
@@ -105,11 +144,14 @@ async def test_a_deployment_pinned_to_format_1_writes_the_old_formats(store_case
         await store.close()
 
 
-async def test_reference_rows_are_stamped_with_format_version_2(
+@pytest.mark.parametrize(("max_version", "stamp"), [(3, 3), (2, 2)])
+async def test_reference_rows_are_stamped_with_the_format_version_they_need(
     store_case_factory,  # type: ignore[no-untyped-def]
+    max_version: int,
+    stamp: int,
 ) -> None:
     case: StoreCase = store_case_factory("sqlite")
-    store = await case.open()
+    store = await ce.open_store(case.url, write_policy=WritePolicy(max_version=max_version))
     try:
         items = await logged(store, 2)
         lease = await store.checkpoints.claim(RUN, "w")
@@ -117,14 +159,62 @@ async def test_reference_rows_are_stamped_with_format_version_2(
             cp = ce.Checkpoint(RUN, conversation=tuple(items))
             await write_checkpoint(store, RUN, cp, trigger="compaction", lease=lease, session_id=session)
     finally:
+        await store.close()
         await case.close_all()
     assert case.sqlite_path is not None
     conn = sqlite3.connect(case.sqlite_path)
     try:
         stamped = conn.execute("SELECT version, schema_version FROM ctxengine_checkpoints ORDER BY version")
-        assert stamped.fetchall() == [(1, 2), (2, 1)]
+        assert stamped.fetchall() == [(1, stamp), (2, 1)]
     finally:
         conn.close()
+
+
+async def test_a_span_the_log_does_not_answer_fails_closed(store: Store) -> None:
+    items = await logged(store, 6)
+    seqs = [item.seq for item in items if item.seq is not None]
+    assert seqs[1] - seqs[0] == 2  # a non-item event between the first two items
+    first, last = seqs[0], seqs[-1]
+
+    async def write(fmt: str, conversation: list[object], run: str) -> None:
+        lease = await store.checkpoints.claim(run, "w")
+        shell = ce.Checkpoint(run).to_dict()  # version 1, as the row
+        payload = {"format": fmt, "session_id": SID, "checkpoint": {**shell, "conversation": conversation}}
+        assert await store.checkpoints.write(run, payload, trigger="compaction", lease=lease) == 1
+
+    bad_spans = (
+        ([[first, last, len(seqs) - 1]], "holds 6 items there"),  # another count of items
+        ([[first + 1, last, len(seqs) - 1]], "holds 5 items there"),  # starts at a non-item event
+        ([[first, last, last - first + 1]], "bad segment"),  # as many items as events: a range
+        ([[last, first, 2]], "bad segment"),
+        ([[first, last, 1]], "bad segment"),
+        ([[first, last, True]], "bad segment"),
+        ([[first, last, len(seqs), 0]], "bad segment"),
+    )
+    for i, (bad, why) in enumerate(bad_spans):
+        await write("checkpoint.ref/2", bad, f"{RUN}-{i}")
+        with pytest.raises(CheckpointCorruption, match=why) as err:
+            await ce.latest_checkpoint(store, f"{RUN}-{i}")
+        assert (err.value.session_id, err.value.sequence) == (f"{RUN}-{i}", 1)
+    # The span itself reads back; under format 2 (``checkpoint.ref/1``) it is corrupt.
+    await write("checkpoint.ref/2", [[first, last, len(seqs)]], f"{RUN}-good")
+    assert (await ce.latest_checkpoint(store, f"{RUN}-good")).conversation == tuple(items)  # type: ignore[union-attr]
+    await write("checkpoint.ref/1", [[first, last, len(seqs)]], f"{RUN}-old")
+    with pytest.raises(CheckpointCorruption, match="bad segment"):
+        await ce.latest_checkpoint(store, f"{RUN}-old")
+
+
+async def test_a_reader_of_format_2_refuses_a_span_chain(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = await logged(store, 4)
+    lease = await store.checkpoints.claim(RUN, "w")
+    seqs = [item.seq for item in items if item.seq is not None]
+    cp = ce.Checkpoint(RUN, conversation=tuple(items))
+    await write_checkpoint(store, RUN, cp, trigger="compaction", lease=lease, session_id=SID, items=seqs)
+    monkeypatch.setattr(formats, "FORMAT_VERSION", 2)  # what a worker from before format 3 knows
+    with pytest.raises(ce.UnsupportedFormat):
+        await ce.latest_checkpoint(store, RUN)
 
 
 async def test_a_seeded_summary_is_stored_as_its_carrys_sequence(store: Store) -> None:
@@ -168,3 +258,28 @@ async def test_a_summary_reference_the_log_does_not_answer_fails_closed(store: S
         with pytest.raises(CheckpointCorruption) as err:
             await ce.latest_checkpoint(store, RUN)
         assert (err.value.session_id, err.value.sequence) == (RUN, version)
+
+
+async def test_a_runs_version_1_is_one_span_however_long_the_session(store: Store) -> None:
+    """Each turn logs a ``checkpoint.seeded`` event between its items; a worker's runs still
+    write their window as one span, the step's own items included (they are known before
+    they are committed), and another worker reads every version back exactly."""
+    from ctxengine.cli.turns import ScriptedWorker
+
+    worker = ScriptedWorker(store, owner="w", tool_every=2)
+    worker.loop.prune_finished = False
+    for turn in range(1, 13):
+        await worker.turn(SID, turn)
+    for turn in (3, 12):
+        rows = await store.checkpoints.latest_raw(f"{SID}-run-{turn}")
+        assert [r["payload"]["format"] for r in rows] == ["checkpoint.ref/2"]  # the final, full
+        segments = rows[0]["payload"]["checkpoint"]["conversation"]
+        assert len(segments) == 1 and len(segments[0]) == 3
+    other = ScriptedWorker(store, owner="x")
+    for turn in (3, 12):
+        run = f"{SID}-run-{turn}"
+        read = await ce.latest_checkpoint(store, run)
+        assert read is not None
+        seqs = [item.seq for item in read.conversation]
+        items = await other.loop.history.history(SID, 0, max(s for s in seqs if s is not None), None)
+        assert [item.seq for item in items[1]] == seqs  # every item up to the run's last

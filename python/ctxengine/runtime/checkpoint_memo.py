@@ -41,20 +41,25 @@ class RefMemo:
         self.capacity = capacity
         #: Per run: the last row written, the dict it materializes to, its conversation.
         self._runs: OrderedDict[str, tuple[RawCheckpoint, dict[str, Any], Conversation]] = OrderedDict()
-        #: Per session: the last full snapshot's conversation, entries and segments.
-        self._full: OrderedDict[str, tuple[Conversation, list[Entry], list[Any]]] = OrderedDict()
+        #: Per session: the last full snapshot's conversation, entries, segments, and
+        #: whether they were folded into spans.
+        self._full: OrderedDict[str, tuple[Conversation, list[Entry], list[Any], bool]] = OrderedDict()
 
-    def full(self, session_id: str, conversation: Conversation) -> tuple[list[Entry], list[Any]]:
-        """``entries_of`` and ``to_segments`` of a full snapshot's conversation."""
+    def full(
+        self, session_id: str, conversation: Conversation, items: Sequence[int] | None = None
+    ) -> tuple[list[Entry], list[Any]]:
+        """``entries_of`` and ``to_segments`` of a full snapshot's conversation (``items``: the
+        session's item sequences, for spans; see ``to_segments``)."""
+        spans = items is not None
         known = self._full.get(session_id)
-        if known is not None and _extends(known[0], conversation):
+        if known is not None and known[3] == spans and _extends(known[0], conversation):
             tail = refs.entries_of(conversation[len(known[0]) :], session_id)
             entries = known[1] + tail
-            segments = refs.to_segments(tail, known[2])
+            segments = refs.to_segments(tail, known[2], items)
         else:
             entries = refs.entries_of(conversation, session_id)
-            segments = refs.to_segments(entries)
-        remember(self._full, session_id, (conversation, entries, segments), self.capacity)
+            segments = refs.to_segments(entries, items=items)
+        remember(self._full, session_id, (conversation, entries, segments, spans), self.capacity)
         return entries, segments
 
     def base(self, run_id: str, rows: list[RawCheckpoint]) -> tuple[dict[str, Any], Conversation] | None:

@@ -19,10 +19,22 @@ then reads back as exactly the same item. A delta keeps the base's first
 ``K`` entries (one per item) and appends its own, as ``checkpoint.delta/1``
 does. Materializing reads the referenced events in one range read and fails
 closed (``CheckpointCorruption``) on a reference the log does not answer.
+
+``checkpoint.ref/2`` and ``checkpoint.refdelta/2`` (format version 3) add one
+segment, ``[first, last, count]``: the ``count`` conversation items among
+events ``first`` to ``last``, every one of them (``first`` and ``last`` are
+items; the events between that are not, a run's ``checkpoint.seeded`` and
+the like, are skipped). A session's log interleaves a few such events with
+every turn's items, so under format 1 a window of ``n`` turns took about
+``2n`` ranges, written again at every run's version 1; a span takes one. The
+writer folds entries into a span only where it knows the log's item events
+(a worker's history window); a reader expands spans from one range read and
+fails closed when the log holds another count of items there.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +46,11 @@ from .session import decode_rows
 
 REF_FORMAT = "checkpoint.ref/1"
 REF_DELTA_FORMAT = "checkpoint.refdelta/1"
+#: The reference formats with spans (format version 3).
+SPAN_FORMAT = "checkpoint.ref/2"
+SPAN_DELTA_FORMAT = "checkpoint.refdelta/2"
+#: Each full reference format and the delta format of its chains.
+DELTA_OF = {REF_FORMAT: REF_DELTA_FORMAT, SPAN_FORMAT: SPAN_DELTA_FORMAT}
 #: The most items one reference range may stand for (a window never holds more).
 MAX_RANGE_ITEMS = 1_000_000
 
@@ -49,28 +66,50 @@ def entries_of(conversation: Sequence[ConversationItem], session_id: str) -> lis
     ]
 
 
-def to_segments(entries: Sequence[Entry], prefix: Sequence[Any] = ()) -> list[Any]:
+def _at(items: Sequence[int], sequence: int) -> int:
+    """The index of ``sequence`` in the sorted ``items`` (-1: not there)."""
+    i = bisect_left(items, sequence)
+    return i if i < len(items) and items[i] == sequence else -1
+
+
+def to_segments(
+    entries: Sequence[Entry], prefix: Sequence[Any] = (), items: Sequence[int] | None = None
+) -> list[Any]:
     """Entries with runs of consecutive sequences folded into ``[first, last]`` (after the
-    segments ``prefix`` folded earlier entries into: the same as folding them all)."""
+    segments ``prefix`` folded earlier entries into: the same as folding them all).
+
+    ``items``: the session's conversation-item sequences, sorted, complete over the
+    entries' range: a run of entries that are consecutive among them folds into a span
+    ``[first, last, count]`` (format 3); without, only runs of consecutive events fold.
+    """
+    known: Sequence[int] = items if items is not None else ()
     out: list[Any] = list(prefix)
-    first = last = -2  # the open run [first, last]; none while last == -2
+    first = last = -2  # the open run [first, last] of `count` items; none while last == -2
+    count = 0
+    at = -1  # the index of `last` in `known` (-1: not there)
     if out and type(out[-1]) is list:
-        first, last = out.pop()  # reopened: the next entry may continue it
+        reopened = out.pop()  # the next entry may continue it
+        first, last = reopened[0], reopened[1]
+        count = reopened[2] if len(reopened) == 3 else last - first + 1
+        at = _at(known, last)
     for entry in entries:
         if type(entry) is int:
-            if entry == last + 1:
-                last = entry
-                continue
             if last != -2:
-                out.append([first, last])
+                follows = 0 <= at < len(known) - 1 and known[at + 1] == entry
+                if follows or entry == last + 1:
+                    last, count = entry, count + 1
+                    at = at + 1 if follows else _at(known, entry)
+                    continue
+                out.append([first, last] if count == last - first + 1 else [first, last, count])
             first = last = entry
+            count, at = 1, _at(known, entry)
         else:
             if last != -2:
-                out.append([first, last])
+                out.append([first, last] if count == last - first + 1 else [first, last, count])
                 first = last = -2
             out.append(entry)
     if last != -2:
-        out.append([first, last])
+        out.append([first, last] if count == last - first + 1 else [first, last, count])
     return out
 
 
@@ -78,14 +117,24 @@ def _corrupt(run_id: str, version: int | None, reason: str) -> CheckpointCorrupt
     return CheckpointCorruption(run_id, version, f"checkpoint references: {reason}")
 
 
-def from_segments(run_id: str, version: int, segments: object) -> list[Entry]:
-    """The entries ``segments`` stand for; ``CheckpointCorruption`` when they are malformed."""
+def from_segments(
+    run_id: str, version: int, segments: object, spans: dict[tuple[int, int], list[int]] | None = None
+) -> list[Entry]:
+    """The entries ``segments`` stand for; ``CheckpointCorruption`` when they are malformed.
+    ``spans``: the item sequences of each span ``[first, last, count]`` (``read_spans``);
+    ``None`` where spans are not allowed (format 1)."""
     if not isinstance(segments, list):
         raise _corrupt(run_id, version, "conversation is not a list of segments")
     out: list[Entry] = []
     for segment in segments:
         if isinstance(segment, dict):
             out.append(segment)
+            continue
+        if spans is not None and _is_span(segment):
+            found = spans.get((segment[0], segment[1]))
+            if found is None or len(found) != segment[2]:
+                raise _corrupt(run_id, version, f"span {segment!r} was not read")
+            out.extend(found)
             continue
         if (
             not isinstance(segment, list)
@@ -96,6 +145,57 @@ def from_segments(run_id: str, version: int, segments: object) -> list[Entry]:
         ):
             raise _corrupt(run_id, version, f"bad segment {segment!r}")
         out.extend(range(segment[0], segment[1] + 1))
+    return out
+
+
+def _is_span(segment: object) -> bool:
+    """A well-formed ``[first, last, count]``."""
+    return (
+        isinstance(segment, list)
+        and len(segment) == 3
+        and all(isinstance(n, int) and not isinstance(n, bool) for n in segment)
+        and 1 <= segment[0] < segment[1] <= MAX_INT
+        and 2 <= segment[2] <= min(segment[1] - segment[0], MAX_RANGE_ITEMS)
+    )
+
+
+def _chain_segments(rows: Sequence[Any]) -> list[tuple[int, list[Any]]]:
+    """Every row's segments: a full snapshot's conversation, each delta's ``append``."""
+    out: list[tuple[int, list[Any]]] = []
+    for i, row in enumerate(rows):
+        payload = row["payload"]
+        if i == 0:
+            data = payload.get("checkpoint")
+            segments = data.get("conversation") if isinstance(data, dict) else None
+        else:
+            conv = payload.get("conversation")
+            segments = conv.get("append") if isinstance(conv, dict) else None
+        if isinstance(segments, list):
+            out.append((row["version"], segments))
+    return out
+
+
+async def read_spans(
+    store: Store, run_id: str, session_id: str, rows: Sequence[Any]
+) -> dict[tuple[int, int], list[int]]:
+    """The item sequences of every span of a ``checkpoint.ref/2`` chain, from one range read;
+    ``CheckpointCorruption`` when the log holds another count of items in one."""
+    spans = [(version, s) for version, segments in _chain_segments(rows) for s in segments if _is_span(s)]
+    if not spans:
+        return {}
+    lo, hi = min(s[0] for _, s in spans), max(s[1] for _, s in spans)
+    found = await store.events.read_items(session_id, lo - 1, before=hi + 1)
+    seqs = [row.sequence for row in found]
+    out: dict[tuple[int, int], list[int]] = {}
+    for version, (first, last, count) in spans:
+        inside = seqs[bisect_left(seqs, first) : bisect_right(seqs, last)]
+        if len(inside) != count or inside[0] != first or inside[-1] != last:
+            raise _corrupt(
+                run_id,
+                version,
+                f"span {[first, last, count]!r}: session {session_id!r} holds {len(inside)} items there",
+            )
+        out[(first, last)] = inside
     return out
 
 
@@ -120,9 +220,16 @@ def with_changes(base: dict[str, Any], changes: dict[str, Any], conversation: li
     return out
 
 
-def diff_entries(base: dict[str, Any], new: dict[str, Any], new_entries: list[Entry]) -> dict[str, Any]:
-    """The ``checkpoint.refdelta/1`` payload turning ``base`` (entries in its conversation)
-    into ``new`` (a checkpoint dict without conversation) with ``new_entries``."""
+def diff_entries(
+    base: dict[str, Any],
+    new: dict[str, Any],
+    new_entries: list[Entry],
+    fmt: str = REF_DELTA_FORMAT,
+    items: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """The reference delta payload (``fmt``) turning ``base`` (entries in its conversation)
+    into ``new`` (a checkpoint dict without conversation) with ``new_entries`` (``items``:
+    see ``to_segments``, for ``checkpoint.refdelta/2``)."""
     old: list[Entry] = base["conversation"]
     if new_entries[: len(old)] == old:  # the usual step: the old entries and more (one C compare)
         keep = len(old)
@@ -133,14 +240,23 @@ def diff_entries(base: dict[str, Any], new: dict[str, Any], new_entries: list[En
                 break
             keep += 1
     return {
-        "format": REF_DELTA_FORMAT,
+        "format": fmt,
         "base_version": base["version"],
         "set": changed_fields(base, new),
-        "conversation": {"keep": keep, "append": to_segments(new_entries[keep:])},
+        "conversation": {
+            "keep": keep,
+            "append": to_segments(new_entries[keep:], items=items if fmt == SPAN_DELTA_FORMAT else None),
+        },
     }
 
 
-def apply_ref_delta(run_id: str, version: int, base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+def apply_ref_delta(
+    run_id: str,
+    version: int,
+    base: dict[str, Any],
+    delta: dict[str, Any],
+    spans: dict[tuple[int, int], list[int]] | None = None,
+) -> dict[str, Any]:
     if delta.get("base_version") != base.get("version"):
         raise _corrupt(
             run_id, version, f"delta base {delta.get('base_version')!r} is not {base.get('version')!r}"
@@ -152,7 +268,7 @@ def apply_ref_delta(run_id: str, version: int, base: dict[str, Any], delta: dict
     old: list[Entry] = base["conversation"]
     if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= len(old):
         raise _corrupt(run_id, version, f"delta keeps {keep!r} of {len(old)} conversation items")
-    return with_changes(base, changes, old[:keep] + from_segments(run_id, version, conv.get("append")))
+    return with_changes(base, changes, old[:keep] + from_segments(run_id, version, conv.get("append"), spans))
 
 
 async def resolve(
@@ -178,13 +294,17 @@ async def resolve(
 
 __all__ = [
     "MAX_RANGE_ITEMS",
+    "DELTA_OF",
     "REF_DELTA_FORMAT",
     "REF_FORMAT",
+    "SPAN_DELTA_FORMAT",
+    "SPAN_FORMAT",
     "Entry",
     "apply_ref_delta",
     "diff_entries",
     "entries_of",
     "from_segments",
+    "read_spans",
     "resolve",
     "to_segments",
 ]

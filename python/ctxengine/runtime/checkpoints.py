@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -60,6 +61,8 @@ FULL_EVERY = 8
 TERMINAL_TRIGGERS: frozenset[str] = frozenset({"final_completion", "final_failure"})
 #: The format version of the reference formats.
 REF_FORMAT_VERSION = 2
+#: The format version of the reference formats with spans (``checkpoint.ref/2``).
+SPAN_FORMAT_VERSION = 3
 #: A reference snapshot's key naming the carry whose summary it stands for (or ``None``).
 SUMMARY_CARRY = "summary_carry"
 
@@ -142,27 +145,43 @@ def decode(run_id: str, data: dict[str, Any] | None) -> Checkpoint | None:
 
 
 def is_ref_chain(rows: list[RawCheckpoint]) -> bool:
-    return bool(rows) and rows[0]["payload"].get("format") == refs.REF_FORMAT
+    return bool(rows) and rows[0]["payload"].get("format") in refs.DELTA_OF
 
 
-def materialize_refs(run_id: str, rows: list[RawCheckpoint]) -> tuple[dict[str, Any], str]:
-    """The checkpoint dict of a reference chain (its conversation: entries) and its session."""
+def materialize_refs(
+    run_id: str, rows: list[RawCheckpoint], spans: dict[tuple[int, int], list[int]] | None = None
+) -> tuple[dict[str, Any], str]:
+    """The checkpoint dict of a reference chain (its conversation: entries) and its session.
+    ``spans``: the chain's spans read (``refs.read_spans``; a ``checkpoint.ref/2`` chain)."""
     first = rows[0]
     payload = first["payload"]
     session_id, data = payload.get("session_id"), payload.get("checkpoint")
     if first["kind"] != "full" or not isinstance(session_id, str) or not isinstance(data, dict):
         raise _corrupt(run_id, first["version"], "reference snapshot lacks its session or checkpoint")
-    current = {**data, "conversation": refs.from_segments(run_id, first["version"], data.get("conversation"))}
+    spanned = payload.get("format") == refs.SPAN_FORMAT
+    spans = (spans or {}) if spanned else None
+    delta_format = refs.DELTA_OF[payload["format"]]
+    conversation = refs.from_segments(run_id, first["version"], data.get("conversation"), spans)
+    current = {**data, "conversation": conversation}
     for i, row in enumerate(rows):
         version = row["version"]
         if i:
             fmt = row["payload"].get("format")
-            if row["kind"] != "delta" or fmt != refs.REF_DELTA_FORMAT:
+            if row["kind"] != "delta" or fmt != delta_format:
                 raise _corrupt(run_id, version, f"expected a reference delta, got {row['kind']!r}/{fmt!r}")
-            current = refs.apply_ref_delta(run_id, version, current, row["payload"])
+            current = refs.apply_ref_delta(run_id, version, current, row["payload"], spans)
         if current.get("version") != version:
             raise _corrupt(run_id, version, f"row holds checkpoint version {current.get('version')!r}")
     return current, session_id
+
+
+async def read_refs(store: Store, run_id: str, rows: list[RawCheckpoint]) -> tuple[dict[str, Any], str]:
+    """``materialize_refs`` with the chain's spans read from its session's log."""
+    session_id = rows[0]["payload"].get("session_id")
+    spans = None
+    if rows[0]["payload"].get("format") == refs.SPAN_FORMAT and isinstance(session_id, str):
+        spans = await refs.read_spans(store, run_id, session_id, rows)
+    return materialize_refs(run_id, rows, spans)
 
 
 def decode_resolved(
@@ -189,7 +208,7 @@ async def latest_checkpoint(store: Store, run_id: str) -> Checkpoint | None:
 async def checkpoint_from_rows(store: Store, run_id: str, rows: list[RawCheckpoint]) -> Checkpoint | None:
     """The checkpoint ``latest_raw`` rows describe (references resolved through ``store``)."""
     if is_ref_chain(rows):
-        data, session_id = materialize_refs(run_id, rows)
+        data, session_id = await read_refs(store, run_id, rows)
         version = data["version"]
         resolved = await refs.resolve(store, run_id, version, session_id, data["conversation"])
         return decode_resolved(run_id, await _carried_summary(store, run_id, session_id, data), resolved)
@@ -257,6 +276,12 @@ def _writes_refs(store: Store, session_id: str | None) -> bool:
     return session_id is not None and (policy or WritePolicy()).writes(REF_FORMAT_VERSION)
 
 
+def _ref_format(store: Store) -> str:
+    """The full reference format this store's policy writes: spans once every reader knows them."""
+    policy = getattr(store, "write_policy", None) or WritePolicy()
+    return refs.SPAN_FORMAT if policy.writes(SPAN_FORMAT_VERSION) else refs.REF_FORMAT
+
+
 async def write_checkpoint(
     store: Store,
     run_id: str,
@@ -271,6 +296,7 @@ async def write_checkpoint(
     into: list[RawCheckpoint] | None = None,
     carry: Carry | None = None,
     memo: RefMemo | None = None,
+    items: Sequence[int] | None = None,
 ) -> int:
     """Write ``checkpoint`` as the run's next version (full or delta) and return that version.
 
@@ -286,7 +312,9 @@ async def write_checkpoint(
     write, for the caller's next ``rows``. ``carry``: the carry the run was seeded from (a
     reference chain then stores a summary that is still the carry's as its sequence).
     ``memo``: the caller's ``RefMemo`` (with ``into``): a conversation that grew at its end
-    is folded from where the last write left it (the same payload).
+    is folded from where the last write left it (the same payload). ``items``: the session's
+    conversation-item sequences as the caller read them (sorted, complete over its window):
+    a ``checkpoint.ref/2`` chain folds runs of consecutive items into spans.
     """
     if not isinstance(checkpoint, Checkpoint):
         raise ModelValidationError(
@@ -311,13 +339,16 @@ async def write_checkpoint(
             if use_refs:
                 assert session_id is not None
                 shell = _ref_shell(stamped, carry)
+                fmt = _ref_format(store)
+                known_items = items if fmt == refs.SPAN_FORMAT else None
                 if memo is not None:
-                    entries, segments = memo.full(session_id, stamped.conversation)
+                    entries, segments = memo.full(session_id, stamped.conversation, known_items)
                     materialized = {**shell, "conversation": entries}
                 else:
-                    segments = refs.to_segments(refs.entries_of(stamped.conversation, session_id))
+                    entries = refs.entries_of(stamped.conversation, session_id)
+                    segments = refs.to_segments(entries, items=known_items)
                 checkpoint_dict = {**shell, "conversation": segments}
-                payload = {"format": refs.REF_FORMAT, "session_id": session_id, "checkpoint": checkpoint_dict}
+                payload = {"format": fmt, "session_id": session_id, "checkpoint": checkpoint_dict}
             else:
                 payload = {"format": FULL_FORMAT, "checkpoint": stamped.to_dict()}
             written = await store.checkpoints.write(
@@ -330,16 +361,19 @@ async def write_checkpoint(
             if known is not None:
                 base = known[0]  # what this process wrote last: it came from a checkpoint
             else:
-                base = materialize_refs(run_id, rows)[0]
+                base = (await read_refs(store, run_id, rows))[0]
                 # As below: a delta is never written on a base that does not decode.
                 decode_resolved(run_id, base, [e for e in base["conversation"] if isinstance(e, dict)])
             if memo is not None and known is not None:
                 entries = memo.entries(session_id, base, known[1], stamped.conversation)
             else:
                 entries = refs.entries_of(stamped.conversation, session_id)
-            payload = refs.diff_entries(base, _ref_shell(stamped, carry), entries)
+            fmt = refs.DELTA_OF[rows[0]["payload"]["format"]]  # the chain's own
+            delta = refs.diff_entries(base, _ref_shell(stamped, carry), entries, fmt, items)
+            payload = delta
             if memo is not None:
-                materialized = refs.apply_ref_delta(run_id, version, base, payload)
+                # What the row materializes to: the base's entries kept, then the new ones.
+                materialized = refs.with_changes(base, delta["set"], entries)
             written = await store.checkpoints.write(
                 run_id, payload, trigger=trigger, lease=lease, kind="delta"
             )
@@ -397,6 +431,7 @@ __all__ = [
     "FULL_FORMAT",
     "FULL_TRIGGERS",
     "REF_FORMAT_VERSION",
+    "SPAN_FORMAT_VERSION",
     "SUMMARY_CARRY",
     "TERMINAL_TRIGGERS",
     "CheckpointWriter",
@@ -409,5 +444,6 @@ __all__ = [
     "is_ref_chain",
     "materialize",
     "materialize_refs",
+    "read_refs",
     "write_checkpoint",
 ]

@@ -125,6 +125,22 @@ class HistoryReader:
         self._evict()
         return Span(window, bisect_right(window.seqs, through))
 
+    def item_sequences(
+        self, session_id: str, events: Sequence[int] = (), items: Sequence[int] = ()
+    ) -> Sequence[int] | None:
+        """The sequences of every conversation item event of the session's window, sorted
+        (complete between its first and last: what a span of a reference checkpoint needs).
+
+        ``events``: the sequences a transaction in progress appended, ``items`` those of
+        them that are conversation items: when they follow the window without a gap, they
+        are known too (the window takes them only once they are committed)."""
+        window = self._windows.get(session_id)
+        if window is None:
+            return None
+        if events and min(events) == window.hi + 1 and max(events) - min(events) + 1 == len(events):
+            return [*window.seqs, *sorted(items)]
+        return window.seqs
+
     def primed_through(self, session_id: str) -> int:
         """The sequence up to which this window's rows have primed the estimator."""
         window = self._windows.get(session_id)

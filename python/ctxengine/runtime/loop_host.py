@@ -55,8 +55,12 @@ class LoopHost:
         *,
         rows: list[RawCheckpoint] | None = None,
         prune: bool = False,
+        appended: Sequence[Event] = (),
+        appended_items: Sequence[ConversationItem] = (),
     ) -> tuple[int, list[RawCheckpoint]]:
-        """Write the run's next checkpoint version inside the caller's transaction."""
+        """Write the run's next checkpoint version inside the caller's transaction
+        (``appended``: the events the transaction appended, ``appended_items`` the items
+        among them: the checkpoint's spans may reach into them)."""
         if rows is None:
             known = self._rows.get(run.run_id)
             if known and known[-1]["version"] == checkpoint.version:
@@ -75,6 +79,11 @@ class LoopHost:
             into=written,
             carry=self._seeded_from.get(run.run_id, (None, None))[0],
             memo=self._refs,
+            items=self.history.item_sequences(
+                run.session_id,
+                [e.sequence for e in appended],
+                [item.seq for item in appended_items if item.seq is not None],
+            ),
         )
         return version, written
 

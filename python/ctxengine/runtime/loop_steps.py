@@ -83,7 +83,15 @@ class StepWrites(LoopHost):
                 updated = evolve(checkpoint, conversation=conversation, working_state=steps.state)
             else:
                 updated = replace(checkpoint, conversation=conversation, working_state=steps.state)
-            version, rows = await self._write(run, updated, trigger, lease, prune=self.prune_finished)
+            version, rows = await self._write(
+                run,
+                updated,
+                trigger,
+                lease,
+                prune=self.prune_finished,
+                appended=stored,
+                appended_items=appended,
+            )
             return _Recorded(stored, written, appended, updated, version, rows)
 
         done = await self.commits.run(

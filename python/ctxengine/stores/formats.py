@@ -47,6 +47,8 @@ CHECKPOINT_FORMATS: dict[str, int] = {
     "checkpoint.delta/1": 1,
     "checkpoint.ref/1": 2,
     "checkpoint.refdelta/1": 2,
+    "checkpoint.ref/2": 3,
+    "checkpoint.refdelta/2": 3,
 }
 
 #: The format version checkpoint rows of the first formats are stamped with.
