@@ -276,9 +276,22 @@ async def test_a_runs_version_1_is_one_span_however_long_the_session(store: Stor
         segments = rows[0]["payload"]["checkpoint"]["conversation"]
         assert len(segments) == 1 and len(segments[0]) == 3
     other = ScriptedWorker(store, owner="x")
+    reads = []
+    real = store.events.read_items
+
+    async def counted(*args: object, **kwargs: object) -> object:
+        reads.append(args)
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
     for turn in (3, 12):
         run = f"{SID}-run-{turn}"
-        read = await ce.latest_checkpoint(store, run)
+        reads.clear()
+        store.events.read_items = counted  # type: ignore[method-assign]
+        try:
+            read = await ce.latest_checkpoint(store, run)
+        finally:
+            del store.events.read_items
+        assert len(reads) == 1  # the span's items once: expanding it and resolving it
         assert read is not None
         seqs = [item.seq for item in read.conversation]
         items = await other.loop.history.history(SID, 0, max(s for s in seqs if s is not None), None)

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import CheckpointCorruption
 from ..model import ConversationItem
 from ..model.checkpoint import OMITTED_WHEN_EMPTY
-from ..stores.events import MAX_INT, Store
+from ..stores.events import MAX_INT, ItemRow, Store
 from .session import decode_rows
 
 REF_FORMAT = "checkpoint.ref/1"
@@ -175,14 +175,21 @@ def _chain_segments(rows: Sequence[Any]) -> list[tuple[int, list[Any]]]:
     return out
 
 
-async def read_spans(
-    store: Store, run_id: str, session_id: str, rows: Sequence[Any]
-) -> dict[tuple[int, int], list[int]]:
+class SpanRead(NamedTuple):
+    """A chain's spans expanded, and the item rows read for them (``after < seq <= through``)."""
+
+    spans: dict[tuple[int, int], list[int]]
+    rows: list[ItemRow]
+    after: int
+    through: int
+
+
+async def read_spans(store: Store, run_id: str, session_id: str, rows: Sequence[Any]) -> SpanRead:
     """The item sequences of every span of a ``checkpoint.ref/2`` chain, from one range read;
     ``CheckpointCorruption`` when the log holds another count of items in one."""
     spans = [(version, s) for version, segments in _chain_segments(rows) for s in segments if _is_span(s)]
     if not spans:
-        return {}
+        return SpanRead({}, [], 0, 0)
     lo, hi = min(s[0] for _, s in spans), max(s[1] for _, s in spans)
     found = await store.events.read_items(session_id, lo - 1, before=hi + 1)
     seqs = [row.sequence for row in found]
@@ -196,7 +203,7 @@ async def read_spans(
                 f"span {[first, last, count]!r}: session {session_id!r} holds {len(inside)} items there",
             )
         out[(first, last)] = inside
-    return out
+    return SpanRead(out, found, lo - 1, hi)
 
 
 def changed_fields(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -272,13 +279,22 @@ def apply_ref_delta(
 
 
 async def resolve(
-    store: Store, run_id: str, version: int, session_id: str, entries: list[Entry]
+    store: Store,
+    run_id: str,
+    version: int,
+    session_id: str,
+    entries: list[Entry],
+    read: SpanRead | None = None,
 ) -> list[dict[str, Any] | ConversationItem]:
-    """The entries with every reference replaced by its item, read in one range read."""
+    """The entries with every reference replaced by its item, read in one range read (none
+    when ``read``, the rows the chain's spans were read from, covers them)."""
     wanted = sorted({e for e in entries if isinstance(e, int)})
     if not wanted:
         return [e for e in entries if isinstance(e, dict)]
-    rows = await store.events.read_items(session_id, wanted[0] - 1, before=wanted[-1] + 1)
+    if read is not None and read.after < wanted[0] and wanted[-1] <= read.through:
+        rows = read.rows
+    else:
+        rows = await store.events.read_items(session_id, wanted[0] - 1, before=wanted[-1] + 1)
     want = set(wanted)
     found = [row for row in rows if row.sequence in want]
     if len(found) != len(want):
@@ -305,6 +321,7 @@ __all__ = [
     "entries_of",
     "from_segments",
     "read_spans",
+    "SpanRead",
     "resolve",
     "to_segments",
 ]

@@ -175,13 +175,16 @@ def materialize_refs(
     return current, session_id
 
 
-async def read_refs(store: Store, run_id: str, rows: list[RawCheckpoint]) -> tuple[dict[str, Any], str]:
-    """``materialize_refs`` with the chain's spans read from its session's log."""
+async def read_refs(
+    store: Store, run_id: str, rows: list[RawCheckpoint]
+) -> tuple[dict[str, Any], str, refs.SpanRead | None]:
+    """``materialize_refs`` with the chain's spans read from its session's log (and what
+    was read for them, which ``refs.resolve`` reuses)."""
     session_id = rows[0]["payload"].get("session_id")
-    spans = None
+    read = None
     if rows[0]["payload"].get("format") == refs.SPAN_FORMAT and isinstance(session_id, str):
-        spans = await refs.read_spans(store, run_id, session_id, rows)
-    return materialize_refs(run_id, rows, spans)
+        read = await refs.read_spans(store, run_id, session_id, rows)
+    return (*materialize_refs(run_id, rows, read.spans if read is not None else None), read)
 
 
 def decode_resolved(
@@ -208,9 +211,9 @@ async def latest_checkpoint(store: Store, run_id: str) -> Checkpoint | None:
 async def checkpoint_from_rows(store: Store, run_id: str, rows: list[RawCheckpoint]) -> Checkpoint | None:
     """The checkpoint ``latest_raw`` rows describe (references resolved through ``store``)."""
     if is_ref_chain(rows):
-        data, session_id = await read_refs(store, run_id, rows)
+        data, session_id, read = await read_refs(store, run_id, rows)
         version = data["version"]
-        resolved = await refs.resolve(store, run_id, version, session_id, data["conversation"])
+        resolved = await refs.resolve(store, run_id, version, session_id, data["conversation"], read)
         return decode_resolved(run_id, await _carried_summary(store, run_id, session_id, data), resolved)
     return decode(run_id, materialize(run_id, rows))
 
@@ -361,7 +364,7 @@ async def write_checkpoint(
             if known is not None:
                 base = known[0]  # what this process wrote last: it came from a checkpoint
             else:
-                base = (await read_refs(store, run_id, rows))[0]
+                base = (await read_refs(store, run_id, rows))[0]  # (the items are not needed)
                 # As below: a delta is never written on a base that does not decode.
                 decode_resolved(run_id, base, [e for e in base["conversation"] if isinstance(e, dict)])
             if memo is not None and known is not None:
