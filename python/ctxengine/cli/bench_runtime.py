@@ -231,8 +231,8 @@ def _worker_rows(r: RuntimeResults) -> list[str]:
         "### Many workers (2 sessions x N turns each, a tool round trip every third turn)",
         "",
         "| store | workers | steps | steps/s | first request p50 / p99 (ms) | turn p50 early / late (ms) "
-        "| CPU ms/step (server) | lost | duplicated |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| worker CPU per turn early / late (ms) | CPU ms/step (server) | lost | duplicated |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for w in rows:
         cells = [
@@ -242,6 +242,7 @@ def _worker_rows(r: RuntimeResults) -> list[str]:
             f"{w.steps_per_s:,.0f}",
             f"{w.first_p50_ms:.1f} / {w.first_p99_ms:.1f}",
             f"{w.turn_p50_early_ms:.1f} / {w.turn_p50_late_ms:.1f}",
+            f"{w.turn_cpu_early_ms:.2f} / {w.turn_cpu_late_ms:.2f}",
             f"{w.cpu_ms_per_step:.2f} ({w.server_cpu_ms_per_step:.2f})",
             str(w.lost),
             str(w.duplicated),

@@ -47,6 +47,9 @@ class WorkersResult:
     first_p99_ms: float
     turn_p50_early_ms: float
     turn_p50_late_ms: float
+    #: Median CPU of a worker's turn (its own process), turns 11-30 and the last 20.
+    turn_cpu_early_ms: float
+    turn_cpu_late_ms: float
     cpu_ms_per_step: float
     server_cpu_ms_per_step: float
     lost: int
@@ -76,6 +79,7 @@ async def _worker(url: str, out: str, go: str, sessions: list[str], turns: int, 
                         "turn": turn,
                         "first_ms": t.first_request_s * 1e3,
                         "turn_ms": t.turn_s * 1e3,
+                        "cpu_ms": t.cpu_s * 1e3,
                         "steps": t.steps,
                         "compactions": t.compactions,
                         "acked": t.acked,
@@ -161,6 +165,8 @@ def run_workers(
             phases[name] = phases.get(name, 0.0) + seconds * 1e3 / max(steps, 1)
     early = [t["turn_ms"] for t in turns_all if 11 <= t["turn"] <= 30]
     late = [t["turn_ms"] for t in turns_all if t["turn"] > turns - 20]
+    cpu_early = [t["cpu_ms"] for t in turns_all if 11 <= t["turn"] <= 30]
+    cpu_late = [t["cpu_ms"] for t in turns_all if t["turn"] > turns - 20]
     cpu = sum(r["cpu_s"] for r in reports)
     return WorkersResult(
         store=url.split(":", 1)[0],
@@ -174,6 +180,8 @@ def run_workers(
         first_p99_ms=firsts[min(len(firsts) - 1, int(0.99 * len(firsts)))],
         turn_p50_early_ms=statistics.median(early) if early else 0.0,
         turn_p50_late_ms=statistics.median(late) if late else 0.0,
+        turn_cpu_early_ms=statistics.median(cpu_early) if cpu_early else 0.0,
+        turn_cpu_late_ms=statistics.median(cpu_late) if cpu_late else 0.0,
         cpu_ms_per_step=(cpu + server_cpu) * 1e3 / max(steps, 1),
         server_cpu_ms_per_step=server_cpu * 1e3 / max(steps, 1),
         lost=lost,

@@ -83,6 +83,9 @@ class TurnTiming:
     acked: tuple[tuple[int, str], ...] = ()
     #: Wall seconds per phase (append, plan, claim, seed, build, record).
     phases: tuple[tuple[str, float], ...] = ()
+    #: CPU seconds this process spent on the turn (the engine's own work; the turn's wall
+    #: time adds the store's: a server's statements, the disk's commits).
+    cpu_s: float = 0.0
 
 
 class ScriptedWorker:
@@ -119,6 +122,7 @@ class ScriptedWorker:
         rng = random.Random(f"{session_id}:{turn}")
         phases: dict[str, float] = {}
         clock = time.perf_counter
+        cpu = time.process_time()
         started = mark = clock()
 
         def lap(name: str) -> None:
@@ -177,6 +181,7 @@ class ScriptedWorker:
             history,
             tuple(acked),
             tuple(phases.items()),
+            time.process_time() - cpu,
         )
 
 
