@@ -92,6 +92,17 @@ def to_segments(
         first, last = reopened[0], reopened[1]
         count = reopened[2] if len(reopened) == 3 else last - first + 1
         at = _at(known, last)
+    n = len(entries)
+    head = entries[0] if n > 1 else None
+    if isinstance(head, int) and (start := _at(known, head)) >= 0:
+        if known[start : start + n] == list(entries):  # all consecutive items (one C compare)
+            if last != -2 and not (at == start - 1 or head == last + 1):
+                out.append([first, last] if count == last - first + 1 else [first, last, count])
+                last = -2
+            if last == -2:
+                first, count = head, 0
+            last, count, at = known[start + n - 1], count + n, start + n - 1
+            entries = ()
     for entry in entries:
         if type(entry) is int:
             if last != -2:
