@@ -8,25 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_fit_body import MODEL, core, ref  # (skips this module too without the extension)
 
 from ctxengine.assembly.render import render_conversation, render_pointer
 from ctxengine.assembly.request import RenderedItem
-from ctxengine.core import backends
 from ctxengine.core.body import BodyBlock, BodyInputs, BodyLimits, RenderLine
 from ctxengine.errors import OrphanedToolPair
 from ctxengine.model import AssistantMessage, ToolResult, UserMessage
 from strategies import fresh, sessions
 
-try:
-    core: Any = backends.module("rust")
-except Exception:  # pragma: no cover - the extension is not built
-    pytest.skip("ctxengine._core is not built", allow_module_level=True)
-
-ref: Any = backends.module("python")
-MODEL = "m:a"
 BLOCKS = (
     BodyBlock(region_class="history", kind="history"),
     BodyBlock(
