@@ -58,6 +58,15 @@ class Window:
         self.classes.update(zip(map(id, visibilities), visibilities, strict=True))
 
 
+def _follows(window: Window, sequences: Sequence[int]) -> bool:
+    """Whether ``sequences`` are the events right after the window, without a gap."""
+    return (
+        bool(sequences)
+        and min(sequences) == window.hi + 1
+        and max(sequences) - min(sequences) + 1 == len(sequences)
+    )
+
+
 class Span(NamedTuple):
     """A range of a session's window: its lists (not copies) up to ``end``."""
 
@@ -137,7 +146,7 @@ class HistoryReader:
         window = self._windows.get(session_id)
         if window is None:
             return None
-        if events and min(events) == window.hi + 1 and max(events) - min(events) + 1 == len(events):
+        if _follows(window, events):
             return [*window.seqs, *sorted(items)]
         return window.seqs
 
@@ -186,14 +195,11 @@ class HistoryReader:
         them that are conversation items). When they follow the window without a gap, the
         window grows by them: the next seed need not read them back."""
         window = self._windows.get(session_id)
-        if window is None or not sequences:
-            return
-        first, last = min(sequences), max(sequences)
-        if first != window.hi + 1 or last - first + 1 != len(sequences) or len(rows) != len(items):
+        if window is None or not _follows(window, sequences) or len(rows) != len(items):
             return
         window.add(rows, items)
         self._size += len(rows)
-        window.hi = last
+        window.hi = max(sequences)
 
     def record_tokens(self, session_id: str, counter: str, tokens: dict[int, int]) -> None:
         """Remember counts just stored for rows of the cached window."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import NamedTuple
 
 from ..core import backends
@@ -76,30 +75,6 @@ def _pairing(items: Sequence[ConversationItem], answered: set[str], still_open: 
         keep[i] = False
     kept = [item for item, k in zip(items, keep, strict=True) if k]
     return _Pairing(kept, fresh, set(open_calls), reopened)
-
-
-def visible_rows(
-    rows: Sequence[ItemRow], items: Sequence[ConversationItem], principal: Principal | None
-) -> tuple[Sequence[ItemRow], Sequence[ConversationItem]]:
-    """The rows and items ``principal`` may read (all of them for ``None``), as two lists.
-
-    A window holds few visibility classes: when ``principal`` may read every class
-    present, no row is looked at one by one (and the lists come back as they are).
-    """
-    if len(rows) != len(items):
-        raise ValueError(f"visible_rows: {len(rows)} rows, {len(items)} items")
-    if principal is None:
-        return rows, items
-    classes = list(map(attrgetter("visibility"), rows))
-    distinct = dict(zip(map(id, classes), classes, strict=True))  # the rows hold them: ids are stable
-    denied = {key for key, visibility in distinct.items() if not visibility.allows(principal)}
-    if not denied:
-        return rows, items
-    keep = [id(visibility) not in denied for visibility in classes]
-    return (
-        [row for row, kept in zip(rows, keep, strict=True) if kept],
-        [item for item, kept in zip(items, keep, strict=True) if kept],
-    )
 
 
 @dataclass(slots=True)
@@ -229,4 +204,4 @@ def _continued(
     return SeedHistory(history, *_fresh(rows, items, kept, primed))
 
 
-__all__ = ["SeedHistory", "SeedView", "seed_history", "visible_rows", "whole_pairs"]
+__all__ = ["SeedHistory", "SeedView", "seed_history", "whole_pairs"]

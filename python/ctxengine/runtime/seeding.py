@@ -16,7 +16,7 @@ records it for every later one).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -37,11 +37,11 @@ from ..model import (
     WorkingState,
 )
 from ..plan import ContextPlan
-from ..stores.events import ItemRow, Store, Visibility
+from ..stores.events import ItemRow, Store
 from .carry import Carry, CarryCache, find_carry
 from .checkpoints import evolve
 from .history_reader import HistoryReader
-from .seed_view import seed_history, visible_rows, whole_pairs
+from .seed_view import seed_history, whole_pairs
 from .session import HISTORY_REGION
 from .working_state import carried, carry_working_state, stored_state
 
@@ -81,19 +81,6 @@ class SeedRead:
         """Every row to prime has a stored count: priming stores nothing (it may then run
         while version 1 is being written)."""
         return self.plan is None or all(row.tokens is not None for row in self.fresh_rows)
-
-
-def principal_filter(principal: Principal) -> Callable[[Visibility], bool]:
-    """``Visibility.allows(principal)``, remembered per visibility class (a window has few)."""
-    seen: dict[Visibility, bool] = {}
-
-    def allows(visibility: Visibility) -> bool:
-        hit = seen.get(visibility)
-        if hit is None:
-            hit = seen[visibility] = visibility.allows(principal)
-        return hit
-
-    return allows
 
 
 async def build_seed(
@@ -237,6 +224,5 @@ __all__ = [
     "prime_summary",
     "read_seed",
     "summary_counts",
-    "visible_rows",
     "whole_pairs",
 ]
