@@ -69,6 +69,8 @@ class Line:
             renders[i] = None
         elif how == "repointer" and n and isinstance(self.history[i], ToolResult):
             pointers[i] = render_pointer(self.history[i])
+        elif how == "unpointer" and n:
+            pointers[i] = None
         elif how == "stale" and n:
             items[i] = fresh(self.history[i])
         elif how == "replace" and n:

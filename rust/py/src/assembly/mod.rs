@@ -279,8 +279,12 @@ fn extend_cache<'py>(
         else {
             break;
         };
-        if values.get_item(i).map_or(true, |v| !v.is(&item)) {
-            break;
+        let result = matches!(
+            g.bufs.history[i].role,
+            ctxengine_core::cut::ToolRole::Result(_)
+        );
+        if values.get_item(i).map_or(true, |v| !v.is(&item)) || (result && pointer.is_none()) {
+            break; // (as `Line::held`: a tool result's entry holds its pointer)
         }
         let Ok(t) = g.types.info(&render) else {
             break;
