@@ -9,7 +9,7 @@
 //! attribute values additionally quotes, CR and LF.
 
 use crate::canonical::{write_i64, write_str, MAX_SAFE_INTEGER};
-use crate::hash::{hex, sha256};
+use crate::hash::sha256;
 
 /// Hex digits of the nonce.
 pub const NONCE_HEX: usize = 16;
@@ -21,22 +21,70 @@ pub fn is_trusted(trust: &str) -> bool {
 
 /// The envelope nonce of content whose canonical digest is `digest`.
 pub fn nonce(digest: &[u8; 32]) -> String {
-    let mut data = Vec::with_capacity(19 + 32);
-    data.extend_from_slice(b"ctxengine.envelope\x00");
-    data.extend_from_slice(digest);
-    let mut h = hex(&sha256(&data));
-    h.truncate(NONCE_HEX);
-    h
+    nonce_bytes(digest).iter().map(|&b| char::from(b)).collect()
+}
+
+/// [`nonce`] as its ASCII hex bytes, without an allocation.
+fn nonce_bytes(digest: &[u8; 32]) -> [u8; NONCE_HEX] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut data = [0u8; 19 + 32];
+    data[..19].copy_from_slice(b"ctxengine.envelope\x00");
+    data[19..].copy_from_slice(digest);
+    let hash = sha256(&data);
+    let mut out = [0u8; NONCE_HEX];
+    for (i, b) in hash.iter().take(NONCE_HEX / 2).enumerate() {
+        out[2 * i] = HEX[usize::from(b >> 4)];
+        out[2 * i + 1] = HEX[usize::from(b & 15)];
+    }
+    out
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Bit 7 set in each byte of `x` equal to `byte` (exact as a whole: zero iff
+/// no byte is; a flag above a flagged byte may be spurious).
+#[inline(always)]
+fn equal_mask(x: u64, byte: u8) -> u64 {
+    let t = x ^ (ONES * u64::from(byte));
+    t.wrapping_sub(ONES) & !t & HIGHS
+}
+
+/// Whether `bytes` holds a byte `escape` may replace: `& < >`, NUL or the lead
+/// byte of U+2028/U+2029 (0xE2), and for attributes also quotes, CR and LF.
+/// Eight bytes per step: this runs over every history item's text.
+fn has_special(bytes: &[u8], attr: bool) -> bool {
+    let flagged = |x: u64| {
+        let body = equal_mask(x, b'&')
+            | equal_mask(x, b'<')
+            | equal_mask(x, b'>')
+            | equal_mask(x, 0)
+            | equal_mask(x, 0xE2);
+        let quoting = if attr {
+            equal_mask(x, b'"') | equal_mask(x, b'\'') | equal_mask(x, b'\n') | equal_mask(x, b'\r')
+        } else {
+            0
+        };
+        body | quoting != 0
+    };
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        if flagged(u64::from_le_bytes(word)) {
+            return true;
+        }
+    }
+    let rest = chunks.remainder();
+    let mut word = [b' '; 8];
+    word[..rest.len()].copy_from_slice(rest);
+    flagged(u64::from_le_bytes(word))
 }
 
 fn escape(out: &mut String, text: &str, attr: bool) {
     // Most text holds none of the escaped characters: copy it whole. (U+2028
     // and U+2029 are the only ones outside ASCII; their UTF-8 starts 0xE2.)
-    let special = |b: &u8| {
-        matches!(b, b'&' | b'<' | b'>' | 0 | 0xE2)
-            || (attr && matches!(b, b'"' | b'\'' | b'\n' | b'\r'))
-    };
-    if !text.as_bytes().iter().any(special) {
+    if !has_special(text.as_bytes(), attr) {
         out.push_str(text);
         return;
     }
@@ -64,23 +112,34 @@ fn escape(out: &mut String, text: &str, attr: bool) {
 
 /// `text` as the model sees it: verbatim when trusted, otherwise fenced and escaped.
 pub fn envelope(text: &str, trust: &str, source: &str, digest: &[u8; 32]) -> String {
-    if is_trusted(trust) {
-        return text.to_owned();
-    }
-    let nonce = nonce(digest);
-    let mut out = String::with_capacity(text.len() + 96);
-    out.push_str("<untrusted trust=\"");
-    escape(&mut out, trust, true);
-    out.push_str("\" source=\"");
-    escape(&mut out, source, true);
-    out.push_str("\" nonce=\"");
-    out.push_str(&nonce);
-    out.push_str("\">");
-    escape(&mut out, text, false);
-    out.push_str("</untrusted:");
-    out.push_str(&nonce);
-    out.push('>');
+    let mut out = String::new();
+    envelope_into(&mut out, text, trust, source, digest);
     out
+}
+
+/// [`envelope`] written into `out` (cleared first): a caller rendering many
+/// items reuses one buffer.
+pub fn envelope_into(out: &mut String, text: &str, trust: &str, source: &str, digest: &[u8; 32]) {
+    out.clear();
+    if is_trusted(trust) {
+        out.push_str(text);
+        return;
+    }
+    let nonce = nonce_bytes(digest);
+    // The nonce is ASCII hex digits.
+    let nonce = std::str::from_utf8(&nonce).unwrap_or_default();
+    out.reserve(text.len() + 96);
+    out.push_str("<untrusted trust=\"");
+    escape(out, trust, true);
+    out.push_str("\" source=\"");
+    escape(out, source, true);
+    out.push_str("\" nonce=\"");
+    out.push_str(nonce);
+    out.push_str("\">");
+    escape(out, text, false);
+    out.push_str("</untrusted:");
+    out.push_str(nonce);
+    out.push('>');
 }
 
 /// The fields of a `RenderedItem` its canonical bytes are written from
@@ -107,35 +166,43 @@ fn write_opt_str(out: &mut Vec<u8>, value: Option<&str>) {
 /// `RenderedItem.to_dict()` as canonical JSON (keys in sorted order), or
 /// `None` when `seq` is outside the canonical integer range.
 fn rendered_canonical(r: &Rendered<'_>) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    rendered_canonical_into(&mut out, r).then_some(out)
+}
+
+/// [`rendered_canonical`] written into `out` (cleared first); false when `seq`
+/// is outside the canonical integer range (`out` is then left empty).
+fn rendered_canonical_into(out: &mut Vec<u8>, r: &Rendered<'_>) -> bool {
+    out.clear();
     if r.seq
         .is_some_and(|s| s.unsigned_abs() > MAX_SAFE_INTEGER as u64)
     {
-        return None;
+        return false;
     }
     let args = r.arguments_json.unwrap_or(b"null");
-    let size = args.len() + r.text.map_or(0, str::len) + r.region_class.len() + 200;
-    let mut out = Vec::with_capacity(size);
+    out.reserve(args.len() + r.text.map_or(0, str::len) + r.region_class.len() + 200);
+    let out = &mut *out;
     out.extend_from_slice(b"{\"arguments\":");
     out.extend_from_slice(args);
     out.extend_from_slice(b",\"call_id\":");
-    write_opt_str(&mut out, r.call_id);
+    write_opt_str(out, r.call_id);
     out.extend_from_slice(b",\"is_error\":");
     out.extend_from_slice(if r.is_error { b"true" } else { b"false" });
     out.extend_from_slice(b",\"name\":");
-    write_opt_str(&mut out, r.name);
+    write_opt_str(out, r.name);
     out.extend_from_slice(b",\"provider\":null,\"reasoning\":null,\"region_class\":");
-    write_str(&mut out, r.region_class.as_bytes());
+    write_str(out, r.region_class.as_bytes());
     out.extend_from_slice(b",\"role\":");
-    write_str(&mut out, r.role.as_bytes());
+    write_str(out, r.role.as_bytes());
     out.extend_from_slice(b",\"seq\":");
     match r.seq {
-        Some(s) => write_i64(&mut out, s),
+        Some(s) => write_i64(out, s),
         None => out.extend_from_slice(b"null"),
     }
     out.extend_from_slice(b",\"text\":");
-    write_opt_str(&mut out, r.text);
+    write_opt_str(out, r.text);
     out.push(b'}');
-    Some(out)
+    true
 }
 
 /// The canonical bytes of `RenderedItem.to_dict()` for a text item (no tool
@@ -159,6 +226,32 @@ pub fn rendered_text_canonical(
         is_error,
         seq,
     })
+}
+
+/// [`rendered_text_canonical`] written into `out` (cleared first); false when
+/// `seq` is outside the canonical integer range.
+pub fn rendered_text_canonical_into(
+    out: &mut Vec<u8>,
+    region_class: &str,
+    role: &str,
+    text: &str,
+    call_id: Option<&str>,
+    is_error: bool,
+    seq: Option<i64>,
+) -> bool {
+    rendered_canonical_into(
+        out,
+        &Rendered {
+            region_class,
+            role,
+            text: Some(text),
+            call_id,
+            name: None,
+            arguments_json: None,
+            is_error,
+            seq,
+        },
+    )
 }
 
 /// The canonical bytes of `RenderedItem.to_dict()` for a tool call whose
@@ -213,6 +306,33 @@ mod tests {
             )
         );
         assert_eq!(n.len(), NONCE_HEX);
+    }
+
+    #[test]
+    fn special_scan_matches_a_byte_loop() {
+        let specials_body = [b'&', b'<', b'>', 0, 0xE2];
+        let specials_attr = [b'"', b'\'', b'\n', b'\r'];
+        let text = [b'a'; 40];
+        for len in 0..40 {
+            for at in 0..=len {
+                for byte in specials_body
+                    .iter()
+                    .chain(&specials_attr)
+                    .chain(&[b'b', 0x80, 0xFF])
+                {
+                    let mut t = text[..len].to_vec();
+                    if at < len {
+                        t[at] = *byte;
+                    }
+                    for attr in [false, true] {
+                        let want = t.iter().any(|b| {
+                            specials_body.contains(b) || (attr && specials_attr.contains(b))
+                        });
+                        assert_eq!(has_special(&t, attr), want, "{t:?} attr={attr}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

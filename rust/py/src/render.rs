@@ -8,7 +8,11 @@
 //! `None` for the caller to render (data in, data out: no callback). The
 //! native module imports nothing from `ctxengine`: the caller passes the class.
 
-use ctxengine_core::envelope::{envelope, rendered_call_canonical, rendered_text_canonical};
+use std::borrow::Cow;
+
+use ctxengine_core::envelope::{
+    envelope_into, rendered_call_canonical, rendered_text_canonical_into,
+};
 use ctxengine_core::hash::sha256;
 use ctxengine_core::pointer::pointer_text;
 use pyo3::exceptions::PyTypeError;
@@ -37,9 +41,9 @@ const SLOTS: [&str; 11] = [
 
 /// The content text of a message (`model.content_text`): a str, or its parts
 /// joined by newlines, file references as `[file ID MEDIA_TYPE]`.
-fn content_text(content: &Bound<'_, PyAny>) -> PyResult<String> {
+fn content_text<'a>(content: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, str>> {
     if let Ok(s) = content.cast::<PyString>() {
-        return Ok(s.to_str()?.to_owned());
+        return Ok(Cow::Borrowed(s.to_str()?));
     }
     let py = content.py();
     let mut out = String::new();
@@ -65,7 +69,7 @@ fn content_text(content: &Bound<'_, PyAny>) -> PyResult<String> {
             ));
         }
     }
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 /// The item's 32-byte canonical digest (filling `_cj` when it is empty).
@@ -110,6 +114,8 @@ pub fn render_items<'py>(
         let out = PyList::empty(py);
         // type(item).kind, looked up once per class.
         let mut kinds: Vec<(usize, String)> = Vec::new();
+        // Buffers every item's render is written into (then copied into its objects).
+        let (mut source, mut fenced, mut canonical) = (String::new(), String::new(), Vec::new());
         for item in items.try_iter()? {
             let item = item?;
             let tp = item.get_type();
@@ -121,16 +127,16 @@ pub fn render_items<'py>(
                     kinds.len() - 1
                 }
             };
-            let (role, source) = match kinds[kind].1.as_str() {
-                "user_message" => ("user", "user".to_owned()),
-                "assistant_message" => ("assistant", "assistant".to_owned()),
-                "system_message" => ("system", "system".to_owned()),
+            source.clear();
+            let role = match kinds[kind].1.as_str() {
+                "user_message" => "user",
+                "assistant_message" => "assistant",
+                "system_message" => "system",
                 "tool_result" => {
                     let call_id = item.getattr(intern!(py, "call_id"))?;
-                    (
-                        "tool",
-                        format!("tool:{}", call_id.cast::<PyString>()?.to_str()?),
-                    )
+                    source.push_str("tool:");
+                    source.push_str(call_id.cast::<PyString>()?.to_str()?);
+                    "tool"
                 }
                 "tool_call" | "reasoning" => {
                     // No text: the call (or the provider's continuation) travels as it is.
@@ -186,8 +192,12 @@ pub fn render_items<'py>(
             };
             let trust_obj = item.getattr(intern!(py, "trust"))?;
             let trust = trust_obj.cast::<PyString>()?.to_str()?;
-            let text = content_text(&item.getattr(intern!(py, "content"))?)?;
-            let fenced = envelope(&text, trust, &source, &digest_of(&item)?);
+            let content = item.getattr(intern!(py, "content"))?;
+            let text = content_text(&content)?;
+            if source.is_empty() {
+                source.push_str(role);
+            }
+            envelope_into(&mut fenced, &text, trust, &source, &digest_of(&item)?);
             let seq_obj = item.getattr(intern!(py, "seq"))?;
             let seq: Option<i64> = if seq_obj.is_none() {
                 None
@@ -202,30 +212,30 @@ pub fn render_items<'py>(
             };
             let is_error = tool && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
             let call_id_str = match &call_id {
-                Some(c) => Some(c.cast::<PyString>()?.to_str()?.to_owned()),
+                Some(c) => Some(c.cast::<PyString>()?.to_str()?),
                 None => None,
             };
-            let canonical = if seq_obj.is_none() || seq.is_some() {
-                rendered_text_canonical(
+            let made = (seq_obj.is_none() || seq.is_some())
+                && rendered_text_canonical_into(
+                    &mut canonical,
                     region,
                     role,
                     &fenced,
-                    call_id_str.as_deref(),
+                    call_id_str,
                     is_error,
                     seq,
+                );
+            let cj = if made {
+                let digest = sha256(&canonical);
+                untracked(
+                    PyTuple::new(
+                        py,
+                        [PyBytes::new(py, &canonical), PyBytes::new(py, &digest)],
+                    )?
+                    .into_any(),
                 )
             } else {
-                None
-            };
-            let cj = match canonical {
-                Some(bytes) => {
-                    let digest = sha256(&bytes);
-                    untracked(
-                        PyTuple::new(py, [PyBytes::new(py, &bytes), PyBytes::new(py, &digest)])?
-                            .into_any(),
-                    )
-                }
-                None => none.clone(),
+                none.clone()
             };
             let values = [
                 region_class.clone().into_any(),
@@ -297,7 +307,8 @@ fn pointer<'py>(
     if kind != "tool_result" {
         return Ok(None);
     }
-    let Ok(text) = content_text(&item.getattr(intern!(py, "content"))?) else {
+    let content = item.getattr(intern!(py, "content"))?;
+    let Ok(text) = content_text(&content) else {
         return Ok(None);
     };
     let call_id = item.getattr(intern!(py, "call_id"))?;
