@@ -10,6 +10,12 @@ acknowledged, sequences are gapless, each turn's user message and answer are
 stored once. Throughput is steps per wall second; CPU per step counts the
 workers and the database server.
 
+The load stays the same to the end: a worker that has finished its turns
+keeps taking turns of a session of its own (not measured, not counted) until
+every worker has finished, so the last turns of the slowest worker run among
+as many workers as the first turns did (otherwise they would run on an
+emptying machine, and turns 181-200 would look faster than turns 11-30).
+
 Run a worker directly: ``python -m ctxengine.cli.bench_workers URL OUT GO
 SESSION...`` (the harness does).
 """
@@ -25,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +68,9 @@ class WorkersResult:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
-async def _worker(url: str, out: str, go: str, sessions: list[str], turns: int, owner: str) -> None:
+async def _worker(
+    url: str, out: str, go: str, sessions: list[str], turns: int, owner: str, peers: int
+) -> None:
     store = await open_store(url)
     try:
         worker = ScriptedWorker(store, owner=owner)
@@ -88,9 +97,48 @@ async def _worker(url: str, out: str, go: str, sessions: list[str], turns: int, 
                 )
         ended = time.time()
         result = {"start": started, "end": ended, "cpu_s": _cpu_self() - cpu0, "turns": records}
-        Path(out).write_text(json.dumps(result))
+        written = Path(out).with_suffix(".part")
+        written.write_text(json.dumps(result))
+        os.replace(written, out)  # whole, then visible to the other workers
+        await _keep_load(worker, Path(out).parent, f"{sessions[0]}-load", peers, turns * len(sessions))
     finally:
         await store.close()
+
+
+async def _keep_load(worker: ScriptedWorker, reports: Path, session: str, peers: int, most: int) -> None:
+    """Turns of ``session`` until ``peers`` reports are written (or the harness says stop):
+    the load a finished worker keeps up while the others finish. At most ``most`` turns."""
+    for turn in range(1, most + 1):
+        if (reports / STOP).exists() or len(list(reports.glob(REPORTS))) >= peers:
+            return
+        await worker.turn(session, turn)
+
+
+#: The harness's files in a run's directory: the reports, and the word to stop.
+REPORTS, STOP = "worker-*.json", "stop"
+
+
+def _wait_all(
+    procs: list[subprocess.Popen[bytes]], folder: Path, reported: Callable[[], None], timeout: float = 3600.0
+) -> list[int]:
+    """Every worker's exit code. ``reported`` is called once, when every report is written
+    (before the load the workers keep up stops); when a worker fails, the others are told to
+    stop keeping the load."""
+    stop = folder / STOP
+    deadline = time.monotonic() + timeout
+    waiting = True
+    while any(p.poll() is None for p in procs):
+        if waiting and len(list(folder.glob(REPORTS))) >= len(procs):
+            waiting = False
+            reported()
+        late = time.monotonic() > deadline
+        if (late or any(p.returncode for p in procs)) and not stop.exists():
+            stop.write_text("stop")
+        if late:
+            for p in procs:
+                p.kill()
+        time.sleep(0.01)
+    return [p.wait() for p in procs]
 
 
 def _cpu_self() -> float:
@@ -138,21 +186,23 @@ def run_workers(
         go = Path(tmp) / "go"
         names = [[f"{tag}-{w}-s{s}" for s in range(sessions)] for w in range(workers)]
         outs = [Path(tmp) / f"worker-{w}.json" for w in range(workers)]
+        env = {**_env(), "CTXENGINE_BENCH_TURNS": str(turns), "CTXENGINE_BENCH_WORKERS": str(workers)}
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "ctxengine.cli.bench_workers", url, str(outs[w]), str(go), *names[w]],
-                env={**_env(), "CTXENGINE_BENCH_TURNS": str(turns)},
+                env=env,
             )
             for w in range(workers)
         ]
         time.sleep(1.0 + 0.2 * workers)  # imports and connections, before the clock starts
         server0 = _server_cpu(data_dir)
+        server1: list[float] = []
         go.write_text("go")
-        codes = [p.wait(timeout=3600) for p in procs]
+        # The server's CPU when the last report is written (its backends are all alive then).
+        codes = _wait_all(procs, Path(tmp), lambda: server1.append(_server_cpu(data_dir)))
         if any(codes):
             raise RuntimeError(f"a worker failed: exit codes {codes}")
-        time.sleep(0.3)  # backends exit and are reaped
-        server_cpu = _server_cpu(data_dir) - server0
+        server_cpu = (server1[0] if server1 else _server_cpu(data_dir)) - server0
         reports = [json.loads(out.read_text()) for out in outs]
     lost, duplicated = asyncio.run(_check(url, reports))
     turns_all = [t for r in reports for t in r["turns"]]
@@ -221,7 +271,8 @@ async def _check(url: str, reports: list[dict[str, Any]]) -> tuple[int, int]:
 def main(argv: list[str]) -> int:
     url, out, go, *sessions = argv
     turns = int(os.environ.get("CTXENGINE_BENCH_TURNS", "200"))
-    asyncio.run(_worker(url, out, go, sessions, turns, f"worker-{os.getpid()}"))
+    peers = int(os.environ.get("CTXENGINE_BENCH_WORKERS", "1"))
+    asyncio.run(_worker(url, out, go, sessions, turns, f"worker-{os.getpid()}", peers))
     return 0
 
 
