@@ -140,6 +140,19 @@ def test_seed_digest_falls_back_to_the_whole_hash_when_the_conversation_changed(
     assert digest.continued == 2
 
 
+def test_seed_digest_hashes_long_conversations_chunk_by_chunk_as_one_text() -> None:
+    digest = SeedDigest()
+    items = tuple(ce.UserMessage(f"m{i}", seq=i + 1) for i in range(200))
+    shell = ce.Checkpoint("r").to_dict()
+    del shell["conversation"]
+    for n in (64, 65, 129, 200):  # chunk edges (64 items an update), then continued across them
+        want = payload_hash({**shell, "conversation": list(items[:n])})
+        assert digest.digest("s", shell, items[:n]) == want, n
+        assert digest.digest("fresh", shell, items[:n]) == want, n
+        digest._last.pop("fresh")
+    assert digest.continued == 3
+
+
 async def test_the_sql_stores_read_both_marks_in_one_operation_as_latest_before_does(
     store_case: StoreCase,
 ) -> None:

@@ -25,6 +25,8 @@ from ..core.history import shared_prefix
 from ..model import ConversationItem
 
 _MARK = b'"conversation":[]'
+#: Items hashed per update (a few tens of KiB joined: a buffer the allocator reuses).
+_CHUNK = 64
 
 
 class SeedDigest:
@@ -57,8 +59,13 @@ class SeedDigest:
         if parts:
             if start:
                 state.update(b",")
-            # One update over the joined bytes: an update per item cost more than the hashing.
-            state.update(b",".join(parts))
+            # An update per item cost more than the hashing, and one over the whole joined
+            # window made a buffer as large as the window (fresh memory, a page fault per
+            # 4 KiB of it in a new worker): joined a chunk at a time, comma between chunks.
+            for at in range(0, len(parts), _CHUNK):
+                if at:
+                    state.update(b",")
+                state.update(b",".join(parts[at : at + _CHUNK]))
         self._last[session_id] = (head, items, state.copy())
         self._last.move_to_end(session_id)
         while len(self._last) > self.capacity:
