@@ -54,7 +54,7 @@ class WorkersResult:
     first_p99_ms: float
     turn_p50_early_ms: float
     turn_p50_late_ms: float
-    #: Median CPU of a worker's turn (its own process), turns 11-30 and the last 20.
+    #: Median CPU of a worker's turn (its own process), in the windows ``schedule`` compares.
     turn_cpu_early_ms: float
     turn_cpu_late_ms: float
     cpu_ms_per_step: float
@@ -79,22 +79,22 @@ async def _worker(
         started = time.time()
         cpu0 = _cpu_self()
         records = []
-        for turn in range(1, turns + 1):
-            for session in sessions:
-                t = await worker.turn(session, turn)
-                records.append(
-                    {
-                        "session": session,
-                        "turn": turn,
-                        "first_ms": t.first_request_s * 1e3,
-                        "turn_ms": t.turn_s * 1e3,
-                        "cpu_ms": t.cpu_s * 1e3,
-                        "steps": t.steps,
-                        "compactions": t.compactions,
-                        "acked": t.acked,
-                        "phases": dict(t.phases),
-                    }
-                )
+        for session, turn, window in schedule(sessions, turns):
+            t = await worker.turn(session, turn)
+            records.append(
+                {
+                    "session": session,
+                    "turn": turn,
+                    "window": window,
+                    "first_ms": t.first_request_s * 1e3,
+                    "turn_ms": t.turn_s * 1e3,
+                    "cpu_ms": t.cpu_s * 1e3,
+                    "steps": t.steps,
+                    "compactions": t.compactions,
+                    "acked": t.acked,
+                    "phases": dict(t.phases),
+                }
+            )
         ended = time.time()
         result = {"start": started, "end": ended, "cpu_s": _cpu_self() - cpu0, "turns": records}
         written = Path(out).with_suffix(".part")
@@ -103,6 +103,45 @@ async def _worker(
         await _keep_load(worker, Path(out).parent, f"{sessions[0]}-load", peers, turns * len(sessions))
     finally:
         await store.close()
+
+
+#: The turns compared (acceptance 5: "no decline from turn 20 to turn 200"): turns 11-30 of a
+#: young session against the last 20 of an old one.
+WINDOW, EARLY = 20, 11
+
+
+def schedule(sessions: list[str], turns: int) -> list[tuple[str, int, str | None]]:
+    """Every turn of every session, in the order a worker takes them, each with the window
+    it is compared in (``"early"``, ``"late"`` or ``None``).
+
+    Sessions pair up, old and young: the old one runs to turn ``turns - WINDOW`` and the
+    young one to turn ``EARLY - 1``; then the old one's last ``WINDOW`` turns alternate with
+    the young one's turns ``EARLY`` on, so the turns compared run side by side, under the
+    same load and the same moment of a shared machine (run one after the other, a slow
+    spell of the host reads as a slower turn 200); then the young one runs to the end.
+    Without a pair (one session, or too few turns) sessions take turns in lockstep, turns
+    ``EARLY`` to ``EARLY + WINDOW - 1`` early and the last ``WINDOW`` late."""
+    old, young = sessions[0::2], sessions[1::2]
+    if not young or turns < EARLY + 2 * WINDOW:
+        return [
+            (s, t, "early" if EARLY <= t < EARLY + WINDOW else "late" if t > turns - WINDOW else None)
+            for t in range(1, turns + 1)
+            for s in sessions
+        ]
+    single = old[len(young) :]  # an odd one out keeps step with the old ones, uncompared
+    order: list[tuple[str, int, str | None]] = []
+    order += [(s, t, None) for t in range(1, turns - WINDOW + 1) for s in old]
+    order += [(s, t, None) for t in range(1, EARLY) for s in young]
+    for k in range(WINDOW):
+        pairs = [
+            ((o, turns - WINDOW + 1 + k, "late"), (y, EARLY + k, "early"))
+            for o, y in zip(old, young, strict=False)
+        ]
+        for first, second in pairs:
+            order += [first, second] if k % 2 == 0 else [second, first]
+        order += [(s, turns - WINDOW + 1 + k, None) for s in single]
+    order += [(s, t, None) for t in range(EARLY + WINDOW, turns + 1) for s in young]
+    return order
 
 
 async def _keep_load(worker: ScriptedWorker, reports: Path, session: str, peers: int, most: int) -> None:
@@ -213,10 +252,10 @@ def run_workers(
     for t in turns_all:
         for name, seconds in t["phases"].items():
             phases[name] = phases.get(name, 0.0) + seconds * 1e3 / max(steps, 1)
-    early = [t["turn_ms"] for t in turns_all if 11 <= t["turn"] <= 30]
-    late = [t["turn_ms"] for t in turns_all if t["turn"] > turns - 20]
-    cpu_early = [t["cpu_ms"] for t in turns_all if 11 <= t["turn"] <= 30]
-    cpu_late = [t["cpu_ms"] for t in turns_all if t["turn"] > turns - 20]
+    early = [t["turn_ms"] for t in turns_all if t["window"] == "early"]
+    late = [t["turn_ms"] for t in turns_all if t["window"] == "late"]
+    cpu_early = [t["cpu_ms"] for t in turns_all if t["window"] == "early"]
+    cpu_late = [t["cpu_ms"] for t in turns_all if t["window"] == "late"]
     cpu = sum(r["cpu_s"] for r in reports)
     return WorkersResult(
         store=url.split(":", 1)[0],
