@@ -8,6 +8,7 @@ use std::cell::Cell;
 use ctxengine_core::body::HistoryItem;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::Borrowed;
 
 use crate::items::{
     canonicalize_pending, prefetch, read_attr, read_digest, slot_value, Facts, Sort, Types,
@@ -29,7 +30,12 @@ pub struct Buffers {
     pub held: Vec<(*mut pyo3::ffi::PyObject, *mut pyo3::ffi::PyObject)>,
     /// Strong references: call ids the roles borrow, `_cj` tuples.
     pub pins: Vec<Py<PyAny>>,
-    objs: Vec<Py<PyAny>>,
+    /// Each value measured, borrowed: held by `owned`, or by the line cache
+    /// the call holds (a cached render: no reference taken and dropped per
+    /// item, a pass over every render's header fewer).
+    objs: Vec<*mut pyo3::ffi::PyObject>,
+    /// References to the values pushed that nothing else holds for the call.
+    owned: Vec<Py<PyAny>>,
     facts: Vec<Facts>,
     keep: Vec<Py<PyAny>>,
     pub raws: Vec<i64>,
@@ -66,6 +72,7 @@ impl Buffers {
         self.held.clear();
         self.pins.clear();
         self.objs.clear();
+        self.owned.clear();
         self.facts.clear();
         self.keep.clear();
         self.raws.clear();
@@ -158,8 +165,9 @@ impl<'py> Gather<'py> {
         &self.bufs.facts
     }
 
-    pub fn obj(&self, i: usize) -> &Bound<'py, PyAny> {
-        self.bufs.objs[i].bind(self.py)
+    pub fn obj(&self, i: usize) -> Borrowed<'_, 'py, PyAny> {
+        // SAFETY: live for the call: `owned` or the caller's line cache holds it.
+        unsafe { Borrowed::from_ptr(self.py, self.bufs.objs[i]) }
     }
 
     /// Add a value to measure; returns its index.
@@ -195,16 +203,18 @@ impl<'py> Gather<'py> {
                 self.pending.push((i, obj.clone()));
             }
         }
-        b.objs.push(obj.unbind());
+        b.objs.push(obj.as_ptr());
+        b.owned.push(obj.unbind());
         Ok(i)
     }
 
     /// Add a render whose `_cj` facts a line cache holds (it holds the
-    /// `_cj` tuple, so `bytes` stays alive for the call); returns its index.
+    /// render and the `_cj` tuple, so `bytes` stays alive, for the call:
+    /// the render is kept borrowed); returns its index.
     #[inline(always)]
     pub fn push_cached(
         &mut self,
-        obj: Bound<'py, PyAny>,
+        obj: Borrowed<'_, 'py, PyAny>,
         digest: [u8; 32],
         bytes: *mut pyo3::ffi::PyObject,
     ) -> PyResult<usize> {
@@ -213,7 +223,7 @@ impl<'py> Gather<'py> {
         let b = &mut *self.bufs;
         let i = b.facts.len();
         b.facts.push(Facts::of_bytes(kind, digest, bytes));
-        b.objs.push(obj.unbind());
+        b.objs.push(obj.as_ptr());
         Ok(i)
     }
 

@@ -207,8 +207,8 @@ fn fit<'py>(
         if let Some(ahead) = cached[..from_cache].get(i + RENDER_AHEAD) {
             crate::items::prefetch(ahead.render.as_ptr());
         }
-        // SAFETY: live: the cache holds it.
-        let r = unsafe { Bound::from_borrowed_ptr(py, g.bufs.held[i].0) };
+        // SAFETY: live: the cache holds it (for the whole call; no reference is taken).
+        let r = unsafe { Borrowed::from_ptr(py, g.bufs.held[i].0) };
         if !pinned && g.may_run_python(Some(&r)) {
             g.bufs.pin_borrowed(py, i + 1);
             pinned = true;
