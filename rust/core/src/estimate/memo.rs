@@ -187,21 +187,8 @@ impl Memo {
     /// the previous one is usually right, and checking it reads memory in
     /// sequence instead of probing at random. (By the invariant a slot
     /// holding `key` is the entry of `key`.)
-    ///
-    /// Before it, the least recently used entry: a history seen before,
-    /// looked up in its order again, finds each item there (the recency
-    /// list turns item after item, see [`Memo::touch`]) even when its slots
-    /// are scattered — many sessions measured in turn insert their items
-    /// between each other's, so the slot after the previous one is then
-    /// rarely the next item, and the index probe missed the cache.
     #[inline]
     fn slot(&self, key: &MemoKey, guess: u32) -> Option<u32> {
-        if let Some(h) = self.nodes.get(self.head as usize) {
-            let lru = h.prev;
-            if lru != guess && self.nodes.get(lru as usize).is_some_and(|n| n.key == *key) {
-                return Some(lru);
-            }
-        }
         if let Some(n) = self.nodes.get(guess as usize) {
             if n.key == *key {
                 return Some(guess);

@@ -113,36 +113,6 @@ fn memo_matches_a_model_lru() {
 }
 
 #[test]
-fn memo_finds_histories_measured_in_turn() {
-    // Two histories whose items were inserted between each other's (their
-    // slots interleave), then each looked up in its order, in turn: the
-    // least recently used entry is the next item (the slot guess) — values,
-    // counts and recency as a model LRU has them.
-    let mut m = Memo::new(64);
-    let (a, b): (Vec<u8>, Vec<u8>) = ((0..20).collect(), (100..120).collect());
-    for (x, y) in a.iter().zip(&b) {
-        m.get_or_insert_with(key(*x), || Ok(i64::from(*x) * 3))
-            .unwrap();
-        m.get_or_insert_with(key(*y), || Ok(i64::from(*y) * 3))
-            .unwrap();
-    }
-    for round in 0..4 {
-        for history in [&a, &b] {
-            for &k in history.iter() {
-                let got = m
-                    .get_or_insert_with(key(k), || panic!("{k} is memoized"))
-                    .unwrap();
-                assert_eq!(got, i64::from(k) * 3, "round {round}");
-            }
-        }
-    }
-    assert_eq!((m.hits, m.misses), (4 * 40, 40));
-    let mru: Vec<u8> = m.keys_mru().iter().map(|k| k.digest[0]).collect();
-    let want: Vec<u8> = b.iter().rev().chain(a.iter().rev()).copied().collect();
-    assert_eq!(mru, want);
-}
-
-#[test]
 fn longest_prefix_wins() {
     let s = EstimatorState::new(
         Profile::new(3.0, 4).unwrap(),
