@@ -206,30 +206,9 @@ fn rendered_canonical_into(out: &mut Vec<u8>, r: &Rendered<'_>) -> bool {
 }
 
 /// The canonical bytes of `RenderedItem.to_dict()` for a text item (no tool
-/// call, provider or reasoning), or `None` when `seq` is outside the
-/// canonical integer range.
-pub fn rendered_text_canonical(
-    region_class: &str,
-    role: &str,
-    text: &str,
-    call_id: Option<&str>,
-    is_error: bool,
-    seq: Option<i64>,
-) -> Option<Vec<u8>> {
-    rendered_canonical(&Rendered {
-        region_class,
-        role,
-        text: Some(text),
-        call_id,
-        name: None,
-        arguments_json: None,
-        is_error,
-        seq,
-    })
-}
-
-/// [`rendered_text_canonical`] written into `out` (cleared first); false when
-/// `seq` is outside the canonical integer range.
+/// call, provider or reasoning), written into `out` (cleared first: a
+/// caller rendering many items reuses one buffer); false when `seq` is
+/// outside the canonical integer range.
 pub fn rendered_text_canonical_into(
     out: &mut Vec<u8>,
     region_class: &str,
@@ -337,12 +316,29 @@ mod tests {
 
     #[test]
     fn rendered_canonical_bytes() {
-        let b =
-            rendered_text_canonical("history", "tool", "t\n", Some("c"), true, Some(3)).unwrap();
+        let mut b = Vec::new();
+        assert!(rendered_text_canonical_into(
+            &mut b,
+            "history",
+            "tool",
+            "t\n",
+            Some("c"),
+            true,
+            Some(3)
+        ));
         assert_eq!(
-            String::from_utf8(b).unwrap(),
+            String::from_utf8(b.clone()).unwrap(),
             "{\"arguments\":null,\"call_id\":\"c\",\"is_error\":true,\"name\":null,\"provider\":null,\"reasoning\":null,\"region_class\":\"history\",\"role\":\"tool\",\"seq\":3,\"text\":\"t\\n\"}"
         );
-        assert!(rendered_text_canonical("h", "user", "", None, false, Some(1 << 60)).is_none());
+        assert!(!rendered_text_canonical_into(
+            &mut b,
+            "h",
+            "user",
+            "",
+            None,
+            false,
+            Some(1 << 60)
+        ));
+        assert!(b.is_empty());
     }
 }
