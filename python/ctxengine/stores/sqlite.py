@@ -44,7 +44,7 @@ from .sqlite_checkpoints import delete as _delete
 from .sqlite_checkpoints import latest_raw as _latest_raw
 from .sqlite_checkpoints import write_checkpoint as _write_checkpoint
 from .sqlite_items import in_write_txn as _in_write_txn
-from .sqlite_schema import schema
+from .sqlite_schema import schema, write_ahead_log
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
 
@@ -74,7 +74,7 @@ def _connect(path: str, busy_timeout: float, synchronous: Synchronous, cache_kib
     conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        write_ahead_log(conn, busy_timeout)
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
     except BaseException:

@@ -3,12 +3,13 @@
 ``schema()`` creates a new store at the base revision and applies pending
 migrations in one ``BEGIN IMMEDIATE`` transaction (the file's write lock),
 so concurrent openers create and migrate once; a dry run reports and rolls
-back. It runs on the store's worker thread.
+back. It runs on the store's worker thread, after ``write_ahead_log``.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 
 from . import migrations
 
@@ -53,6 +54,33 @@ DDL = (
     ) WITHOUT ROWID
     """,
 )
+
+
+def write_ahead_log(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Put the file in write-ahead-log mode, waiting up to ``busy_timeout`` seconds for
+    other openers. The mode change reads the file and then takes its write lock; when two
+    processes open a new store at once, SQLite answers one of them "locked" at once rather
+    than let both wait for each other, without calling the busy handler. So this waits
+    itself (the other opener is done in milliseconds) and raises SQLite's error only when
+    the time is up: the store then reports it as ``StoreUnavailable``."""
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.002
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return any(word in str(exc).lower() for word in ("locked", "busy"))
 
 
 def schema(conn: sqlite3.Connection, path: str, apply: bool) -> migrations.MigrationReport:
@@ -119,4 +147,4 @@ def _set_component(conn: sqlite3.Connection, component: str, version: int) -> No
     )
 
 
-__all__ = ["DDL", "schema"]
+__all__ = ["DDL", "schema", "write_ahead_log"]
