@@ -19,13 +19,9 @@ pub fn is_trusted(trust: &str) -> bool {
     trust == "platform" || trust == "trusted_configuration"
 }
 
-/// The envelope nonce of content whose canonical digest is `digest`.
-pub fn nonce(digest: &[u8; 32]) -> String {
-    nonce_bytes(digest).iter().map(|&b| char::from(b)).collect()
-}
-
-/// [`nonce`] as its ASCII hex bytes, without an allocation.
-fn nonce_bytes(digest: &[u8; 32]) -> [u8; NONCE_HEX] {
+/// The envelope nonce of content whose canonical digest is `digest`, as its
+/// ASCII hex digits (no allocation: it is made for every untrusted render).
+fn nonce(digest: &[u8; 32]) -> [u8; NONCE_HEX] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut data = [0u8; 19 + 32];
     data[..19].copy_from_slice(b"ctxengine.envelope\x00");
@@ -110,22 +106,16 @@ fn escape(out: &mut String, text: &str, attr: bool) {
     out.push_str(&text[start..]);
 }
 
-/// `text` as the model sees it: verbatim when trusted, otherwise fenced and escaped.
-pub fn envelope(text: &str, trust: &str, source: &str, digest: &[u8; 32]) -> String {
-    let mut out = String::new();
-    envelope_into(&mut out, text, trust, source, digest);
-    out
-}
-
-/// [`envelope`] written into `out` (cleared first): a caller rendering many
-/// items reuses one buffer.
+/// `text` as the model sees it, verbatim when trusted, otherwise fenced and
+/// escaped, written into `out` (cleared first: a caller rendering many items
+/// reuses one buffer).
 pub fn envelope_into(out: &mut String, text: &str, trust: &str, source: &str, digest: &[u8; 32]) {
     out.clear();
     if is_trusted(trust) {
         out.push_str(text);
         return;
     }
-    let nonce = nonce_bytes(digest);
+    let nonce = nonce(digest);
     // The nonce is ASCII hex digits.
     let nonce = std::str::from_utf8(&nonce).unwrap_or_default();
     out.reserve(text.len() + 96);
@@ -275,9 +265,11 @@ mod tests {
     #[test]
     fn envelopes_escape_and_fence() {
         let d = [7u8; 32];
-        assert_eq!(envelope("hi <b>", "platform", "user", &d), "hi <b>");
-        let e = envelope("a&<b>\0\u{2028}", "user", "tool:x\"'\n", &d);
-        let n = nonce(&d);
+        let mut e = String::from("left from an earlier item");
+        envelope_into(&mut e, "hi <b>", "platform", "user", &d);
+        assert_eq!(e, "hi <b>");
+        envelope_into(&mut e, "a&<b>\0\u{2028}", "user", "tool:x\"'\n", &d);
+        let n = String::from_utf8(nonce(&d).to_vec()).unwrap();
         assert_eq!(
             e,
             format!(
