@@ -148,13 +148,19 @@ async def _keep_load(worker: ScriptedWorker, reports: Path, session: str, peers:
     """Turns of ``session`` until ``peers`` reports are written (or the harness says stop):
     the load a finished worker keeps up while the others finish. At most ``most`` turns."""
     for turn in range(1, most + 1):
-        if (reports / STOP).exists() or len(list(reports.glob(REPORTS))) >= peers:
+        if (reports / STOP).exists() or _reported(reports, peers):
             return
         await worker.turn(session, turn)
 
 
 #: The harness's files in a run's directory: the reports, and the word to stop.
 REPORTS, STOP = "worker-*.json", "stop"
+
+
+def _reported(folder: Path, workers: int) -> bool:
+    """Whether ``workers`` reports are written whole in ``folder`` (one being written is a
+    ``.part`` file until it is complete)."""
+    return len(list(folder.glob(REPORTS))) >= workers
 
 
 def _wait_all(
@@ -167,7 +173,7 @@ def _wait_all(
     deadline = time.monotonic() + timeout
     waiting = True
     while any(p.poll() is None for p in procs):
-        if waiting and len(list(folder.glob(REPORTS))) >= len(procs):
+        if waiting and _reported(folder, len(procs)):
             waiting = False
             reported()
         late = time.monotonic() > deadline
