@@ -113,6 +113,100 @@ fn memo_matches_a_model_lru() {
 }
 
 #[test]
+fn known_entries_are_hits_of_a_model_lru_while_their_slot_is_unchanged() {
+    // The oracle of `memo_matches_a_model_lru`; a key is looked up either
+    // by key or, half of the time, through the `Known` its last lookup
+    // gave (stale ones refused and looked up by key), primes mixed in.
+    let mut state: u64 = 987654321;
+    let mut next = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    for cap in [1usize, 2, 3, 7] {
+        let mut m = Memo::new(cap);
+        let mut oracle: Vec<u8> = Vec::new(); // MRU first
+        let mut known: Vec<Option<Known>> = vec![None; 10];
+        let (mut hits, mut misses, mut reused) = (0u64, 0u64, 0u64);
+        for _ in 0..3000 {
+            let r = next();
+            let k = (r % 10) as u8;
+            let held = oracle.iter().position(|&x| x == k);
+            if r % 7 == 0 {
+                // A primed count: inserted as the most recent when new.
+                m.prime(key(k), k as i64);
+                if held.is_none() {
+                    if oracle.len() == cap {
+                        oracle.pop();
+                    }
+                    oracle.insert(0, k);
+                }
+                continue;
+            }
+            let mut via_known = None;
+            if r % 2 == 0 {
+                if let Some(kn) = known[k as usize] {
+                    via_known = m.use_known(&kn);
+                }
+            }
+            match via_known {
+                Some(kn) => {
+                    assert!(held.is_some(), "a known entry of an evicted key was used");
+                    assert_eq!(kn.value, k as i64);
+                    known[k as usize] = Some(kn);
+                    reused += 1;
+                }
+                None => {
+                    assert_eq!(
+                        m.get_or_insert_with(key(k), || Ok(k as i64)).unwrap(),
+                        k as i64
+                    );
+                    known[k as usize] =
+                        Some(m.last_known(0)).filter(|kn| kn.slot != Known::NONE.slot);
+                }
+            }
+            if let Some(p) = held {
+                oracle.remove(p);
+                hits += 1;
+            } else {
+                misses += 1;
+                if oracle.len() == cap {
+                    oracle.pop();
+                }
+            }
+            oracle.insert(0, k);
+            let got: Vec<u8> = m.keys_mru().iter().map(|k| k.digest[0]).collect();
+            assert_eq!(got, oracle);
+        }
+        assert_eq!((m.hits, m.misses), (hits, misses));
+        assert!(reused > 100, "cap {cap}: {reused} known uses");
+    }
+}
+
+#[test]
+fn a_known_entry_goes_stale_when_its_key_is_used_or_its_slot_reused() {
+    let mut m = Memo::new(2);
+    m.get_or_insert_with(key(1), || Ok(1)).unwrap();
+    let one = m.last_known(5);
+    assert_eq!((one.kind, one.value), (5, 1));
+    assert_eq!(m.use_known(&one).map(|k| k.value), Some(1));
+    assert!(m.use_known(&one).is_none(), "used since: stale");
+    m.get_or_insert_with(key(1), || Ok(1)).unwrap();
+    let one = m.last_known(5);
+    m.get_or_insert_with(key(2), || Ok(2)).unwrap();
+    m.get_or_insert_with(key(3), || Ok(3)).unwrap(); // evicts 1: its slot holds 3
+    assert!(m.use_known(&one).is_none());
+    assert_eq!((m.hits, m.misses), (2, 3));
+    let copy = m.clone();
+    assert_ne!(copy.id(), m.id(), "a copy's known entries are its own");
+    let mut none = Memo::new(0);
+    none.get_or_insert_with(key(1), || Ok(1)).unwrap();
+    assert_eq!(none.last_known(0), Known::NONE);
+    assert!(none.use_known(&one).is_none());
+}
+
+#[test]
 fn longest_prefix_wins() {
     let s = EstimatorState::new(
         Profile::new(3.0, 4).unwrap(),
