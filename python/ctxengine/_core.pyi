@@ -92,9 +92,8 @@ def encoding_ranks_sha256(encoding_name: str) -> str:
 def validate_tool_pairs(items: Iterable[object]) -> None:
     """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""
 
-def _line_cache_stats() -> tuple[int, int, int, int]:
-    """This thread's line cache of ``fit_body``: lines, entries held, entries served, and of
-    those the ones counted through the memo entry they kept (for tests)."""
+def _line_cache_stats() -> tuple[int, int, int]:
+    """This thread's line cache of ``fit_body``: lines, entries held, entries served (for tests)."""
 
 def shared_prefix(a: Iterable[object], b: Iterable[object]) -> int:
     """How many leading items ``a`` and ``b`` share: the first ``n`` with ``a[i] is b[i]``."""

@@ -167,38 +167,3 @@ def test_a_growing_line_is_read_from_the_cache_and_a_changed_one_recovers() -> N
     kept.change("clear", 0, [])  # the same items copied: none of them is the cached one
     assert served() == 0
     assert served() == 4
-
-
-def test_a_line_fit_under_other_estimators_and_models_counts_as_the_reference_does() -> None:
-    """An entry keeps where its count sat in the memo it was counted with: under another
-    estimator, another counting method, or after its memo slot went to another key, it is
-    looked up again, so every call's fit and memo traffic stay the reference's; and while
-    nothing changed, the served entries are counted through the entry they kept."""
-    kept = Line()
-    kept.put([UserMessage(f"turn {i} " + "word " * i, seq=i + 1) for i in range(8)])
-    small, large = (core.TokenEstimator(memo_capacity=c) for c in (6, 100))
-    spec = {id(small): ref.TokenEstimator(memo_capacity=6), id(large): ref.TokenEstimator(memo_capacity=100)}
-    steps = [
-        (large, MODEL),
-        (large, MODEL),  # every served entry through the memo entry it kept
-        (large, "openai:gpt-4o"),  # another counting method of the same memo: by key
-        (large, "openai:gpt-4o"),
-        (small, MODEL),  # another memo: by key
-        (small, MODEL),  # 6 slots for 14 items: each slot went to another key since
-        (large, MODEL),  # the entries keep the small memo's: by key
-        (large, MODEL),
-    ]
-    reused = []
-    for n, (est, model) in enumerate(steps):
-        kept.put([AssistantMessage(f"reply {n}", seq=100 + n)])
-        before = core._line_cache_stats()[3]
-        inputs = BodyInputs(tuple(kept.history), *tables(kept.history), BLOCKS, kept.line)
-        limits = BodyLimits(usable=10**6, history_cap=10**6, tool_cap=10**5)
-        got = core.fit_body(inputs=inputs, limits=limits, estimator=est, model_id=model)
-        want = ref.fit_body(inputs=inputs, limits=limits, estimator=spec[id(est)], model_id=model)
-        reused.append(core._line_cache_stats()[3] - before)
-        assert {k: v for k, v in dict(got).items() if k != "body"} == {
-            k: v for k, v in dict(want).items() if k != "body"
-        }, n
-        assert est.memo_stats() == spec[id(est)].memo_stats(), n
-    assert reused == [0, 9, 0, 11, 0, 0, 0, 15]

@@ -1,8 +1,6 @@
 //! The bounded LRU memo of raw estimates, keyed by `(model, kind, sha256)`.
 
-use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::memo_index::MemoIndex;
 use crate::error::CoreResult;
@@ -65,60 +63,29 @@ impl Hasher for PassThrough {
 
 const NIL: u32 = u32::MAX;
 
-/// Memos made so far (each gets the next number: `Memo::id`).
-static MEMOS: AtomicU64 = AtomicU64::new(0);
-
 #[derive(Debug, Clone)]
 struct Node {
     key: MemoKey,
     value: i64,
+    prev: u32, // towards the most recently used (from the head: the least)
+    next: u32, // towards the least recently used
 }
 
-/// A memo entry as one lookup found it: where it was, under which kind,
-/// when that lookup used it, and its value. While the memo's slot still
-/// carries that use ([`Memo::use_known`]), the slot holds the same key
-/// and value: a slot given to another key is used anew.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Known {
-    pub slot: u32,
-    pub kind: u32,
-    pub stamp: u64,
-    pub value: i64,
-}
-
-impl Known {
-    /// No entry (a memo of capacity 0 keeps none).
-    pub const NONE: Known = Known {
-        slot: NIL,
-        kind: NIL,
-        stamp: 0,
-        value: 0,
-    };
-}
-
-/// A bounded LRU map: a hit makes the entry the most recently used, an
-/// insert beyond `capacity` drops the least recently used entry (the
-/// semantics of an `OrderedDict` with `move_to_end` / `popitem(last=False)`).
+/// A bounded LRU map: a hit moves the entry to the front, an insert beyond
+/// `capacity` drops the least recently used entry (the semantics of an
+/// `OrderedDict` with `move_to_end` / `popitem(last=False)`).
 ///
-/// Recency is a clock: every use of a slot gives it the next tick
-/// (`used`) and queues `(tick, slot)`; the least recently used entry is the
-/// first queued use that is still its slot's last. A hit so writes one
-/// word and appends to the queue, instead of relinking neighbours spread
-/// over the node array; and a caller that kept a lookup's [`Known`] can
-/// use the entry again without reading its key ([`Memo::use_known`]).
-#[derive(Debug)]
+/// The recency list is circular: the least recently used entry is the one
+/// before the head. So using that entry — what a history seen before does
+/// item after item, in the order it was first measured — only moves the
+/// head back by one, writing no entry.
+#[derive(Debug, Clone)]
 pub struct Memo {
-    /// This memo's number: a [`Known`] is only ever used with the memo
-    /// whose `id` it was taken from.
-    id: u64,
     /// Invariant: `index` finds slot `i` under `nodes[i].key`, for every slot.
     index: MemoIndex,
     nodes: Vec<Node>,
-    /// Each slot's last use (ticks never repeat).
-    used: Vec<u64>,
-    /// Uses, oldest first; each slot's last use among them.
-    uses: VecDeque<(u64, u32)>,
-    clock: u64,
+    /// The most recently used entry (NIL when empty).
+    head: u32,
     capacity: usize,
     /// The slot of the last lookup or insert.
     last: u32,
@@ -126,42 +93,17 @@ pub struct Memo {
     pub misses: u64,
 }
 
-impl Clone for Memo {
-    /// A copy with its own `id` (a [`Known`] of the original is not the copy's).
-    fn clone(&self) -> Self {
-        Memo {
-            id: MEMOS.fetch_add(1, Ordering::Relaxed),
-            index: self.index.clone(),
-            nodes: self.nodes.clone(),
-            used: self.used.clone(),
-            uses: self.uses.clone(),
-            clock: self.clock,
-            capacity: self.capacity,
-            last: self.last,
-            hits: self.hits,
-            misses: self.misses,
-        }
-    }
-}
-
 impl Memo {
     pub fn new(capacity: usize) -> Self {
         Memo {
-            id: MEMOS.fetch_add(1, Ordering::Relaxed),
             index: MemoIndex::default(),
             nodes: Vec::new(),
-            used: Vec::new(),
-            uses: VecDeque::new(),
-            clock: 0,
+            head: NIL,
             capacity,
             last: NIL,
             hits: 0,
             misses: 0,
         }
-    }
-
-    pub fn id(&self) -> u64 {
-        self.id
     }
 
     pub fn capacity(&self) -> usize {
@@ -177,7 +119,6 @@ impl Memo {
         let room = self.capacity.saturating_sub(self.len()).min(additional);
         self.index.reserve(room);
         self.nodes.reserve(room);
-        self.used.reserve(room);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -192,33 +133,53 @@ impl Memo {
             .find(key.hash32(), |i| nodes[i as usize].key == *key)
     }
 
-    /// Slot `i` is used now: the most recently used.
-    #[inline]
-    fn use_slot(&mut self, i: u32) {
-        self.clock += 1;
-        self.used[i as usize] = self.clock;
-        if self.uses.len() >= 2 * self.used.len() + 64 {
-            // Drop the uses a later use of their slot superseded (amortized:
-            // at most half of the queue stays).
-            let used = &self.used;
-            self.uses
-                .retain(|&(tick, slot)| used[slot as usize] == tick);
+    /// Take `i` out of the list (not the only entry).
+    fn unlink(&mut self, i: u32) {
+        let (prev, next) = {
+            let n = &self.nodes[i as usize];
+            (n.prev, n.next)
+        };
+        self.nodes[prev as usize].next = next;
+        self.nodes[next as usize].prev = prev;
+        if self.head == i {
+            self.head = next;
         }
-        self.uses.push_back((self.clock, i));
-        self.last = i;
     }
 
-    /// The least recently used slot (the memo is not empty).
-    fn least_recent(&mut self) -> u32 {
-        loop {
-            let (tick, slot) = self
-                .uses
-                .pop_front()
-                .expect("every slot's last use is queued");
-            if self.used[slot as usize] == tick {
-                return slot;
+    /// Put `i` (not in the list) in front, as the most recently used.
+    fn push_front(&mut self, i: u32) {
+        let head = self.head;
+        if head == NIL {
+            let n = &mut self.nodes[i as usize];
+            n.prev = i;
+            n.next = i;
+        } else {
+            let tail = self.nodes[head as usize].prev;
+            {
+                let n = &mut self.nodes[i as usize];
+                n.prev = tail;
+                n.next = head;
             }
+            self.nodes[tail as usize].next = i;
+            self.nodes[head as usize].prev = i;
         }
+        self.head = i;
+    }
+
+    /// Make `i` (in the list) the most recently used.
+    #[inline]
+    fn touch(&mut self, i: u32) {
+        let head = self.head;
+        if head == i {
+            return;
+        }
+        if self.nodes[head as usize].prev == i {
+            // The least recently used: the circle just turns.
+            self.head = i;
+            return;
+        }
+        self.unlink(i);
+        self.push_front(i);
     }
 
     /// The slot of `key`, trying slot `guess` before the index. A batch
@@ -246,63 +207,40 @@ impl Memo {
     #[inline]
     fn get_near(&mut self, key: &MemoKey, guess: u32) -> Option<i64> {
         let i = self.slot(key, guess)?;
+        self.last = i;
         self.hits += 1;
-        self.use_slot(i);
+        self.touch(i);
         Some(self.nodes[i as usize].value)
-    }
-
-    /// Use the entry `known` was taken from again, as a hit of its key,
-    /// when the memo still holds it (its slot's last use is `known`'s);
-    /// `None` (nothing counted) otherwise. The entry's key is not read.
-    #[inline]
-    pub fn use_known(&mut self, known: &Known) -> Option<Known> {
-        if self.used.get(known.slot as usize) != Some(&known.stamp) {
-            return None;
-        }
-        self.hits += 1;
-        self.use_slot(known.slot);
-        Some(Known {
-            stamp: self.clock,
-            ..*known
-        })
-    }
-
-    /// The entry the last lookup or insert found or made, as a [`Known`]
-    /// under `kind` (its key's kind); [`Known::NONE`] when none is kept.
-    #[inline]
-    pub fn last_known(&self, kind: u32) -> Known {
-        match self.nodes.get(self.last as usize) {
-            Some(n) => Known {
-                slot: self.last,
-                kind,
-                stamp: self.used[self.last as usize],
-                value: n.value,
-            },
-            None => Known::NONE,
-        }
     }
 
     /// Insert a value computed after a miss (counted here).
     pub fn insert_miss(&mut self, key: MemoKey, value: i64) {
         self.misses += 1;
         if self.capacity == 0 {
-            self.last = NIL;
             return;
         }
         if self.len() < self.capacity {
             let i = self.nodes.len() as u32;
-            self.nodes.push(Node { key, value });
-            self.used.push(0);
+            self.nodes.push(Node {
+                key,
+                value,
+                prev: NIL,
+                next: NIL,
+            });
             self.index.insert(key.hash32(), i);
-            self.use_slot(i);
+            self.push_front(i);
+            self.last = i;
         } else {
-            // Reuse the least recently used slot, which is then the most.
-            let i = self.least_recent();
+            // Reuse the least recently used slot, which then comes first.
+            let i = self.nodes[self.head as usize].prev;
             let old = self.nodes[i as usize].key;
             self.index.remove(old.hash32(), i);
-            self.nodes[i as usize] = Node { key, value };
+            let n = &mut self.nodes[i as usize];
+            n.key = key;
+            n.value = value;
             self.index.insert(key.hash32(), i);
-            self.use_slot(i);
+            self.head = i;
+            self.last = i;
         }
     }
 
@@ -336,8 +274,12 @@ impl Memo {
     /// Keys from most to least recently used.
     #[cfg(test)]
     pub fn keys_mru(&self) -> Vec<MemoKey> {
-        let mut slots: Vec<usize> = (0..self.nodes.len()).collect();
-        slots.sort_by_key(|&i| std::cmp::Reverse(self.used[i]));
-        slots.into_iter().map(|i| self.nodes[i].key).collect()
+        let mut out = Vec::with_capacity(self.len());
+        let mut i = self.head;
+        while i != NIL && out.len() < self.len() {
+            out.push(self.nodes[i as usize].key);
+            i = self.nodes[i as usize].next;
+        }
+        out
     }
 }

@@ -15,7 +15,7 @@ mod tests;
 pub use config::{
     check_count, check_raw_sum, check_reconcile, check_table, settings, Shape, Values,
 };
-pub use memo::{Known, Memo, MemoKey, PassThrough};
+pub use memo::{Memo, MemoKey, PassThrough};
 pub use snapshot::{check_max_version, restore, Snapshot, SNAPSHOT_VERSION, V1_KEYS, V2_KEYS};
 
 use crate::error::{CoreError, CoreResult};

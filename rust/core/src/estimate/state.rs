@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::{Known, Memo, MemoKey, Profile};
+use super::{Memo, MemoKey, Profile};
 use crate::calibrate::{self, Ratio};
 use crate::canonical::write_f64;
 use crate::counting::{resolve, Calibrations};
@@ -207,13 +207,7 @@ impl EstimatorState {
     }
 
     /// [`EstimatorState::raw_counted`] of many values of one counter into
-    /// `out`, the counter read once: `read` gives a value's kind and
-    /// digest. Value `i < known.len()` may use the memo entry `known[i]` was taken from
-    /// (a [`Known`] of this memo, of this counter's memo model, for the
-    /// value's key) when the memo still holds it: the same hit, without
-    /// finding the key. With `uses`, each value's entry as a [`Known`].
-    /// Returns how many values used their `known` entry.
-    #[allow(clippy::too_many_arguments)]
+    /// `out`, the counter read once: `read` gives a value's kind and digest.
     pub fn raw_counted_each<T>(
         &mut self,
         counter: u32,
@@ -221,26 +215,13 @@ impl EstimatorState {
         read: impl Fn(&T) -> (u32, &[u8; 32]),
         len: impl Fn(&T) -> usize,
         bytes: impl Fn(&T) -> Vec<u8>,
-        known: &[Known],
-        mut uses: Option<&mut Vec<Known>>,
         out: &mut Vec<i64>,
-    ) -> CoreResult<usize> {
-        let mut reused = 0;
+    ) -> CoreResult<()> {
         let c = &self.counter_list[counter as usize];
         let (model, method, profile) = (c.memo, c.method, c.profile);
         let (memo, kind_names) = (&mut self.memo, &self.kind_names);
-        for (i, v) in values.iter().enumerate() {
+        for v in values {
             let (kind, digest) = read(v);
-            if let Some(k) = known.get(i).filter(|k| k.kind == kind) {
-                if let Some(k) = memo.use_known(k) {
-                    reused += 1;
-                    out.push(k.value);
-                    if let Some(u) = uses.as_deref_mut() {
-                        u.push(k);
-                    }
-                    continue;
-                }
-            }
             let key = MemoKey {
                 model,
                 kind,
@@ -252,11 +233,8 @@ impl EstimatorState {
                     exact_raw(encoding, &kind_names[kind as usize], &bytes(v))
                 }
             })?);
-            if let Some(u) = uses.as_deref_mut() {
-                u.push(memo.last_known(kind));
-            }
         }
-        Ok(reused)
+        Ok(())
     }
 
     /// The factor applied to raw sums of a counter.

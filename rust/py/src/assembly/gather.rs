@@ -39,10 +39,6 @@ pub struct Buffers {
     facts: Vec<Facts>,
     keep: Vec<Py<PyAny>>,
     pub raws: Vec<i64>,
-    /// The line cache's memo entries of the cached renders, in order.
-    pub known: Vec<ctxengine_core::estimate::Known>,
-    /// Every measured value's memo entry.
-    pub uses: Vec<ctxengine_core::estimate::Known>,
 }
 
 thread_local! {
@@ -80,8 +76,6 @@ impl Buffers {
         self.facts.clear();
         self.keep.clear();
         self.raws.clear();
-        self.known.clear();
-        self.uses.clear();
         BUFFERS.with(|b| b.set(Some(self)));
     }
 }

@@ -8,12 +8,9 @@
 //! references to the item, the render, the pointer and the render's `_cj`
 //! tuple, so their addresses stay theirs. A call uses an entry only where
 //! the history, the line's items, renders and pointers all hold the very
-//! objects the entry holds (pointer compares over four arrays). The
-//! estimates still go through the memo, and what the fit measures, and
-//! the memo's traffic (hits, misses, recency, evictions), are those of a
-//! call without the cache; but an entry keeps where the memo held its
-//! render's count (`Known`), so while the memo still holds it there the
-//! hit is counted without looking the key up.
+//! objects the entry holds (pointer compares over four arrays); the
+//! estimates are still looked up in the memo, so what the fit measures,
+//! and the memo's traffic, are those of a call without the cache.
 //!
 //! Bounded: at most `MAX_ENTRIES` entries over all lines of a thread, the
 //! least recently used lines dropped first.
@@ -23,11 +20,8 @@ use std::collections::HashMap;
 
 use ctxengine_core::body::HistoryItem;
 use ctxengine_core::cut::ToolRole;
-use ctxengine_core::estimate::Known;
 use pyo3::ffi;
 use pyo3::prelude::*;
-
-use crate::estimator::MemoTag;
 
 /// Entries kept per thread, over all lines.
 const MAX_ENTRIES: usize = 1 << 16;
@@ -52,8 +46,6 @@ pub struct Entry {
     pub seq: Option<i64>,
     pub role: CachedRole,
     pub hash: u64,
-    /// The render's memo entry at its last count (under the line's `tag`).
-    pub known: Known,
 }
 
 impl Entry {
@@ -86,15 +78,14 @@ impl Entry {
     }
 
     /// An entry from what a call read: the item, render, pointer (the
-    /// line's, `None` for none), the render's `_cj` tuple, the item's
-    /// history reading and the render's memo entry. `None` when the tuple is not a filled cache.
+    /// line's, `None` for none), the render's `_cj` tuple, and the item's
+    /// history reading. `None` when the tuple is not a filled cache.
     pub fn new(
         item: Py<PyAny>,
         render: Py<PyAny>,
         pointer: Option<Py<PyAny>>,
         cj: Py<PyAny>,
         read: &HistoryItem<'_>,
-        known: Known,
     ) -> Option<Entry> {
         // SAFETY: a live object (held); read_digest checks its shape.
         let (digest, bytes) = unsafe { crate::items::read_digest(cj.as_ptr()) }?;
@@ -113,7 +104,6 @@ impl Entry {
             seq: read.seq,
             role,
             hash: read.hash,
-            known,
         })
     }
 }
@@ -123,8 +113,6 @@ pub struct LineCache {
     /// The line's items sequence (held: its address keys the cache).
     key: Py<PyAny>,
     pub entries: Vec<Entry>,
-    /// The memo (and model) the entries' `known` were taken under.
-    pub tag: Option<MemoTag>,
     used: u64,
 }
 
@@ -133,7 +121,6 @@ impl LineCache {
         LineCache {
             key,
             entries: Vec::new(),
-            tag: None,
             used: 0,
         }
     }
@@ -146,8 +133,6 @@ struct Lines {
     clock: u64,
     /// Entries calls took from the cache, in all (for tests).
     served: u64,
-    /// Of those, how many were counted through their memo entry (for tests).
-    known: u64,
 }
 
 thread_local! {
@@ -206,18 +191,12 @@ pub fn served(n: usize) {
     LINES.with(|l| l.borrow_mut().served += n as u64);
 }
 
-/// Count `n` served entries counted through their memo entry.
-pub fn counted_known(n: usize) {
-    LINES.with(|l| l.borrow_mut().known += n as u64);
-}
-
-/// This thread's line cache: lines, entries held, entries served so far,
-/// and of those how many were counted through their memo entry (a private
-/// helper for tests: the cache only ever changes speed).
+/// This thread's line cache: lines, entries held and entries served so
+/// far (a private helper for tests: the cache only ever changes speed).
 #[pyfunction(name = "_line_cache_stats")]
-pub fn line_cache_stats() -> (usize, usize, u64, u64) {
+pub fn line_cache_stats() -> (usize, usize, u64) {
     LINES.with(|l| {
         let l = l.borrow();
-        (l.by_key.len(), l.entries, l.served, l.known)
+        (l.by_key.len(), l.entries, l.served)
     })
 }

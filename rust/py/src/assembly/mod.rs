@@ -22,9 +22,8 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::arguments::{self, type_name};
 use crate::errors::{argument_error, guard, HostError, IntoPy};
-use crate::estimator::{MemoTag, Resolved, TokenEstimator};
+use crate::estimator::{Resolved, TokenEstimator};
 use crate::items::{Facts, Types};
-use ctxengine_core::estimate::Known;
 use gather::{Buffers, Gather};
 use inputs::{BlockIn, F};
 
@@ -245,19 +244,10 @@ fn fit<'py>(
     if !lacking.is_empty() {
         return missing(py, lacking);
     }
-    g.bufs
-        .known
-        .extend(cached[..from_cache].iter().map(|e| e.known));
-    let tag = cache.as_ref().and_then(|c| c.tag);
-    let (result, tag) = measure_and_fit(py, g, &blocks, &limits, &pointers, est, model_id, tag)?;
+    let result = measure_and_fit(py, g, &blocks, &limits, &pointers, est, model_id)?;
     if let (Some(cache), Some(line)) = (cache.as_mut(), line.as_ref()) {
         cache.entries.truncate(from_cache);
         line_cache::served(from_cache);
-        // (The entries the memo's answers in this call.)
-        for (e, &k) in cache.entries.iter_mut().zip(&g.bufs.uses) {
-            e.known = k;
-        }
-        cache.tag = Some(tag);
         extend_cache(cache, line, &values, g);
     }
     Ok(result)
@@ -310,14 +300,12 @@ fn extend_cache<'py>(
         // SAFETY: a live object (the render holds it).
         let cj = unsafe { Bound::from_borrowed_ptr(py, cj) }.unbind();
         let history = &g.bufs.history[i];
-        let known = g.bufs.uses.get(i).copied().unwrap_or(Known::NONE);
         let Some(entry) = line_cache::Entry::new(
             item.unbind(),
             render.unbind(),
             pointer.map(Bound::unbind),
             cj,
             history,
-            known,
         ) else {
             break;
         };
@@ -325,11 +313,7 @@ fn extend_cache<'py>(
     }
 }
 
-/// Step 2: measure everything in the reference's order (the line cache's
-/// renders through the memo entries `g.bufs.known` names, taken under
-/// `tag`), fit, and convert back; with the tag of this call's entries
-/// (`g.bufs.uses`).
-#[allow(clippy::too_many_arguments)]
+/// 2. Measure everything in the reference's order, fit, and convert back.
 fn measure_and_fit<'py>(
     py: Python<'py>,
     g: &mut Gather<'py>,
@@ -338,8 +322,7 @@ fn measure_and_fit<'py>(
     pointers: &Bound<'py, PyDict>,
     est: &TokenEstimator,
     model_id: &str,
-    tag: Option<MemoTag>,
-) -> PyResult<(Bound<'py, PyDict>, MemoTag)> {
+) -> PyResult<Bound<'py, PyDict>> {
     let n = g.bufs.history.len();
     // The keys and line pointers the ladder may read stay borrowed until a
     // step may run Python code (`Pins`). (The renders are held: gathered.)
@@ -365,20 +348,9 @@ fn measure_and_fit<'py>(
     g.finish()?;
     // Every estimate under one lock.
     let mut raws = std::mem::take(&mut g.bufs.raws);
-    let known = std::mem::take(&mut g.bufs.known);
-    let mut uses = std::mem::take(&mut g.bufs.uses);
-    let counted = est.raw_batch_known_into(
-        model_id,
-        &g.types.kinds,
-        g.facts(),
-        tag.map(|t| (t, &known[..])),
-        Some(&mut uses),
-        &mut raws,
-    );
-    g.bufs.known = known;
-    g.bufs.uses = uses;
-    let (factor, tag, reused) = counted.into_py(py)?;
-    line_cache::counted_known(reused);
+    let factor = est
+        .raw_batch_into(model_id, &g.types.kinds, g.facts(), &mut raws)
+        .into_py(py)?;
     for (h, &raw) in g.bufs.history.iter_mut().zip(&raws) {
         h.raw = raw;
     }
@@ -424,7 +396,7 @@ fn measure_and_fit<'py>(
     g.bufs.held = held;
     let decided = decided.map_err(HostError::into_pyerr(py))?;
     if !decided.missing.is_empty() {
-        return Ok((missing(py, decided.missing)?, tag));
+        return missing(py, decided.missing);
     }
 
     // The body, its digest list's SHA-256 and the steps, as Python data.
@@ -459,7 +431,7 @@ fn measure_and_fit<'py>(
         }
         None => sha256(&flat),
     }));
-    let fit = body_fit(
+    body_fit(
         py,
         [
             ("body", list.into_any()),
@@ -481,8 +453,7 @@ fn measure_and_fit<'py>(
             ("body_sha256", body_sha.into_pyobject(py)?.into_any()),
             ("missing", PyList::empty(py).into_any()),
         ],
-    )?;
-    Ok((fit, tag))
+    )
 }
 
 /// Whether the history keys and line pointers are pinned (before any step

@@ -3,7 +3,7 @@
 //! the core's memo.
 
 use ctxengine_core::calibrate::{self, Ratio};
-use ctxengine_core::estimate::{EstimatorState, Known, Profile};
+use ctxengine_core::estimate::{EstimatorState, Profile};
 use ctxengine_core::tokenize::Method;
 use ctxengine_core::CoreError;
 use pyo3::prelude::*;
@@ -11,9 +11,6 @@ use pyo3::prelude::*;
 use super::{Resolved, TokenEstimator};
 use crate::errors::{estimator_error, IntoPy};
 use crate::items::{scan, Facts, Items, Scan, Types, Want};
-
-/// Which memo, and which of its models, a [`Known`] was taken under.
-pub type MemoTag = (u64, u32);
 
 /// The raw count of one fact under the lock.
 #[inline]
@@ -42,46 +39,21 @@ impl TokenEstimator {
         facts: &[Facts],
         raws: &mut Vec<i64>,
     ) -> Result<Ratio, CoreError> {
-        self.raw_batch_known_into(model_id, kinds, facts, None, None, raws)
-            .map(|(factor, _, _)| factor)
-    }
-
-    /// [`TokenEstimator::raw_batch_into`], the first facts looked up
-    /// through the memo entries `known` names (taken under the tag given,
-    /// which this call's must equal) and, with `uses`, every fact's entry
-    /// written out; returns the factor, this call's tag and how many facts
-    /// used their known entry.
-    pub fn raw_batch_known_into(
-        &self,
-        model_id: &str,
-        kinds: &[String],
-        facts: &[Facts],
-        known: Option<(MemoTag, &[Known])>,
-        uses: Option<&mut Vec<Known>>,
-        raws: &mut Vec<i64>,
-    ) -> Result<(Ratio, MemoTag, usize), CoreError> {
         raws.clear();
         raws.reserve(facts.len());
         let mut st = self.lock();
         st.memo_mut().reserve(facts.len());
         let counter = st.counter_id(model_id);
-        let tag = (st.memo().id(), st.counter(counter).memo);
-        let known = match known {
-            Some((t, k)) if t == tag => k,
-            _ => &[],
-        };
         let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
-        let reused = st.raw_counted_each(
+        st.raw_counted_each(
             counter,
             facts,
             |f| (kind_ids[f.kind], &f.digest),
             Facts::len,
             Facts::canonical,
-            known,
-            uses,
             raws,
         )?;
-        Ok((st.factor(counter), tag, reused))
+        Ok(st.factor(counter))
     }
 
     /// One more raw count after a batch (`raw_batch_into`), with the
