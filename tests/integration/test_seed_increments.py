@@ -153,6 +153,38 @@ def test_seed_digest_hashes_long_conversations_chunk_by_chunk_as_one_text() -> N
     assert digest.continued == 3
 
 
+def test_seed_digest_shell_is_the_checkpoint_without_its_conversation_spans_made_once_per_tuple(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    digest = SeedDigest(capacity=2)
+    made = [0]
+    to_dict = ce.ElidedSpan.to_dict
+
+    def counting(self: ce.ElidedSpan) -> dict[str, object]:
+        made[0] += 1
+        return to_dict(self)
+
+    monkeypatch.setattr(ce.ElidedSpan, "to_dict", counting)
+    untrusted = ce.TrustLevel.EXTERNAL_UNTRUSTED
+    spans = tuple(ce.ElidedSpan(f"tool_result:{i}", untrusted, i, i + 1) for i in range(7))
+    copy = tuple(list(spans))
+    assert copy == spans and copy is not spans
+    items = (ce.UserMessage("m", seq=9),)
+    counts = []
+    # Kept by identity, first in first out (two tuples): the copy and the empty tuple push
+    # ``spans`` out before its last use.
+    for elided in (spans, spans, spans[:3], spans, (), copy, spans):
+        cp = ce.Checkpoint("r", conversation=items, compacted_summary="s", summary_elided=elided)
+        made[0] = 0
+        shell = digest.shell(cp)
+        counts.append(made[0])
+        want = cp.to_dict()
+        assert digest.digest("s", shell, items) == payload_hash(want)
+        del want["conversation"]
+        assert shell == want
+    assert counts == [7, 0, 3, 0, 0, 7, 7]
+
+
 async def test_the_sql_stores_read_both_marks_in_one_operation_as_latest_before_does(
     store_case: StoreCase,
 ) -> None:

@@ -190,8 +190,9 @@ def summary_blocks(
 ) -> tuple[RenderedItem, ...]:
     """The compacted-summary blocks, kept by their inputs (seeding primes the
     estimator with a carry's stored counts of these same blocks, ADR 0011)."""
-    key = ("summary", summary, tuple(elided))
-    blocks: tuple[RenderedItem, ...] = cache.block(key, lambda: tuple(render_summary(summary or "", elided)))
+    blocks: tuple[RenderedItem, ...] = cache.summary(
+        summary, elided, lambda: tuple(render_summary(summary or "", elided))
+    )
     return blocks
 
 

@@ -84,6 +84,8 @@ class RenderCache:
         self._sessions: OrderedDict[Hashable, SessionRenders] = OrderedDict()
         self._held = 0  # renders in session tables
         self._blocks: OrderedDict[Any, Any] = OrderedDict()
+        # Summary blocks by the identity of their spans tuple (see ``summary``).
+        self._summaries: dict[int, tuple[tuple[Any, ...], str | None, Any]] = {}
         # One-entry memos by identity of their inputs (the common rebuild).
         self._last: dict[str, Any] = {}
 
@@ -280,6 +282,25 @@ class RenderCache:
         else:
             self._blocks.move_to_end(key)
         return hit
+
+    def summary(self, summary: str | None, elided: Sequence[Any], make: Callable[[], Any]) -> Any:
+        """The compacted-summary blocks of ``summary`` and its spans ``elided``: ``block``
+        under ``("summary", summary, tuple(elided))``, found first by the identity of an
+        ``elided`` tuple seen before. A seeded run's spans are its carry's, the very tuple run
+        after run (the loop's carry cache), while hashing and comparing the key runs each
+        span's dataclass ``__hash__`` and ``__eq__`` in Python, twice per lookup: with 66
+        spans that cost more than the rest of a turn's summary handling."""
+        if type(elided) is not tuple:  # only a tuple is the same spans under the same identity
+            return self.block(("summary", summary, tuple(elided)), make)
+        kept = self._summaries.get(id(elided))
+        if kept is not None and kept[0] is elided and kept[1] == summary:
+            return kept[2]
+        blocks = self.block(("summary", summary, elided), make)
+        # (The entry holds the tuple, so no other object takes its identity meanwhile.)
+        self._summaries[id(elided)] = (elided, summary, blocks)
+        if len(self._summaries) > self.block_capacity:
+            del self._summaries[next(iter(self._summaries))]
+        return blocks
 
 
 RENDERS = RenderCache()

@@ -216,7 +216,7 @@ class RunStarts(LoopHost):
             seed = await self._seed(run, principal)
         built = seed.checkpoint
         # The hash of built.to_dict(), continued from this session's previous seed when it can be.
-        shell = evolve(built, conversation=()).to_dict()
+        shell = self._seed_digest.shell(built)
         payload = {
             "run_id": run.run_id,
             "seed_sequence": run.seed_sequence,

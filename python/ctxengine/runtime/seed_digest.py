@@ -22,7 +22,8 @@ from typing import Any
 from ..core import backends
 from ..core.canonical import canonical_json
 from ..core.history import shared_prefix
-from ..model import ConversationItem
+from ..model import Checkpoint, ConversationItem, ElidedSpan
+from .checkpoints import evolve
 
 _MARK = b'"conversation":[]'
 #: Items hashed per update (a few tens of KiB joined: a buffer the allocator reuses).
@@ -36,6 +37,25 @@ class SeedDigest:
         self.capacity = capacity
         self._last: OrderedDict[str, tuple[bytes, tuple[ConversationItem, ...], Any]] = OrderedDict()
         self.continued = 0  # digests continued from an earlier seed (for tests)
+        # The span dicts of recent ``summary_elided`` tuples, by the tuple's identity.
+        self._spans: dict[int, tuple[tuple[ElidedSpan, ...], list[dict[str, Any]]]] = {}
+
+    def shell(self, checkpoint: Checkpoint) -> dict[str, Any]:
+        """``checkpoint.to_dict()`` without its conversation (for ``digest``, which only
+        reads it). A seeded run's spans are its carry's, the very tuple run after run: their
+        dicts are made once per tuple, not once per span per run."""
+        elided = checkpoint.summary_elided
+        data = evolve(checkpoint, conversation=(), summary_elided=()).to_dict()
+        del data["conversation"]
+        kept = self._spans.get(id(elided))
+        if kept is None or kept[0] is not elided:
+            kept = (elided, [span.to_dict() for span in elided])
+            if type(elided) is tuple:  # (the entry holds it: its identity stays its own)
+                self._spans[id(elided)] = kept
+                if len(self._spans) > self.capacity:
+                    del self._spans[next(iter(self._spans))]
+        data["summary_elided"] = kept[1]
+        return data
 
     def digest(self, session_id: str, shell: dict[str, Any], items: tuple[ConversationItem, ...]) -> str:
         """``payload_hash({**shell, "conversation": list(items)})``; ``shell`` holds the
