@@ -23,6 +23,10 @@ def test_bench_smoke_writes_table_json_and_plot(tmp_path: Path, capsys: pytest.C
 
     table = (out / "bench.md").read_text()
     assert printed.startswith(table)  # the Markdown printed is the Markdown written
+    assert "### Equal windows" in printed
+    equal = json.loads((out / "runtime.json").read_text())["equal_windows"]
+    assert (equal["early_turn"], equal["late_turn"]) == (11, 41) and equal["ratio"] > 0
+    assert equal["late_events"] > equal["early_events"] > 0
     assert "## SPEC section 11" in table and "## Growth over history length" in table
     assert "## Token counting" in table and "counts already held" in table
     for row in ("`payload_hash`", "`select_history`", "`assemble`, fifty-turn session", "many sessions"):

@@ -8,6 +8,9 @@
 3. Stored-item decode rate on both backends.
 4. Many workers on one PostgreSQL server (1, 2, 4, 8 processes, 2 sessions x 200 turns
    each, synchronous commit on), and one writer on SQLite.
+5. Equal windows: a turn of a session twice as long, with a window of the same size, side by
+   side in one worker (both after the first compaction): what a turn costs over session
+   length alone.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ..core.decode import decode_stored_items
 from ..runtime.session import item_payload
 from ..stores import open_store
 from .bench_first import Fixture, build_fixture, history_items, measure
-from .bench_workers import WorkersResult, run_workers
+from .bench_workers import WINDOW, WorkersResult, run_workers, schedule
 from .pgserver import PostgresServer, postgres_bin
 from .turns import ScriptedWorker
 
@@ -44,12 +47,16 @@ class RuntimeSettings:
     long_turns: int = 500
     repeats: int = 7
     postgres: bool = True
+    #: Equal windows: sessions, the younger ones' first compared turn, the older ones' last.
+    #: The 200k window first compacts at turn 391, then about every 213 turns: turns 401-420
+    #: and 827-846 hold windows of about 380-440 items, in logs of about 1,500 and 3,100 events.
+    equal: tuple[int, int, int] = (8, 401, 846)
 
     @classmethod
     def for_run(cls, quick: bool) -> RuntimeSettings:
         if not quick:
             return cls()
-        return cls(True, (1_000, 10_000), (1, 2), 30, 80, 3)
+        return cls(True, (1_000, 10_000), (1, 2), 30, 80, 3, equal=(2, 11, 60))
 
 
 @dataclass(slots=True)
@@ -57,6 +64,7 @@ class RuntimeResults:
     settings: RuntimeSettings
     first: dict[str, dict[int, dict[str, float]]] = field(default_factory=dict)
     long_session: dict[str, float] = field(default_factory=dict)
+    equal_windows: dict[str, float] = field(default_factory=dict)
     decode: dict[str, float] = field(default_factory=dict)
     workers: list[WorkersResult] = field(default_factory=list)
     sqlite_writer: WorkersResult | None = None
@@ -79,6 +87,7 @@ class RuntimeResults:
             "first_request": {s: {str(n): v for n, v in d.items()} for s, d in self.first.items()},
             "first_request_slope": {s: self.slope(s) for s in self.first},
             "long_session": self.long_session,
+            "equal_windows": self.equal_windows,
             "decode_items_per_s": self.decode,
             "workers": [w.to_dict() for w in self.workers],
             "sqlite_writer": self.sqlite_writer.to_dict() if self.sqlite_writer else None,
@@ -138,6 +147,35 @@ async def long_session(url: str, turns: int) -> dict[str, float]:
     }
 
 
+async def equal_windows(url: str, sessions: int, early: int, turns: int) -> dict[str, float]:
+    """Turns ``early`` to ``early + 19`` of half the sessions against the last twenty of the
+    other half, side by side in one worker (``bench_workers.schedule``): the worker's CPU per
+    turn (median; the store's thread included), each side's window and log length."""
+    store = await open_store(url)
+    cpu: dict[str, list[float]] = {"early": [], "late": []}
+    items: dict[str, list[int]] = {"early": [], "late": []}
+    events: dict[str, list[int]] = {"early": [], "late": []}
+    try:
+        worker = ScriptedWorker(store, owner="equal")
+        names = [f"equal-{i}" for i in range(sessions)]
+        for session, turn, side in schedule(names, turns, early=early):
+            timing = await worker.turn(session, turn)
+            if side is not None:
+                cpu[side].append(timing.cpu_s * 1e3)
+                items[side].append(timing.history_items)
+                events[side].append(max(seq for seq, _ in timing.acked))
+    finally:
+        await store.close()
+    out: dict[str, float] = {"early_turn": float(early), "late_turn": float(turns - WINDOW + 1)}
+    for side in ("early", "late"):
+        out[f"{side}_cpu_ms"] = statistics.median(cpu[side])
+        out[f"{side}_items_min"] = float(min(items[side]))
+        out[f"{side}_items_max"] = float(max(items[side]))
+        out[f"{side}_events"] = statistics.median(events[side])
+    out["ratio"] = out["late_cpu_ms"] / out["early_cpu_ms"] if out["early_cpu_ms"] else 0.0
+    return out
+
+
 #: The first request's log-log slope over session length that counts as flat (issue 13).
 FLAT_SLOPE = 0.1
 
@@ -162,6 +200,9 @@ def run_runtime(settings: RuntimeSettings, progress: Callable[[str], None] | Non
             results.first["postgresql"] = _first(lambda n: dsn, settings, say)
         say(f"runtime: a {settings.long_turns}-turn session")
         results.long_session = asyncio.run(long_session(f"sqlite://{root / 'long.db'}", settings.long_turns))
+        say("runtime: equal windows")
+        equal = f"sqlite://{root / 'equal.db'}"
+        results.equal_windows = asyncio.run(equal_windows(equal, *settings.equal))
         if server is not None:
             for n in settings.workers:
                 say(f"runtime: {n} worker(s) on PostgreSQL")
@@ -276,6 +317,25 @@ def runtime_markdown(r: RuntimeResults) -> list[str]:
             f"| {s['turn_50_ms']:.2f} | {s[f'turn_{turns}_ms']:.2f} | {s['ratio']:.2f} "
             f"| {int(s['first_compaction_turn'])} | {s['compactions_per_turn_after_fill']:.3f} |",
         ]
+    if r.equal_windows:
+        e = r.equal_windows
+        first, last = int(e["early_turn"]), int(e["late_turn"])
+        lines += [
+            "",
+            "### Equal windows (SQLite, one worker in process, side by side)",
+            "",
+            "Worker CPU per turn (median; the store's thread included) of sessions at the same "
+            "window size whose logs are about twice apart.",
+            "",
+            "| turns | log (events, median) | window (items) | worker CPU per turn (ms) |",
+            "|---|---:|---:|---:|",
+        ]
+        for side, turn in (("early", first), ("late", last)):
+            lines.append(
+                f"| {turn}-{turn + WINDOW - 1} | {e[f'{side}_events']:,.0f} "
+                f"| {int(e[f'{side}_items_min'])}-{int(e[f'{side}_items_max'])} | {e[f'{side}_cpu_ms']:.2f} |"
+            )
+        lines.append(f"\nRatio (later turns over earlier ones): {e['ratio']:.2f}")
     if r.decode:
         rust, ref = r.decode.get("rust", 0.0), r.decode.get("python", 0.0)
         lines += ["", "### Stored-item decode (items/s)", "", "| rust | reference |", "|---:|---:|"]
@@ -287,6 +347,7 @@ __all__ = [
     "RuntimeResults",
     "RuntimeSettings",
     "decode_rate",
+    "equal_windows",
     "long_session",
     "run_runtime",
     "runtime_markdown",

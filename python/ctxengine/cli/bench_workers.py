@@ -110,37 +110,39 @@ async def _worker(
 WINDOW, EARLY = 20, 11
 
 
-def schedule(sessions: list[str], turns: int) -> list[tuple[str, int, str | None]]:
+def schedule(
+    sessions: list[str], turns: int, *, early: int = EARLY, window: int = WINDOW
+) -> list[tuple[str, int, str | None]]:
     """Every turn of every session, in the order a worker takes them, each with the window
     it is compared in (``"early"``, ``"late"`` or ``None``).
 
-    Sessions pair up, old and young: the old one runs to turn ``turns - WINDOW`` and the
-    young one to turn ``EARLY - 1``; then the old one's last ``WINDOW`` turns alternate with
-    the young one's turns ``EARLY`` on, so the turns compared run side by side, under the
+    Sessions pair up, old and young: the old one runs to turn ``turns - window`` and the
+    young one to turn ``early - 1``; then the old one's last ``window`` turns alternate with
+    the young one's turns ``early`` on, so the turns compared run side by side, under the
     same load and the same moment of a shared machine (run one after the other, a slow
     spell of the host reads as a slower turn 200); then the young one runs to the end.
     Without a pair (one session, or too few turns) sessions take turns in lockstep, turns
-    ``EARLY`` to ``EARLY + WINDOW - 1`` early and the last ``WINDOW`` late."""
+    ``early`` to ``early + window - 1`` early and the last ``window`` late."""
     old, young = sessions[0::2], sessions[1::2]
-    if not young or turns < EARLY + 2 * WINDOW:
+    if not young or turns < early + 2 * window:
         return [
-            (s, t, "early" if EARLY <= t < EARLY + WINDOW else "late" if t > turns - WINDOW else None)
+            (s, t, "early" if early <= t < early + window else "late" if t > turns - window else None)
             for t in range(1, turns + 1)
             for s in sessions
         ]
     single = old[len(young) :]  # an odd one out keeps step with the old ones, uncompared
     order: list[tuple[str, int, str | None]] = []
-    order += [(s, t, None) for t in range(1, turns - WINDOW + 1) for s in old]
-    order += [(s, t, None) for t in range(1, EARLY) for s in young]
-    for k in range(WINDOW):
+    order += [(s, t, None) for t in range(1, turns - window + 1) for s in old]
+    order += [(s, t, None) for t in range(1, early) for s in young]
+    for k in range(window):
         pairs = [
-            ((o, turns - WINDOW + 1 + k, "late"), (y, EARLY + k, "early"))
+            ((o, turns - window + 1 + k, "late"), (y, early + k, "early"))
             for o, y in zip(old, young, strict=False)
         ]
         for first, second in pairs:
             order += [first, second] if k % 2 == 0 else [second, first]
-        order += [(s, turns - WINDOW + 1 + k, None) for s in single]
-    order += [(s, t, None) for t in range(EARLY + WINDOW, turns + 1) for s in young]
+        order += [(s, turns - window + 1 + k, None) for s in single]
+    order += [(s, t, None) for t in range(early + window, turns + 1) for s in young]
     return order
 
 
