@@ -67,6 +67,6 @@ def test_the_identity_entries_are_bounded_and_hold_their_tuples() -> None:
     for elided in kept:
         summary_blocks(cache, "s", elided)
     assert len(cache._summaries) == 4
-    assert all(entry[0] is kept[6 + i] for i, entry in enumerate(cache._summaries.values()))
+    assert all(held is kept[6 + i] for i, held in enumerate(cache._summaries.held()))
     for elided in kept:
         assert summary_blocks(cache, "s", elided) == tuple(render_summary("s", elided))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Sequence
 from itertools import islice
 from typing import Any
 
+from ..core.identity import ByIdentity
 from ..model import ConversationItem, ToolResult
 from ..model.body import RenderLine
 from .render import POINTER, digest_of, render_conversation, render_items, render_pointer, render_pointers
@@ -85,7 +86,7 @@ class RenderCache:
         self._held = 0  # renders in session tables
         self._blocks: OrderedDict[Any, Any] = OrderedDict()
         # Summary blocks by the identity of their spans tuple (see ``summary``).
-        self._summaries: dict[int, tuple[tuple[Any, ...], str | None, Any]] = {}
+        self._summaries: ByIdentity[Any] = ByIdentity(block_capacity)
         # One-entry memos by identity of their inputs (the common rebuild).
         self._last: dict[str, Any] = {}
 
@@ -286,21 +287,12 @@ class RenderCache:
     def summary(self, summary: str | None, elided: Sequence[Any], make: Callable[[], Any]) -> Any:
         """The compacted-summary blocks of ``summary`` and its spans ``elided``: ``block``
         under ``("summary", summary, tuple(elided))``, found first by the identity of an
-        ``elided`` tuple seen before. A seeded run's spans are its carry's, the very tuple run
-        after run (the loop's carry cache), while hashing and comparing the key runs each
-        span's dataclass ``__hash__`` and ``__eq__`` in Python, twice per lookup: with 66
-        spans that cost more than the rest of a turn's summary handling."""
-        if type(elided) is not tuple:  # only a tuple is the same spans under the same identity
-            return self.block(("summary", summary, tuple(elided)), make)
-        kept = self._summaries.get(id(elided))
-        if kept is not None and kept[0] is elided and kept[1] == summary:
-            return kept[2]
-        blocks = self.block(("summary", summary, elided), make)
-        # (The entry holds the tuple, so no other object takes its identity meanwhile.)
-        self._summaries[id(elided)] = (elided, summary, blocks)
-        if len(self._summaries) > self.block_capacity:
-            del self._summaries[next(iter(self._summaries))]
-        return blocks
+        ``elided`` tuple seen before (``ByIdentity``: the key's lookup, a ``get`` and a
+        ``move_to_end``, hashes and compares every span in Python, and a seeded run's spans
+        are its carry's, the same tuple run after run)."""
+        return self._summaries.get(
+            elided, lambda: self.block(("summary", summary, tuple(elided)), make), also=summary
+        )
 
 
 RENDERS = RenderCache()

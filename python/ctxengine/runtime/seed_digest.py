@@ -22,7 +22,8 @@ from typing import Any
 from ..core import backends
 from ..core.canonical import canonical_json
 from ..core.history import shared_prefix
-from ..model import Checkpoint, ConversationItem, ElidedSpan
+from ..core.identity import ByIdentity
+from ..model import Checkpoint, ConversationItem
 from .checkpoints import evolve
 
 _MARK = b'"conversation":[]'
@@ -38,7 +39,7 @@ class SeedDigest:
         self._last: OrderedDict[str, tuple[bytes, tuple[ConversationItem, ...], Any]] = OrderedDict()
         self.continued = 0  # digests continued from an earlier seed (for tests)
         # The span dicts of recent ``summary_elided`` tuples, by the tuple's identity.
-        self._spans: dict[int, tuple[tuple[ElidedSpan, ...], list[dict[str, Any]]]] = {}
+        self._spans: ByIdentity[list[dict[str, Any]]] = ByIdentity(capacity)
 
     def shell(self, checkpoint: Checkpoint) -> dict[str, Any]:
         """``checkpoint.to_dict()`` without its conversation (for ``digest``, which only
@@ -47,14 +48,7 @@ class SeedDigest:
         elided = checkpoint.summary_elided
         data = evolve(checkpoint, conversation=(), summary_elided=()).to_dict()
         del data["conversation"]
-        kept = self._spans.get(id(elided))
-        if kept is None or kept[0] is not elided:
-            kept = (elided, [span.to_dict() for span in elided])
-            if type(elided) is tuple:  # (the entry holds it: its identity stays its own)
-                self._spans[id(elided)] = kept
-                if len(self._spans) > self.capacity:
-                    del self._spans[next(iter(self._spans))]
-        data["summary_elided"] = kept[1]
+        data["summary_elided"] = self._spans.get(elided, lambda: [span.to_dict() for span in elided])
         return data
 
     def digest(self, session_id: str, shell: dict[str, Any], items: tuple[ConversationItem, ...]) -> str:
