@@ -232,15 +232,15 @@ def evolve(checkpoint: Checkpoint, **changes: Any) -> Checkpoint:
     return new
 
 
-def _shell_dict(checkpoint: Checkpoint) -> dict[str, Any]:
-    """``checkpoint.to_dict()`` without converting its conversation."""
-    data = evolve(checkpoint, conversation=()).to_dict()
+def shell_dict(checkpoint: Checkpoint, **changes: Any) -> dict[str, Any]:
+    """``evolve(checkpoint, **changes).to_dict()`` without converting its conversation."""
+    data = evolve(checkpoint, conversation=(), **changes).to_dict()
     del data["conversation"]
     return data
 
 
 def _ref_shell(checkpoint: Checkpoint, carry: Carry | None) -> dict[str, Any]:
-    """``_shell_dict`` in reference form: a summary that is the seed carry's (its text, spans
+    """``shell_dict`` in reference form: a summary that is the seed carry's (its text, spans
     and source) is stored as the carry's sequence under ``SUMMARY_CARRY`` (ADR 0011)."""
     if (
         carry is not None
@@ -248,10 +248,10 @@ def _ref_shell(checkpoint: Checkpoint, carry: Carry | None) -> dict[str, Any]:
         and checkpoint.compacted_summary == carry.summary
         and checkpoint.summary_elided == carry.elided
     ):
-        data = _shell_dict(evolve(checkpoint, compacted_summary=None, summary_elided=()))
+        data = shell_dict(checkpoint, compacted_summary=None, summary_elided=())
         data[SUMMARY_CARRY] = carry.sequence
     else:
-        data = _shell_dict(checkpoint)
+        data = shell_dict(checkpoint)
         data[SUMMARY_CARRY] = None
     return data
 
@@ -448,5 +448,6 @@ __all__ = [
     "materialize",
     "materialize_refs",
     "read_refs",
+    "shell_dict",
     "write_checkpoint",
 ]

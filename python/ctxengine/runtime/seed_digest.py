@@ -24,7 +24,7 @@ from ..core.canonical import canonical_json
 from ..core.history import shared_prefix
 from ..core.identity import ByIdentity
 from ..model import Checkpoint, ConversationItem
-from .checkpoints import evolve
+from .checkpoints import shell_dict
 
 _MARK = b'"conversation":[]'
 #: Items hashed per update (a few tens of KiB joined: a buffer the allocator reuses).
@@ -46,8 +46,7 @@ class SeedDigest:
         reads it). A seeded run's spans are its carry's, the very tuple run after run: their
         dicts are made once per tuple, not once per span per run."""
         elided = checkpoint.summary_elided
-        data = evolve(checkpoint, conversation=(), summary_elided=()).to_dict()
-        del data["conversation"]
+        data = shell_dict(checkpoint, summary_elided=())
         data["summary_elided"] = self._spans.get(elided, lambda: [span.to_dict() for span in elided])
         return data
 
