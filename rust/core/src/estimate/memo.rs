@@ -2,7 +2,7 @@
 
 use std::hash::{Hash, Hasher};
 
-use super::memo_index::MemoIndex;
+use super::memo_index::{prefetch_read, MemoIndex};
 use crate::error::CoreResult;
 
 /// `(model_id, kind, sha256)` with the strings interned to small ids.
@@ -89,6 +89,8 @@ pub struct Memo {
     capacity: usize,
     /// The slot of the last lookup or insert.
     last: u32,
+    /// Whether the last lookup's slot guess was right.
+    guessed: bool,
     pub hits: u64,
     pub misses: u64,
 }
@@ -101,6 +103,7 @@ impl Memo {
             head: NIL,
             capacity,
             last: NIL,
+            guessed: false,
             hits: 0,
             misses: 0,
         }
@@ -188,13 +191,22 @@ impl Memo {
     /// sequence instead of probing at random. (By the invariant a slot
     /// holding `key` is the entry of `key`.)
     #[inline]
-    fn slot(&self, key: &MemoKey, guess: u32) -> Option<u32> {
+    fn slot(&mut self, key: &MemoKey, guess: u32) -> Option<u32> {
         if let Some(n) = self.nodes.get(guess as usize) {
             if n.key == *key {
+                self.guessed = true;
                 return Some(guess);
             }
         }
+        self.guessed = false;
         self.find(key)
+    }
+
+    /// Whether the last lookup found its entry in the slot after the one
+    /// before (a batch in insertion order: nothing to fetch ahead).
+    #[inline]
+    pub fn guessed(&self) -> bool {
+        self.guessed
     }
 
     /// The memoized value of `key`, counting a hit; `None` counts nothing.
@@ -253,6 +265,29 @@ impl Memo {
         let misses = self.misses;
         self.insert_miss(key, value);
         self.misses = misses;
+    }
+
+    /// Ask the CPU to fetch what a lookup of `key` reads first: its index
+    /// entry. A batch asks this of a value some way ahead of the one it
+    /// looks up, so that the random reads of many lookups overlap instead
+    /// of each waiting for memory in turn.
+    #[inline]
+    pub fn prefetch_index(&self, key: &MemoKey) {
+        self.index.prefetch(key.hash32());
+    }
+
+    /// Ask the CPU to fetch the entry a lookup of `key` is likely to find
+    /// (read through the index entry, which [`Memo::prefetch_index`] asked
+    /// for earlier).
+    #[inline]
+    pub fn prefetch_node(&self, key: &MemoKey) {
+        if let Some(node) = self
+            .index
+            .peek(key.hash32())
+            .and_then(|i| self.nodes.get(i as usize))
+        {
+            prefetch_read(node);
+        }
     }
 
     /// Look `key` up, computing and inserting on a miss.

@@ -12,6 +12,20 @@
 /// An empty entry.
 const EMPTY: u64 = u64::MAX;
 
+/// Ask the CPU to bring `value`'s cache line in (no effect on the program's
+/// meaning; nothing on targets without the instruction).
+#[inline(always)]
+pub(super) fn prefetch_read<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing the program sees and cannot fault.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 #[derive(Debug, Clone)]
 pub struct MemoIndex {
     /// `(hash << 32) | slot`, or `EMPTY`; the length is a power of two.
@@ -56,6 +70,20 @@ impl MemoIndex {
             }
             self.entries[p] = e;
         }
+    }
+
+    /// Ask the CPU to fetch the entry a probe for `hash` reads first.
+    #[inline]
+    pub fn prefetch(&self, hash: u32) {
+        prefetch_read(&self.entries[hash as usize & self.mask()]);
+    }
+
+    /// The slot filed at `hash`'s home entry under `hash`, if any (one read,
+    /// no probing: a hint for prefetching, not an answer).
+    #[inline]
+    pub fn peek(&self, hash: u32) -> Option<u32> {
+        let e = self.entries[hash as usize & self.mask()];
+        (e != EMPTY && (e >> 32) as u32 == hash).then_some(e as u32)
     }
 
     /// The slot with hash `hash` for which `is_key(slot)` holds.

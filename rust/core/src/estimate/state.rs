@@ -17,6 +17,11 @@ use crate::tokenize::message::{exact_raw, RECIPE_VERSION};
 use crate::tokenize::table::EncodingTable;
 use crate::tokenize::Method;
 
+/// How many values ahead a batch of lookups fetches the memo's index entry,
+/// and the entry it points at (`EstimatorState::raw_counted_each`).
+const INDEX_AHEAD: usize = 16;
+const NODE_AHEAD: usize = 8;
+
 /// Cumulative reconciled sums of one model: `E` estimated, `A` actual.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Reconciled {
@@ -220,17 +225,31 @@ impl EstimatorState {
         let c = &self.counter_list[counter as usize];
         let (model, method, profile) = (c.memo, c.method, c.profile);
         let (memo, kind_names) = (&mut self.memo, &self.kind_names);
-        for v in values {
+        let key_of = |v: &T| {
             let (kind, digest) = read(v);
-            let key = MemoKey {
+            MemoKey {
                 model,
                 kind,
                 digest: *digest,
-            };
+            }
+        };
+        for (i, v) in values.iter().enumerate() {
+            // While lookups go through the index (their entries not in
+            // insertion order), lookups ahead: the index entry of one far
+            // ahead, the entry of one nearer (its index entry fetched by now).
+            if !memo.guessed() {
+                if let Some(ahead) = values.get(i + INDEX_AHEAD) {
+                    memo.prefetch_index(&key_of(ahead));
+                }
+                if let Some(ahead) = values.get(i + NODE_AHEAD) {
+                    memo.prefetch_node(&key_of(ahead));
+                }
+            }
+            let key = key_of(v);
             out.push(memo.get_or_insert_with(key, || match method {
                 Method::Heuristic => profile.raw(len(v)),
                 Method::Exact(encoding) => {
-                    exact_raw(encoding, &kind_names[kind as usize], &bytes(v))
+                    exact_raw(encoding, &kind_names[key.kind as usize], &bytes(v))
                 }
             })?);
         }

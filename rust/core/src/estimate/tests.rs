@@ -481,3 +481,53 @@ fn azure_on_o200k(memo_capacity: i64) -> EstimatorState {
     )
     .unwrap()
 }
+
+/// A batch of lookups fetches ahead only while they go through the index;
+/// either way it finds, counts and orders exactly what the same lookups one
+/// at a time do (a small memo, so entries are evicted on the way).
+#[test]
+fn batched_lookups_match_lookups_one_at_a_time() {
+    let mut state: u64 = 99;
+    let mut values: Vec<(u32, [u8; 32], usize)> = Vec::new();
+    for i in 0..600u32 {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // Runs in order (the slot guess holds) and scattered repeats.
+        let n = if i % 100 < 40 {
+            i % 100
+        } else {
+            (state >> 33) as u32 % 90
+        };
+        let mut digest = [0u8; 32];
+        digest[..4].copy_from_slice(&n.to_le_bytes());
+        values.push((n % 2, digest, 10 + n as usize));
+    }
+    let run = |batch: bool| {
+        let mut st = azure_on_o200k(48);
+        let counter = st.counter_id("gpt-4o");
+        let kinds = [st.kind("history"), st.kind("tool_result")];
+        let mut out = Vec::new();
+        let chunks: Vec<&[(u32, [u8; 32], usize)]> = if batch {
+            values.chunks(150).collect()
+        } else {
+            values.chunks(1).collect()
+        };
+        for chunk in chunks {
+            st.raw_counted_each(
+                counter,
+                chunk,
+                |v| (kinds[v.0 as usize], &v.1),
+                |v| v.2,
+                |_| Vec::new(),
+                &mut out,
+            )
+            .unwrap();
+        }
+        let m = st.memo();
+        (out, m.hits, m.misses, m.keys_mru())
+    };
+    let (batched, one) = (run(true), run(false));
+    assert!(batched.1 > 100 && batched.2 > 100, "both hits and misses");
+    assert_eq!(batched, one);
+}
