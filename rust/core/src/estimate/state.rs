@@ -233,11 +233,14 @@ impl EstimatorState {
                 digest: *digest,
             }
         };
+        // Lookups in a row that found their entry at the slot guessed.
+        let mut guessed = 0usize;
         for (i, v) in values.iter().enumerate() {
-            // While lookups go through the index (their entries not in
-            // insertion order), lookups ahead: the index entry of one far
-            // ahead, the entry of one nearer (its index entry fetched by now).
-            if !memo.guessed() {
+            // Unless lookups run in insertion order (their slot guessed, in
+            // a row), lookups ahead: the index entry of one far ahead, the
+            // entry of one nearer (its index entry fetched by now).
+            guessed = if memo.guessed() { guessed + 1 } else { 0 };
+            if guessed < NODE_AHEAD {
                 if let Some(ahead) = values.get(i + INDEX_AHEAD) {
                     memo.prefetch_index(&key_of(ahead));
                 }
