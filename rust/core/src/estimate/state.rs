@@ -21,6 +21,9 @@ use crate::tokenize::Method;
 /// and the entry it points at (`EstimatorState::raw_counted_each`).
 const INDEX_AHEAD: usize = 16;
 const NODE_AHEAD: usize = 8;
+/// Lookups in a row found at their slot guess after which a batch counts as
+/// in insertion order and stops fetching ahead (until a guess misses).
+const IN_ORDER: usize = 8;
 
 /// Cumulative reconciled sums of one model: `E` estimated, `A` actual.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -240,7 +243,7 @@ impl EstimatorState {
             // a row), lookups ahead: the index entry of one far ahead, the
             // entry of one nearer (its index entry fetched by now).
             guessed = if memo.guessed() { guessed + 1 } else { 0 };
-            if guessed < NODE_AHEAD {
+            if guessed < IN_ORDER {
                 if let Some(ahead) = values.get(i + INDEX_AHEAD) {
                     memo.prefetch_index(&key_of(ahead));
                 }
