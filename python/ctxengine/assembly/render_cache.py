@@ -8,23 +8,46 @@ hold only their data (and their own canonical bytes).
 
 A session's history renders (and tool-result pointers) have their own pair
 of tables, so one build reads one small table rather than probing a large
-one all over memory. Everything is bounded: ``capacity`` renders in all
-(least recently built sessions go first), the oldest eighth of a table past
-that, ``block_capacity`` block renders.
+one all over memory. Everything is bounded: ``capacity`` renders in all and ``max_bytes`` of
+their estimated memory (``render_bytes``; least recently built sessions go
+first, then the oldest eighth of the table being built), ``block_capacity``
+block renders. A worker that takes turns of many sessions otherwise kept
+every render of every session it had seen, up to ``capacity``: a gigabyte or
+more of small items.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from itertools import islice
+from operator import attrgetter
 from typing import Any
 
 from ..core.identity import ByIdentity
+from ..errors import ArgumentError
 from ..model import ConversationItem, ToolResult
 from ..model.body import RenderLine
 from .render import POINTER, digest_of, render_conversation, render_items, render_pointer, render_pointers
 from .request import RenderedItem
+
+#: The estimated memory of a render beside its text (measured: the ``RenderedItem``, its
+#: canonical-bytes tuple, digest and object headers, about 560 bytes a render).
+RENDER_OBJECTS = 576
+#: A render without text (a tool call, reasoning) counts this as its text's share.
+TEXTLESS = 512
+_TEXT = attrgetter("text")
+#: ``RenderCache``'s default ``max_bytes``.
+DEFAULT_MAX_BYTES = 512 << 20
+
+
+def render_bytes(renders: Iterable[RenderedItem]) -> int:
+    """The memory ``renders`` are estimated to hold: their text twice (the text and the
+    canonical bytes that repeat it) and ``RENDER_OBJECTS`` each (``TEXTLESS`` for the
+    text of one without)."""
+    texts = list(map(_TEXT, renders))
+    present = list(filter(None, texts))
+    return RENDER_OBJECTS * len(texts) + 2 * sum(map(len, present)) + TEXTLESS * (len(texts) - len(present))
 
 
 class SessionRenders:
@@ -32,11 +55,22 @@ class SessionRenders:
     history order (``line``, the fit's fast path), and the body blocks of its last
     build (the builder's)."""
 
-    __slots__ = ("_line_items", "_line_pointers", "_line_renders", "blocks", "line", "pointers", "renders")
+    __slots__ = (
+        "_line_items",
+        "_line_pointers",
+        "_line_renders",
+        "blocks",
+        "line",
+        "nbytes",
+        "pointers",
+        "renders",
+    )
 
     def __init__(self) -> None:
         self.renders: dict[bytes, RenderedItem] = {}
         self.pointers: dict[bytes, RenderedItem] = {}
+        #: ``render_bytes`` of the renders and pointers in the tables.
+        self.nbytes = 0
         self.blocks: Any = None
         self._line_items: list[ConversationItem] = []
         self._line_renders: list[RenderedItem | None] = []
@@ -78,12 +112,23 @@ class SessionRenders:
 class RenderCache:
     """The renderer's bounded caches (see the module)."""
 
-    def __init__(self, capacity: int = 1 << 20, block_capacity: int = 4096) -> None:
+    def __init__(
+        self, capacity: int = 1 << 20, block_capacity: int = 4096, *, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
+        for name, value in (
+            ("capacity", capacity),
+            ("block_capacity", block_capacity),
+            ("max_bytes", max_bytes),
+        ):
+            if type(value) is not int or value < 1:
+                raise ArgumentError("RenderCache", name, f"a positive int, got {value!r}")
         self.capacity = capacity
         self.block_capacity = block_capacity
+        self.max_bytes = max_bytes
         self._tables: dict[str, dict[bytes, RenderedItem]] = {}
         self._sessions: OrderedDict[Hashable, SessionRenders] = OrderedDict()
         self._held = 0  # renders in session tables
+        self._bytes = 0  # their render_bytes
         self._blocks: OrderedDict[Any, Any] = OrderedDict()
         # Summary blocks by the identity of their spans tuple (see ``summary``).
         self._summaries: ByIdentity[Any] = ByIdentity(block_capacity)
@@ -196,11 +241,12 @@ class RenderCache:
                 renders[digest] = made[digest]
             if isinstance(item, ToolResult) and digest not in pointers:
                 unpointed.setdefault(digest, item)  # the first of equal items, as before
+        added = render_bytes(made.values())
         if unpointed:  # one backend call for the lot, as the renders
-            pointers.update(zip(unpointed, render_pointers(list(unpointed.values())), strict=True))
-        self._held += len(renders) + len(pointers) - before
-        if self._held > self.capacity:
-            self._shrink(tables)
+            new_pointers = render_pointers(list(unpointed.values()))
+            pointers.update(zip(unpointed, new_pointers, strict=True))
+            added += render_bytes(new_pointers)
+        self._grew(tables, len(renders) + len(pointers) - before, added)
 
     def _first_history(self, tables: SessionRenders, history: Sequence[ConversationItem]) -> None:
         """``history`` for empty tables: every item rendered, in one backend call each for
@@ -213,13 +259,15 @@ class RenderCache:
                 todo.setdefault(digest, item)
         if not todo:
             return
-        tables.renders.update(zip(todo, render_items(list(todo.values()), "history"), strict=True))
+        made = render_items(list(todo.values()), "history")
+        tables.renders.update(zip(todo, made, strict=True))
+        added = render_bytes(made)
         unpointed = {digest: item for digest, item in todo.items() if isinstance(item, ToolResult)}
         if unpointed:
-            tables.pointers.update(zip(unpointed, render_pointers(list(unpointed.values())), strict=True))
-        self._held += len(tables.renders) + len(tables.pointers)
-        if self._held > self.capacity:
-            self._shrink(tables)
+            new_pointers = render_pointers(list(unpointed.values()))
+            tables.pointers.update(zip(unpointed, new_pointers, strict=True))
+            added += render_bytes(new_pointers)
+        self._grew(tables, len(tables.renders) + len(tables.pointers), added)
 
     def renders_of(self, tables: SessionRenders, items: Sequence[ConversationItem]) -> list[RenderedItem]:
         """The history renders of ``items`` from ``tables``, those it lacks rendered (in one
@@ -229,31 +277,54 @@ class RenderCache:
         todo = {digest: item for digest, item in zip(digests, items, strict=True) if digest not in renders}
         if todo:
             before = len(renders)
-            renders.update(zip(todo, render_items(list(todo.values()), "history"), strict=True))
-            self._held += len(renders) - before
+            made = render_items(list(todo.values()), "history")
+            renders.update(zip(todo, made, strict=True))
             found = [renders[digest] for digest in digests]
-            if self._held > self.capacity:
-                self._shrink(tables)
+            self._grew(tables, len(renders) - before, render_bytes(made))
             return found
         return [renders[digest] for digest in digests]
 
+    def _grew(self, tables: SessionRenders, renders: int, nbytes: int) -> None:
+        """Account for ``renders`` more renders of ``nbytes`` in ``tables``; back within the
+        bounds if past them."""
+        self._held += renders
+        self._bytes += nbytes
+        tables.nbytes += nbytes
+        if self._held > self.capacity or self._bytes > self.max_bytes:
+            self._shrink(tables)
+
+    def _over(self) -> bool:
+        return self._held > self.capacity or self._bytes > self.max_bytes
+
     def _shrink(self, keep: SessionRenders) -> None:
-        """Back within ``capacity``: the least recently built sessions go,
-        then the oldest entries of the one being built."""
+        """Back within ``capacity`` and ``max_bytes``: the least recently built sessions
+        go, then the oldest entries of the one being built (an eighth of the bound more)."""
         sessions = self._sessions
-        while self._held > self.capacity and len(sessions) > 1:
+        while self._over() and len(sessions) > 1:
             key = next(iter(sessions))
             if sessions[key] is keep:
                 sessions.move_to_end(key)
                 continue
-            self._held -= len(sessions.pop(key))
+            gone = sessions.pop(key)
+            self._held -= len(gone)
+            self._bytes -= gone.nbytes
+        if not self._over():
+            return
+        renders_left = self.capacity - self.capacity // 8
+        bytes_left = self.max_bytes - self.max_bytes // 8
         for table in (keep.renders, keep.pointers):
-            excess = self._held - self.capacity
-            if excess > 0:
-                drop = list(islice(table, min(len(table), excess + self.capacity // 8)))
-                for digest in drop:
-                    del table[digest]
-                self._held -= len(drop)
+            drop: list[bytes] = []
+            freed = 0
+            for digest, rendered in table.items():
+                if self._held - len(drop) <= renders_left and self._bytes - freed <= bytes_left:
+                    break
+                drop.append(digest)
+                freed += render_bytes((rendered,))
+            for digest in drop:
+                del table[digest]
+            self._held -= len(drop)
+            self._bytes -= freed
+            keep.nbytes -= freed
 
     # -- blocks and one-entry memos --------------------------------------------
 
@@ -309,4 +380,12 @@ def tool_result_pointer(item: ToolResult) -> RenderedItem:
     return RENDERS.pointer(item)
 
 
-__all__ = ["RENDERS", "RenderCache", "SessionRenders", "render_item", "tool_result_pointer"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "RENDERS",
+    "RenderCache",
+    "SessionRenders",
+    "render_bytes",
+    "render_item",
+    "tool_result_pointer",
+]

@@ -10,8 +10,9 @@ items stay the same objects, so their canonical bytes (``_cj``) are reused
 by the next build (and their renders, which the renderer keeps by digest). A fresh process reads the
 range once, in one query, and decodes it in one native batch.
 
-The cache is bounded (``max_items`` across sessions, least recently used
-sessions go first) and never decides anything: a range it does not cover is
+The cache is bounded (``max_items`` across sessions and ``max_bytes`` of their
+estimated memory, ``row_bytes``; least recently used sessions go first) and
+never decides anything: a range it does not cover is
 read from the store, failing closed on anything it cannot read.
 """
 
@@ -21,15 +22,28 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
+from ..errors import ArgumentError
 from ..model import ConversationItem
 from ..stores.events import ItemRow, Store, Visibility
 from .seed_events import SeedEvents
 from .session import decode_rows
 
 _visibility = attrgetter("visibility")
+_payload = itemgetter(1)  # ItemRow.payload
+
+#: The estimated memory of a cached row beside three times its payload text (the text, the
+#: decoded item's content and its canonical bytes): the row, the item and their headers.
+ROW_OBJECTS = 400
+#: ``HistoryReader``'s default ``max_bytes``.
+DEFAULT_MAX_BYTES = 512 << 20
+
+
+def row_bytes(rows: Sequence[ItemRow]) -> int:
+    """The memory ``rows`` and their decoded items are estimated to hold."""
+    return ROW_OBJECTS * len(rows) + 3 * sum(map(len, map(_payload, rows)))
 
 
 @dataclass(slots=True)
@@ -49,13 +63,26 @@ class Window:
     classes: dict[int, Visibility] = field(default_factory=dict)
     #: What the last seed made of this window (``seed_view``), for the next one to continue.
     view: Any = None
+    #: ``row_bytes`` of its rows.
+    nbytes: int = 0
 
-    def add(self, rows: Sequence[ItemRow], items: Sequence[ConversationItem]) -> None:
+    def add(self, rows: Sequence[ItemRow], items: Sequence[ConversationItem]) -> int:
+        """Append ``rows`` and their ``items``; returns their ``row_bytes``."""
+        added = row_bytes(rows)
+        self.nbytes += added
         self.rows.extend(rows)
         self.items.extend(items)
         self.seqs.extend(row.sequence for row in rows)
         visibilities = list(map(_visibility, rows))
         self.classes.update(zip(map(id, visibilities), visibilities, strict=True))
+        return added
+
+    def drop_below(self, count: int) -> int:
+        """Remove the first ``count`` rows and items; returns their ``row_bytes``."""
+        dropped = row_bytes(self.rows[:count])
+        del self.rows[:count], self.items[:count], self.seqs[:count]
+        self.nbytes -= dropped
+        return dropped
 
 
 def _follows(window: Window, sequences: Sequence[int]) -> bool:
@@ -85,11 +112,16 @@ class Span(NamedTuple):
 class HistoryReader:
     """Per-process cache of the item rows each session's seeds read."""
 
-    def __init__(self, store: Store, *, max_items: int = 200_000) -> None:
+    def __init__(self, store: Store, *, max_items: int = 200_000, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        for name, value in (("max_items", max_items), ("max_bytes", max_bytes)):
+            if type(value) is not int or value < 1:
+                raise ArgumentError("HistoryReader", name, f"a positive int, got {value!r}")
         self.store = store
         self.max_items = max_items
+        self.max_bytes = max_bytes
         self._windows: OrderedDict[str, Window] = OrderedDict()
         self._size = 0
+        self._bytes = 0
         self.reads = 0  # store reads made (for tests and the bench)
         #: The latest carry and working-state event below each session's last seed.
         self.marks = SeedEvents(store)
@@ -121,14 +153,14 @@ class HistoryReader:
             items = decode_rows(session_id, rows)
             if self._windows.get(session_id) is not window or window.hi != start:
                 continue  # another task moved the window while this one read: look again
-            window.add(rows, items)
+            self._bytes += window.add(rows, items)
             self._size += len(rows)
             window.hi = through
             break
         self._windows.move_to_end(session_id)
         if after > window.lo:  # the carried point moved on: what lies below it is never read again
             drop = bisect_right(window.seqs, after)
-            del window.rows[:drop], window.items[:drop], window.seqs[:drop]
+            self._bytes -= window.drop_below(drop)
             self._size -= drop
             window.lo = after
         self._evict()
@@ -173,7 +205,9 @@ class HistoryReader:
             return
         while window.seqs and window.seqs[-1] >= sequence:
             window.seqs.pop()
-            window.rows.pop()
+            dropped = row_bytes((window.rows.pop(),))
+            window.nbytes -= dropped
+            self._bytes -= dropped
             window.items.pop()
             self._size -= 1
         window.hi = sequence - 1
@@ -197,7 +231,7 @@ class HistoryReader:
         window = self._windows.get(session_id)
         if window is None or not _follows(window, sequences) or len(rows) != len(items):
             return
-        window.add(rows, items)
+        self._bytes += window.add(rows, items)
         self._size += len(rows)
         window.hi = max(sequences)
 
@@ -216,13 +250,15 @@ class HistoryReader:
         old = self._windows.pop(session_id, None)
         if old is not None:
             self._size -= len(old.rows)
+            self._bytes -= old.nbytes
         if window is not None:
             self._windows[session_id] = window
 
     def _evict(self) -> None:
-        while self._size > self.max_items and len(self._windows) > 1:
+        while (self._size > self.max_items or self._bytes > self.max_bytes) and len(self._windows) > 1:
             _, old = self._windows.popitem(last=False)
             self._size -= len(old.rows)
+            self._bytes -= old.nbytes
 
 
-__all__ = ["HistoryReader", "Span", "Window"]
+__all__ = ["DEFAULT_MAX_BYTES", "HistoryReader", "Span", "Window", "row_bytes"]

@@ -1,0 +1,98 @@
+"""The render cache keeps its session tables within ``capacity`` renders and ``max_bytes``
+of their estimated memory, least recently built sessions first, with exact accounting; a
+builder whose cache keeps too little still builds the same bytes (the fit asks for what is
+missing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.builder_fixtures import AGENT, ALICE, NOON, checkpoint_for, make_plan, run_at, session
+
+import ctxengine as ce
+from ctxengine.assembly.builder import ContextBuilder
+from ctxengine.assembly.render_cache import RenderCache, SessionRenders, render_bytes
+from ctxengine.errors import ArgumentError
+
+
+def _accounted(cache: RenderCache) -> None:
+    tables: list[SessionRenders] = list(cache._sessions.values())
+    for t in tables:
+        assert t.nbytes == render_bytes(t.renders.values()) + render_bytes(t.pointers.values())
+    assert cache._held == sum(len(t) for t in tables)
+    assert cache._bytes == sum(t.nbytes for t in tables)
+    assert cache._held <= cache.capacity
+    assert cache._bytes <= cache.max_bytes
+
+
+def _tagged(items: list[Any], tag: str) -> list[Any]:
+    out = []
+    for item in items:
+        if isinstance(item, ce.UserMessage):
+            item = ce.UserMessage(f"{tag}: {item.content}", seq=item.seq)
+        out.append(item)
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from("abcd"), st.integers(1, 8), st.sampled_from([0, 50, 900])),
+        min_size=1,
+        max_size=14,
+    ),
+    max_bytes=st.integers(2_000, 60_000),
+    capacity=st.integers(4, 200),
+)
+def test_tables_stay_within_both_bounds_with_exact_accounting(
+    steps: list[tuple[str, int, int]], max_bytes: int, capacity: int
+) -> None:
+    cache = RenderCache(capacity, max_bytes=max_bytes)
+    for key, turns, size in steps:
+        history = _tagged(session(turns, result_size=size), key)
+        tables = cache.session(key)
+        cache.history(tables, history)
+        _accounted(cache)
+        cache.renders_of(tables, history[-3:])
+        _accounted(cache)
+
+
+def test_least_recently_built_sessions_go_first() -> None:
+    histories = {key: _tagged(session(6, result_size=400), key) for key in "abc"}
+    one = RenderCache()
+    one.history(one.session("a"), histories["a"])
+    per_session = one._bytes
+    cache = RenderCache(max_bytes=per_session * 5 // 2)
+    for key in ("a", "b", "a", "c"):
+        cache.history(cache.session(key), histories[key])
+        _accounted(cache)
+    assert list(cache._sessions) == ["a", "c"]
+    roomy = RenderCache()
+    for key in "abc":
+        roomy.history(roomy.session(key), histories[key])
+    assert list(roomy._sessions) == ["a", "b", "c"]
+
+
+def test_a_cache_that_keeps_too_little_builds_the_same_bytes(backend: str) -> None:
+    items = session(30, result_size=600)
+    run, cp = run_at(items, len(items) - 4), checkpoint_for(items)
+    out = []
+    for cache in (RenderCache(), RenderCache(max_bytes=20_000), RenderCache(16)):
+        planner, plan = make_plan()
+        builder = ContextBuilder(planner, clock=ce.FixedClock(NOON), render_cache=cache)
+        requests = [builder.build(run, cp, AGENT, ALICE, plan=plan) for _ in range(2)]
+        out.append([ce.canonical_json(r.to_dict()) for r in requests])
+        _accounted(cache)
+    assert out[0] == out[1] == out[2]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("capacity", 0), ("block_capacity", -1), ("max_bytes", 0), ("max_bytes", 2.0)]
+)
+def test_bounds_are_positive_ints(name: str, value: object) -> None:
+    kwargs: dict[str, Any] = {name: value}
+    with pytest.raises(ArgumentError, match=name):
+        RenderCache(**kwargs)
