@@ -90,9 +90,9 @@ def test_a_cache_that_keeps_too_little_builds_the_same_bytes(backend: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("name", "value"), [("capacity", 0), ("block_capacity", -1), ("max_bytes", 0), ("max_bytes", 2.0)]
+    ("name", "value"), [("capacity", -1), ("block_capacity", -1), ("max_bytes", -5), ("max_bytes", 2.0)]
 )
-def test_bounds_are_positive_ints(name: str, value: object) -> None:
+def test_bounds_are_non_negative_ints(name: str, value: object) -> None:
     kwargs: dict[str, Any] = {name: value}
     with pytest.raises(ArgumentError, match=name):
         RenderCache(**kwargs)

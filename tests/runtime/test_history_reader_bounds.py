@@ -100,7 +100,9 @@ def test_accounting_through_extend_retract_and_a_moved_carried_point() -> None:
     asyncio.run(main())
 
 
-@pytest.mark.parametrize(("name", "value"), [("max_items", 0), ("max_bytes", -1), ("max_bytes", 1.5)])
-def test_bounds_are_positive_ints(name: str, value: object) -> None:
+@pytest.mark.parametrize(
+    ("name", "value"), [("max_items", -1), ("max_items", True), ("max_bytes", -1), ("max_bytes", 1.5)]
+)
+def test_bounds_are_non_negative_ints(name: str, value: object) -> None:
     with pytest.raises(ArgumentError, match=name):
         HistoryReader(None, **{name: value})  # type: ignore[arg-type]

@@ -120,8 +120,8 @@ class RenderCache:
             ("block_capacity", block_capacity),
             ("max_bytes", max_bytes),
         ):
-            if type(value) is not int or value < 1:
-                raise ArgumentError("RenderCache", name, f"a positive int, got {value!r}")
+            if type(value) is not int or value < 0:
+                raise ArgumentError("RenderCache", name, f"a non-negative int, got {value!r}")
         self.capacity = capacity
         self.block_capacity = block_capacity
         self.max_bytes = max_bytes

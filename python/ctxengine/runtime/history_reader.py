@@ -114,8 +114,8 @@ class HistoryReader:
 
     def __init__(self, store: Store, *, max_items: int = 200_000, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         for name, value in (("max_items", max_items), ("max_bytes", max_bytes)):
-            if type(value) is not int or value < 1:
-                raise ArgumentError("HistoryReader", name, f"a positive int, got {value!r}")
+            if type(value) is not int or value < 0:
+                raise ArgumentError("HistoryReader", name, f"a non-negative int, got {value!r}")
         self.store = store
         self.max_items = max_items
         self.max_bytes = max_bytes
