@@ -33,6 +33,7 @@ __all__ = [
     "select_history",
     "shared_prefix",
     "validate_tool_pairs",
+    "_forget_line",
     "_line_cache_stats",
 ]
 
@@ -91,6 +92,9 @@ def encoding_ranks_sha256(encoding_name: str) -> str:
 
 def validate_tool_pairs(items: Iterable[object]) -> None:
     """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""
+
+def _forget_line(key: object) -> None:
+    """Drop this thread's ``fit_body`` line cache of the line whose items list is ``key``."""
 
 def _line_cache_stats() -> tuple[int, int, int]:
     """This thread's line cache of ``fit_body``: lines, entries held, entries served (for tests)."""

@@ -24,6 +24,7 @@ from itertools import islice
 from operator import attrgetter
 from typing import Any
 
+from ..core import backends
 from ..core.identity import ByIdentity
 from ..errors import ArgumentError
 from ..model import ConversationItem, ToolResult
@@ -101,6 +102,7 @@ class SessionRenders:
 
     def forget_line(self) -> None:
         """Start the line again (its renders were re-entered in the tables)."""
+        backends.forget_line(self._line_items)
         self._line_items.clear()
         self._line_renders.clear()
         self._line_pointers.clear()
@@ -308,6 +310,7 @@ class RenderCache:
             gone = sessions.pop(key)
             self._held -= len(gone)
             self._bytes -= gone.nbytes
+            backends.forget_line(gone._line_items)  # the fit's cache of it goes too
         if not self._over():
             return
         renders_left = self.capacity - self.capacity // 8

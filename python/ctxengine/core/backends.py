@@ -79,4 +79,15 @@ def module(name: str) -> Backend:
     return _load(name)
 
 
-__all__ = ["BACKENDS", "Backend", "active", "backend", "module", "use_backend"]
+def forget_line(items: object) -> None:
+    """Tell the native backend a render line whose items list is ``items`` is gone: its
+    ``fit_body`` line cache (per thread, ADR 0001) lets go of the line's items and renders
+    at once instead of when other lines push them out. Nothing without the extension."""
+    try:
+        import ctxengine._core as _core
+    except ImportError:  # the extension is not built
+        return
+    _core._forget_line(items)
+
+
+__all__ = ["BACKENDS", "Backend", "active", "backend", "forget_line", "module", "use_backend"]

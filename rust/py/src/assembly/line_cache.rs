@@ -13,7 +13,8 @@
 //! and the memo's traffic, are those of a call without the cache.
 //!
 //! Bounded: at most `MAX_ENTRIES` entries over all lines of a thread, the
-//! least recently used lines dropped first.
+//! least recently used lines dropped first; a line its owner drops is
+//! forgotten at once (`_forget_line`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -182,6 +183,25 @@ pub fn put(cache: LineCache) {
             dropped.push(old);
         }
         dropped
+    });
+    drop(dropped);
+}
+
+/// Drop this thread's cache of the line whose items sequence is `key`, if
+/// it holds one: the owner of the line has dropped it (the render cache,
+/// when it lets a session go), and the cache would otherwise keep the
+/// line's items and renders alive until other lines push it out. The
+/// references are released here, under the GIL. (A call in progress has
+/// its line's cache taken out: it is not found, and comes back.)
+#[pyfunction(name = "_forget_line")]
+pub fn forget_line(key: &Bound<'_, PyAny>) {
+    let dropped = LINES.with(|l| {
+        let mut l = l.borrow_mut();
+        let found = l.by_key.remove(&(key.as_ptr() as usize));
+        if let Some(c) = &found {
+            l.entries -= c.entries.len();
+        }
+        found
     });
     drop(dropped);
 }
