@@ -129,6 +129,9 @@ class RenderCache:
         self.max_bytes = max_bytes
         self._tables: dict[str, dict[bytes, RenderedItem]] = {}
         self._sessions: OrderedDict[Hashable, SessionRenders] = OrderedDict()
+        #: The keys of ``_sessions`` by their first element (a builder's keys are
+        #: ``(session id, first item digest)``), for ``forget_lines``.
+        self._keys_of: dict[Hashable, list[Hashable]] = {}
         self._held = 0  # renders in session tables
         self._bytes = 0  # their render_bytes
         self._blocks: OrderedDict[Any, Any] = OrderedDict()
@@ -198,9 +201,28 @@ class RenderCache:
         tables = sessions.get(key)
         if tables is None:
             tables = sessions[key] = SessionRenders()
+            if type(key) is tuple and key:
+                self._keys_of.setdefault(key[0], []).append(key)
         else:
             sessions.move_to_end(key)
         return tables
+
+    def forget_lines(self, session_id: Hashable) -> None:
+        """Start again the render lines of ``session_id``'s tables (keys whose first element
+        it is): its items will not be these objects again (the history reader dropped them),
+        and a line holds its items alive. The renders stay, found by digest."""
+        for key in self._keys_of.get(session_id, ()):
+            tables = self._sessions.get(key)
+            if tables is not None:
+                tables.forget_line()
+
+    def _unindex(self, key: Hashable) -> None:
+        if type(key) is tuple and key:
+            keys = self._keys_of.get(key[0])
+            if keys is not None:
+                keys.remove(key)
+                if not keys:
+                    del self._keys_of[key[0]]
 
     def history(
         self,
@@ -308,6 +330,7 @@ class RenderCache:
                 sessions.move_to_end(key)
                 continue
             gone = sessions.pop(key)
+            self._unindex(key)
             self._held -= len(gone)
             self._bytes -= gone.nbytes
             backends.forget_line(gone._line_items)  # the fit's cache of it goes too

@@ -85,6 +85,10 @@ class RefMemo:
         """``row`` was written; it materializes to ``data`` and holds ``conversation``."""
         remember(self._runs, run_id, (row, data, conversation), self.capacity)
 
+    def forget_session(self, session_id: str) -> None:
+        """Drop the session's last full snapshot (its items will not be these objects again)."""
+        self._full.pop(session_id, None)
+
     def forget(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
@@ -123,8 +123,17 @@ class HistoryReader:
         self._size = 0
         self._bytes = 0
         self.reads = 0  # store reads made (for tests and the bench)
+        #: Called with a session id whenever its window goes (``on_drop``).
+        self._dropped: list[Callable[[str], None]] = []
         #: The latest carry and working-state event below each session's last seed.
         self.marks = SeedEvents(store)
+
+    def on_drop(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(session_id)`` whenever a session's window goes (evicted, forgotten
+        or replaced): its items will not be these objects again, so whatever a cache keeps by
+        their identity for that session (the loop's digest and checkpoint memos, the render
+        line) is dead weight from then on."""
+        self._dropped.append(listener)
 
     async def history(
         self, session_id: str, after: int, through: int, counter: str | None
@@ -251,14 +260,20 @@ class HistoryReader:
         if old is not None:
             self._size -= len(old.rows)
             self._bytes -= old.nbytes
+            self._drop(session_id)
         if window is not None:
             self._windows[session_id] = window
 
     def _evict(self) -> None:
         while (self._size > self.max_items or self._bytes > self.max_bytes) and len(self._windows) > 1:
-            _, old = self._windows.popitem(last=False)
+            session_id, old = self._windows.popitem(last=False)
             self._size -= len(old.rows)
             self._bytes -= old.nbytes
+            self._drop(session_id)
+
+    def _drop(self, session_id: str) -> None:
+        for listener in self._dropped:
+            listener(session_id)
 
 
 __all__ = ["DEFAULT_MAX_BYTES", "HistoryReader", "Span", "Window", "row_bytes"]

@@ -98,6 +98,8 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
         self._rows: OrderedDict[str, list[RawCheckpoint]] = OrderedDict()
         #: The last reference checkpoint of each run and session (a write folds what is new).
         self._refs = RefMemo()
+        # What is kept by the identity of a session's items goes when the reader drops them.
+        self.history.on_drop(self._session_dropped)
         #: Commits in one call where the store takes predictions (ADR 0013).
         self.commits = Commits(store)
         #: Per run started here: the seed message's count, stored with the run's first step.
@@ -108,6 +110,13 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
         if plan is None:
             raise ContextError(f"session {session_id!r} has no context plan; call planner.plan(...) first")
         return plan
+
+    def _session_dropped(self, session_id: str) -> None:
+        """The history reader dropped the session's window: let go of what this loop keeps
+        by the identity of its items (each only ever saves time)."""
+        self._seed_digest.forget(session_id)
+        self._refs.forget_session(session_id)
+        self.builder.renders.forget_lines(session_id)
 
     def _policy(self) -> WritePolicy:
         policy = getattr(self.store, "write_policy", None)

@@ -41,6 +41,10 @@ class SeedDigest:
         # The span dicts of recent ``summary_elided`` tuples, by the tuple's identity.
         self._spans: ByIdentity[list[dict[str, Any]]] = ByIdentity(capacity)
 
+    def forget(self, session_id: str) -> None:
+        """Drop what is kept of the session (its items will not be these objects again)."""
+        self._last.pop(session_id, None)
+
     def shell(self, checkpoint: Checkpoint) -> dict[str, Any]:
         """``checkpoint.to_dict()`` without its conversation (for ``digest``, which only
         reads it). A seeded run's spans are its carry's, the very tuple run after run: their
