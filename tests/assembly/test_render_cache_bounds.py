@@ -15,6 +15,7 @@ from tests.builder_fixtures import AGENT, ALICE, NOON, checkpoint_for, make_plan
 
 import ctxengine as ce
 from ctxengine.assembly.builder import ContextBuilder
+from ctxengine.assembly.render import render_conversation
 from ctxengine.assembly.render_cache import RenderCache, SessionRenders, render_bytes
 from ctxengine.core import backends
 from ctxengine.errors import ArgumentError
@@ -135,3 +136,32 @@ def test_a_dropped_session_leaves_the_fit_line_cache_too() -> None:
     (lines_a, entries_a), (lines_b, entries_b), (lines_c, entries_c) = seen["a"], seen["b"], seen["c"]
     assert (lines_a, lines_b) == (1, 2) and entries_a > 0 and entries_b == 2 * entries_a, seen
     assert (lines_c, entries_c) == (2, entries_b), seen  # a's went with its session
+
+
+def _region_accounted(cache: RenderCache) -> None:
+    assert cache._region_bytes == sum(render_bytes(t.values()) for t in cache._tables.values())
+    assert cache._region_bytes <= cache.max_bytes // 8
+    assert all(len(t) <= cache.capacity for t in cache._tables.values())
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    texts=st.lists(
+        st.tuples(st.sampled_from(["current_user", "history"]), st.integers(0, 3_000)), max_size=60
+    ),
+    max_bytes=st.integers(8_000, 120_000),
+    capacity=st.integers(2, 30),
+)
+def test_region_tables_keep_an_eighth_of_max_bytes(
+    texts: list[tuple[str, int]], max_bytes: int, capacity: int
+) -> None:
+    """Each turn's user message is rendered into the ``current_user`` table and seldom asked
+    for again: the tables were bounded only by ``capacity`` (a million) renders each."""
+    cache = RenderCache(capacity, max_bytes=max_bytes)
+    for n, (region, size) in enumerate(texts):
+        item = ce.UserMessage(f"{n} " + "x" * size, seq=n + 1)
+        rendered = cache.item(item, region)
+        assert rendered == render_conversation(item, region)
+        _region_accounted(cache)
+        cache.items([item, item], region)  # the same item again: entered once
+        _region_accounted(cache)

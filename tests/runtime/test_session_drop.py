@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import ctxengine as ce
+from ctxengine.assembly.render_cache import RenderCache
 from ctxengine.cli.turns import ScriptedWorker
 from ctxengine.stores import open_store
 
@@ -19,6 +20,7 @@ SESSIONS = ("s0", "s1", "s2", "s3")
 async def _run(max_items: int | None) -> tuple[list[bytes], dict[str, list[Any]], dict[str, Any]]:
     store = await open_store("memory://")
     worker = ScriptedWorker(store, owner="w")
+    worker.builder.renders = RenderCache()  # its own, not the process's (other tests use that)
     loop = worker.loop
     if max_items is not None:
         loop.history.max_items = max_items

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from itertools import islice
 from operator import attrgetter
 from typing import Any
 
@@ -132,6 +131,7 @@ class RenderCache:
         #: The keys of ``_sessions`` by their first element (a builder's keys are
         #: ``(session id, first item digest)``), for ``forget_lines``.
         self._keys_of: dict[Hashable, list[Hashable]] = {}
+        self._region_bytes = 0  # render_bytes of the region classes' tables
         self._held = 0  # renders in session tables
         self._bytes = 0  # their render_bytes
         self._blocks: OrderedDict[Any, Any] = OrderedDict()
@@ -150,10 +150,27 @@ class RenderCache:
         return table
 
     def _put(self, table: dict[bytes, RenderedItem], digest: bytes, rendered: RenderedItem) -> None:
-        table[digest] = rendered
-        if len(table) > self.capacity:
-            for key in list(islice(table, len(table) - self.capacity + self.capacity // 8)):
-                del table[key]
+        """Enter a render in a region class's table: each table holds at most ``capacity``,
+        all of them an eighth of ``max_bytes`` (they hold one-off renders, such as each
+        turn's user message, that a later build seldom asks for again); the oldest go."""
+        table[digest] = rendered  # (on a miss: the callers look it up first)
+        self._region_bytes += render_bytes((rendered,))
+        limit = self.max_bytes // 8
+        if len(table) <= self.capacity and self._region_bytes <= limit:
+            return
+        keep_items, keep_bytes = self.capacity - self.capacity // 8, limit - limit // 8
+        for each in (table, *(t for t in self._tables.values() if t is not table)):
+            drop: list[bytes] = []
+            freed = 0
+            for key, held in each.items():
+                over_count = each is table and len(each) - len(drop) > keep_items
+                if not over_count and self._region_bytes - freed <= keep_bytes:
+                    break
+                drop.append(key)
+                freed += render_bytes((held,))
+            for key in drop:
+                del each[key]
+            self._region_bytes -= freed
 
     def item(self, item: ConversationItem, region_class: str) -> RenderedItem:
         """The render of ``item`` in ``region_class``, cached by its digest."""

@@ -143,15 +143,19 @@ thread_local! {
 /// The cache of the line whose items sequence is `key`, taken out for the
 /// call (a re-entrant call finds none); `put` gives it back.
 pub fn take(key: &Bound<'_, PyAny>) -> LineCache {
-    let found = LINES.with(|l| {
+    remove(key).unwrap_or_else(|| LineCache::new(key.clone().unbind()))
+}
+
+/// The cache of the line whose items sequence is `key`, out of the map.
+fn remove(key: &Bound<'_, PyAny>) -> Option<LineCache> {
+    LINES.with(|l| {
         let mut l = l.borrow_mut();
         let found = l.by_key.remove(&(key.as_ptr() as usize));
         if let Some(c) = &found {
             l.entries -= c.entries.len();
         }
         found
-    });
-    found.unwrap_or_else(|| LineCache::new(key.clone().unbind()))
+    })
 }
 
 /// Give a line's cache back (entries over the bound drop the least
@@ -195,15 +199,7 @@ pub fn put(cache: LineCache) {
 /// its line's cache taken out: it is not found, and comes back.)
 #[pyfunction(name = "_forget_line")]
 pub fn forget_line(key: &Bound<'_, PyAny>) {
-    let dropped = LINES.with(|l| {
-        let mut l = l.borrow_mut();
-        let found = l.by_key.remove(&(key.as_ptr() as usize));
-        if let Some(c) = &found {
-            l.entries -= c.entries.len();
-        }
-        found
-    });
-    drop(dropped);
+    drop(remove(key));
 }
 
 /// Count `n` entries a call took from the cache.
