@@ -8,12 +8,14 @@ hold only their data (and their own canonical bytes).
 
 A session's history renders (and tool-result pointers) have their own pair
 of tables, so one build reads one small table rather than probing a large
-one all over memory. Everything is bounded: ``capacity`` renders in all and ``max_bytes`` of
-their estimated memory (``render_bytes``; least recently built sessions go
-first, then the oldest eighth of the table being built), ``block_capacity``
-block renders. A worker that takes turns of many sessions otherwise kept
-every render of every session it had seen, up to ``capacity``: a gigabyte or
-more of small items.
+one all over memory. Everything is bounded: the session tables by
+``capacity`` renders and ``max_bytes`` of their estimated memory
+(``render_bytes``; least recently built sessions go first, then the oldest
+eighth of the table being built), the region classes' tables by
+``capacity`` each and an eighth of ``max_bytes`` between them (oldest
+first), ``block_capacity`` block renders. Bounded by count alone, a worker
+that takes turns of many sessions kept every render of every session it had
+seen, up to a million: a gigabyte or more.
 """
 
 from __future__ import annotations
