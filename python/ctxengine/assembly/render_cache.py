@@ -43,6 +43,13 @@ _TEXT = attrgetter("text")
 DEFAULT_MAX_BYTES = 512 << 20
 
 
+def one_render_bytes(rendered: RenderedItem) -> int:
+    """``render_bytes`` of one render (without building lists: a region table enters one
+    at a time)."""
+    text = rendered.text
+    return RENDER_OBJECTS + (2 * len(text) if text else TEXTLESS)
+
+
 def render_bytes(renders: Iterable[RenderedItem]) -> int:
     """The memory ``renders`` are estimated to hold: their text twice (the text and the
     canonical bytes that repeat it) and ``RENDER_OBJECTS`` each (``TEXTLESS`` for the
@@ -156,7 +163,7 @@ class RenderCache:
         all of them an eighth of ``max_bytes`` (they hold one-off renders, such as each
         turn's user message, that a later build seldom asks for again); the oldest go."""
         table[digest] = rendered  # (on a miss: the callers look it up first)
-        self._region_bytes += render_bytes((rendered,))
+        self._region_bytes += one_render_bytes(rendered)
         limit = self.max_bytes // 8
         if len(table) <= self.capacity and self._region_bytes <= limit:
             return
@@ -169,7 +176,7 @@ class RenderCache:
                 if not over_count and self._region_bytes - freed <= keep_bytes:
                     break
                 drop.append(key)
-                freed += render_bytes((held,))
+                freed += one_render_bytes(held)
             for key in drop:
                 del each[key]
             self._region_bytes -= freed
@@ -364,7 +371,7 @@ class RenderCache:
                 if self._held - len(drop) <= renders_left and self._bytes - freed <= bytes_left:
                     break
                 drop.append(digest)
-                freed += render_bytes((rendered,))
+                freed += one_render_bytes(rendered)
             for digest in drop:
                 del table[digest]
             self._held -= len(drop)
@@ -430,6 +437,7 @@ __all__ = [
     "RENDERS",
     "RenderCache",
     "SessionRenders",
+    "one_render_bytes",
     "render_bytes",
     "render_item",
     "tool_result_pointer",
