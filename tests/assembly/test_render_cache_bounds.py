@@ -16,7 +16,14 @@ from tests.builder_fixtures import AGENT, ALICE, NOON, checkpoint_for, make_plan
 import ctxengine as ce
 from ctxengine.assembly.builder import ContextBuilder
 from ctxengine.assembly.render import render_conversation, render_items, render_pointers
-from ctxengine.assembly.render_cache import RenderCache, SessionRenders, one_render_bytes, render_bytes
+from ctxengine.assembly.render_cache import (
+    RENDER_OBJECTS,
+    TEXTLESS,
+    RenderCache,
+    SessionRenders,
+    one_render_bytes,
+    render_bytes,
+)
 from ctxengine.assembly.request import RenderedItem
 from ctxengine.core import backends
 from ctxengine.errors import ArgumentError
@@ -168,12 +175,14 @@ def test_region_tables_keep_an_eighth_of_max_bytes(
         _region_accounted(cache)
 
 
-def test_one_render_bytes_is_render_bytes_of_one() -> None:
+def test_a_render_counts_its_text_twice_and_its_objects() -> None:
     items = session(3, result_size=50)
     renders = [
         *render_items(items, "history"),
         *render_pointers([i for i in items if isinstance(i, ce.ToolResult)]),
     ]
-    renders.append(RenderedItem("history", "user", text=""))
-    assert [one_render_bytes(r) for r in renders] == [render_bytes((r,)) for r in renders]
-    assert sum(map(one_render_bytes, renders)) == render_bytes(renders)
+    renders += [RenderedItem("history", "user", text=""), RenderedItem("history", "assistant", call_id="c")]
+    expected = [RENDER_OBJECTS + (2 * len(r.text) if r.text else TEXTLESS) for r in renders]
+    assert [one_render_bytes(r) for r in renders] == expected
+    assert render_bytes(renders) == sum(expected)
+    assert render_bytes([]) == 0

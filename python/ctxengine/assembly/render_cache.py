@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from operator import attrgetter
 from typing import Any
 
 from ..core import backends
@@ -38,25 +37,36 @@ from .request import RenderedItem
 RENDER_OBJECTS = 576
 #: A render without text (a tool call, reasoning) counts this as its text's share.
 TEXTLESS = 512
-_TEXT = attrgetter("text")
 #: ``RenderCache``'s default ``max_bytes``.
 DEFAULT_MAX_BYTES = 512 << 20
 
 
 def one_render_bytes(rendered: RenderedItem) -> int:
-    """``render_bytes`` of one render (without building lists: a region table enters one
-    at a time)."""
+    """The memory a render is estimated to hold: its text twice (the text and the
+    canonical bytes that repeat it) and ``RENDER_OBJECTS`` (``TEXTLESS`` for the text of
+    one without)."""
     text = rendered.text
     return RENDER_OBJECTS + (2 * len(text) if text else TEXTLESS)
 
 
 def render_bytes(renders: Iterable[RenderedItem]) -> int:
-    """The memory ``renders`` are estimated to hold: their text twice (the text and the
-    canonical bytes that repeat it) and ``RENDER_OBJECTS`` each (``TEXTLESS`` for the
-    text of one without)."""
-    texts = list(map(_TEXT, renders))
-    present = list(filter(None, texts))
-    return RENDER_OBJECTS * len(texts) + 2 * sum(map(len, present)) + TEXTLESS * (len(texts) - len(present))
+    """``one_render_bytes`` of each, summed."""
+    return sum(map(one_render_bytes, renders))
+
+
+def _drop_oldest(table: dict[bytes, RenderedItem], enough: Callable[[int, int], bool]) -> tuple[int, int]:
+    """Delete ``table``'s entries oldest first until ``enough(entries dropped, their
+    one_render_bytes)`` holds (or none is left); returns both numbers."""
+    drop: list[bytes] = []
+    freed = 0
+    for key, rendered in table.items():
+        if enough(len(drop), freed):
+            break
+        drop.append(key)
+        freed += one_render_bytes(rendered)
+    for key in drop:
+        del table[key]
+    return len(drop), freed
 
 
 class SessionRenders:
@@ -168,18 +178,16 @@ class RenderCache:
         if len(table) <= self.capacity and self._region_bytes <= limit:
             return
         keep_items, keep_bytes = self.capacity - self.capacity // 8, limit - limit // 8
-        for each in (table, *(t for t in self._tables.values() if t is not table)):
-            drop: list[bytes] = []
-            freed = 0
-            for key, held in each.items():
-                over_count = each is table and len(each) - len(drop) > keep_items
-                if not over_count and self._region_bytes - freed <= keep_bytes:
-                    break
-                drop.append(key)
-                freed += one_render_bytes(held)
-            for key in drop:
-                del each[key]
-            self._region_bytes -= freed
+        size = len(table)
+        self._region_bytes -= _drop_oldest(
+            table,
+            lambda dropped, freed: size - dropped <= keep_items and self._region_bytes - freed <= keep_bytes,
+        )[1]
+        for other in self._tables.values():
+            if other is not table:
+                self._region_bytes -= _drop_oldest(
+                    other, lambda _, freed: self._region_bytes - freed <= keep_bytes
+                )[1]
 
     def item(self, item: ConversationItem, region_class: str) -> RenderedItem:
         """The render of ``item`` in ``region_class``, cached by its digest."""
@@ -364,17 +372,13 @@ class RenderCache:
             return
         renders_left = self.capacity - self.capacity // 8
         bytes_left = self.max_bytes - self.max_bytes // 8
+
+        def enough(dropped: int, freed: int) -> bool:
+            return self._held - dropped <= renders_left and self._bytes - freed <= bytes_left
+
         for table in (keep.renders, keep.pointers):
-            drop: list[bytes] = []
-            freed = 0
-            for digest, rendered in table.items():
-                if self._held - len(drop) <= renders_left and self._bytes - freed <= bytes_left:
-                    break
-                drop.append(digest)
-                freed += one_render_bytes(rendered)
-            for digest in drop:
-                del table[digest]
-            self._held -= len(drop)
+            dropped, freed = _drop_oldest(table, enough)
+            self._held -= dropped
             self._bytes -= freed
             keep.nbytes -= freed
 
