@@ -15,7 +15,7 @@ from tests.builder_fixtures import AGENT, ALICE, NOON, checkpoint_for, make_plan
 
 import ctxengine as ce
 from ctxengine.assembly.builder import ContextBuilder
-from ctxengine.assembly.render import render_conversation, render_items, render_pointers
+from ctxengine.assembly.render import digest_of, render_conversation, render_items, render_pointers
 from ctxengine.assembly.render_cache import (
     RENDER_OBJECTS,
     TEXTLESS,
@@ -170,6 +170,11 @@ def test_region_tables_keep_an_eighth_of_max_bytes(
         item = ce.UserMessage(f"{n} " + "x" * size, seq=n + 1)
         rendered = cache.item(item, region)
         assert rendered == render_conversation(item, region)
+        # The render just entered stays whenever it fits on its own: the other tables'
+        # renders go first (a table full of one-off renders must not evict every new one).
+        limit = cache.max_bytes // 8
+        if one_render_bytes(rendered) <= limit - limit // 8:
+            assert cache._tables[region].get(digest_of(item)) is rendered
         _region_accounted(cache)
         cache.items([item, item], region)  # the same item again: entered once
         _region_accounted(cache)

@@ -171,23 +171,26 @@ class RenderCache:
     def _put(self, table: dict[bytes, RenderedItem], digest: bytes, rendered: RenderedItem) -> None:
         """Enter a render in a region class's table: each table holds at most ``capacity``,
         all of them an eighth of ``max_bytes`` (they hold one-off renders, such as each
-        turn's user message, that a later build seldom asks for again); the oldest go."""
+        turn's user message, that a later build seldom asks for again); the other tables'
+        oldest go first, then this one's."""
         table[digest] = rendered  # (on a miss: the callers look it up first)
         self._region_bytes += one_render_bytes(rendered)
         limit = self.max_bytes // 8
         if len(table) <= self.capacity and self._region_bytes <= limit:
             return
         keep_items, keep_bytes = self.capacity - self.capacity // 8, limit - limit // 8
-        size = len(table)
-        self._region_bytes -= _drop_oldest(
-            table,
-            lambda dropped, freed: size - dropped <= keep_items and self._region_bytes - freed <= keep_bytes,
-        )[1]
+        # The other tables' renders first, then this one's oldest: a table of one-off
+        # renders that holds the bytes must not make every new render evict itself.
         for other in self._tables.values():
             if other is not table:
                 self._region_bytes -= _drop_oldest(
                     other, lambda _, freed: self._region_bytes - freed <= keep_bytes
                 )[1]
+        size = len(table)
+        self._region_bytes -= _drop_oldest(
+            table,
+            lambda dropped, freed: size - dropped <= keep_items and self._region_bytes - freed <= keep_bytes,
+        )[1]
 
     def item(self, item: ConversationItem, region_class: str) -> RenderedItem:
         """The render of ``item`` in ``region_class``, cached by its digest."""
