@@ -38,15 +38,22 @@ def _load(name: str) -> Backend:
     return cast(Backend, module)
 
 
+def _native() -> ModuleType | None:
+    """``ctxengine._core``, or ``None`` when the extension is not built."""
+    try:
+        import ctxengine._core as native
+    except ImportError:
+        return None
+    return native
+
+
 def _bind_native_errors() -> None:
     """Hand the native module the error classes it raises (it imports nothing
     from ``ctxengine``). Runs on import: ``import ctxengine._core`` imports
     the package, and so this module, first."""
-    try:
-        import ctxengine._core as _core
-    except ImportError:  # the extension is not built
-        return
-    _core.bind_errors(errors)
+    native = _native()
+    if native is not None:
+        native.bind_errors(errors)
 
 
 _bind_native_errors()
@@ -83,11 +90,9 @@ def forget_line(items: object) -> None:
     """Tell the native backend a render line whose items list is ``items`` is gone: its
     ``fit_body`` line cache (per thread, ADR 0001) lets go of the line's items and renders
     at once instead of when other lines push them out. Nothing without the extension."""
-    try:
-        import ctxengine._core as _core
-    except ImportError:  # the extension is not built
-        return
-    _core._forget_line(items)
+    native = _native()
+    if native is not None:
+        native._forget_line(items)
 
 
 __all__ = ["BACKENDS", "Backend", "active", "backend", "forget_line", "module", "use_backend"]
