@@ -351,7 +351,7 @@ class RenderCache:
         self._held += renders
         self._bytes += nbytes
         tables.nbytes += nbytes
-        if self._held > self.capacity or self._bytes > self.max_bytes:
+        if self._over():
             self._shrink(tables)
 
     def _over(self) -> bool:
@@ -370,7 +370,7 @@ class RenderCache:
             self._unindex(key)
             self._held -= len(gone)
             self._bytes -= gone.nbytes
-            backends.forget_line(gone._line_items)  # the fit's cache of it goes too
+            gone.forget_line()  # the fit's cache of its line goes too
         if not self._over():
             return
         renders_left = self.capacity - self.capacity // 8
