@@ -84,6 +84,13 @@ class Window:
         self.nbytes -= dropped
         return dropped
 
+    def drop_from(self, index: int) -> int:
+        """Remove the rows and items from ``index`` on; returns their ``row_bytes``."""
+        dropped = row_bytes(self.rows[index:])
+        del self.rows[index:], self.items[index:], self.seqs[index:]
+        self.nbytes -= dropped
+        return dropped
+
 
 def _follows(window: Window, sequences: Sequence[int]) -> bool:
     """Whether ``sequences`` are the events right after the window, without a gap."""
@@ -212,13 +219,9 @@ class HistoryReader:
         window = self._windows.get(session_id)
         if window is None or window.hi != sequence:
             return
-        while window.seqs and window.seqs[-1] >= sequence:
-            window.seqs.pop()
-            dropped = row_bytes((window.rows.pop(),))
-            window.nbytes -= dropped
-            self._bytes -= dropped
-            window.items.pop()
-            self._size -= 1
+        keep = bisect_left(window.seqs, sequence)  # (the rows at or after ``sequence`` go)
+        self._size -= len(window.seqs) - keep
+        self._bytes -= window.drop_from(keep)
         window.hi = sequence - 1
         window.primed = min(window.primed, window.hi)
 
@@ -258,20 +261,18 @@ class HistoryReader:
     def _put(self, session_id: str, window: Window | None) -> None:
         old = self._windows.pop(session_id, None)
         if old is not None:
-            self._size -= len(old.rows)
-            self._bytes -= old.nbytes
-            self._drop(session_id)
+            self._gone(session_id, old)
         if window is not None:
             self._windows[session_id] = window
 
     def _evict(self) -> None:
         while (self._size > self.max_items or self._bytes > self.max_bytes) and len(self._windows) > 1:
-            session_id, old = self._windows.popitem(last=False)
-            self._size -= len(old.rows)
-            self._bytes -= old.nbytes
-            self._drop(session_id)
+            self._gone(*self._windows.popitem(last=False))
 
-    def _drop(self, session_id: str) -> None:
+    def _gone(self, session_id: str, old: Window) -> None:
+        """``old``, the session's window, is out of the cache: un-count it, tell the listeners."""
+        self._size -= len(old.rows)
+        self._bytes -= old.nbytes
         for listener in self._dropped:
             listener(session_id)
 
