@@ -12,7 +12,7 @@ import pytest
 
 from ctxengine.errors import ArgumentError
 from ctxengine.model import AssistantMessage, UserMessage
-from ctxengine.runtime.history_reader import HistoryReader, row_bytes
+from ctxengine.runtime.history_reader import HistoryReader, row_bytes, row_sizes
 from ctxengine.runtime.session import append_item
 from ctxengine.stores import open_store
 
@@ -20,7 +20,8 @@ from ctxengine.stores import open_store
 def _accounted(reader: HistoryReader) -> None:
     windows = list(reader._windows.values())
     for window in windows:
-        assert window.nbytes == row_bytes(window.rows)
+        assert window.nbytes == row_bytes(window.rows) == sum(window.sizes)
+        assert window.sizes == row_sizes(window.rows)
         assert len(window.rows) == len(window.items) == len(window.seqs)
     assert reader._bytes == sum(w.nbytes for w in windows)
     assert reader._size == sum(len(w.rows) for w in windows)

@@ -38,22 +38,22 @@ def _load(name: str) -> Backend:
     return cast(Backend, module)
 
 
-def _native() -> ModuleType | None:
+def native() -> ModuleType | None:
     """``ctxengine._core``, or ``None`` when the extension is not built."""
     try:
-        import ctxengine._core as native
+        import ctxengine._core as module
     except ImportError:
         return None
-    return native
+    return module
 
 
 def _bind_native_errors() -> None:
     """Hand the native module the error classes it raises (it imports nothing
     from ``ctxengine``). Runs on import: ``import ctxengine._core`` imports
     the package, and so this module, first."""
-    native = _native()
-    if native is not None:
-        native.bind_errors(errors)
+    found = native()
+    if found is not None:
+        found.bind_errors(errors)
 
 
 _bind_native_errors()
@@ -90,9 +90,9 @@ def forget_line(items: object) -> None:
     """Tell the native backend a render line whose items list is ``items`` is gone: its
     ``fit_body`` line cache (per thread, ADR 0001) lets go of the line's items and renders
     at once instead of when other lines push them out. Nothing without the extension."""
-    native = _native()
-    if native is not None:
-        native._forget_line(items)
+    found = native()
+    if found is not None:
+        found._forget_line(items)
 
 
-__all__ = ["BACKENDS", "Backend", "active", "backend", "forget_line", "module", "use_backend"]
+__all__ = ["BACKENDS", "Backend", "active", "backend", "forget_line", "module", "native", "use_backend"]

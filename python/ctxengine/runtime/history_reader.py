@@ -29,21 +29,29 @@ from ..errors import ArgumentError
 from ..model import ConversationItem
 from ..stores.events import ItemRow, Store, Visibility
 from .seed_events import SeedEvents
-from .session import decode_rows
+from .session import read_item_window
 
 _visibility = attrgetter("visibility")
 _payload = itemgetter(1)  # ItemRow.payload
 
 #: The estimated memory of a cached row beside three times its payload text (the text, the
-#: decoded item's content and its canonical bytes): the row, the item and their headers.
+#: decoded item's content and its canonical bytes): the row, the item and their headers. A row
+#: read decoded (``read_decoded``, ADR 0014) keeps no payload text: twice its length.
 ROW_OBJECTS = 400
 #: ``HistoryReader``'s default ``max_bytes``.
 DEFAULT_MAX_BYTES = 512 << 20
 
 
 def row_bytes(rows: Sequence[ItemRow]) -> int:
-    """The memory ``rows`` and their decoded items are estimated to hold."""
+    """The memory ``rows`` (holding their payloads) and their items are estimated to hold."""
     return ROW_OBJECTS * len(rows) + 3 * sum(map(len, map(_payload, rows)))
+
+
+def row_sizes(rows: Sequence[ItemRow], lengths: Sequence[int] | None = None) -> list[int]:
+    """Each row's ``row_bytes``, or, for rows read decoded, from their payloads' ``lengths``."""
+    if lengths is None:
+        return [ROW_OBJECTS + 3 * n for n in map(len, map(_payload, rows))]
+    return [ROW_OBJECTS + 2 * n for n in lengths]
 
 
 @dataclass(slots=True)
@@ -63,12 +71,18 @@ class Window:
     classes: dict[int, Visibility] = field(default_factory=dict)
     #: What the last seed made of this window (``seed_view``), for the next one to continue.
     view: Any = None
-    #: ``row_bytes`` of its rows.
+    #: ``row_sizes`` of its rows, and their sum.
+    sizes: list[int] = field(default_factory=list)
     nbytes: int = 0
 
-    def add(self, rows: Sequence[ItemRow], items: Sequence[ConversationItem]) -> int:
-        """Append ``rows`` and their ``items``; returns their ``row_bytes``."""
-        added = row_bytes(rows)
+    def add(
+        self, rows: Sequence[ItemRow], items: Sequence[ConversationItem], lengths: Sequence[int] | None = None
+    ) -> int:
+        """Append ``rows`` and their ``items`` (``lengths``: see ``row_sizes``); returns their
+        estimated memory."""
+        sizes = row_sizes(rows, lengths)
+        added = sum(sizes)
+        self.sizes.extend(sizes)
         self.nbytes += added
         self.rows.extend(rows)
         self.items.extend(items)
@@ -78,16 +92,16 @@ class Window:
         return added
 
     def drop_below(self, count: int) -> int:
-        """Remove the first ``count`` rows and items; returns their ``row_bytes``."""
-        dropped = row_bytes(self.rows[:count])
-        del self.rows[:count], self.items[:count], self.seqs[:count]
+        """Remove the first ``count`` rows and items; returns their estimated memory."""
+        dropped = sum(self.sizes[:count])
+        del self.rows[:count], self.items[:count], self.seqs[:count], self.sizes[:count]
         self.nbytes -= dropped
         return dropped
 
     def drop_from(self, index: int) -> int:
-        """Remove the rows and items from ``index`` on; returns their ``row_bytes``."""
-        dropped = row_bytes(self.rows[index:])
-        del self.rows[index:], self.items[index:], self.seqs[index:]
+        """Remove the rows and items from ``index`` on; returns their estimated memory."""
+        dropped = sum(self.sizes[index:])
+        del self.rows[index:], self.items[index:], self.seqs[index:], self.sizes[index:]
         self.nbytes -= dropped
         return dropped
 
@@ -164,12 +178,11 @@ class HistoryReader:
             start = window.hi
             if through <= start:
                 break
-            rows = await self.store.events.read_items(session_id, start, before=through + 1, counter=counter)
+            rows, items, lengths = await read_item_window(self.store, session_id, start, through + 1, counter)
             self.reads += 1  # answered (a read refused inside a predicted commit is not counted)
-            items = decode_rows(session_id, rows)
             if self._windows.get(session_id) is not window or window.hi != start:
                 continue  # another task moved the window while this one read: look again
-            self._bytes += window.add(rows, items)
+            self._bytes += window.add(rows, items, lengths)
             self._size += len(rows)
             window.hi = through
             break
@@ -277,4 +290,4 @@ class HistoryReader:
             listener(session_id)
 
 
-__all__ = ["DEFAULT_MAX_BYTES", "HistoryReader", "Span", "Window", "row_bytes"]
+__all__ = ["DEFAULT_MAX_BYTES", "HistoryReader", "Span", "Window", "row_bytes", "row_sizes"]

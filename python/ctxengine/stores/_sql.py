@@ -164,14 +164,18 @@ class SqlEventLog:
     async def read_items(
         self, session_id: str, after: int = 0, *, before: int | None = None, counter: str | None = None
     ) -> list[ItemRow]:
-        _rows.check_session("EventLog.read_items", session_id)
-        _rows.check_ints("EventLog.read_items", after=after, before=before)
-        if counter is not None:
-            check_identifier("EventLog.read_items", "counter", counter)
+        self._check_read("EventLog.read_items", session_id, after, before, counter)
         rows, counts = await self._s._call(self._ops.read_items, session_id, after, before, counter)
         if rows and type(tail := rows[0][_batch_rows.TAIL]) is int:
             self._saw(session_id, tail)  # the tail as the read found it: a hint for the next append
         return _batch_rows.item_rows(session_id, rows, counts)
+
+    @staticmethod
+    def _check_read(where: str, session_id: str, after: int, before: int | None, counter: str | None) -> None:
+        _rows.check_session(where, session_id)
+        _rows.check_ints(where, after=after, before=before)
+        if counter is not None:
+            check_identifier(where, "counter", counter)
 
     async def put_counts(self, session_id: str, counter: str, counts: Iterable[tuple[int, int]]) -> None:
         checked = _batch_rows.check_counts(session_id, counter, counts)

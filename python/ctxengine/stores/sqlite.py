@@ -24,17 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import ModelValidationError, StoreError, StorePredictionMissed
-from ..model import Principal
 from ..model.clock import Clock, SystemClock
-from . import _rows, migrations, sqlite_items, sqlite_predicted
-from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from . import _rows, migrations, sqlite_items, sqlite_predicted, sqlite_window
+from ._sql import SqlCheckpointStore, SqlOps
 from .driver_errors import sqlite_error
 from .events import (
-    FORMAT_VERSION,
-    Event,
     NewEvent,
 )
 from .formats import WritePolicy
@@ -44,11 +41,14 @@ from .sqlite_checkpoints import delete as _delete
 from .sqlite_checkpoints import latest_raw as _latest_raw
 from .sqlite_checkpoints import write_checkpoint as _write_checkpoint
 from .sqlite_items import in_write_txn as _in_write_txn
-from .sqlite_schema import schema, write_ahead_log
+from .sqlite_reads import latest_before as _latest_before
+from .sqlite_reads import latest_each as _latest_each
+from .sqlite_reads import read as _read
+from .sqlite_reads import read_covering as _read_covering
+from .sqlite_schema import Synchronous, open_database, schema
 
 _EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
 
-Synchronous = Literal["FULL", "NORMAL"]
 R = TypeVar("R")
 
 
@@ -66,33 +66,6 @@ _PREDICTED: _rows.TransactionSlot[Prediction] = _rows.TransactionSlot("ctxengine
 
 # --------------------------------------------------------------------------
 # blocking helpers: these run on the store's worker thread only
-
-
-def _connect(path: str, busy_timeout: float, synchronous: Synchronous, cache_kib: int) -> sqlite3.Connection:
-    # isolation_level=None: the module never opens transactions behind our
-    # back, so every transaction here is the BEGIN IMMEDIATE we issue.
-    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        write_ahead_log(conn, busy_timeout)
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-        conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _open(
-    path: str, busy_timeout: float, synchronous: Synchronous, cache_kib: int, apply: bool
-) -> tuple[sqlite3.Connection, migrations.MigrationReport]:
-    """Connect and create, check or migrate the schema (closing the connection on failure)."""
-    conn = _connect(path, busy_timeout, synchronous, cache_kib)
-    try:
-        return conn, schema(conn, path, apply)
-    except BaseException:
-        conn.close()
-        raise
 
 
 def _alone(fn: Callable[..., R], conn: sqlite3.Connection, *args: Any) -> R:
@@ -150,97 +123,6 @@ def _append(
     return _in_write_txn(conn, own, body)
 
 
-def _read(
-    conn: sqlite3.Connection,
-    own: bool,
-    session_id: str,
-    after: int,
-    before: int | None,
-    types: tuple[str, ...] | None,
-) -> list[Event]:
-    # No row of an unknown type or a newer format in the range: the type index answers.
-    by_type = types is not None and sqlite_items.clean_below(conn, session_id, before)
-    index = " INDEXED BY ctxengine_events_by_type" if by_type else ""
-    sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events{index} WHERE session_id = ? AND sequence > ?"
-    params: list[Any] = [session_id, after]
-    if before is not None:
-        sql += " AND sequence < ?"
-        params.append(before)
-    if types is not None and by_type:
-        sql += f" AND type IN ({', '.join('?' * len(types))})"
-        params.extend(types)
-    elif types is not None:
-        # Rows of other types are passed over by SQL only when this code knows
-        # them: an unknown type or a newer format is fetched and fails closed.
-        known = _rows.KNOWN_TYPES
-        sql += (
-            f" AND (type IN ({', '.join('?' * len(types))}) OR type NOT IN ({', '.join('?' * len(known))})"
-            " OR schema_version > ?)"
-        )
-        params.extend((*types, *known, FORMAT_VERSION))
-    sql += " ORDER BY sequence"
-    events = (_rows.decode_event(row) for row in conn.execute(sql, params))
-    return [event for event in events if types is None or event.type in types]
-
-
-def _read_covering(
-    conn: sqlite3.Connection, own: bool, session_id: str, after: int, types: tuple[str, ...]
-) -> tuple[list[Event], int]:
-    """``_read`` of ``types`` after ``after``, and the session's last sequence when it ran:
-    read first, so every event at or below it is committed and the read (bounded by it, in
-    a snapshot taken after) sees them all."""
-    (tail,) = conn.execute(
-        "SELECT MAX(sequence) FROM ctxengine_events WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    through = max(after, tail or 0)
-    return _read(conn, own, session_id, after, through + 1, types), through
-
-
-def _latest_each(
-    conn: sqlite3.Connection,
-    own: bool,
-    session_id: str,
-    before: int,
-    types: tuple[str, ...],
-    principal: Principal | None,
-) -> tuple[Event | None, ...]:
-    return tuple(_latest_before(conn, own, session_id, before, t, principal) for t in types)
-
-
-def _latest_before(
-    conn: sqlite3.Connection,
-    own: bool,
-    session_id: str,
-    before: int,
-    event_type: str,
-    principal: Principal | None,
-) -> Event | None:
-    # Newest first; every row passed over is decoded, so a corrupt row
-    # between the boundary and the visible answer still fails closed.
-    known = _rows.KNOWN_TYPES
-    if sqlite_items.clean_below(conn, session_id, before):
-        # Nothing of an unknown type or a newer format below the boundary: the type index answers.
-        cursor = conn.execute(
-            f"SELECT {_EVENT_COLS} FROM ctxengine_events INDEXED BY ctxengine_events_by_type "
-            "WHERE session_id = ? AND type = ? AND sequence < ? ORDER BY sequence DESC",
-            (session_id, event_type, before),
-        )
-    else:
-        cursor = conn.execute(
-            f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = ? AND sequence < ? AND (type = ? "
-            f"OR type NOT IN ({', '.join('?' * len(known))}) OR schema_version > ?) ORDER BY sequence DESC",
-            (session_id, before, event_type, *known, FORMAT_VERSION),
-        )
-    try:
-        for row in cursor:
-            event = _rows.decode_event(row)
-            if event.type == event_type and event.visibility.allows(principal):
-                return event
-        return None
-    finally:
-        cursor.close()
-
-
 def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="microseconds")
 
@@ -292,6 +174,7 @@ class SQLiteStore:
         self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-sqlite")
         self._conn: sqlite3.Connection | None = None
+        self._native = sqlite_window.NativeReads(self.path, busy_timeout, cache_kib)
         self._closed = False
         # One connection serves every task of this store; the lock keeps a
         # task outside a transaction from reading or writing through the
@@ -316,7 +199,12 @@ class SQLiteStore:
         if self._conn is None:
             # One trip to the worker thread: a fresh worker's first request waits for it.
             conn, report = await self._run(
-                _open, self.path, self._busy_timeout, self._synchronous, self._cache_kib, self._auto_migrate
+                open_database,
+                self.path,
+                self._busy_timeout,
+                self._synchronous,
+                self._cache_kib,
+                self._auto_migrate,
             )
             self._pending = () if self._auto_migrate else report.pending
             self._conn = conn
@@ -345,6 +233,7 @@ class SQLiteStore:
                 return
             self._closed = True
             conn, self._conn = self._conn, None
+            await self._run(self._native.close)
             if conn is not None:
                 await self._run(conn.close)
         self._executor.shutdown(wait=False)
@@ -369,6 +258,18 @@ class SQLiteStore:
             conn = await self._connection()
             self._check_migrated()
             return await self._run(_alone, fn, conn, *args)
+
+    async def _read_window(
+        self, session_id: str, after: int, before: int | None, counter: str | None, extra: Any
+    ) -> Any:
+        """``sqlite_window.NativeReads.read`` outside any transaction of this store (inside
+        one, reads go through its connection); ``None``: read through ``read_items``."""
+        if _TXN.get(self) is not None or _PREDICTED.get(self) is not None:
+            return None
+        async with self._lock:
+            await self._connection()
+            self._check_migrated()
+            return await self._run(self._native.read, session_id, after, before, counter, extra)
 
     def _check_migrated(self) -> None:
         if self._pending:
@@ -482,7 +383,7 @@ _PREDICTABLE: dict[Callable[..., Any], Callable[..., Any]] = {
 }
 
 
-class SQLiteEventLog(SqlEventLog):
+class SQLiteEventLog(sqlite_window.WindowReads):
     _ops = _OPS
 
 

@@ -64,12 +64,10 @@ def append_all(
     return in_write_txn(conn, own, body)
 
 
-def read_items(
-    conn: sqlite3.Connection, own: bool, session_id: str, after: int, before: int | None, counter: str | None
-) -> tuple[list[tuple[Any, ...]], dict[Any, Any] | None]:
-    """Item rows of the range (and every unknown or newer row in it): ``_batch_rows.ITEM_COLUMNS``
-    and the session's last sequence now (``_batch_rows.TAIL``); and the range's counts under
-    ``counter`` by sequence (``None`` without a counter)."""
+def items_query(session_id: str, after: int, before: int | None) -> tuple[str, list[Any]]:
+    """The statement and parameters of ``read_items``' item rows (``_batch_rows.ITEM_COLUMNS``,
+    then the session's last sequence, ``_batch_rows.TAIL``), shared with the native reader
+    (``sqlite_window``)."""
     known = _rows.KNOWN_TYPES
     sql = (
         f"SELECT {_READ_COLS}, (SELECT MAX(t.sequence) FROM ctxengine_events t WHERE t.session_id = ?) "
@@ -79,7 +77,16 @@ def read_items(
         " ORDER BY e.sequence"
     )
     upper = [before] if before is not None else []
-    params = [session_id, session_id, after, *upper, _batch_rows.ITEM_TYPE, *known, FORMAT_VERSION]
+    return sql, [session_id, session_id, after, *upper, _batch_rows.ITEM_TYPE, *known, FORMAT_VERSION]
+
+
+def read_items(
+    conn: sqlite3.Connection, own: bool, session_id: str, after: int, before: int | None, counter: str | None
+) -> tuple[list[tuple[Any, ...]], dict[Any, Any] | None]:
+    """Item rows of the range (and every unknown or newer row in it): ``_batch_rows.ITEM_COLUMNS``
+    and the session's last sequence now (``_batch_rows.TAIL``); and the range's counts under
+    ``counter`` by sequence (``None`` without a counter)."""
+    sql, params = items_query(session_id, after, before)
     rows = conn.execute(sql, params).fetchall()
     if counter is None:
         return rows, None
@@ -158,6 +165,7 @@ __all__ = [
     "clean_below",
     "prune",
     "put_counts",
+    "items_query",
     "read_items",
     "visibilities",
 ]

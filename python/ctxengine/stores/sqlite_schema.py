@@ -1,4 +1,4 @@
-"""The SQLite store's schema: the base tables and their migration (ADR 0009).
+"""The SQLite store's file opened: its connection, schema and migrations (ADR 0009).
 
 ``schema()`` creates a new store at the base revision and applies pending
 migrations in one ``BEGIN IMMEDIATE`` transaction (the file's write lock),
@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from typing import Literal
 
 from . import migrations
+
+Synchronous = Literal["FULL", "NORMAL"]
 
 DDL = (
     """
@@ -139,6 +142,34 @@ def schema(conn: sqlite3.Connection, path: str, apply: bool) -> migrations.Migra
     return report
 
 
+def connect(path: str, busy_timeout: float, synchronous: Synchronous, cache_kib: int) -> sqlite3.Connection:
+    """The store's connection to ``path``, in write-ahead-log mode."""
+    # isolation_level=None: the module never opens transactions behind our
+    # back, so every transaction here is the BEGIN IMMEDIATE we issue.
+    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        write_ahead_log(conn, busy_timeout)
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def open_database(
+    path: str, busy_timeout: float, synchronous: Synchronous, cache_kib: int, apply: bool
+) -> tuple[sqlite3.Connection, migrations.MigrationReport]:
+    """Connect and create, check or migrate the schema (closing the connection on failure)."""
+    conn = connect(path, busy_timeout, synchronous, cache_kib)
+    try:
+        return conn, schema(conn, path, apply)
+    except BaseException:
+        conn.close()
+        raise
+
+
 def _set_component(conn: sqlite3.Connection, component: str, version: int) -> None:
     conn.execute(
         "INSERT INTO ctxengine_schema_version (component, version) VALUES (?, ?) "
@@ -147,4 +178,4 @@ def _set_component(conn: sqlite3.Connection, component: str, version: int) -> No
     )
 
 
-__all__ = ["DDL", "schema", "write_ahead_log"]
+__all__ = ["DDL", "Synchronous", "connect", "open_database", "schema", "write_ahead_log"]

@@ -302,25 +302,22 @@ fn item_fields(kind: &str) -> &'static [&'static str] {
     }
 }
 
-/// Decode stored item payloads (`{"item": {...}}`, canonical JSON text) as
-/// the items of events `seqs`. Returns `(items, None, None)`, or at the
-/// first payload that does not decode, `(the items before it, its index,
-/// the reason)`. `classes` maps each item kind to its class; `parts` is
-/// `(TextPart, FileRef)`; `trust` the seven trust members in declaration
-/// order; `extra` values for the item slots the decoder does not fill
-/// (default None).
-#[pyfunction]
-#[pyo3(signature = (payloads, seqs, classes, parts, trust, extra = None))]
-pub fn decode_items<'py>(
-    py: Python<'py>,
-    payloads: &Bound<'py, PyAny>,
-    seqs: &Bound<'py, PyAny>,
-    classes: &Bound<'py, PyDict>,
-    parts: (Bound<'py, PyAny>, Bound<'py, PyAny>),
-    trust: &Bound<'py, PyAny>,
-    extra: Option<&Bound<'py, PyDict>>,
-) -> PyResult<(Bound<'py, PyList>, Option<usize>, Option<String>)> {
-    guard(py, || {
+/// A batch decoder: the classes looked up once, names shared across the batch.
+pub struct Decoder<'py> {
+    b: Builder<'py>,
+}
+
+impl<'py> Decoder<'py> {
+    /// `classes` maps each item kind to its class; `parts` is `(TextPart,
+    /// FileRef)`; `trust` the seven trust members in declaration order;
+    /// `extra` values for the item slots the decoder does not fill (default None).
+    pub fn new(
+        py: Python<'py>,
+        classes: &Bound<'py, PyDict>,
+        parts: &(Bound<'py, PyAny>, Bound<'py, PyAny>),
+        trust: &Bound<'py, PyAny>,
+        extra: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Self> {
         let trust: Vec<Bound<'py, PyAny>> = trust.extract()?;
         if trust.len() != TRUST_LEVELS.len() {
             return Err(PyValueError::new_err(format!(
@@ -336,14 +333,56 @@ pub fn decode_items<'py>(
                 .ok_or_else(|| PyValueError::new_err(format!("classes: no class for {kind:?}")))?;
             items.push(Class::new(&cls, item_fields(kind), extra)?);
         }
-        let b = Builder {
-            py,
-            items,
-            text_part: Class::new(&parts.0, &["text"], None)?,
-            file_ref: Class::new(&parts.1, &["artifact_id", "media_type", "filename"], None)?,
-            trust,
-            memo: Memo::new(),
+        Ok(Decoder {
+            b: Builder {
+                py,
+                items,
+                text_part: Class::new(&parts.0, &["text"], None)?,
+                file_ref: Class::new(&parts.1, &["artifact_id", "media_type", "filename"], None)?,
+                trust,
+                memo: Memo::new(),
+            },
+        })
+    }
+
+    /// The item of event `seq` (`seq_obj`, the same int) from its stored payload
+    /// text: `Ok(Err(reason))` when the text does not decode.
+    pub fn item(
+        &self,
+        text: &str,
+        seq: i64,
+        seq_obj: &Bound<'py, PyAny>,
+    ) -> PyResult<Result<Bound<'py, PyAny>, String>> {
+        let py = self.b.py;
+        let decoded = match decode_item(text, seq) {
+            Ok(d) => d,
+            Err(reason) => return Ok(Err(reason)),
         };
+        let cache = match &decoded.cache {
+            Some((bytes, digest)) => untracked(pair(joined(py, bytes)?, PyBytes::new(py, digest))?),
+            None => py.None().into_bound(py),
+        };
+        self.b.item(&decoded.item, seq_obj, cache).map(Ok)
+    }
+}
+
+/// Decode stored item payloads (`{"item": {...}}`, canonical JSON text) as
+/// the items of events `seqs`. Returns `(items, None, None)`, or at the
+/// first payload that does not decode, `(the items before it, its index,
+/// the reason)`. `classes`, `parts`, `trust` and `extra` as [`Decoder::new`].
+#[pyfunction]
+#[pyo3(signature = (payloads, seqs, classes, parts, trust, extra = None))]
+pub fn decode_items<'py>(
+    py: Python<'py>,
+    payloads: &Bound<'py, PyAny>,
+    seqs: &Bound<'py, PyAny>,
+    classes: &Bound<'py, PyDict>,
+    parts: (Bound<'py, PyAny>, Bound<'py, PyAny>),
+    trust: &Bound<'py, PyAny>,
+    extra: Option<&Bound<'py, PyDict>>,
+) -> PyResult<(Bound<'py, PyList>, Option<usize>, Option<String>)> {
+    guard(py, || {
+        let decoder = Decoder::new(py, classes, &parts, trust, extra)?;
         let payloads = payloads.cast::<PyList>()?;
         let seqs = seqs.cast::<PyList>()?;
         if payloads.len() != seqs.len() {
@@ -356,24 +395,14 @@ pub fn decode_items<'py>(
         let out = PyList::empty(py);
         for (i, (payload, seq_obj)) in payloads.iter().zip(seqs.iter()).enumerate() {
             let seq: i64 = seq_obj.extract()?;
-            let text = match payload.cast::<PyString>() {
-                Ok(s) => match s.to_str() {
-                    Ok(t) => t,
-                    Err(_) => return Ok((out, Some(i), Some(not_canonical()))),
-                },
-                Err(_) => return Ok((out, Some(i), Some(not_canonical()))),
+            let text = match payload.cast::<PyString>().map(|s| s.to_str()) {
+                Ok(Ok(t)) => t,
+                _ => return Ok((out, Some(i), Some(not_canonical()))),
             };
-            let decoded = match decode_item(text, seq) {
-                Ok(d) => d,
+            match decoder.item(text, seq, &seq_obj)? {
+                Ok(item) => out.append(item)?,
                 Err(reason) => return Ok((out, Some(i), Some(reason))),
-            };
-            let cache = match &decoded.cache {
-                Some((bytes, digest)) => {
-                    untracked(pair(joined(py, bytes)?, PyBytes::new(py, digest))?)
-                }
-                None => py.None().into_bound(py),
-            };
-            out.append(b.item(&decoded.item, &seq_obj, cache)?)?;
+            }
         }
         Ok((out, None, None))
     })
