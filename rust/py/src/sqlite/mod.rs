@@ -116,24 +116,126 @@ impl SqliteReader {
             let Some(conn) = held.as_mut() else {
                 return Ok(None);
             };
-            if !conn.autocommit() || conn.exec("BEGIN").is_err() {
+            // SQLite's work (which may wait on a lock or the disk) without the GIL.
+            let scanned = py.detach(|| {
+                scan(
+                    conn,
+                    items_sql,
+                    &params,
+                    counts_sql,
+                    &counts_params,
+                    item_type,
+                    max_version,
+                )
+            });
+            drop(held);
+            let Some(scan) = scanned else {
                 return Ok(None);
-            }
-            let mut txn = Txn(conn);
-            let read = Read {
+            };
+            let build = Build {
                 py,
-                item_type,
-                max_version,
                 rows,
                 visibility,
                 classes,
                 decoder,
             };
-            let found = read.run(txn.0, items_sql, &params, counts_sql, &counts_params);
-            txn.end();
-            found
+            build.run(scan)
         })
     }
+}
+
+/// What the read found, checked: every row's sequence, visibility class
+/// and payload (a range of `text`), the classes, the counts, the tail.
+#[derive(Default)]
+struct Scan {
+    rows: Vec<(i64, usize, std::ops::Range<usize>)>,
+    text: String,
+    classes: Vec<(String, Option<String>)>,
+    counts: Vec<(i64, i64)>,
+    tail: Option<i64>,
+}
+
+/// The read transaction: `None` at anything but the plain case.
+fn scan(
+    conn: &mut Conn,
+    items_sql: &str,
+    params: &[Param],
+    counts_sql: Option<&str>,
+    counts_params: &[Param],
+    item_type: &str,
+    max_version: i64,
+) -> Option<Scan> {
+    if !conn.autocommit() || conn.exec("BEGIN").is_err() {
+        return None;
+    }
+    let mut txn = Txn(conn);
+    let found = scan_rows(
+        txn.0,
+        items_sql,
+        params,
+        counts_sql,
+        counts_params,
+        item_type,
+        max_version,
+    );
+    txn.end();
+    found
+}
+
+fn scan_rows(
+    conn: &mut Conn,
+    items_sql: &str,
+    params: &[Param],
+    counts_sql: Option<&str>,
+    counts_params: &[Param],
+    item_type: &str,
+    max_version: i64,
+) -> Option<Scan> {
+    let mut out = Scan::default();
+    // The counts first (the same snapshot), by sequence.
+    if let Some(sql) = counts_sql {
+        let mut st = conn.statement(sql, counts_params).ok()?;
+        while st.step().ok()? {
+            match (st.int(0), st.int(1)) {
+                (Some(seq), Some(count)) if count >= 0 => out.counts.push((seq, count)),
+                _ => return None,
+            }
+        }
+        out.counts.sort_unstable();
+    }
+    let mut st = conn.statement(items_sql, params).ok()?;
+    if st.columns() != COLUMNS {
+        return None;
+    }
+    while st.step().ok()? {
+        let (seq, kind, version) = (st.int(0)?, st.text(1)?, st.int(5)?);
+        if seq < 1 || kind != item_type || !(1..=max_version).contains(&version) {
+            return None;
+        }
+        let (payload, scope) = (st.text(2)?, st.text(3)?);
+        let id = match st.kind(4) {
+            ffi::Type::Null => None,
+            _ => Some(st.text(4)?),
+        };
+        if out.rows.is_empty() {
+            out.tail = st.int(6);
+        }
+        let class = match out
+            .classes
+            .iter()
+            .position(|(s, i)| s == scope && i.as_deref() == id)
+        {
+            Some(at) => at,
+            None => {
+                out.classes.push((scope.to_owned(), id.map(str::to_owned)));
+                out.classes.len() - 1
+            }
+        };
+        let start = out.text.len();
+        out.text.push_str(payload);
+        out.rows.push((seq, class, start..out.text.len()));
+    }
+    Some(out)
 }
 
 /// A read transaction, ended however the read ends.
@@ -153,110 +255,48 @@ impl Drop for Txn<'_> {
     }
 }
 
-struct Read<'a, 'py> {
+/// The Python values of a [`Scan`].
+struct Build<'a, 'py> {
     py: Python<'py>,
-    item_type: &'a str,
-    max_version: i64,
     rows: Rows<'py>,
     visibility: &'a Bound<'py, PyAny>,
     classes: &'a Bound<'py, PyDict>,
     decoder: Decoder<'py>,
 }
 
-impl<'py> Read<'_, 'py> {
-    fn run(
-        &self,
-        conn: &mut Conn,
-        items_sql: &str,
-        params: &[Param],
-        counts_sql: Option<&str>,
-        counts_params: &[Param],
-    ) -> PyResult<Option<Window<'py>>> {
+impl<'py> Build<'_, 'py> {
+    fn run(&self, scan: Scan) -> PyResult<Option<Window<'py>>> {
         let py = self.py;
-        // The counts first (the same snapshot), by sequence.
-        let mut counts: Vec<(i64, i64)> = Vec::new();
-        if let Some(sql) = counts_sql {
-            let Ok(mut st) = conn.statement(sql, counts_params) else {
+        let mut classes = Vec::with_capacity(scan.classes.len());
+        for (scope, id) in &scan.classes {
+            let Some(class) = self.class(scope, id.as_deref())? else {
                 return Ok(None);
             };
-            loop {
-                match st.step() {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(_) => return Ok(None),
-                }
-                match (st.int(0), st.int(1)) {
-                    (Some(seq), Some(count)) if count >= 0 => counts.push((seq, count)),
-                    _ => return Ok(None),
-                }
-            }
-            counts.sort_unstable();
-        }
-        let Ok(mut st) = conn.statement(items_sql, params) else {
-            return Ok(None);
-        };
-        if st.columns() != COLUMNS {
-            return Ok(None);
+            classes.push(class);
         }
         let (rows, items) = (PyList::empty(py), PyList::empty(py));
-        let mut lengths = Vec::new();
-        let mut tail = None;
-        let mut known: Vec<(String, Option<String>, Bound<'py, PyAny>)> = Vec::new();
-        let empty = pyo3::types::PyString::new(py, "");
-        loop {
-            match st.step() {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(_) => return Ok(None),
-            }
-            let (Some(seq), Some(kind), Some(version)) = (st.int(0), st.text(1), st.int(5)) else {
-                return Ok(None);
-            };
-            if seq < 1 || kind != self.item_type || !(1..=self.max_version).contains(&version) {
-                return Ok(None);
-            }
-            let (Some(payload), Some(scope)) = (st.text(2), st.text(3)) else {
-                return Ok(None);
-            };
-            let id = match st.kind(4) {
-                ffi::Type::Null => None,
-                _ => match st.text(4) {
-                    Some(id) => Some(id),
-                    None => return Ok(None),
-                },
-            };
-            if lengths.is_empty() {
-                tail = st.int(6);
-            }
-            let class = match known
-                .iter()
-                .find(|(s, i, _)| s == scope && i.as_deref() == id)
-            {
-                Some((_, _, class)) => class.clone(),
-                None => {
-                    let Some(class) = self.class(scope, id)? else {
-                        return Ok(None);
-                    };
-                    known.push((scope.to_owned(), id.map(str::to_owned), class.clone()));
-                    class
-                }
-            };
-            let count = match counts.binary_search_by_key(&seq, |c| c.0) {
-                Ok(at) => counts[at].1.into_pyobject(py)?.into_any(),
+        let mut lengths = Vec::with_capacity(scan.rows.len());
+        let empty = pyo3::types::PyString::new(py, "").into_any();
+        for (seq, class, range) in scan.rows {
+            let count = match scan.counts.binary_search_by_key(&seq, |c| c.0) {
+                Ok(at) => scan.counts[at].1.into_pyobject(py)?.into_any(),
                 Err(_) => py.None().into_bound(py),
             };
             let seq_obj = seq.into_pyobject(py)?.into_any();
+            let payload = &scan.text[range];
             let Ok(item) = self.decoder.item(payload, seq, &seq_obj)? else {
                 return Ok(None);
             };
             lengths.push(payload.len());
-            rows.append(
-                self.rows
-                    .make([seq_obj, empty.clone().into_any(), class, count])?,
-            )?;
+            rows.append(self.rows.make([
+                seq_obj,
+                empty.clone(),
+                classes[class].clone(),
+                count,
+            ])?)?;
             items.append(item)?;
         }
-        Ok(Some((rows, items, lengths, tail)))
+        Ok(Some((rows, items, lengths, scan.tail)))
     }
 
     /// The shared visibility class `(scope, id)`, made if new; `None` when it
