@@ -11,7 +11,9 @@ Concurrency rules, and why:
 * ``UNIQUE(session_id, sequence)`` and ``UNIQUE(session_id, derivation_key)``
   back the invariants even if some other writer skips this code.
 * sqlite3 blocks, so each store owns one connection driven by one worker
-  thread; the event loop never waits on the file lock.
+  thread; the event loop never waits on the file lock. A seed's window reads
+  go through a second, read-only connection that the Rust extension opens on
+  the same thread and the same SQLite library (``sqlite_window``, ADR 0014).
 """
 
 from __future__ import annotations
