@@ -116,18 +116,16 @@ impl SqliteReader {
             let Some(conn) = held.as_mut() else {
                 return Ok(None);
             };
+            let query = Query {
+                items_sql,
+                params,
+                counts_sql,
+                counts_params,
+                item_type,
+                max_version,
+            };
             // SQLite's work (which may wait on a lock or the disk) without the GIL.
-            let scanned = py.detach(|| {
-                scan(
-                    conn,
-                    items_sql,
-                    &params,
-                    counts_sql,
-                    &counts_params,
-                    item_type,
-                    max_version,
-                )
-            });
+            let scanned = py.detach(|| scan(conn, &query));
             drop(held);
             let Some(scan) = scanned else {
                 return Ok(None);
@@ -155,46 +153,33 @@ struct Scan {
     tail: Option<i64>,
 }
 
-/// The read transaction: `None` at anything but the plain case.
-fn scan(
-    conn: &mut Conn,
-    items_sql: &str,
-    params: &[Param],
-    counts_sql: Option<&str>,
-    counts_params: &[Param],
-    item_type: &str,
+/// What `window` reads: the item rows' statement and the counts' (see there).
+struct Query<'a> {
+    items_sql: &'a str,
+    params: Vec<Param>,
+    counts_sql: Option<&'a str>,
+    counts_params: Vec<Param>,
+    item_type: &'a str,
     max_version: i64,
-) -> Option<Scan> {
+}
+
+/// The read transaction: `None` at anything but the plain case.
+fn scan(conn: &mut Conn, query: &Query<'_>) -> Option<Scan> {
     if !conn.autocommit() || conn.exec("BEGIN").is_err() {
         return None;
     }
     let mut txn = Txn(conn);
-    let found = scan_rows(
-        txn.0,
-        items_sql,
-        params,
-        counts_sql,
-        counts_params,
-        item_type,
-        max_version,
-    );
+    let found = scan_rows(txn.0, query);
     txn.end();
     found
 }
 
-fn scan_rows(
-    conn: &mut Conn,
-    items_sql: &str,
-    params: &[Param],
-    counts_sql: Option<&str>,
-    counts_params: &[Param],
-    item_type: &str,
-    max_version: i64,
-) -> Option<Scan> {
+fn scan_rows(conn: &mut Conn, query: &Query<'_>) -> Option<Scan> {
+    let (item_type, max_version) = (query.item_type, query.max_version);
     let mut out = Scan::default();
     // The counts first (the same snapshot), by sequence.
-    if let Some(sql) = counts_sql {
-        let mut st = conn.statement(sql, counts_params).ok()?;
+    if let Some(sql) = query.counts_sql {
+        let mut st = conn.statement(sql, &query.counts_params).ok()?;
         while st.step().ok()? {
             match (st.int(0), st.int(1)) {
                 (Some(seq), Some(count)) if count >= 0 => out.counts.push((seq, count)),
@@ -203,7 +188,7 @@ fn scan_rows(
         }
         out.counts.sort_unstable();
     }
-    let mut st = conn.statement(items_sql, params).ok()?;
+    let mut st = conn.statement(query.items_sql, &query.params).ok()?;
     if st.columns() != COLUMNS {
         return None;
     }
