@@ -11,13 +11,18 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::OnceLock;
 
+#[cfg(unix)]
 extern "C" {
     fn dlopen(filename: *const c_char, flag: c_int) -> *mut c_void;
     fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
 }
 
+#[cfg(unix)]
 const RTLD_LAZY: c_int = 0x1;
+#[cfg(all(unix, not(target_vendor = "apple")))]
 const RTLD_NOLOAD: c_int = 0x4;
+#[cfg(target_vendor = "apple")]
+const RTLD_NOLOAD: c_int = 0x10;
 
 const OK: c_int = 0;
 const ROW: c_int = 100;
@@ -86,6 +91,13 @@ pub fn library(module_file: &str) -> Option<&'static Lib> {
     lib.as_ref()
 }
 
+/// (No `dlopen` here: every read goes through Python.)
+#[cfg(not(unix))]
+fn load(_module_file: &str) -> Option<Lib> {
+    None
+}
+
+#[cfg(unix)]
 fn load(module_file: &str) -> Option<Lib> {
     let path = CString::new(module_file).ok()?;
     // SAFETY: a NUL-terminated path; RTLD_NOLOAD only returns a loaded object.
