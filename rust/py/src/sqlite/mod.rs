@@ -68,11 +68,14 @@ type Window<'py> = (
 
 #[pymethods]
 impl SqliteReader {
-    /// Close the connection (reads then answer `None`).
-    fn close(&self) {
-        if let Ok(mut conn) = self.conn.lock() {
-            conn.take();
-        }
+    /// Close the connection (reads then answer `None`). It waits for a read
+    /// in progress without the GIL, which that read takes back to finish.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            if let Ok(mut conn) = self.conn.lock() {
+                conn.take();
+            }
+        });
     }
 
     /// The item rows of `items_sql` and their items, in one read transaction
