@@ -44,7 +44,7 @@ DEFAULT_MAX_BYTES = 512 << 20
 
 def row_bytes(rows: Sequence[ItemRow]) -> int:
     """The memory ``rows`` (holding their payloads) and their items are estimated to hold."""
-    return ROW_OBJECTS * len(rows) + 3 * sum(map(len, map(_payload, rows)))
+    return sum(row_sizes(rows))
 
 
 def row_sizes(rows: Sequence[ItemRow], lengths: Sequence[int] | None = None) -> list[int]:

@@ -141,14 +141,12 @@ async def session_history(
 ) -> list[ConversationItem]:
     """The conversation items with ``seq < before_sequence``, in log order; with a
     ``principal``, only the items it may see (``Visibility.allows``)."""
-    read_decoded = getattr(store.events, "read_decoded", None)
-    if read_decoded is not None:
-        found = await read_decoded(session_id, 0, before=before_sequence, extra={"_log": session_id})
-        if found is not None:
-            rows, items, _ = found
-            if principal is None:
-                return list(items)
-            return [item for row, item in zip(rows, items, strict=True) if row.visibility.allows(principal)]
+    found = await _read_decoded(store, session_id, 0, before_sequence, None)
+    if found is not None:
+        rows, items, _ = found
+        if principal is None:
+            return items
+        return [item for row, item in zip(rows, items, strict=True) if row.visibility.allows(principal)]
     rows = await store.events.read_items(session_id, 0, before=before_sequence)
     if principal is not None:
         rows = [row for row in rows if row.visibility.allows(principal)]
@@ -162,16 +160,25 @@ async def read_item_window(
     where the event log offers ``read_decoded`` (ADR 0014; the rows keep no payload text,
     and the payloads' lengths come with them), else ``read_items`` and ``decode_rows``
     (lengths ``None``: the rows hold their payloads)."""
-    read_decoded = getattr(store.events, "read_decoded", None)
-    if read_decoded is not None:
-        found = await read_decoded(
-            session_id, after, before=before, counter=counter, extra={"_log": session_id}
-        )
-        if found is not None:
-            rows, items, lengths = found
-            return rows, items, lengths
+    found = await _read_decoded(store, session_id, after, before, counter)
+    if found is not None:
+        return found
     rows = await store.events.read_items(session_id, after, before=before, counter=counter)
     return rows, decode_rows(session_id, rows), None
+
+
+async def _read_decoded(
+    store: Store, session_id: str, after: int, before: int, counter: str | None
+) -> tuple[list[ItemRow], list[ConversationItem], list[int]] | None:
+    """The event log's ``read_decoded`` of the range, the items carrying their log
+    provenance as ``decode_rows`` gives it; ``None`` where the log has none or declines."""
+    read_decoded = getattr(store.events, "read_decoded", None)
+    if read_decoded is None:
+        return None
+    found: tuple[list[ItemRow], list[ConversationItem], list[int]] | None = await read_decoded(
+        session_id, after, before=before, counter=counter, extra={"_log": session_id}
+    )
+    return found
 
 
 def decode_rows(session_id: str, rows: Sequence[ItemRow]) -> list[ConversationItem]:
