@@ -56,6 +56,9 @@ EVENT_COLUMNS = (
     "schema_version",
 )
 CHECKPOINT_COLUMNS = ("version", "kind", "trigger", "payload", "created_at", "schema_version")
+#: Each as a statement's column list (both SQL adapters select and insert them in this order).
+EVENT_COLUMN_LIST = ", ".join(EVENT_COLUMNS)
+CHECKPOINT_COLUMN_LIST = ", ".join(CHECKPOINT_COLUMNS)
 
 # Stored row: one value per column above. ``created_at`` is a datetime
 # (memory, PostgreSQL) or ISO-8601 text (SQLite).
@@ -360,7 +363,9 @@ class TransactionSlot(Generic[T]):
 
 __all__ = [
     "CHECKPOINT_COLUMNS",
+    "CHECKPOINT_COLUMN_LIST",
     "EVENT_COLUMNS",
+    "EVENT_COLUMN_LIST",
     "FENCED_OWNER",
     "KNOWN_TYPES",
     "Row",

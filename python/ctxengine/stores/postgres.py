@@ -50,8 +50,8 @@ SESSION_LOCK_CLASS = 0x63747873  # "ctxs"
 #: another writer committed, so this bounds contention, not latency.
 MAX_APPEND_ATTEMPTS = 50
 
-_EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
-_CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
+_EVENT_COLS = _rows.EVENT_COLUMN_LIST
+_CHECKPOINT_COLS = _rows.CHECKPOINT_COLUMN_LIST
 
 Conn = AsyncConnection[Any]
 R = TypeVar("R")

@@ -17,7 +17,7 @@ from . import _batch_rows, _rows
 from .events import FORMAT_VERSION
 
 Conn = AsyncConnection[Any]
-_COLS = ", ".join(_rows.EVENT_COLUMNS)
+_COLS = _rows.EVENT_COLUMN_LIST
 _ITEM_COLS = ", ".join(f"e.{c}" for c in _rows.EVENT_COLUMNS)
 _READ_COLS = ", ".join(f"e.{c}" for c in _batch_rows.ITEM_COLUMNS)
 

@@ -35,7 +35,7 @@ from . import _rows, postgres_items
 from .events import Lease, NewEvent
 
 Conn = AsyncConnection[Any]
-_COLS = ", ".join(_rows.EVENT_COLUMNS)
+_COLS = _rows.EVENT_COLUMN_LIST
 
 APPEND = f"""
 WITH lk AS MATERIALIZED (SELECT pg_advisory_xact_lock(%(cls)s, hashtext(%(s)s)) AS l),

@@ -49,7 +49,7 @@ from .sqlite_reads import read as _read
 from .sqlite_reads import read_covering as _read_covering
 from .sqlite_schema import Synchronous, open_database, schema
 
-_EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
+_EVENT_COLS = _rows.EVENT_COLUMN_LIST
 
 R = TypeVar("R")
 

@@ -11,7 +11,7 @@ from . import _rows
 from .events import Lease, RawCheckpoint
 from .sqlite_items import in_write_txn
 
-_CHECKPOINT_COLS = ", ".join(_rows.CHECKPOINT_COLUMNS)
+_CHECKPOINT_COLS = _rows.CHECKPOINT_COLUMN_LIST
 
 
 def claim(conn: sqlite3.Connection, own: bool, run_id: str, owner: str) -> int:

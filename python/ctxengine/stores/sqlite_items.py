@@ -14,7 +14,7 @@ from . import _batch_rows, _rows
 from .events import FORMAT_VERSION, NewEvent
 
 R = TypeVar("R")
-_COLS = ", ".join(_rows.EVENT_COLUMNS)
+_COLS = _rows.EVENT_COLUMN_LIST
 _MARKS = ", ".join("?" * len(_rows.EVENT_COLUMNS))
 _READ_COLS = ", ".join(f"e.{c}" for c in _batch_rows.ITEM_COLUMNS)
 

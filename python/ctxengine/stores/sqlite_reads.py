@@ -13,7 +13,7 @@ from ..model import Principal
 from . import _rows, sqlite_items
 from .events import FORMAT_VERSION, Event
 
-_EVENT_COLS = ", ".join(_rows.EVENT_COLUMNS)
+_EVENT_COLS = _rows.EVENT_COLUMN_LIST
 
 
 def read(
