@@ -4,10 +4,10 @@ A fresh worker's first request reads about a window of item rows. Through
 Python's ``sqlite3`` every row becomes a tuple of column objects, its
 payload a ``str``, then the rows are checked in Python and the payloads
 decoded natively: a third of a cold 1,000-item first request. The native
-reader (``ctxengine._core.SqliteReader``, a read-only connection on the very
+reader (``ctxengine._core._SqliteReader``, a read-only connection on the very
 SQLite library Python's ``sqlite3`` runs on) steps through the same
-statement (``sqlite_items.items_query``) and decodes each payload from
-SQLite's own buffer into the item; it keeps no payload text.
+statement (``sqlite_items.items_query``) without the GIL, then decodes each
+payload into the item; the rows keep no payload text.
 
 It takes only the plain case and answers ``None`` at anything else (a row
 of another type or a newer format, a column of an unexpected type, a

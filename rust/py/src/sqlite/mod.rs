@@ -1,4 +1,4 @@
-//! `SqliteReader`: a seed's item rows read from an SQLite store and decoded
+//! `_SqliteReader`: a seed's item rows read from an SQLite store and decoded
 //! in one pass, straight from SQLite's column buffers (ADR 0014).
 //!
 //! The statements, the row classes and every error stay Python's
@@ -34,8 +34,7 @@ pub fn sqlite_library_version(module_file: &str) -> Option<i64> {
 /// A read-only connection to an SQLite store's file, on the library of the
 /// `_sqlite3` module at `module_file`; `None` when that library cannot be
 /// reached or the file cannot be opened (the caller reads through Python).
-/// (The connection opens without the GIL: a store opens it while its own
-/// thread opens the store's connection.)
+/// (The connection opens without the GIL: it touches the file.)
 #[pyfunction(name = "_sqlite_reader")]
 pub fn sqlite_reader(
     py: Python<'_>,
