@@ -2,7 +2,7 @@
 cache): a line kept and changed in place from call to call (grown, shortened, cleared,
 an entry's render or item replaced, the history no longer the line's) gets, call after
 call, the fit of a line read anew: the same body objects, numbers, steps and digest,
-and the reference's memo traffic."""
+and as many memo lookups as the reference (the same traffic while its memo has room)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_fit_body import MODEL, core, ref  # (skips this module too without the extension)
+from test_fit_body import MODEL, core, ref, same_memo_traffic  # (skips this module too without the extension)
 
 from ctxengine.assembly.render import render_conversation, render_pointer
 from ctxengine.assembly.request import RenderedItem
@@ -140,7 +140,8 @@ def test_a_line_changed_in_place_fits_as_a_line_read_anew(start: Any, steps: Any
         assert [id(x) for x in got["body"]] == [id(x) for x in want["body"]]
         for key in ("body_raw", "reason", "cut", "history_budget", "yield_steps", "body_sha256"):
             assert got[key] == want[key] == spec[key], key
-        assert mine.memo_stats() == anew.memo_stats() == theirs.memo_stats()
+        assert anew.memo_stats() == theirs.memo_stats()
+        same_memo_traffic(mine, theirs)
 
 
 def test_a_growing_line_is_read_from_the_cache_and_a_changed_one_recovers() -> None:
@@ -167,3 +168,46 @@ def test_a_growing_line_is_read_from_the_cache_and_a_changed_one_recovers() -> N
     kept.change("clear", 0, [])  # the same items copied: none of them is the cached one
     assert served() == 0
     assert served() == 4
+
+
+def test_counts_the_line_kept_are_served_after_the_memo_evicted_them() -> None:
+    """Speed, checked: a count an entry kept is not counted again, even when the memo has
+    let its key go (the reference, which counts through the memo alone, misses)."""
+    mine, theirs = core.TokenEstimator(memo_capacity=2), ref.TokenEstimator(memo_capacity=2)
+    kept = Line()
+    kept.put([UserMessage(f"turn {i} " * 20, seq=i + 1) for i in range(6)])
+    for est, module in ((mine, core), (theirs, ref)):
+        fit(module, kept.history, kept.line, tables(kept.history), est, 10**6)
+    before = mine.memo_stats()["misses"], theirs.memo_stats()["misses"]
+    kept.put([AssistantMessage("reply", seq=7)])
+    got = fit(core, kept.history, kept.line, tables(kept.history), mine, 10**6)
+    want = fit(ref, kept.history, kept.line, tables(kept.history), theirs, 10**6)
+    assert got["body_raw"] == want["body_raw"]
+    assert mine.memo_stats()["misses"] - before[0] == 1  # the new item only
+    assert theirs.memo_stats()["misses"] - before[1] > 1
+    same_memo_traffic(mine, theirs)
+
+
+def test_a_kept_count_is_served_only_to_the_same_way_of_counting() -> None:
+    """One line fitted in turn by estimators and models that count it differently: each
+    fit measures what the reference measures with that estimator and model."""
+    kept = Line()
+    kept.put([UserMessage(f"turn {i} " * (5 + i), seq=i + 1) for i in range(5)])
+    ways = [
+        {"bytes_per_token": 3.0},
+        {"bytes_per_token": 1.5},
+        {"bytes_per_token": 3.0, "framing_tokens": 9},
+        {"bytes_per_token": 3.0, "profiles": {"other": (2.0, 1)}},
+    ]
+    pairs = [(core.TokenEstimator(**w), ref.TokenEstimator(**w)) for w in ways]  # type: ignore[arg-type]
+    pairs.append((core.TokenEstimator.restore(pairs[1][0].snapshot()), pairs[1][1]))
+    for turn in range(3):
+        kept.put([AssistantMessage(f"reply {turn}", seq=10 + turn)])
+        for mine, theirs in pairs + pairs[::-1]:
+            for model in (MODEL, "other-model"):
+                inputs = BodyInputs(tuple(kept.history), *tables(kept.history), BLOCKS, kept.line)
+                limits = BodyLimits(usable=10**6, history_cap=10**6, tool_cap=10**5)
+                got = core.fit_body(inputs=inputs, limits=limits, estimator=mine, model_id=model)
+                want = ref.fit_body(inputs=inputs, limits=limits, estimator=theirs, model_id=model)
+                assert got["body_raw"] == want["body_raw"], (turn, model)
+    assert core._line_cache_stats()[2] > 0  # (the line was served)

@@ -7,6 +7,7 @@
 //! encoding for an exact method) and its calibration key.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Memo, MemoKey, Profile};
 use crate::calibrate::{self, Ratio};
@@ -67,8 +68,17 @@ impl Counter {
     }
 }
 
-#[derive(Debug, Clone)]
+/// The next [`EstimatorState::serial`] (0 is never one).
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+fn next_serial() -> u64 {
+    NEXT_SERIAL.fetch_add(1, Ordering::Relaxed)
+}
+
+#[derive(Debug)]
 pub struct EstimatorState {
+    /// This state's own number in the process (a clone gets another).
+    serial: u64,
     default: Profile,
     /// Prefix profiles in the order given.
     profiles: Vec<(String, Profile)>,
@@ -85,7 +95,36 @@ pub struct EstimatorState {
     calibrations: Calibrations,
 }
 
+impl Clone for EstimatorState {
+    /// A copy under a serial of its own: the two intern counters and kinds
+    /// apart from here on, so an id of one may name something else in the
+    /// other.
+    fn clone(&self) -> Self {
+        EstimatorState {
+            serial: next_serial(),
+            default: self.default,
+            profiles: self.profiles.clone(),
+            table: self.table.clone(),
+            memo: self.memo.clone(),
+            memo_ids: self.memo_ids.clone(),
+            counters: self.counters.clone(),
+            counter_list: self.counter_list.clone(),
+            kinds: self.kinds.clone(),
+            kind_names: self.kind_names.clone(),
+            calibrations: self.calibrations.clone(),
+        }
+    }
+}
+
 impl EstimatorState {
+    /// A number no other state of this process has (never 0): with a memo
+    /// counter and a kind id of this state, it names one way of counting
+    /// (ids never change within a state), so a raw count kept under it
+    /// elsewhere is this state's count of the same bytes.
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
     pub fn new(default: Profile, profiles: Vec<(String, Profile)>, memo_capacity: usize) -> Self {
         Self::with_table(default, profiles, memo_capacity, EncodingTable::default())
     }
@@ -97,6 +136,7 @@ impl EstimatorState {
         table: EncodingTable,
     ) -> Self {
         EstimatorState {
+            serial: next_serial(),
             default,
             profiles,
             table,

@@ -531,3 +531,14 @@ fn batched_lookups_match_lookups_one_at_a_time() {
     assert!(batched.1 > 100 && batched.2 > 100, "both hits and misses");
     assert_eq!(batched, one);
 }
+
+#[test]
+fn every_state_and_every_clone_has_a_serial_of_its_own() {
+    let a = EstimatorState::new(Profile::new(3.0, 4).unwrap(), vec![], 10);
+    let b = EstimatorState::new(Profile::new(3.0, 4).unwrap(), vec![], 10);
+    let c = a.clone();
+    assert_ne!(a.serial(), 0);
+    assert_ne!(a.serial(), b.serial());
+    assert_ne!(a.serial(), c.serial());
+    assert_ne!(b.serial(), c.serial());
+}

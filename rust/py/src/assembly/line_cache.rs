@@ -8,9 +8,13 @@
 //! references to the item, the render, the pointer and the render's `_cj`
 //! tuple, so their addresses stay theirs. A call uses an entry only where
 //! the history, the line's items, renders and pointers all hold the very
-//! objects the entry holds (pointer compares over four arrays); the
-//! estimates are still looked up in the memo, so what the fit measures,
-//! and the memo's traffic, are those of a call without the cache.
+//! objects the entry holds (pointer compares over four arrays). An entry
+//! also keeps its render's count with the way it was counted (estimator
+//! state, memo counter, kind): a later call counting the same way takes it
+//! instead of looking it up in the memo (counted as a memo hit; the memo's
+//! recency of that key is not refreshed). So a fit measures what a call
+//! without the cache measures, and makes as many memo lookups; while the
+//! memo has room its traffic is that call's, hit for hit.
 //!
 //! Bounded: at most `MAX_ENTRIES` entries over all lines of a thread, the
 //! least recently used lines dropped first; a line its owner drops is
@@ -23,6 +27,8 @@ use ctxengine_core::body::HistoryItem;
 use ctxengine_core::cut::ToolRole;
 use pyo3::ffi;
 use pyo3::prelude::*;
+
+use crate::estimator::Measured;
 
 /// Entries kept per thread, over all lines.
 const MAX_ENTRIES: usize = 1 << 16;
@@ -47,6 +53,8 @@ pub struct Entry {
     pub seq: Option<i64>,
     pub role: CachedRole,
     pub hash: u64,
+    /// The render's count as the last call measured it (and how).
+    pub measured: Measured,
 }
 
 impl Entry {
@@ -105,6 +113,7 @@ impl Entry {
             seq: read.seq,
             role,
             hash: read.hash,
+            measured: Measured::default(),
         })
     }
 }

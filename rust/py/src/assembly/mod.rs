@@ -22,7 +22,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::arguments::{self, type_name};
 use crate::errors::{argument_error, guard, HostError, IntoPy};
-use crate::estimator::{Resolved, TokenEstimator};
+use crate::estimator::{Measured, Measuring, Resolved, TokenEstimator};
 use crate::items::{Facts, Types};
 use gather::{Buffers, Gather};
 use inputs::{BlockIn, F};
@@ -244,11 +244,28 @@ fn fit<'py>(
     if !lacking.is_empty() {
         return missing(py, lacking);
     }
-    let result = measure_and_fit(py, g, &blocks, &limits, &pointers, est, model_id)?;
+    let known: Vec<Measured> = cached[..from_cache].iter().map(|e| e.measured).collect();
+    let (result, measuring) = measure_and_fit(
+        py,
+        g,
+        &blocks,
+        &limits,
+        &pointers,
+        Counting {
+            est,
+            model_id,
+            known: &known,
+        },
+    )?;
     if let (Some(cache), Some(line)) = (cache.as_mut(), line.as_ref()) {
         cache.entries.truncate(from_cache);
         line_cache::served(from_cache);
         extend_cache(cache, line, &values, g);
+        // Every entry keeps its render's count as this call measured it.
+        let (facts, raws) = (g.facts(), &g.bufs.raws);
+        for (i, e) in cache.entries.iter_mut().enumerate() {
+            e.measured = measuring.tag(facts[i].kind, raws[i]);
+        }
     }
     Ok(result)
 }
@@ -313,6 +330,14 @@ fn extend_cache<'py>(
     }
 }
 
+/// How the fit counts: the estimator, the key, and what the line cache's
+/// entries measured before (one per leading history item it served).
+struct Counting<'a> {
+    est: &'a TokenEstimator,
+    model_id: &'a str,
+    known: &'a [Measured],
+}
+
 /// 2. Measure everything in the reference's order, fit, and convert back.
 fn measure_and_fit<'py>(
     py: Python<'py>,
@@ -320,9 +345,13 @@ fn measure_and_fit<'py>(
     blocks: &[BlockIn<'py>],
     limits: &body::BodyLimits,
     pointers: &Bound<'py, PyDict>,
-    est: &TokenEstimator,
-    model_id: &str,
-) -> PyResult<Bound<'py, PyDict>> {
+    counting: Counting<'_>,
+) -> PyResult<(Bound<'py, PyDict>, Measuring)> {
+    let Counting {
+        est,
+        model_id,
+        known,
+    } = counting;
     let n = g.bufs.history.len();
     // The keys and line pointers the ladder may read stay borrowed until a
     // step may run Python code (`Pins`). (The renders are held: gathered.)
@@ -348,8 +377,8 @@ fn measure_and_fit<'py>(
     g.finish()?;
     // Every estimate under one lock.
     let mut raws = std::mem::take(&mut g.bufs.raws);
-    let factor = est
-        .raw_batch_into(model_id, &g.types.kinds, g.facts(), &mut raws)
+    let (factor, measuring) = est
+        .raw_batch_known(model_id, &g.types.kinds, g.facts(), known, &mut raws)
         .into_py(py)?;
     for (h, &raw) in g.bufs.history.iter_mut().zip(&raws) {
         h.raw = raw;
@@ -396,7 +425,7 @@ fn measure_and_fit<'py>(
     g.bufs.held = held;
     let decided = decided.map_err(HostError::into_pyerr(py))?;
     if !decided.missing.is_empty() {
-        return missing(py, decided.missing);
+        return Ok((missing(py, decided.missing)?, measuring));
     }
 
     // The body, its digest list's SHA-256 and the steps, as Python data.
@@ -431,7 +460,7 @@ fn measure_and_fit<'py>(
         }
         None => sha256(&flat),
     }));
-    body_fit(
+    let fit = body_fit(
         py,
         [
             ("body", list.into_any()),
@@ -453,7 +482,8 @@ fn measure_and_fit<'py>(
             ("body_sha256", body_sha.into_pyobject(py)?.into_any()),
             ("missing", PyList::empty(py).into_any()),
         ],
-    )
+    )?;
+    Ok((fit, measuring))
 }
 
 /// Whether the history keys and line pointers are pinned (before any step

@@ -18,6 +18,37 @@ fn raw_of(st: &mut EstimatorState, counter: u32, kind: u32, f: &Facts) -> Result
     st.raw_counted(counter, kind, &f.digest, || f.len(), || f.canonical())
 }
 
+/// A raw count with the way it was counted: the estimator state's serial,
+/// its memo counter and the value's kind id (all 0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Measured {
+    pub serial: u64,
+    pub memo: u32,
+    pub kind: u32,
+    pub raw: i64,
+}
+
+/// How one batch counted (`raw_batch_known`): tags its counts for keeping.
+pub struct Measuring {
+    serial: u64,
+    memo: u32,
+    /// The state's kind id of each gathered kind index.
+    kinds: Vec<u32>,
+}
+
+impl Measuring {
+    /// The count `raw` of a value of gathered kind `kind`, tagged.
+    #[inline]
+    pub fn tag(&self, kind: usize, raw: i64) -> Measured {
+        Measured {
+            serial: self.serial,
+            memo: self.memo,
+            kind: self.kinds[kind],
+            raw,
+        }
+    }
+}
+
 impl TokenEstimator {
     /// Raw counts of gathered facts, under one lock.
     pub fn raw_batch(
@@ -54,6 +85,52 @@ impl TokenEstimator {
             raws,
         )?;
         Ok(st.factor(counter))
+    }
+
+    /// [`TokenEstimator::raw_batch_into`] where the leading values carry
+    /// counts measured before (`known[i]` for value `i`, a line cache's):
+    /// those of the leading run measured under this state's counter of
+    /// `model_id` and the value's kind are served as they are, each counted
+    /// as a memo hit without a lookup (the memo's recency of their keys is
+    /// not refreshed); the rest go through the memo in order. Also returns
+    /// how to tag this call's counts for keeping.
+    pub fn raw_batch_known(
+        &self,
+        model_id: &str,
+        kinds: &[String],
+        facts: &[Facts],
+        known: &[Measured],
+        raws: &mut Vec<i64>,
+    ) -> Result<(Ratio, Measuring), CoreError> {
+        raws.clear();
+        raws.reserve(facts.len());
+        let mut st = self.lock();
+        let counter = st.counter_id(model_id);
+        let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
+        let measuring = Measuring {
+            serial: st.serial(),
+            memo: st.counter(counter).memo,
+            kinds: kind_ids,
+        };
+        let served = known
+            .iter()
+            .zip(facts)
+            .take_while(|(k, f)| measuring.tag(f.kind, k.raw) == **k)
+            .count();
+        raws.extend(known[..served].iter().map(|k| k.raw));
+        st.memo_mut().hits += served as u64;
+        let rest = &facts[served..];
+        st.memo_mut().reserve(rest.len());
+        let kind_ids = &measuring.kinds;
+        st.raw_counted_each(
+            counter,
+            rest,
+            |f| (kind_ids[f.kind], &f.digest),
+            Facts::len,
+            Facts::canonical,
+            raws,
+        )?;
+        Ok((st.factor(counter), measuring))
     }
 
     /// One more raw count after a batch (`raw_batch_into`), with the

@@ -14,6 +14,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyType};
 use crate::arguments::{self, type_name};
 use crate::errors::{estimator_error, guard, HostError, IntoPy};
 use crate::items::{Items, Types};
+pub use batch::{Measured, Measuring};
 pub use values::PyValues;
 
 /// Interned ids for [`TokenEstimator::raw_one`] (ids never change).
