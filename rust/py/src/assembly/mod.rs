@@ -22,7 +22,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::arguments::{self, type_name};
 use crate::errors::{argument_error, guard, HostError, IntoPy};
-use crate::estimator::{Measured, Measuring, Resolved, TokenEstimator};
+use crate::estimator::{Measuring, Resolved, TokenEstimator};
 use crate::items::{Facts, Types};
 use gather::{Buffers, Gather};
 use inputs::{BlockIn, F};
@@ -244,7 +244,7 @@ fn fit<'py>(
     if !lacking.is_empty() {
         return missing(py, lacking);
     }
-    let known: Vec<Measured> = cached[..from_cache].iter().map(|e| e.measured).collect();
+    let known = &cached[..from_cache];
     let (result, measuring) = measure_and_fit(
         py,
         g,
@@ -254,16 +254,18 @@ fn fit<'py>(
         Counting {
             est,
             model_id,
-            known: &known,
+            known,
         },
     )?;
     if let (Some(cache), Some(line)) = (cache.as_mut(), line.as_ref()) {
         cache.entries.truncate(from_cache);
         line_cache::served(from_cache);
         extend_cache(cache, line, &values, g);
-        // Every entry keeps its render's count as this call measured it.
+        // Every entry keeps its render's count as this call measured it
+        // (those served keep theirs).
         let (facts, raws) = (g.facts(), &g.bufs.raws);
-        for (i, e) in cache.entries.iter_mut().enumerate() {
+        let from = measuring.served.min(cache.entries.len());
+        for (i, e) in cache.entries.iter_mut().enumerate().skip(from) {
             e.measured = measuring.tag(facts[i].kind, raws[i]);
         }
     }
@@ -335,7 +337,7 @@ fn extend_cache<'py>(
 struct Counting<'a> {
     est: &'a TokenEstimator,
     model_id: &'a str,
-    known: &'a [Measured],
+    known: &'a [line_cache::Entry],
 }
 
 /// 2. Measure everything in the reference's order, fit, and convert back.
@@ -378,7 +380,14 @@ fn measure_and_fit<'py>(
     // Every estimate under one lock.
     let mut raws = std::mem::take(&mut g.bufs.raws);
     let (factor, measuring) = est
-        .raw_batch_known(model_id, &g.types.kinds, g.facts(), known, &mut raws)
+        .raw_batch_known(
+            model_id,
+            &g.types.kinds,
+            g.facts(),
+            known,
+            |e| e.measured,
+            &mut raws,
+        )
         .into_py(py)?;
     for (h, &raw) in g.bufs.history.iter_mut().zip(&raws) {
         h.raw = raw;

@@ -34,6 +34,8 @@ pub struct Measuring {
     memo: u32,
     /// The state's kind id of each gathered kind index.
     kinds: Vec<u32>,
+    /// How many leading values were served their known counts.
+    pub served: usize,
 }
 
 impl Measuring {
@@ -94,12 +96,13 @@ impl TokenEstimator {
     /// as a memo hit without a lookup (the memo's recency of their keys is
     /// not refreshed); the rest go through the memo in order. Also returns
     /// how to tag this call's counts for keeping.
-    pub fn raw_batch_known(
+    pub fn raw_batch_known<K>(
         &self,
         model_id: &str,
         kinds: &[String],
         facts: &[Facts],
-        known: &[Measured],
+        known: &[K],
+        measured: impl Fn(&K) -> Measured,
         raws: &mut Vec<i64>,
     ) -> Result<(Ratio, Measuring), CoreError> {
         raws.clear();
@@ -107,17 +110,21 @@ impl TokenEstimator {
         let mut st = self.lock();
         let counter = st.counter_id(model_id);
         let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
-        let measuring = Measuring {
+        let mut measuring = Measuring {
             serial: st.serial(),
             memo: st.counter(counter).memo,
             kinds: kind_ids,
+            served: 0,
         };
-        let served = known
-            .iter()
-            .zip(facts)
-            .take_while(|(k, f)| measuring.tag(f.kind, k.raw) == **k)
-            .count();
-        raws.extend(known[..served].iter().map(|k| k.raw));
+        for (k, f) in known.iter().zip(facts) {
+            let k = measured(k);
+            if measuring.tag(f.kind, k.raw) != k {
+                break;
+            }
+            raws.push(k.raw);
+        }
+        let served = raws.len();
+        measuring.served = served;
         st.memo_mut().hits += served as u64;
         let rest = &facts[served..];
         st.memo_mut().reserve(rest.len());
