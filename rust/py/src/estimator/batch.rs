@@ -72,21 +72,9 @@ impl TokenEstimator {
         facts: &[Facts],
         raws: &mut Vec<i64>,
     ) -> Result<Ratio, CoreError> {
-        raws.clear();
-        raws.reserve(facts.len());
-        let mut st = self.lock();
-        st.memo_mut().reserve(facts.len());
-        let counter = st.counter_id(model_id);
-        let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
-        st.raw_counted_each(
-            counter,
-            facts,
-            |f| (kind_ids[f.kind], &f.digest),
-            Facts::len,
-            Facts::canonical,
-            raws,
-        )?;
-        Ok(st.factor(counter))
+        let none: &[Measured] = &[];
+        let (factor, _) = self.raw_batch_known(model_id, kinds, facts, none, |k| *k, raws)?;
+        Ok(factor)
     }
 
     /// [`TokenEstimator::raw_batch_into`] where the leading values carry
