@@ -24,6 +24,7 @@ from builder_fixtures import (
 )
 from ctxengine.assembly.builder import ContextBuilder
 from ctxengine.assembly.regions import ORDER
+from ctxengine.assembly.render import digest_of
 from ctxengine.assembly.request import ModelRequest
 from ctxengine.core import backends
 from ctxengine.model import KnowledgePassage, SkillBody, StateEntry, WorkingState
@@ -391,3 +392,37 @@ def test_a_line_seen_first_fills_its_tables_as_a_growing_line_does(backend: str)
     assert len(a.renders) == len(items) and len(a.pointers) == sum(
         isinstance(item, ce.ToolResult) for item in items
     )
+
+
+def test_a_line_seen_first_starts_the_fit_line_with_its_renders(backend: str) -> None:
+    """Rendering a whole history into empty tables starts the fit's line with it at once
+    (the renders and pointers the tables just took, item for item: what ``line_of`` would
+    read back); with equal items among it the line waits for the build, as before. The
+    request built on it is the one a builder that never had that line makes."""
+    planner, plan = make_plan()
+    items = session(8)
+    seed = 28  # the last turn's user message
+    for tag, extra in (("seen twice", 1), ("seen first", 0)):
+        # (A first message of its own: tables of their own in the process's render cache.)
+        own = [ce.UserMessage(f"{tag} ({backend}): {items[0].content}", seq=items[0].seq), *items[1:]]
+        history = (*own[:seed], *_fresh(own[:extra]))
+        builder = make_builder(planner)
+        builder.prerender("s1", history, history)
+        tables = builder._tables("s1", history)
+        line = tables.line
+        if extra:
+            assert not line.items
+            continue
+        assert len(line.items) == len(history)
+        assert all(a is b for a, b in zip(line.items, history, strict=True))
+        for item, render, pointer in zip(line.items, line.renders, line.pointers, strict=True):
+            assert render is tables.renders[digest_of(item)]
+            assert pointer is (tables.pointers[digest_of(item)] if isinstance(item, ce.ToolResult) else None)
+        shown = [*history, *own[seed:]]
+        got = builder.assemble(run_at(shown, seed), checkpoint_for(shown), AGENT, ALICE, plan=plan)
+        assert tables.line.items[:seed] == list(history)  # the build went on from the line
+        fresh = _fresh(shown)
+        want = make_builder(planner).assemble(
+            run_at(fresh, seed), checkpoint_for(fresh), AGENT, ALICE, plan=plan
+        )
+        assert _bytes(got.request) == _bytes(want.request)

@@ -118,6 +118,24 @@ class SessionRenders:
                 pointers.append(pointed.get(digest) if isinstance(item, ToolResult) else None)
         return self.line
 
+    def start_line(
+        self,
+        history: Sequence[ConversationItem],
+        renders: Sequence[RenderedItem],
+        pointers: Sequence[RenderedItem],
+    ) -> None:
+        """Start an empty line as ``history`` with its ``renders`` (one per item, in order) and
+        the ``pointers`` of its tool results (in order): what ``line_of`` would read back from
+        the tables just filled with them, without a lookup per item."""
+        if self._line_items:
+            return
+        given = iter(pointers)
+        self._line_items.extend(history)
+        self._line_renders.extend(renders)
+        self._line_pointers.extend(
+            [next(given) if isinstance(item, ToolResult) else None for item in history]
+        )
+
     def forget_line(self) -> None:
         """Start the line again (its renders were re-entered in the tables)."""
         backends.forget_line(self._line_items)
@@ -324,10 +342,13 @@ class RenderCache:
         tables.renders.update(zip(todo, made, strict=True))
         added = render_bytes(made)
         unpointed = {digest: item for digest, item in todo.items() if isinstance(item, ToolResult)}
+        new_pointers: list[RenderedItem] = []
         if unpointed:
             new_pointers = render_pointers(list(unpointed.values()))
             tables.pointers.update(zip(unpointed, new_pointers, strict=True))
             added += render_bytes(new_pointers)
+        if len(todo) == len(history):  # one render per item, in order: the fit's line as it is
+            tables.start_line(history, made, new_pointers)
         self._grew(tables, len(tables.renders) + len(tables.pointers), added)
 
     def renders_of(self, tables: SessionRenders, items: Sequence[ConversationItem]) -> list[RenderedItem]:
