@@ -407,14 +407,19 @@ def test_a_line_seen_first_starts_the_fit_line_with_its_renders(backend: str) ->
         own = [ce.UserMessage(f"{tag} ({backend}): {items[0].content}", seq=items[0].seq), *items[1:]]
         history = (*own[:seed], *_fresh(own[:extra]))
         builder = make_builder(planner)
-        builder.prerender("s1", history, history)
+        renders = builder.prerender("s1", history, history)
         tables = builder._tables("s1", history)
         line = tables.line
+        assert all(r is tables.renders[digest_of(item)] for r, item in zip(renders, history, strict=True))
         if extra:
             assert not line.items
             continue
         assert len(line.items) == len(history)
         assert all(a is b for a, b in zip(line.items, history, strict=True))
+        # The seed's renders of its last items come off the line; of others, from the tables.
+        assert tables.line_tail(history[-3:]) == line.renders[-3:]
+        assert tables.line_tail(history[:3]) is None and tables.line_tail(()) is None
+        assert builder.prerender("s1", history, history[:3]) == line.renders[:3]
         for item, render, pointer in zip(line.items, line.renders, line.pointers, strict=True):
             assert render is tables.renders[digest_of(item)]
             assert pointer is (tables.pointers[digest_of(item)] if isinstance(item, ce.ToolResult) else None)

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any
+from itertools import islice, repeat
+from operator import is_, is_not
+from typing import Any, cast
 
 from ..core import backends
 from ..core.identity import ByIdentity
@@ -135,6 +137,18 @@ class SessionRenders:
         self._line_pointers.extend(
             [next(given) if isinstance(item, ToolResult) else None for item in history]
         )
+
+    def line_tail(self, items: Sequence[ConversationItem]) -> list[RenderedItem] | None:
+        """The line's renders of ``items`` when they are its last items (the very objects) and
+        it holds a render for each; else ``None``."""
+        line, m = self._line_items, len(items)
+        k = len(line) - m
+        if not m or k < 0 or line[k] is not items[0] or line[-1] is not items[-1]:
+            return None
+        found = self._line_renders[k:]
+        if all(map(is_, islice(line, k, None), items)) and all(map(is_not, found, repeat(None))):
+            return cast(list[RenderedItem], found)
+        return None
 
     def forget_line(self) -> None:
         """Start the line again (its renders were re-entered in the tables)."""
@@ -353,7 +367,11 @@ class RenderCache:
 
     def renders_of(self, tables: SessionRenders, items: Sequence[ConversationItem]) -> list[RenderedItem]:
         """The history renders of ``items`` from ``tables``, those it lacks rendered (in one
-        backend call) and entered first."""
+        backend call) and entered first. Items the line ends with are taken from it (the renders
+        the tables hold for them, or equal ones a shrink since made the tables drop)."""
+        tail = tables.line_tail(items)
+        if tail is not None:
+            return tail
         renders = tables.renders
         digests = [cj[1] if (cj := item._cj) is not None else digest_of(item) for item in items]
         todo = {digest: item for digest, item in zip(digests, items, strict=True) if digest not in renders}
