@@ -85,6 +85,18 @@ fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
     Ok(out)
 }
 
+/// A render's role as one shared string per role (a render holds it; its value is all that
+/// counts, and a window of renders then holds four strings, not one per item).
+fn role_str<'py>(py: Python<'py>, role: &str) -> Bound<'py, PyString> {
+    match role {
+        "user" => intern!(py, "user").clone(),
+        "assistant" => intern!(py, "assistant").clone(),
+        "system" => intern!(py, "system").clone(),
+        "tool" => intern!(py, "tool").clone(),
+        other => PyString::new(py, other),
+    }
+}
+
 /// A maker of `rendered_cls` (`RenderedItem`), checked to have the slots [`SLOTS`].
 fn rendered_maker<'py>(function: &str, rendered_cls: &Bound<'py, PyType>) -> PyResult<Maker<'py>> {
     let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
@@ -145,7 +157,7 @@ pub fn render_items<'py>(
                     let field = |name: &Bound<'py, PyString>| item.getattr(name);
                     let values = [
                         region_class.clone().into_any(),
-                        PyString::new(py, "assistant").into_any(),
+                        intern!(py, "assistant").clone().into_any(),
                         none.clone(),
                         if call {
                             field(intern!(py, "call_id"))?
@@ -239,7 +251,7 @@ pub fn render_items<'py>(
             };
             let values = [
                 region_class.clone().into_any(),
-                PyString::new(py, role).into_any(),
+                role_str(py, role).into_any(),
                 PyString::new(py, &fenced).into_any(),
                 call_id.unwrap_or_else(|| none.clone()),
                 none.clone(),
