@@ -157,7 +157,7 @@ pub fn render_items<'py>(
                     let field = |name: &Bound<'py, PyString>| item.getattr(name);
                     let values = [
                         region_class.clone().into_any(),
-                        intern!(py, "assistant").clone().into_any(),
+                        role_str(py, "assistant").into_any(),
                         none.clone(),
                         if call {
                             field(intern!(py, "call_id"))?
