@@ -21,7 +21,6 @@ import pytest
 
 from ctxengine.assembly.request import ModelRequest
 from ctxengine.providers import to_anthropic_messages, to_openai_chat
-from ctxengine.runtime.loop import ContextLoop
 from ctxengine.stores import open_store
 
 TURNS = (20, 200)
@@ -30,17 +29,6 @@ WIRE: dict[str, Callable[[ModelRequest], Any]] = {
     "openai_chat": lambda request: to_openai_chat(request, model="bench"),
     "anthropic": lambda request: to_anthropic_messages(request, model="bench"),
 }
-
-
-class _Capturing(ContextLoop):
-    """The loop, keeping each turn's first request."""
-
-    requests: dict[int, ModelRequest]
-
-    async def build_with_pressure(self, run: Any, checkpoint: Any, *args: Any, **kwargs: Any) -> Any:
-        built = await super().build_with_pressure(run, checkpoint, *args, **kwargs)
-        self.requests.setdefault(run.seed_sequence, built[0])
-        return built
 
 
 @pytest.fixture(scope="module")
@@ -54,15 +42,21 @@ def requests(tmp_path_factory: pytest.TempPathFactory) -> dict[int, ModelRequest
         store = await open_store(f"sqlite://{path}")
         try:
             worker = ScriptedWorker(store)
-            worker.loop.__class__ = _Capturing
-            loop: Any = worker.loop
-            loop.requests = {}
+            build = worker.loop.build_with_pressure
+            built: list[ModelRequest] = []  # this turn's requests, in order
+
+            async def keeping(*args: Any, **kwargs: Any) -> Any:
+                request, checkpoint = await build(*args, **kwargs)
+                built.append(request)
+                return request, checkpoint
+
+            worker.loop.build_with_pressure = keeping  # type: ignore[method-assign]
             out: dict[int, ModelRequest] = {}
             for turn in range(1, max(TURNS) + 1):
-                loop.requests.clear()
+                built.clear()
                 await worker.turn("wire", turn)
                 if turn in TURNS:
-                    out[turn] = next(iter(loop.requests.values()))
+                    out[turn] = built[0]
             return out
         finally:
             await store.close()
