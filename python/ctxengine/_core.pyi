@@ -33,11 +33,8 @@ __all__ = [
     "select_history",
     "shared_prefix",
     "validate_tool_pairs",
-    "_SqliteReader",
     "_forget_line",
     "_line_cache_stats",
-    "_sqlite_library_version",
-    "_sqlite_reader",
 ]
 
 __version__: str
@@ -101,38 +98,6 @@ def _forget_line(key: object) -> None:
 
 def _line_cache_stats() -> tuple[int, int, int]:
     """This thread's line cache of ``fit_body``: lines, entries held, entries served (for tests)."""
-
-def _sqlite_library_version(module_file: str) -> int | None:
-    """``sqlite3_libversion_number()`` of the SQLite the ``_sqlite3`` module at ``module_file``
-    runs on, or ``None`` when this module cannot reach it (ADR 0014)."""
-
-def _sqlite_reader(module_file: str, path: str, busy_timeout_ms: int, cache_kib: int) -> _SqliteReader | None:
-    """A read-only connection to ``path`` on that SQLite, or ``None`` (ADR 0014)."""
-
-@final
-class _SqliteReader:
-    """A read-only connection of ``ctxengine.stores.sqlite_window`` (ADR 0014)."""
-
-    def close(self) -> None:
-        """Close the connection (reads then answer ``None``)."""
-    def window(
-        self,
-        items_sql: str,
-        params: list[object],
-        counts_sql: str | None,
-        counts_params: list[object],
-        item_type: str,
-        max_version: int,
-        row_type: type[Any],
-        visibility: Callable[[str, str | None], Any],
-        classes: dict[Any, Any],
-        item_classes: Mapping[str, type[Any]],
-        parts: tuple[type[Any], type[Any]],
-        trust: Sequence[Any],
-        extra: Mapping[str, object] | None = None,
-    ) -> tuple[list[Any], list[Any], list[int], int | None] | None:
-        """The plain case of ``read_items`` and ``decode_items`` in one read transaction:
-        ``(rows, items, payload lengths, tail)``, or ``None`` (``stores.sqlite_window``)."""
 
 def shared_prefix(a: Iterable[object], b: Iterable[object]) -> int:
     """How many leading items ``a`` and ``b`` share: the first ``n`` with ``a[i] is b[i]``."""

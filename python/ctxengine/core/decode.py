@@ -42,27 +42,6 @@ def decode_stored_items(
     return items, index, reason
 
 
-def sqlite_reader(path: str, busy_timeout_ms: int, cache_kib: int) -> Any | None:
-    """A native reader of the SQLite file ``path`` (ADR 0014) on the library Python's
-    ``sqlite3`` runs on, or ``None``: no extension, or that library out of its reach."""
-    native = backends.native()
-    if native is None:
-        return None
-    import _sqlite3
-
-    return native._sqlite_reader(_sqlite3.__file__, path, busy_timeout_ms, cache_kib)
-
-
-def read_native_window(reader: Any, *args: Any, extra: Mapping[str, object] | None = None) -> Any:
-    """``reader.window(*args, ...)`` with this package's item classes (as
-    ``decode_stored_items``), or ``None`` unless the Rust backend is active: items decode
-    on the active backend."""
-    if backends.backend() != "rust":
-        return None
-    with paused_gc():
-        return reader.window(*args, ITEM_TYPES, _PARTS, _TRUST, dict(extra) if extra else None)
-
-
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """The cyclic collector paused while a batch builds many small, acyclic objects.
@@ -82,4 +61,4 @@ def paused_gc() -> Iterator[None]:
         gc.enable()
 
 
-__all__ = ["decode_stored_items", "paused_gc", "read_native_window", "sqlite_reader"]
+__all__ = ["decode_stored_items", "paused_gc"]

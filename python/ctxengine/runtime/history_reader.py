@@ -35,8 +35,7 @@ _visibility = attrgetter("visibility")
 _payload = itemgetter(1)  # ItemRow.payload
 
 #: The estimated memory of a cached row beside three times its payload text (the text, the
-#: decoded item's content and its canonical bytes): the row, the item and their headers. A row
-#: read decoded (``read_decoded``, ADR 0014) keeps no payload text: twice its length.
+#: decoded item's content and its canonical bytes): the row, the item and their headers.
 ROW_OBJECTS = 400
 #: ``HistoryReader``'s default ``max_bytes``.
 DEFAULT_MAX_BYTES = 512 << 20
@@ -47,11 +46,9 @@ def row_bytes(rows: Sequence[ItemRow]) -> int:
     return sum(row_sizes(rows))
 
 
-def row_sizes(rows: Sequence[ItemRow], lengths: Sequence[int] | None = None) -> list[int]:
-    """Each row's ``row_bytes``, or, for rows read decoded, from their payloads' ``lengths``."""
-    if lengths is None:
-        return [ROW_OBJECTS + 3 * n for n in map(len, map(_payload, rows))]
-    return [ROW_OBJECTS + 2 * n for n in lengths]
+def row_sizes(rows: Sequence[ItemRow]) -> list[int]:
+    """Each row's share of ``row_bytes``."""
+    return [ROW_OBJECTS + 3 * n for n in map(len, map(_payload, rows))]
 
 
 @dataclass(slots=True)
@@ -75,12 +72,9 @@ class Window:
     sizes: list[int] = field(default_factory=list)
     nbytes: int = 0
 
-    def add(
-        self, rows: Sequence[ItemRow], items: Sequence[ConversationItem], lengths: Sequence[int] | None = None
-    ) -> int:
-        """Append ``rows`` and their ``items`` (``lengths``: see ``row_sizes``); returns their
-        estimated memory."""
-        sizes = row_sizes(rows, lengths)
+    def add(self, rows: Sequence[ItemRow], items: Sequence[ConversationItem]) -> int:
+        """Append ``rows`` and their ``items``; returns their estimated memory."""
+        sizes = row_sizes(rows)
         added = sum(sizes)
         self.sizes.extend(sizes)
         self.nbytes += added
@@ -178,11 +172,11 @@ class HistoryReader:
             start = window.hi
             if through <= start:
                 break
-            rows, items, lengths = await read_item_window(self.store, session_id, start, through + 1, counter)
+            rows, items = await read_item_window(self.store, session_id, start, through + 1, counter)
             self.reads += 1  # answered (a read refused inside a predicted commit is not counted)
             if self._windows.get(session_id) is not window or window.hi != start:
                 continue  # another task moved the window while this one read: look again
-            self._bytes += window.add(rows, items, lengths)
+            self._bytes += window.add(rows, items)
             self._size += len(rows)
             window.hi = through
             break

@@ -141,12 +141,6 @@ async def session_history(
 ) -> list[ConversationItem]:
     """The conversation items with ``seq < before_sequence``, in log order; with a
     ``principal``, only the items it may see (``Visibility.allows``)."""
-    found = await _read_decoded(store, session_id, 0, before_sequence, None)
-    if found is not None:
-        rows, items, _ = found
-        if principal is None:
-            return items
-        return [item for row, item in zip(rows, items, strict=True) if row.visibility.allows(principal)]
     rows = await store.events.read_items(session_id, 0, before=before_sequence)
     if principal is not None:
         rows = [row for row in rows if row.visibility.allows(principal)]
@@ -155,30 +149,10 @@ async def session_history(
 
 async def read_item_window(
     store: Store, session_id: str, after: int, before: int, counter: str | None
-) -> tuple[list[ItemRow], list[ConversationItem], list[int] | None]:
-    """The item rows with ``after < sequence < before`` and their items: in one native pass
-    where the event log offers ``read_decoded`` (ADR 0014; the rows keep no payload text,
-    and the payloads' lengths come with them), else ``read_items`` and ``decode_rows``
-    (lengths ``None``: the rows hold their payloads)."""
-    found = await _read_decoded(store, session_id, after, before, counter)
-    if found is not None:
-        return found
+) -> tuple[list[ItemRow], list[ConversationItem]]:
+    """The item rows with ``after < sequence < before`` and their items, decoded in one batch."""
     rows = await store.events.read_items(session_id, after, before=before, counter=counter)
-    return rows, decode_rows(session_id, rows), None
-
-
-async def _read_decoded(
-    store: Store, session_id: str, after: int, before: int, counter: str | None
-) -> tuple[list[ItemRow], list[ConversationItem], list[int]] | None:
-    """The event log's ``read_decoded`` of the range, the items carrying their log
-    provenance as ``decode_rows`` gives it; ``None`` where the log has none or declines."""
-    read_decoded = getattr(store.events, "read_decoded", None)
-    if read_decoded is None:
-        return None
-    found: tuple[list[ItemRow], list[ConversationItem], list[int]] | None = await read_decoded(
-        session_id, after, before=before, counter=counter, extra={"_log": session_id}
-    )
-    return found
+    return rows, decode_rows(session_id, rows)
 
 
 def decode_rows(session_id: str, rows: Sequence[ItemRow]) -> list[ConversationItem]:

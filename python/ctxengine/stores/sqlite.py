@@ -11,9 +11,7 @@ Concurrency rules, and why:
 * ``UNIQUE(session_id, sequence)`` and ``UNIQUE(session_id, derivation_key)``
   back the invariants even if some other writer skips this code.
 * sqlite3 blocks, so each store owns one connection driven by one worker
-  thread; the event loop never waits on the file lock. A seed's window reads
-  go through a second, read-only connection that the Rust extension opens on
-  the same thread and the same SQLite library (``sqlite_window``, ADR 0014).
+  thread; the event loop never waits on the file lock.
 """
 
 from __future__ import annotations
@@ -30,8 +28,8 @@ from typing import Any, TypeVar
 
 from ..errors import ModelValidationError, StoreError, StorePredictionMissed
 from ..model.clock import Clock, SystemClock
-from . import _rows, migrations, sqlite_items, sqlite_predicted, sqlite_window
-from ._sql import SqlCheckpointStore, SqlOps
+from . import _rows, migrations, sqlite_items, sqlite_predicted
+from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
 from .driver_errors import sqlite_error
 from .events import (
     NewEvent,
@@ -176,7 +174,6 @@ class SQLiteStore:
         self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-sqlite")
         self._conn: sqlite3.Connection | None = None
-        self._native = sqlite_window.NativeReads(self.path, busy_timeout, cache_kib)
         self._closed = False
         # One connection serves every task of this store; the lock keeps a
         # task outside a transaction from reading or writing through the
@@ -235,7 +232,6 @@ class SQLiteStore:
                 return
             self._closed = True
             conn, self._conn = self._conn, None
-            await self._run(self._native.close)
             if conn is not None:
                 await self._run(conn.close)
         self._executor.shutdown(wait=False)
@@ -260,18 +256,6 @@ class SQLiteStore:
             conn = await self._connection()
             self._check_migrated()
             return await self._run(_alone, fn, conn, *args)
-
-    async def _read_window(
-        self, session_id: str, after: int, before: int | None, counter: str | None, extra: Any
-    ) -> Any:
-        """``sqlite_window.NativeReads.read`` outside any transaction of this store (inside
-        one, reads go through its connection); ``None``: read through ``read_items``."""
-        if _TXN.get(self) is not None or _PREDICTED.get(self) is not None:
-            return None
-        async with self._lock:
-            await self._connection()
-            self._check_migrated()
-            return await self._run(self._native.read, session_id, after, before, counter, extra)
 
     def _check_migrated(self) -> None:
         if self._pending:
@@ -385,7 +369,7 @@ _PREDICTABLE: dict[Callable[..., Any], Callable[..., Any]] = {
 }
 
 
-class SQLiteEventLog(sqlite_window.WindowReads):
+class SQLiteEventLog(SqlEventLog):
     _ops = _OPS
 
 

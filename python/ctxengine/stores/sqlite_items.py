@@ -66,8 +66,7 @@ def append_all(
 
 def items_query(session_id: str, after: int, before: int | None) -> tuple[str, list[Any]]:
     """The statement and parameters of ``read_items``' item rows (``_batch_rows.ITEM_COLUMNS``,
-    then the session's last sequence, ``_batch_rows.TAIL``), shared with the native reader
-    (``sqlite_window``)."""
+    then the session's last sequence, ``_batch_rows.TAIL``)."""
     known = _rows.KNOWN_TYPES
     sql = (
         f"SELECT {_READ_COLS}, (SELECT MAX(t.sequence) FROM ctxengine_events t WHERE t.session_id = ?) "

@@ -19,7 +19,6 @@ mod interop;
 mod items;
 mod render;
 mod slots;
-mod sqlite;
 mod tokenize;
 
 use pyo3::prelude::*;
@@ -39,9 +38,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(assembly::forget_line, m)?)?;
     m.add_function(wrap_pyfunction!(assembly::fit_body, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_items, m)?)?;
-    m.add_function(wrap_pyfunction!(sqlite::sqlite_reader, m)?)?;
-    m.add_function(wrap_pyfunction!(sqlite::sqlite_library_version, m)?)?;
-    m.add_class::<sqlite::SqliteReader>()?;
     m.add_function(wrap_pyfunction!(render::render_items, m)?)?;
     m.add_function(wrap_pyfunction!(render::render_pointers, m)?)?;
     m.add_class::<estimator::TokenEstimator>()?;
