@@ -36,8 +36,8 @@ ENGINE = (
 )
 # Leaf renderers: built on assembly's ModelRequest; no engine layer imports them.
 PROVIDERS_MAY_IMPORT = frozenset({"errors", "model", "core", "assembly", "providers"})
-# The public face (ctxengine/__init__.py) and the alias finder sit above the engine, below cli.
-FACE = frozenset({"face", "aliases"})
+# The public face (ctxengine/__init__.py) sits above the engine, below cli.
+FACE = frozenset({"face"})
 
 # (importer, imported): the edges that point up, and why.
 ALLOWED = {
@@ -64,8 +64,6 @@ def layer_of(module: str) -> str:
     if len(parts) == 1:
         return "face"
     head = parts[1]
-    if head == "_aliases":
-        return "aliases"
     if head == "__main__":
         return "main"
     if head == "_core":
@@ -155,7 +153,7 @@ def test_the_checker_catches_an_upward_and_a_cli_import(tmp_path: Path) -> None:
 
 def test_the_top_folder_holds_only_the_face() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "_aliases.py", "errors.py"], "put new modules in a layer"
+    assert top == ["__init__.py", "__main__.py", "errors.py"], "put new modules in a layer"
 
 
 def test_no_source_file_is_over_500_lines() -> None:

@@ -13,9 +13,7 @@ The layers behind it (``model``, ``core``, ``stores``, ``plan``,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from . import _aliases, phases, providers
+from . import phases, providers
 from .assembly.builder import Assembly, ContextBuilder, Pressure
 from .assembly.request import ModelRequest
 from .assembly.request import RenderedItem as RenderedItem
@@ -51,7 +49,6 @@ from .errors import (
     StaleConfirmation,
     StoreCorruption,
     StoreError,
-    StorePredictionMissed,
     StoreUnavailable,
     UndeclaredRegionClass,
     UnsupportedFormat,
@@ -101,18 +98,6 @@ from .stores import MemoryStore, PostgresStore, SQLiteStore, open_store
 from .stores.events import CheckpointStore, Event, EventLog, Lease, NewEvent, Store, Visibility
 
 __version__ = "0.1.0"
-
-# Old module paths (``ctxengine.builder``...) keep importing, with a warning.
-_aliases.install()
-
-if not TYPE_CHECKING:  # hidden from type checkers, so ``ce.<typo>`` stays an error there
-
-    def __getattr__(name: str) -> object:
-        """``ctxengine.<moved module>`` as an attribute, as before the layout (deprecated)."""
-        if f"{__name__}.{name}" in _aliases.MOVED:
-            return _aliases.moved_module(name)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 # The SPEC's public names (sections 1-10). Names public before the layout but not
 # in the SPEC (imported above as ``X as X``: Estimator, RenderedItem, ToolDecision,
@@ -220,7 +205,6 @@ __all__ = [
     "StaleConfirmation",
     "StoreCorruption",
     "StoreError",
-    "StorePredictionMissed",
     "StoreUnavailable",
     "UndeclaredRegionClass",
     "UnsupportedFormat",

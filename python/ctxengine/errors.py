@@ -130,7 +130,7 @@ class StorePredictionMissed(StoreError):
     already, the run was claimed or its lease or version changed, or the block needed an
     answer from the server (ADR 0013). Nothing of it was written. The engine catches it
     and runs the same writes in an ordinary transaction; it reaches a caller only from
-    ``store.predicted(...)`` used directly."""
+    ``store._predicted(...)`` used directly."""
 
     retryable = True
 

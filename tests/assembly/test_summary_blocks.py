@@ -9,8 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from ctxengine.assembly.blocks import summary_blocks
-from ctxengine.assembly.render import render_summary
+from ctxengine.assembly.blocks import render_summary, summary_blocks
 from ctxengine.assembly.render_cache import RenderCache
 from ctxengine.model import ElidedSpan, TrustLevel
 

@@ -123,29 +123,29 @@ async def test_a_prediction_that_does_not_hold_writes_nothing(pg: PostgresStore 
     lease = await pg.checkpoints.claim("r", "w")
     # The session's next sequence is 2, not 5.
     with pytest.raises(StorePredictionMissed, match="moved on"):
-        async with pg.predicted(SID, 5, "r", 1):
+        async with pg._predicted(SID, 5, "r", 1):
             await pg.events.append_all([_event("a"), _event("b")])
     # A key stored already (a retried step).
     with pytest.raises(StorePredictionMissed, match="stored already"):
-        async with pg.predicted(SID, 2, "r", 1):
+        async with pg._predicted(SID, 2, "r", 1):
             await pg.events.append_all([_event("first")])
     # A lease that is not the run's.
     with pytest.raises(StorePredictionMissed, match="lease and version"):
-        async with pg.predicted(SID, 2, "r", 1):
+        async with pg._predicted(SID, 2, "r", 1):
             await pg.events.append_all([_event("c")])
             await pg.checkpoints.write("r", {"x": 1}, trigger="seeded", lease=ce.Lease("w", 9, "r"))
     # A version that is not the next.
     with pytest.raises(StorePredictionMissed, match="lease and version"):
-        async with pg.predicted(SID, 2, "r", 3):
+        async with pg._predicted(SID, 2, "r", 3):
             await pg.checkpoints.write("r", {"x": 1}, trigger="seeded", lease=lease)
     # A claim of a run claimed before.
     with pytest.raises(StorePredictionMissed, match="claimed before"):
-        async with pg.predicted(SID, 2, "r", 1):
+        async with pg._predicted(SID, 2, "r", 1):
             await pg.checkpoints.claim("r", "other")
     assert [e.derivation_key for e in await pg.events.read(SID)] == ["first"]
     assert await pg.checkpoints.latest_raw("r") == []
     # And when every prediction holds, all of it is written, as predicted.
-    async with pg.predicted(SID, 2, "r", 1):
+    async with pg._predicted(SID, 2, "r", 1):
         stored, written = await pg.events.append_all([_event("c"), _event("d")])
         version = await pg.checkpoints.write("r", {"x": 1}, trigger="seeded", lease=lease)
         await pg.events.put_counts(SID, "test/counter", [(2, 7)])
@@ -162,20 +162,20 @@ async def test_what_needs_an_answer_from_the_store_misses_before_anything_is_sen
     pg: PostgresStore | SQLiteStore,
 ) -> None:
     with pytest.raises(StorePredictionMissed, match="needs an answer from the"):
-        async with pg.predicted(SID, 1, "r", 1):
+        async with pg._predicted(SID, 1, "r", 1):
             await pg.events.append_all([_event("a")])
             await pg.events.read(SID)
     with pytest.raises(StorePredictionMissed, match="inside a transaction"):
-        async with pg.transaction(), pg.predicted(SID, 1, "r", 1):
+        async with pg.transaction(), pg._predicted(SID, 1, "r", 1):
             pass
     with pytest.raises(StorePredictionMissed, match="transaction inside"):
-        async with pg.predicted(SID, 1, "r", 1), pg.transaction():
+        async with pg._predicted(SID, 1, "r", 1), pg.transaction():
             pass
     with pytest.raises(StorePredictionMissed, match="another session"):
-        async with pg.predicted(SID, 1, "r", 1):
+        async with pg._predicted(SID, 1, "r", 1):
             await pg.events.append_all([NewEvent("elsewhere", "conversation.item.appended", {}, "k")])
     with pytest.raises(StorePredictionMissed, match="repeats"):
-        async with pg.predicted(SID, 1, "r", 1):
+        async with pg._predicted(SID, 1, "r", 1):
             await pg.events.append_all([_event("a"), _event("a")])
     assert await pg.events.read(SID) == []
     assert await pg.events.read("elsewhere") == []
@@ -252,12 +252,12 @@ async def test_a_call_that_fails_once_sent_raises_and_is_not_run_again(
 async def test_sent_is_called_once_the_write_set_is_on_its_way(pg: PostgresStore | SQLiteStore) -> None:
     calls: list[int] = []
     lease = await pg.checkpoints.claim("r", "w")
-    async with pg.predicted(SID, 1, "r", 1, sent=lambda: calls.append(len(calls))):
+    async with pg._predicted(SID, 1, "r", 1, sent=lambda: calls.append(len(calls))):
         await pg.events.append_all([_event("a")])
         await pg.checkpoints.write("r", {"x": 1}, trigger="seeded", lease=lease)
         assert calls == []  # only queued so far
     assert calls == [0]
     assert [e.derivation_key for e in await pg.events.read(SID)] == ["a"]
-    async with pg.predicted(SID, 2, "r", 2, sent=lambda: calls.append(len(calls))):
+    async with pg._predicted(SID, 2, "r", 2, sent=lambda: calls.append(len(calls))):
         pass  # nothing to write: nothing sent
     assert calls == [0]

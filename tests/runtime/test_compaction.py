@@ -178,7 +178,7 @@ def test_compaction_invariants(case: Any) -> None:
         assert canary not in written
     # The retained history fits half the budget (measured as the builder renders it).
     limit = min(plan.budget.history_tokens, hint)
-    from ctxengine.assembly.render import render_item
+    from ctxengine.assembly.render_cache import render_item
 
     retained_tokens = compactor.estimator.estimate(
         [render_item(it, "history") for it in retained if not isinstance(it, ce.ReasoningItem)], plan.model_id

@@ -122,32 +122,4 @@ def render_pointers(items: Sequence[ToolResult]) -> list[RenderedItem]:
     return [hit if hit is not None else render_pointer(item) for item, hit in zip(items, made, strict=True)]
 
 
-# The block renderers and the cached renders lived here before ``blocks``
-# and ``render_cache`` (their old import path).
-_RENDER_CACHE_NAMES = frozenset({"RENDERS", "RenderCache", "render_item", "tool_result_pointer"})
-_BLOCK_NAMES = frozenset(
-    {
-        "render_knowledge",
-        "render_lines",
-        "render_metadata",
-        "render_prefix",
-        "render_skill",
-        "render_summary",
-        "render_working_state",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _BLOCK_NAMES:
-        from . import blocks
-
-        return getattr(blocks, name)
-    if name in _RENDER_CACHE_NAMES:
-        from . import render_cache
-
-        return getattr(render_cache, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = ["POINTER", "digest_of", "render_conversation", "render_items", "render_pointer", "render_pointers"]

@@ -4,7 +4,7 @@
 A worker that wrote a session's last event knows what the store would answer
 to its next writes: the next sequence is one past the last one it holds, a
 run it wrote the last checkpoint of is at the version after it, a new run's
-lease is its first. A store with ``predicted(...)`` (PostgreSQL) then takes
+lease is its first. A store with ``_predicted(...)`` (PostgreSQL) then takes
 the block's writes in one call that checks those predictions and writes all
 or nothing. When the worker cannot predict (a session it has not read, a run
 whose rows it does not know) or the store refuses (another writer moved the
@@ -42,7 +42,7 @@ class Commits:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        found = getattr(store, "predicted", None)
+        found = getattr(store, "_predicted", None)
         self._predicted = cast(Predicting, found) if callable(found) else None
         known = getattr(store.events, "last_known", None)
         self._last_known = cast(Callable[[str], "int | None"], known) if callable(known) else None

@@ -314,7 +314,7 @@ class PostgresStore:
             return await fn(pooled, *args)
 
     @asynccontextmanager
-    async def predicted(
+    async def _predicted(
         self,
         session_id: str,
         next_sequence: int,

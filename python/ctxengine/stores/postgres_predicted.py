@@ -7,7 +7,7 @@ statement the server parses, binds and runs and the client sends, waits for
 and reads: with four workers on two cores that overhead was a third of a
 step's CPU. The worker that wrote the session's last event already knows
 what the store would answer (the next sequence, the run's next version, a
-fresh lease). Inside ``PostgresStore.predicted(...)`` the store's write
+fresh lease). Inside ``PostgresStore._predicted(...)`` the store's write
 operations answer with those predictions and only queue the writes; the
 block's exit sends them in one call of ``ctxengine_commit_predicted``
 (migration revision 4), which takes the session lock, checks every

@@ -1,4 +1,4 @@
-"""A write set predicted and queued inside ``store.predicted(...)`` (issue 13, ADR 0013).
+"""A write set predicted and queued inside ``store._predicted(...)`` (issue 13, ADR 0013).
 
 Inside a predicted block the store's write operations answer as the store
 would (the next sequence, the run's next checkpoint version, a first lease)

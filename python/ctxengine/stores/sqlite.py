@@ -265,7 +265,7 @@ class SQLiteStore:
             )
 
     @asynccontextmanager
-    async def predicted(
+    async def _predicted(
         self,
         session_id: str,
         next_sequence: int,

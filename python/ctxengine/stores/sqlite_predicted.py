@@ -3,7 +3,7 @@
 SQLite has no round trips to save, but every statement of a transaction is a
 hop from the event loop to the store's worker thread and back (BEGIN, the
 claim, the append, the checkpoint, COMMIT: five hops, a tenth of a
-millisecond or more each). Inside ``SQLiteStore.predicted(...)`` the write
+millisecond or more each). Inside ``SQLiteStore._predicted(...)`` the write
 operations answer with the prediction and queue the write (``Prediction``);
 the block's exit runs ``commit`` on the worker thread: one ``BEGIN
 IMMEDIATE``, the ordinary operations in the order PostgreSQL's function
