@@ -17,7 +17,7 @@ Migrations are applied under the store's write lock (SQLite ``BEGIN
 IMMEDIATE``, a PostgreSQL advisory lock) in one transaction with the
 revision bump: two workers starting at once apply each step exactly once.
 A migration is appended here and never edited; each ships with a golden
-fixture test (``tests/integration/test_migrations.py``).
+fixture test (``tests/stores/test_migrations.py``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ import asyncio
 import contextvars
 
 import pytest
-from contract_events import COMPACTED, new
 
+from contract_events import COMPACTED, new
 from ctxengine.errors import LeaseLost, ModelValidationError, StoreError
 from ctxengine.stores.events import Event, Lease, Store
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storekit import _free_port
 
 from ctxengine.errors import CanonicalizationError, ModelValidationError, StoreError, StoreUnavailable
 from ctxengine.stores import open_store
 from ctxengine.stores.events import NewEvent, Store
+from storekit import _free_port
 
 TYPE = "context.working_state.updated"
 HUGE = "s" * 1_000_000

@@ -31,12 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from storekit import PostgresServer, StoreCase, postgres_bin
 
 import ctxengine
 from ctxengine.errors import StoreUnavailable
 from ctxengine.stores import open_store
 from ctxengine.stores.events import NewEvent
+from storekit import PostgresServer, StoreCase, postgres_bin
 
 TYPE = "context.working_state.updated"
 KILLS = 25

@@ -12,12 +12,12 @@ import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sessionkit import SMALL
-from storekit import StoreCase
 
 from ctxengine.cli.turns import ScriptedWorker
 from ctxengine.model.clock import FixedClock
 from ctxengine.runtime import checkpoint_refs as refs
+from sessionkit import SMALL
+from storekit import StoreCase
 
 SID = "memo"
 CLOCK = datetime(2026, 11, 30, 9, tzinfo=UTC)

@@ -10,12 +10,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from storekit import StoreCase
 
 from ctxengine.model.clock import FixedClock
 from ctxengine.stores import _rows as store_rows
 from ctxengine.stores import postgres_items
 from ctxengine.stores.events import FORMAT_VERSION, NewEvent, Store
+from storekit import StoreCase
 
 SID = "reads"
 CLOCK = datetime(2026, 11, 30, 9, tzinfo=UTC)

@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from storekit import StoreCase
 
 import ctxengine as ce
 from ctxengine.cli.inspection import inspect_session
@@ -24,6 +23,7 @@ from ctxengine.core.canonical import canonical_json
 from ctxengine.errors import CheckpointCorruption, StoreCorruption
 from ctxengine.runtime.checkpoints import latest_checkpoint, write_checkpoint
 from ctxengine.stores.events import Store
+from storekit import StoreCase
 
 SID = "corrupt-session"
 MODEL = ce.ResolvedModel("acme", "m-64k", 64_000, 4_096, 4_096)

@@ -8,15 +8,15 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
-from contract_events import PLAN, ROTATED
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
-from storekit import STORE_KINDS, StoreCase
 
+from contract_events import PLAN, ROTATED
 from ctxengine.core.canonical import canonical_json
 from ctxengine.errors import IdempotencyConflict
 from ctxengine.stores.events import EVENT_TYPES, NewEvent, Store
+from storekit import STORE_KINDS, StoreCase
 
 # --------------------------------------------------------------------------
 # stateful: the log replays to a plain model after every step

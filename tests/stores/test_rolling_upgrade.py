@@ -20,13 +20,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from storekit import postgres_bin
 
 import ctxengine as ce
 from ctxengine.errors import FormatDisabled, ModelValidationError, UnsupportedFormat
 from ctxengine.stores._rows import EVENT_COLUMNS
 from ctxengine.stores.events import FORMAT_VERSION, NewEvent
 from ctxengine.stores.formats import WritePolicy
+from storekit import postgres_bin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "golden"))
 import goldenkit

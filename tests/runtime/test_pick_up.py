@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from sessionkit import SMALL
 
 import ctxengine as ce
 from ctxengine.cli.turns import PRINCIPAL, ScriptedWorker
@@ -16,6 +15,7 @@ from ctxengine.runtime.checkpoints import latest_checkpoint
 from ctxengine.stores.events import Store
 from ctxengine.stores.postgres import PostgresStore
 from ctxengine.stores.sqlite import SQLiteStore
+from sessionkit import SMALL
 
 SID = "pick-up"
 

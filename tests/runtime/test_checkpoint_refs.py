@@ -16,7 +16,6 @@ import sqlite3
 from dataclasses import replace
 
 import pytest
-from storekit import StoreCase
 
 import ctxengine as ce
 from ctxengine.errors import CheckpointCorruption
@@ -24,6 +23,7 @@ from ctxengine.runtime.checkpoints import write_checkpoint
 from ctxengine.stores import formats
 from ctxengine.stores.events import Store
 from ctxengine.stores.formats import WritePolicy
+from storekit import StoreCase
 
 SID = "ref-session"
 RUN = "ref-run"
@@ -218,10 +218,9 @@ async def test_a_reader_of_format_2_refuses_a_span_chain(
 
 
 async def test_a_seeded_summary_is_stored_as_its_carrys_sequence(store: Store) -> None:
-    from sessionkit import session_with_carries
-
     from ctxengine.cli.turns import PRINCIPAL
     from ctxengine.runtime.carry import CARRY_RECORDED, stored_carry
+    from sessionkit import session_with_carries
 
     worker = await session_with_carries(store, SID)
     carry = stored_carry((await store.events.read(SID, types=[CARRY_RECORDED]))[-1])

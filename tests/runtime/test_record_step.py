@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from storekit import StoreCase
 
 import ctxengine as ce
 from ctxengine.cli.turns import AGENT, MODEL, POLICY_VERSION, PRINCIPAL, TOOLS, ScriptedWorker
@@ -17,6 +16,7 @@ from ctxengine.errors import LeaseLost, ModelValidationError
 from ctxengine.runtime.loop import StateUpdate
 from ctxengine.runtime.seeding import HISTORY
 from ctxengine.stores.events import Store
+from storekit import StoreCase
 
 SID = "step-session"
 

@@ -12,8 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sessionkit import SMALL
-from storekit import StoreCase
 
 import ctxengine as ce
 from ctxengine.cli.turns import PRINCIPAL, ScriptedWorker
@@ -24,6 +22,8 @@ from ctxengine.stores import postgres_predicted
 from ctxengine.stores.events import NewEvent, Store
 from ctxengine.stores.postgres import PostgresStore
 from ctxengine.stores.sqlite import SQLiteStore
+from sessionkit import SMALL
+from storekit import StoreCase
 
 SID = "predicted"
 CLOCK = datetime(2026, 11, 30, 9, tzinfo=UTC)

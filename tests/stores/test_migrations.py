@@ -20,11 +20,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from storekit import postgres_bin
 
 import ctxengine as ce
 from ctxengine.errors import StoreError
 from ctxengine.stores import migrate_store, migrations
+from storekit import postgres_bin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "golden"))
 import goldenkit

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from storekit import StoreCase
 
 import ctxengine
+from storekit import StoreCase
 
 WORKERS = 8
 OWN_EVENTS = 25  # distinct keys per worker

@@ -11,8 +11,6 @@ working-state updates and readers who see different events.
 from __future__ import annotations
 
 import pytest
-from sessionkit import SMALL
-from storekit import StoreCase
 
 import ctxengine as ce
 from ctxengine.cli.turns import PRINCIPAL, ScriptedWorker
@@ -25,6 +23,8 @@ from ctxengine.runtime.seed_digest import SeedDigest
 from ctxengine.runtime.seed_events import SeedEvents
 from ctxengine.runtime.working_state import WORKING_STATE_UPDATED
 from ctxengine.stores.events import Store
+from sessionkit import SMALL
+from storekit import StoreCase
 
 SID = "increments"
 GUS = ce.Principal("gus", "globex", frozenset())

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from contract_events import COMPACTED, PLAN, ROTATED, WS, new
 
+from contract_events import COMPACTED, PLAN, ROTATED, WS, new
 from ctxengine.errors import IdempotencyConflict, ModelValidationError
 from ctxengine.model import Principal, ToolCall, ToolResult, UserMessage
 from ctxengine.model.clock import FixedClock

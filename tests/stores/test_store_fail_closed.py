@@ -6,13 +6,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from contract_events import PLAN, new
-from storekit import StoreCase
 
+from contract_events import PLAN, new
 from ctxengine.errors import StoreCorruption, StoreError, UnsupportedFormat
 from ctxengine.model import Principal
 from ctxengine.stores import open_store
 from ctxengine.stores.events import Store
+from storekit import StoreCase
 
 # --------------------------------------------------------------------------
 # fail closed on corrupt rows

@@ -19,8 +19,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sessionkit import SMALL, session_with_carries
-from storekit import StoreCase
 
 import ctxengine as ce
 from ctxengine.cli.turns import AGENT, POLICY_VERSION, TOOLS, ScriptedWorker
@@ -29,6 +27,8 @@ from ctxengine.runtime.carry import CARRY_RECORDED, carry_visibility, stored_car
 from ctxengine.runtime.seeding import whole_pairs
 from ctxengine.stores.events import Store, Visibility
 from ctxengine.stores.formats import WritePolicy
+from sessionkit import SMALL, session_with_carries
+from storekit import StoreCase
 
 SID = "carry-session"
 DANA = ce.Principal("dana", "acme", frozenset())
@@ -131,7 +131,7 @@ def _seed_in_process(
     url: str, session: str, run_id: str, seed: int, backend: str, mode: str
 ) -> dict[str, object]:
     env = dict(os.environ)
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent  # tests/: sessionkit
     package = str(Path(next(iter(ce.__path__))).parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package, str(here), env.get("PYTHONPATH")) if p)
     out = subprocess.run(

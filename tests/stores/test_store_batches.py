@@ -10,12 +10,12 @@ version it was told to keep.
 from __future__ import annotations
 
 import pytest
-from storekit import StoreCase
 
 import ctxengine as ce
 from ctxengine.errors import IdempotencyConflict, ModelValidationError, StoreCorruption, UnsupportedFormat
 from ctxengine.runtime.session import ITEM_APPENDED, item_payload
 from ctxengine.stores.events import NewEvent, Store, Visibility
+from storekit import StoreCase
 
 SID = "batch-session"
 
