@@ -232,25 +232,30 @@ class PhaseFold(StateQueries):
         batch = [e for e in events if e.type in PHASE_EVENT_TYPES]
         for n, event in enumerate(batch, start=1):
             try:
-                stored = canonical_json(event.payload)
-                expected = decide(self.view, command_of(event.type, event.payload))
-                if expected[0] != event.type or canonical_json(expected[1]) != stored:
-                    raise StoreCorruption(
-                        self.instance_id,
-                        event.sequence,
-                        f"{event.type} payload differs from what its command yields",
-                    )
-                self.apply(event, hashlib.sha256(stored).hexdigest(), keep_previous=n == len(batch))
-            except StoreCorruption:
+                self._check_and_apply(event, keep_previous=n == len(batch))
+            except BaseException:
                 self.last_sequence = -1
                 raise
-            except (ContextError, KeyError, TypeError) as exc:
-                self.last_sequence = -1
+
+    def _check_and_apply(self, event: Event, *, keep_previous: bool) -> None:
+        try:
+            stored = canonical_json(event.payload)
+            expected = decide(self.view, command_of(event.type, event.payload))
+            if expected[0] != event.type or canonical_json(expected[1]) != stored:
                 raise StoreCorruption(
                     self.instance_id,
                     event.sequence,
-                    f"{event.type} cannot be replayed: {type(exc).__name__}: {exc}",
-                ) from exc
+                    f"{event.type} payload differs from what its command yields",
+                )
+            self.apply(event, hashlib.sha256(stored).hexdigest(), keep_previous=keep_previous)
+        except StoreCorruption:
+            raise
+        except (ContextError, KeyError, TypeError) as exc:
+            raise StoreCorruption(
+                self.instance_id,
+                event.sequence,
+                f"{event.type} cannot be replayed: {type(exc).__name__}: {exc}",
+            ) from exc
 
     def apply(self, event: Event, payload_sha256: str | None = None, *, keep_previous: bool = True) -> None:
         """Fold one stored event that is known to be valid (the caller decided it from this
