@@ -96,6 +96,21 @@ class ConversionError(ContextError, ValueError):
         self.reason = reason
 
 
+class FieldTooLarge(ContextError, ValueError):
+    """A text longer than the limit set for it: ``field`` of ``type_name`` (the call or value
+    type) is ``size`` UTF-8 bytes where ``limit`` is the most allowed. Nothing was written."""
+
+    def __init__(self, type_name: str, field: str, size: int, limit: int, detail: str = "") -> None:
+        message = f"{type_name}.{field}: {size} bytes exceeds the limit of {limit} bytes"
+        if detail:
+            message = f"{message} ({detail})"
+        super().__init__(message)
+        self.type_name = type_name
+        self.field = field
+        self.size = size
+        self.limit = limit
+
+
 class EstimatorError(ContextError, ValueError):
     """Bad input to the token estimator (a negative count, a bad snapshot)."""
 
@@ -272,6 +287,7 @@ __all__ = [
     "ConversionError",
     "CorruptPlan",
     "EstimatorError",
+    "FieldTooLarge",
     "FormatDisabled",
     "IdempotencyConflict",
     "LeaseLost",

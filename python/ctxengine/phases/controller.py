@@ -2,8 +2,18 @@
 
 The instance id is the session id of its events, so the protocol lives in
 the same log (and the same store) as everything else, and any worker that
-can read the log can continue it: every call folds the instance's events
-afresh, decides, and appends one event.
+can read the log can continue it. A controller keeps the fold of the
+instances it used last (``max_cached_instances``, least recently used go
+first): every call reads only the events after the last one it folded,
+checks and folds them, decides, and appends one event. Another worker's
+events are therefore seen on the next call, as before; inside a caller's
+``store.transaction()`` (which may roll back) the instance is folded afresh
+and nothing is kept.
+
+Every text a call would write is checked first, before the log is read
+(``state.check_text``): a lone surrogate is ``CanonicalizationError`` and a
+text over ``max_text_bytes`` UTF-8 bytes ``FieldTooLarge``, both naming the
+call and the field, and nothing is written.
 
 Derivation keys are ``phase:{instance_id}:{n}`` for the n-th phase event.
 Two workers deciding from the same state therefore collide on one key: the
@@ -23,6 +33,7 @@ request's number). A call that omits such a name is ``ProtocolStateError``.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import cast
 
@@ -36,6 +47,7 @@ from ..errors import (
 )
 from ..model import ToolSpec
 from ..model.clock import Clock, SystemClock
+from ..stores._rows import in_transaction
 from ..stores.events import NewEvent, Store
 from .commands import (
     PHASE_EVENT_TYPES,
@@ -59,10 +71,15 @@ from .compiler import Projection, ProjectionCompiler
 from .contracts import OperationContract
 from .decide import decide, require_named, same_decision
 from .packs import InstructionPack
-from .state import PROTOCOL_VERSION, PROTOCOL_VERSIONS, ProtocolState, Source
-from .transitions import Replay, evolve, replay
+from .state import PROTOCOL_VERSION, PROTOCOL_VERSIONS, ProtocolState, Source, check_text
+from .transitions import PhaseFold
 
 ACTOR = "protocol-controller"
+#: ``ProtocolController``'s default ``max_text_bytes``: the longest request, constraint, draft,
+#: feedback, question, answer, result or reason a call accepts, in UTF-8 bytes.
+DEFAULT_MAX_TEXT_BYTES = 4 << 20
+#: ``ProtocolController``'s default ``max_cached_instances``: how many instances' folds it keeps.
+DEFAULT_MAX_CACHED_INSTANCES = 256
 
 
 def derivation_key(instance_id: str, ordinal: int) -> str:
@@ -75,6 +92,13 @@ class ProtocolController:
     ``clock`` is accepted for the usual constructor shape, but no transition
     reads it: events are stamped by the store, and nothing time-dependent
     enters the state, so replays compile the same bytes.
+
+    ``max_text_bytes`` bounds every text a call writes (the request, each
+    constraint, a draft's body, feedback, a question, an answer, a result, a
+    reason; not a source's content): a longer one is ``FieldTooLarge`` and
+    nothing is written. Lowering it never affects what is stored already.
+    ``max_cached_instances`` is how many instances' folded states the
+    controller keeps (0: none, every call replays the log).
     """
 
     def __init__(
@@ -89,7 +113,20 @@ class ProtocolController:
         max_output_tokens: int = 8192,
         actor: str = ACTOR,
         protocol_version: int | None = None,
+        max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+        max_cached_instances: int = DEFAULT_MAX_CACHED_INSTANCES,
     ) -> None:
+        for name, value, least in (
+            ("max_text_bytes", max_text_bytes, 1),
+            ("max_cached_instances", max_cached_instances, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ModelValidationError(
+                    "ProtocolController", name, f"expected an int of at least {least}, got {value!r}"
+                )
+        self.max_text_bytes = max_text_bytes
+        self.max_cached_instances = max_cached_instances
+        self._folds: OrderedDict[str, PhaseFold] = OrderedDict()
         if protocol_version is None:
             # A deployment that still writes format 1 (ADR 0009) submits version-1 instances.
             policy = getattr(store, "write_policy", None)
@@ -129,9 +166,15 @@ class ProtocolController:
         tools: Iterable[ToolSpec] = (),
     ) -> ProtocolState:
         """Start an instance with its authoritative request and canonical inputs."""
+        sources, constraints = tuple(sources), tuple(constraints)
+        self._check_texts("submit", request=request)
+        self._check_texts("submit", **{f"constraints[{i}]": c for i, c in enumerate(constraints)})
+        for i, source in enumerate(sources):
+            if isinstance(source, Source):
+                for key, text in source.to_dict().items():
+                    check_text("submit", f"sources[{i}].{key}", text, None)
         return await self._transition(
-            instance_id,
-            Submit(request, tuple(sources), tuple(constraints), tuple(tools), self.protocol_version),
+            instance_id, Submit(request, sources, constraints, tuple(tools), self.protocol_version)
         )
 
     async def record_artifact(
@@ -144,6 +187,7 @@ class ProtocolController:
         to any other projection is ``StaleConfirmation``, and omitting it is
         ``ProtocolStateError``.
         """
+        self._check_texts("record_artifact", body=body)
         require_named(f"record_artifact({kind!r})", instance_id, projection_sha256=projection_sha256)
         return await self._transition(
             instance_id,
@@ -155,6 +199,7 @@ class ProtocolController:
         self, instance_id: str, kind: str, feedback: str, *, displayed_version: int
     ) -> ProtocolState:
         """The user's feedback on the displayed version: that version is rejected and revised."""
+        self._check_texts("revise", feedback=feedback)
         return await self._transition(instance_id, Revise(kind, feedback, displayed_version))
 
     async def confirm(
@@ -177,6 +222,7 @@ class ProtocolController:
         version is ``StaleConfirmation``, omitting them ``ProtocolStateError``.
         The change amends the request in every later prompt projection.
         """
+        self._check_texts("change_request", feedback=feedback)
         require_named("change_request", instance_id, displayed_version=displayed_version, digest=digest)
         return await self._transition(instance_id, ChangeRequest(feedback, displayed_version, digest))
 
@@ -194,6 +240,7 @@ class ProtocolController:
         ``interpret_review``, send it, and pass the model's verdict to
         ``interpret_review``. Names the displayed plan like ``change_request``.
         """
+        self._check_texts("review", feedback=feedback)
         require_named("review", instance_id, displayed_version=displayed_version, digest=digest)
         return await self._transition(instance_id, Review(feedback, displayed_version, digest))
 
@@ -214,6 +261,7 @@ class ProtocolController:
         self, instance_id: str, question: str, *, projection_sha256: str | None = None
     ) -> ProtocolState:
         """Execution asks the user for a missing non-semantic input: the instance waits for it."""
+        self._check_texts("request_input", question=question)
         require_named("request_input", instance_id, projection_sha256=projection_sha256)
         return await self._transition(
             instance_id, RequestInput(question, projection_sha256), reply=("request_input", projection_sha256)
@@ -224,6 +272,7 @@ class ProtocolController:
     ) -> ProtocolState:
         """The user's answer to the pending input request (named by its number); execution resumes
         and its projection carries the question and the answer."""
+        self._check_texts("provide_input", answer=answer)
         require_named("provide_input", instance_id, request_number=request_number)
         return await self._transition(instance_id, ProvideInput(answer, request_number))
 
@@ -232,6 +281,7 @@ class ProtocolController:
     ) -> ProtocolState:
         """Deliver the execution's result; the instance is complete. ``state.result`` keeps it
         with its provenance (the confirmed prompt and plan, the output mode, the projection)."""
+        self._check_texts("complete", result=result)
         require_named("complete", instance_id, projection_sha256=projection_sha256)
         return await self._transition(
             instance_id, Complete(result, projection_sha256), reply=("complete", projection_sha256)
@@ -239,15 +289,17 @@ class ProtocolController:
 
     async def stop(self, instance_id: str, *, reason: str | None = None) -> ProtocolState:
         """The user ends the instance from any active stage, without execution (or further execution)."""
+        self._check_texts("stop", reason=reason)
         return await self._transition(instance_id, Stop(reason))
 
     async def fail(self, instance_id: str, reason: str) -> ProtocolState:
         """A failure the host cannot recover from: the instance ends in ``error``, its state kept."""
+        self._check_texts("fail", reason=reason)
         return await self._transition(instance_id, Fail(reason))
 
     async def state(self, instance_id: str) -> ProtocolState:
-        """The instance's state, rebuilt from the log."""
-        state = (await self._load(instance_id)).state
+        """The instance's state, as of the latest event in the log."""
+        state = (await self._load(instance_id)).snapshot()
         if state is None:
             raise ProtocolStateError(f"instance {instance_id!r} has not been submitted")
         return state
@@ -260,32 +312,65 @@ class ProtocolController:
 
     # -- internals ----------------------------------------------------------------------
 
-    async def _load(self, instance_id: str) -> Replay:
+    def _check_texts(self, action: str, **texts: object) -> None:
+        for field, text in texts.items():
+            check_text(action, field, text, self.max_text_bytes)
+
+    async def _load(self, instance_id: str) -> PhaseFold:
+        """The instance's fold, extended by the events appended since it was last read."""
         if not isinstance(instance_id, str) or not instance_id:
             raise ModelValidationError(
                 "ProtocolController", "instance_id", f"expected a non-empty str, got {instance_id!r}"
             )
-        events = await self.store.events.read(instance_id, types=PHASE_EVENT_TYPES)
-        return replay(instance_id, events)
+        if in_transaction(self.store):
+            # What this transaction reads or writes may roll back: fold afresh, keep nothing.
+            fold = PhaseFold(instance_id)
+            fold.extend(await self.store.events.read(instance_id, types=PHASE_EVENT_TYPES))
+            return fold
+        fold = self._folds.get(instance_id) or PhaseFold(instance_id)
+        after = fold.last_sequence
+        events = await self.store.events.read(instance_id, after=after, types=PHASE_EVENT_TYPES)
+        # Another task may have folded some of them meanwhile (folding never awaits).
+        if fold.last_sequence < 0:  # it failed to fold them: start over
+            self._folds.pop(instance_id, None)
+            return await self._load(instance_id)
+        try:
+            fold.extend(e for e in events if e.sequence > fold.last_sequence)
+        except BaseException:
+            self._folds.pop(instance_id, None)
+            raise
+        self._remember(instance_id, fold)
+        return fold
+
+    def _remember(self, instance_id: str, fold: PhaseFold) -> None:
+        if self.max_cached_instances == 0:
+            return
+        self._folds[instance_id] = fold
+        self._folds.move_to_end(instance_id)
+        while len(self._folds) > self.max_cached_instances:
+            self._folds.popitem(last=False)
 
     async def _transition(
         self, instance_id: str, command: Command, *, reply: tuple[str, str | None] | None = None
     ) -> ProtocolState:
         """Decide ``command``; for a model ``reply`` (its call, the projection hash it names),
         check that it answers the current projection; append the event."""
-        loaded = await self._load(instance_id)
+        fold = await self._load(instance_id)
+        decided_at = fold.last_sequence
         try:
-            event_type, payload = decide(loaded.state, command)
+            event_type, payload = decide(fold.view, command)
         except (ProtocolStateError, StaleConfirmation):
-            if self._is_retry(loaded, command):
-                assert loaded.state is not None
-                return loaded.state
+            if self._is_retry(fold, command):
+                state = fold.snapshot()
+                assert state is not None
+                return state
             raise
         if reply is not None:
             action, named = reply
-            assert loaded.state is not None and named is not None  # decide and require_named saw to it
-            self._check_answers(loaded.state, action, named)
-        ordinal = len(loaded.state.history) + 1 if loaded.state is not None else 1
+            state = fold.snapshot()
+            assert state is not None and named is not None  # decide and require_named saw to it
+            self._check_answers(state, action, named)
+        ordinal = fold.events + 1
         event = NewEvent(
             instance_id,
             event_type,
@@ -301,7 +386,14 @@ class ProtocolController:
                 f"instance {instance_id!r}: transition {ordinal} was recorded concurrently by another worker "
                 "with a different outcome; reload the state"
             ) from exc
-        return evolve(loaded.state, instance_id, stored.type, stored.payload, stored.sequence)
+        if fold.last_sequence == decided_at:
+            # Decided from exactly this fold, and stored as decided (or as an identical twin).
+            fold.apply(stored)
+        else:  # another task of this process folded newer events meanwhile
+            fold = await self._load(instance_id)
+        state = fold.snapshot()
+        assert state is not None
+        return state
 
     def _check_answers(self, state: ProtocolState, action: str, named: str) -> None:
         """A model reply is accepted only for the projection compiled from the current state."""
@@ -316,14 +408,20 @@ class ProtocolController:
             )
 
     @staticmethod
-    def _is_retry(loaded: Replay, command: Command) -> bool:
-        if loaded.last is None:
+    def _is_retry(fold: PhaseFold, command: Command) -> bool:
+        if fold.last is None:
             return False
         try:
-            again = decide(loaded.previous, command)
+            again = decide(fold.previous, command)
         except ContextError:
             return False
-        return same_decision(again, (loaded.last.type, loaded.last.payload))
+        return same_decision(again, (fold.last.type, fold.last.payload))
 
 
-__all__ = ["ACTOR", "ProtocolController", "derivation_key"]
+__all__ = [
+    "ACTOR",
+    "DEFAULT_MAX_CACHED_INSTANCES",
+    "DEFAULT_MAX_TEXT_BYTES",
+    "ProtocolController",
+    "derivation_key",
+]

@@ -55,14 +55,15 @@ from .state import (
     Artifact,
     ArtifactKind,
     OutputMode,
-    ProtocolState,
     Source,
     Stage,
+    StateQueries,
     body_digest,
     check_digest,
     check_kind,
     check_output_mode,
     check_verdict,
+    is_blank,
 )
 
 Decision = tuple[str, dict[str, Any]]
@@ -72,11 +73,11 @@ REVIEW: dict[ArtifactKind, Stage] = {"prompt": "prompt_review", "plan": "plan_re
 REVISING: dict[ArtifactKind, Stage] = {"prompt": "prompt_revising", "plan": "plan_revising"}
 
 
-def _where(state: ProtocolState) -> str:
+def _where(state: StateQueries) -> str:
     return f"instance {state.instance_id!r} in stage {state.stage!r}"
 
 
-def _require_stage(state: ProtocolState | None, action: str, allowed: Sequence[Stage]) -> ProtocolState:
+def _require_stage(state: StateQueries | None, action: str, allowed: Sequence[Stage]) -> StateQueries:
     if state is None:
         raise ProtocolStateError(f"{action}: the instance has not been submitted")
     if state.stage in TERMINAL_STAGES:
@@ -102,7 +103,7 @@ def require_named(action: str, instance_id: str, **named: object) -> None:
 
 
 def _text(type_name: str, field: str, value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str) or is_blank(value):
         raise ModelValidationError(type_name, field, f"expected a non-empty str, got {value!r}")
     return value
 
@@ -120,7 +121,7 @@ def _sha(type_name: str, value: object) -> str:
     return value
 
 
-def _decide_submit(state: ProtocolState | None, cmd: Submit) -> Decision:
+def _decide_submit(state: StateQueries | None, cmd: Submit) -> Decision:
     if state is not None:
         raise ProtocolStateError(f"submit: {_where(state)} has already been submitted")
     n = "submit"
@@ -159,7 +160,7 @@ def _decide_submit(state: ProtocolState | None, cmd: Submit) -> Decision:
     return SUBMITTED, payload
 
 
-def _decide_record(state: ProtocolState | None, cmd: Record) -> Decision:
+def _decide_record(state: StateQueries | None, cmd: Record) -> Decision:
     kind = check_kind("record_artifact", cmd.kind)
     s = _require_stage(state, f"record_artifact({kind!r})", (DRAFTING[kind], REVISING[kind]))
     body = _text("record_artifact", "body", cmd.body)
@@ -188,14 +189,14 @@ def _decide_record(state: ProtocolState | None, cmd: Record) -> Decision:
     return ARTIFACT_RECORDED, payload
 
 
-def _displayed(state: ProtocolState, kind: ArtifactKind) -> Artifact:
+def _displayed(state: StateQueries, kind: ArtifactKind) -> Artifact:
     shown = state.displayed
     if shown is None or shown.kind != kind or shown.status != "displayed":  # pragma: no cover - invariant
         raise ProtocolStateError(f"{_where(state)} displays no {kind}")
     return shown
 
 
-def _decide_revise(state: ProtocolState | None, cmd: Revise) -> Decision:
+def _decide_revise(state: StateQueries | None, cmd: Revise) -> Decision:
     kind = check_kind("revise", cmd.kind)
     s = _require_stage(state, f"revise({kind!r})", (REVIEW[kind],))
     feedback = _text("revise", "feedback", cmd.feedback)
@@ -209,7 +210,7 @@ def _decide_revise(state: ProtocolState | None, cmd: Revise) -> Decision:
     return REVISED, {"kind": kind, "version": shown.version, "digest": shown.digest, "feedback": feedback}
 
 
-def _stale_view(action: str, s: ProtocolState, version: int, digest: str, shown: Artifact) -> None:
+def _stale_view(action: str, s: StateQueries, version: int, digest: str, shown: Artifact) -> None:
     if version != shown.version or digest != shown.digest:
         raise StaleConfirmation(
             f"{action} for instance {s.instance_id!r} names version {version} "
@@ -218,7 +219,7 @@ def _stale_view(action: str, s: ProtocolState, version: int, digest: str, shown:
         )
 
 
-def _decide_confirm(state: ProtocolState | None, cmd: Confirm) -> Decision:
+def _decide_confirm(state: StateQueries | None, cmd: Confirm) -> Decision:
     kind = check_kind("confirm", cmd.kind)
     s = _require_stage(state, f"confirm({kind!r})", (REVIEW[kind],))
     _int("confirm", "version", cmd.version)
@@ -243,7 +244,7 @@ def _decide_confirm(state: ProtocolState | None, cmd: Confirm) -> Decision:
     return CONFIRMED, {"kind": kind, "version": shown.version, "digest": shown.digest, "output_mode": mode}
 
 
-def _plan_feedback(action: str, state: ProtocolState | None, cmd: ChangeRequest | Review) -> Decision:
+def _plan_feedback(action: str, state: StateQueries | None, cmd: ChangeRequest | Review) -> Decision:
     """Feedback on the displayed plan: it names the version and digest the user saw."""
     s = _require_stage(state, action, ("plan_review",))
     feedback = _text(action, "feedback", cmd.feedback)
@@ -257,7 +258,7 @@ def _plan_feedback(action: str, state: ProtocolState | None, cmd: ChangeRequest 
     return action, {"feedback": feedback, "plan_version": plan.version, "plan_digest": plan.digest}
 
 
-def _decide_change(state: ProtocolState | None, cmd: ChangeRequest) -> Decision:
+def _decide_change(state: StateQueries | None, cmd: ChangeRequest) -> Decision:
     _, fields = _plan_feedback("change_request", state, cmd)
     assert state is not None
     prompt = state.prompt
@@ -273,12 +274,12 @@ def _decide_change(state: ProtocolState | None, cmd: ChangeRequest) -> Decision:
     }
 
 
-def _decide_review(state: ProtocolState | None, cmd: Review) -> Decision:
+def _decide_review(state: StateQueries | None, cmd: Review) -> Decision:
     _, fields = _plan_feedback("review", state, cmd)
     return REVIEW_RECEIVED, fields
 
 
-def _decide_interpret(state: ProtocolState | None, cmd: Interpret) -> Decision:
+def _decide_interpret(state: StateQueries | None, cmd: Interpret) -> Decision:
     s = _require_stage(state, "interpret_review", ("review_interpreting",))
     verdict = check_verdict("interpret_review", cmd.verdict)
     require_named("interpret_review", s.instance_id, projection_sha256=cmd.projection_sha256)
@@ -288,7 +289,7 @@ def _decide_interpret(state: ProtocolState | None, cmd: Interpret) -> Decision:
     }
 
 
-def _decide_request_input(state: ProtocolState | None, cmd: RequestInput) -> Decision:
+def _decide_request_input(state: StateQueries | None, cmd: RequestInput) -> Decision:
     s = _require_stage(state, "request_input", ("executing",))
     question = _text("request_input", "question", cmd.question)
     require_named("request_input", s.instance_id, projection_sha256=cmd.projection_sha256)
@@ -300,7 +301,7 @@ def _decide_request_input(state: ProtocolState | None, cmd: RequestInput) -> Dec
     }
 
 
-def _decide_provide_input(state: ProtocolState | None, cmd: ProvideInput) -> Decision:
+def _decide_provide_input(state: StateQueries | None, cmd: ProvideInput) -> Decision:
     s = _require_stage(state, "provide_input", ("waiting_input",))
     answer = _text("provide_input", "answer", cmd.answer)
     require_named("provide_input", s.instance_id, request_number=cmd.request_number)
@@ -316,7 +317,7 @@ def _decide_provide_input(state: ProtocolState | None, cmd: ProvideInput) -> Dec
     return INPUT_PROVIDED, {"number": pending.number, "answer": answer}
 
 
-def _decide_complete(state: ProtocolState | None, cmd: Complete) -> Decision:
+def _decide_complete(state: StateQueries | None, cmd: Complete) -> Decision:
     s = _require_stage(state, "complete", ("executing",))
     result = _text("complete", "result", cmd.result)
     require_named("complete", s.instance_id, projection_sha256=cmd.projection_sha256)
@@ -333,18 +334,18 @@ def _decide_complete(state: ProtocolState | None, cmd: Complete) -> Decision:
     }
 
 
-def _decide_stop(state: ProtocolState | None, cmd: Stop) -> Decision:
+def _decide_stop(state: StateQueries | None, cmd: Stop) -> Decision:
     s = _require_stage(state, "stop", ACTIVE_STAGES)
     reason = None if cmd.reason is None else _text("stop", "reason", cmd.reason)
     return STOPPED, {"stage": s.stage, "reason": reason}
 
 
-def _decide_fail(state: ProtocolState | None, cmd: Fail) -> Decision:
+def _decide_fail(state: StateQueries | None, cmd: Fail) -> Decision:
     s = _require_stage(state, "fail", ACTIVE_STAGES)
     return FAILED, {"stage": s.stage, "reason": _text("fail", "reason", cmd.reason)}
 
 
-def decide(state: ProtocolState | None, cmd: Command) -> Decision:
+def decide(state: StateQueries | None, cmd: Command) -> Decision:
     """The event ``cmd`` produces from ``state``; a typed error (and no event) when it is not allowed."""
     if isinstance(cmd, Submit):
         return _decide_submit(state, cmd)

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from ..errors import ModelValidationError
+from ..errors import CanonicalizationError, FieldTooLarge, ModelValidationError
 from ..model import ToolSpec, TrustLevel
 
 ArtifactKind = Literal["prompt", "plan"]
@@ -64,10 +64,40 @@ def body_digest(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
+def check_text(action: str, field: str, value: object, max_bytes: int | None) -> None:
+    """The check every controller call runs on each text it would write, before anything else.
+
+    A lone surrogate is ``CanonicalizationError`` at the field's JSON path in
+    the event payload (what canonical JSON raises for it); a text longer than
+    ``max_bytes`` UTF-8 bytes (``None``: no limit) is ``FieldTooLarge``. Both
+    name ``action`` and ``field``. Other types are left to ``decide``, which
+    names them.
+    """
+    if not isinstance(value, str):
+        return
+    if value.isascii():
+        size = len(value)
+    else:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise CanonicalizationError(
+                f"$.{field}",
+                f"lone surrogate in string ({action}: U+{ord(value[exc.start]):04X} at index {exc.start})",
+            ) from None
+    if max_bytes is not None and size > max_bytes:
+        raise FieldTooLarge(action, field, size, max_bytes, "ProtocolController(max_text_bytes=...)")
+
+
+def is_blank(value: str) -> bool:
+    """Empty or whitespace only (``not value.strip()`` without copying a long text)."""
+    return not value or value.isspace()
+
+
 def _text(type_name: str, field: str, value: object, *, allow_empty: bool = False) -> str:
     if not isinstance(value, str):
         raise ModelValidationError(type_name, field, f"expected str, got {type(value).__name__}")
-    if not allow_empty and not value.strip():
+    if not allow_empty and is_blank(value):
         raise ModelValidationError(type_name, field, "must not be empty")
     return value
 
@@ -315,8 +345,62 @@ class PhaseRecord:
     payload_sha256: str
 
 
+class StateQueries:
+    """What ``decide`` asks of an instance's state, answered alike by the frozen
+    ``ProtocolState`` and by the controller's running fold (``transitions.PhaseFold``), which
+    keeps the newest version and the number of versions of each kind at hand instead of
+    scanning the versions for them."""
+
+    __slots__ = ()
+
+    instance_id: str
+    stage: Stage
+    protocol_version: int
+    output_mode: OutputMode | None
+    inputs: Sequence[InputRequest]
+
+    def latest(self, kind: ArtifactKind) -> Artifact | None:
+        """The newest version of ``kind``, whatever its status."""
+        raise NotImplementedError
+
+    def count(self, kind: ArtifactKind) -> int:
+        """How many versions of ``kind`` were recorded."""
+        raise NotImplementedError
+
+    @property
+    def prompt(self) -> Artifact | None:
+        """The current prompt: its newest version (check ``status`` before relying on it)."""
+        return self.latest("prompt")
+
+    @property
+    def plan(self) -> Artifact | None:
+        """The current plan: its newest version, unless it was drafted from a prompt
+        version that is no longer the current prompt (then None)."""
+        plan = self.latest("plan")
+        prompt = self.prompt
+        if plan is None or prompt is None or plan.basis != prompt.ref:
+            return None
+        return plan
+
+    @property
+    def pending_input(self) -> InputRequest | None:
+        """The unanswered input request, while the instance waits for input."""
+        if self.stage == "waiting_input" and self.inputs:
+            return self.inputs[-1]
+        return None
+
+    @property
+    def displayed(self) -> Artifact | None:
+        """The version awaiting the user's decision, in a review stage; else None."""
+        if self.stage == "prompt_review":
+            return self.latest("prompt")
+        if self.stage == "plan_review":
+            return self.latest("plan")
+        return None
+
+
 @dataclass(frozen=True, slots=True)
-class ProtocolState:
+class ProtocolState(StateQueries):
     """The canonical state of one protocol instance, as of its latest ``phase.*`` event."""
 
     instance_id: str
@@ -347,21 +431,6 @@ class ProtocolState:
         return sum(1 for a in self.versions if a.kind == kind)
 
     @property
-    def prompt(self) -> Artifact | None:
-        """The current prompt: its newest version (check ``status`` before relying on it)."""
-        return self.latest("prompt")
-
-    @property
-    def plan(self) -> Artifact | None:
-        """The current plan: its newest version, unless it was drafted from a prompt
-        version that is no longer the current prompt (then None)."""
-        plan = self.latest("plan")
-        prompt = self.prompt
-        if plan is None or prompt is None or plan.basis != prompt.ref:
-            return None
-        return plan
-
-    @property
     def task_changes(self) -> tuple[Feedback, ...]:
         """The user's changes to the task that a prompt version has already answered, in order.
 
@@ -372,22 +441,6 @@ class ProtocolState:
         if self.pending_feedback is not None and answered and answered[-1] == self.pending_feedback:
             answered = answered[:-1]
         return tuple(f for f in answered if f.changes_task)
-
-    @property
-    def pending_input(self) -> InputRequest | None:
-        """The unanswered input request, while the instance waits for input."""
-        if self.stage == "waiting_input" and self.inputs:
-            return self.inputs[-1]
-        return None
-
-    @property
-    def displayed(self) -> Artifact | None:
-        """The version awaiting the user's decision, in a review stage; else None."""
-        if self.stage == "prompt_review":
-            return self.latest("prompt")
-        if self.stage == "plan_review":
-            return self.latest("plan")
-        return None
 
 
 __all__ = [
@@ -413,11 +466,14 @@ __all__ = [
     "Result",
     "Source",
     "Stage",
+    "StateQueries",
     "Termination",
     "Verdict",
     "body_digest",
     "check_digest",
     "check_kind",
     "check_output_mode",
+    "check_text",
     "check_verdict",
+    "is_blank",
 ]

@@ -25,12 +25,14 @@ instead of rebuilding a state the controller would never have allowed.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.canonical import payload_hash
+from ..core.canonical import canonical_json, payload_hash
 from ..errors import ContextError, ModelValidationError, ProtocolStateError, StoreCorruption
+from ..model import ToolSpec
 from ..stores.events import Event
 from .commands import (
     ARTIFACT_RECORDED,
@@ -68,12 +70,16 @@ from .state import (
     Artifact,
     ArtifactKind,
     ArtifactRef,
+    ArtifactStatus,
     Feedback,
     InputRequest,
+    OutputMode,
     PhaseRecord,
     ProtocolState,
     Result,
+    Source,
     Stage,
+    StateQueries,
     Termination,
     body_digest,
     check_digest,
@@ -83,141 +89,309 @@ from .state import (
 )
 
 
-def _replace_latest(state: ProtocolState, kind: ArtifactKind, **changes: Any) -> tuple[Artifact, ...]:
-    target = state.latest(kind)
-    return tuple(dataclasses.replace(a, **changes) if a is target else a for a in state.versions)
+class PhaseFold(StateQueries):
+    """The state of one instance, folded event by event in place.
 
+    ``replay`` folds a log with it, and the controller keeps one per instance
+    and extends it with the events appended since (ADR 0004). Applying an
+    event costs the same whatever came before it: the versions, feedback,
+    inputs and history are lists, the newest version and the number of
+    versions of each kind are kept, and a status change replaces one list
+    entry. Each event's payload is hashed once, when it is folded.
+    ``snapshot()`` is the frozen ``ProtocolState`` callers get (kept until the
+    next event); ``previous`` and ``last`` are the state before the last event
+    and that event (retry detection). ``decide`` reads the fold itself.
+    """
 
-def _rejecting_plan(state: ProtocolState, fb: Feedback, history: tuple[PhaseRecord, ...]) -> ProtocolState:
-    """Feedback that sends the displayed plan back: a task change (to the prompt) or an approach change."""
-    return dataclasses.replace(
-        state,
-        stage=REVISING[fb.kind],
-        versions=_replace_latest(state, "plan", status="rejected"),
-        feedback=(*state.feedback, fb),
-        pending_feedback=fb,
-        pending_review=None,
-        history=history,
+    __slots__ = (
+        "_constraints",
+        "_counts",
+        "_feedback",
+        "_history",
+        "_latest",
+        "_request",
+        "_snapshot",
+        "_sources",
+        "_tools",
+        "_versions",
+        "inputs",
+        "instance_id",
+        "last",
+        "last_sequence",
+        "output_mode",
+        "pending_feedback",
+        "pending_review",
+        "previous",
+        "protocol_version",
+        "result",
+        "stage",
+        "termination",
     )
 
+    def __init__(self, instance_id: str) -> None:
+        self.instance_id = instance_id
+        #: The sequence of the last event folded; 0 for none, -1 once folding failed (the fold
+        #: is then unusable: its owner drops it).
+        self.last_sequence = 0
+        self.last: Event | None = None
+        self.previous: ProtocolState | None = None
+        self.stage: Stage = "prompt_drafting"
+        self.protocol_version = 1
+        self.output_mode: OutputMode | None = None
+        self.inputs: list[InputRequest] = []
+        self.pending_feedback: Feedback | None = None
+        self.pending_review: Feedback | None = None
+        self.result: Result | None = None
+        self.termination: Termination | None = None
+        self._request = ""
+        self._sources: tuple[Source, ...] = ()
+        self._constraints: tuple[str, ...] = ()
+        self._tools: tuple[ToolSpec, ...] = ()
+        self._versions: list[Artifact] = []
+        self._latest: dict[ArtifactKind, int] = {}
+        self._counts: dict[ArtifactKind, int] = {}
+        self._feedback: list[Feedback] = []
+        self._history: list[PhaseRecord] = []
+        self._snapshot: ProtocolState | None = None
 
-def _evolve_recorded(
-    state: ProtocolState, p: Mapping[str, Any], history: tuple[PhaseRecord, ...]
-) -> ProtocolState:
-    kind = check_kind("phase.artifact.recorded", p["kind"])
-    versions = state.versions
-    previous = state.latest(kind)
-    if previous is not None and previous.status == "confirmed":
-        # Only a change of task reopens a confirmed prompt; its successor replaces it.
-        versions = _replace_latest(state, kind, status="superseded")
-    basis = p["basis"]
-    artifact = Artifact(
-        kind,
-        p["version"],
-        p["body"],
-        p["digest"],
-        "displayed",
-        None if basis is None else ArtifactRef.from_dict(basis),
-    )
-    return dataclasses.replace(
-        state, stage=REVIEW[kind], versions=(*versions, artifact), pending_feedback=None, history=history
-    )
+    @classmethod
+    def of(cls, state: ProtocolState | None, instance_id: str) -> PhaseFold:
+        """A fold that continues from ``state`` (``None``: an instance not submitted yet)."""
+        fold = cls(instance_id)
+        if state is None:
+            return fold
+        fold.instance_id = state.instance_id
+        fold.stage = state.stage
+        fold.protocol_version = state.protocol_version
+        fold.output_mode = state.output_mode
+        fold.inputs = list(state.inputs)
+        fold.pending_feedback = state.pending_feedback
+        fold.pending_review = state.pending_review
+        fold.result = state.result
+        fold.termination = state.termination
+        fold._request = state.request
+        fold._sources, fold._constraints, fold._tools = state.sources, state.constraints, state.tools
+        fold._versions = list(state.versions)
+        for i, artifact in enumerate(fold._versions):
+            fold._latest[artifact.kind] = i
+            fold._counts[artifact.kind] = fold._counts.get(artifact.kind, 0) + 1
+        fold._feedback = list(state.feedback)
+        fold._history = list(state.history)
+        fold.last_sequence = state.history[-1].sequence if state.history else 0
+        fold._snapshot = state
+        return fold
 
+    # -- what decide asks --------------------------------------------------------------
 
-def _evolve_interpreted(
-    state: ProtocolState, p: Mapping[str, Any], history: tuple[PhaseRecord, ...]
-) -> ProtocolState:
-    review = state.pending_review
-    prompt = state.prompt
-    if review is None or prompt is None:  # pragma: no cover - decide checked the stage
-        raise ProtocolStateError(f"instance {state.instance_id!r}: no review is pending")
-    if check_verdict("phase.review.interpreted", p["verdict"]) == "task_change":
-        return _rejecting_plan(state, Feedback("prompt", prompt.version, review.text, "review"), history)
-    return _rejecting_plan(state, review, history)
+    def latest(self, kind: ArtifactKind) -> Artifact | None:
+        i = self._latest.get(kind)
+        return None if i is None else self._versions[i]
 
+    def count(self, kind: ArtifactKind) -> int:
+        return self._counts.get(kind, 0)
 
-def _evolve_closing(
-    state: ProtocolState, event_type: str, p: Mapping[str, Any], history: tuple[PhaseRecord, ...]
-) -> ProtocolState:
-    if event_type == INPUT_REQUESTED:
-        asked = InputRequest(p["number"], p["question"], p["digest"], p["projection_sha256"])
-        return dataclasses.replace(
-            state, stage="waiting_input", inputs=(*state.inputs, asked), history=history
-        )
-    if event_type == INPUT_PROVIDED:
-        answered = dataclasses.replace(state.inputs[-1], answer=p["answer"])
-        return dataclasses.replace(
-            state, stage="executing", inputs=(*state.inputs[:-1], answered), history=history
-        )
-    if event_type == COMPLETED:
-        result = Result(
-            p["result"],
-            p["digest"],
-            ArtifactRef.from_dict(p["prompt"]),
-            ArtifactRef.from_dict(p["plan"]),
-            check_output_mode("phase.completed", p["output_mode"]),
-            p["projection_sha256"],
-        )
-        return dataclasses.replace(state, stage="complete", result=result, history=history)
-    if event_type in (STOPPED, FAILED):
-        ended = Termination(state.stage, p["reason"])
-        stage: Stage = "stopped" if event_type == STOPPED else "error"
-        return dataclasses.replace(state, stage=stage, termination=ended, history=history)
-    raise ModelValidationError("phase event", "type", f"not a phase event type: {event_type!r}")
+    @property
+    def events(self) -> int:
+        """How many phase events were folded."""
+        return len(self._history)
+
+    @property
+    def view(self) -> PhaseFold | None:
+        """The fold as ``decide`` reads it: ``None`` until the instance is submitted."""
+        return self if self._history else None
+
+    # -- folding ------------------------------------------------------------------------
+
+    def snapshot(self) -> ProtocolState | None:
+        """The state as a frozen value (``None`` until submitted), built once per event."""
+        if self._snapshot is None and self._history:
+            self._snapshot = ProtocolState(
+                self.instance_id,
+                self.stage,
+                self._request,
+                sources=self._sources,
+                constraints=self._constraints,
+                tools=self._tools,
+                versions=tuple(self._versions),
+                feedback=tuple(self._feedback),
+                pending_feedback=self.pending_feedback,
+                output_mode=self.output_mode,
+                history=tuple(self._history),
+                protocol_version=self.protocol_version,
+                pending_review=self.pending_review,
+                inputs=tuple(self.inputs),
+                result=self.result,
+                termination=self.termination,
+            )
+        return self._snapshot
+
+    def extend(self, events: Iterable[Event]) -> None:
+        """Fold stored ``events`` (this instance's, in order, after ``last_sequence``), checking
+        each: it must be exactly what its command yields from the state before it, else
+        ``StoreCorruption`` (and the fold is unusable). Other event types are skipped."""
+        batch = [e for e in events if e.type in PHASE_EVENT_TYPES]
+        for n, event in enumerate(batch, start=1):
+            try:
+                self._check_and_apply(event, keep_previous=n == len(batch))
+            except BaseException:
+                self.last_sequence = -1
+                raise
+
+    def _check_and_apply(self, event: Event, *, keep_previous: bool) -> None:
+        try:
+            stored = canonical_json(event.payload)
+            expected = decide(self.view, command_of(event.type, event.payload))
+            if expected[0] != event.type or canonical_json(expected[1]) != stored:
+                raise StoreCorruption(
+                    self.instance_id,
+                    event.sequence,
+                    f"{event.type} payload differs from what its command yields",
+                )
+            self.apply(event, hashlib.sha256(stored).hexdigest(), keep_previous=keep_previous)
+        except StoreCorruption:
+            raise
+        except (ContextError, KeyError, TypeError) as exc:
+            raise StoreCorruption(
+                self.instance_id,
+                event.sequence,
+                f"{event.type} cannot be replayed: {type(exc).__name__}: {exc}",
+            ) from exc
+
+    def apply(self, event: Event, payload_sha256: str | None = None, *, keep_previous: bool = True) -> None:
+        """Fold one stored event that is known to be valid (the caller decided it from this
+        very fold). ``payload_sha256`` is its payload's hash when the caller has it;
+        ``keep_previous`` snapshots the state before it as ``previous`` (only the last event
+        of a batch needs that)."""
+        if keep_previous:
+            self.previous = self.snapshot()
+        self.fold(event.type, event.payload, event.sequence, payload_sha256)
+        self.last = event
+
+    def fold(
+        self, event_type: str, payload: Mapping[str, Any], sequence: int, payload_sha256: str | None = None
+    ) -> None:
+        """Fold one valid event given by its parts (``evolve``); ``last`` and ``previous`` stay."""
+        if payload_sha256 is None:
+            payload_sha256 = payload_hash(dict(payload))
+        record = PhaseRecord(sequence, event_type, payload_sha256)
+        if event_type == SUBMITTED:
+            if self._history:
+                raise ProtocolStateError(f"instance {self.instance_id!r} has already been submitted")
+            self._submitted(payload)
+        elif not self._history:
+            raise ProtocolStateError(f"instance {self.instance_id!r}: {event_type} before phase.submitted")
+        else:
+            self._evolve(event_type, payload)
+        self._history.append(record)
+        self._snapshot = None
+        self.last_sequence = sequence
+
+    def _submitted(self, p: Mapping[str, Any]) -> None:
+        cmd = command_of(SUBMITTED, p)
+        assert isinstance(cmd, Submit)
+        self.stage = "prompt_drafting"
+        self._request = cmd.request
+        self._sources, self._constraints, self._tools = cmd.sources, cmd.constraints, cmd.tools
+        self.protocol_version = cmd.protocol_version
+
+    def _set_status(self, kind: ArtifactKind, status: ArtifactStatus) -> None:
+        i = self._latest[kind]
+        self._versions[i] = dataclasses.replace(self._versions[i], status=status)
+
+    def _rejecting_plan(self, fb: Feedback) -> None:
+        """Feedback that sends the displayed plan back: a task change (to the prompt) or an
+        approach change."""
+        self._set_status("plan", "rejected")
+        self.stage = REVISING[fb.kind]
+        self._feedback.append(fb)
+        self.pending_feedback = fb
+        self.pending_review = None
+
+    def _evolve(self, event_type: str, p: Mapping[str, Any]) -> None:
+        if event_type == ARTIFACT_RECORDED:
+            kind = check_kind("phase.artifact.recorded", p["kind"])
+            basis = p["basis"]
+            artifact = Artifact(
+                kind,
+                p["version"],
+                p["body"],
+                p["digest"],
+                "displayed",
+                None if basis is None else ArtifactRef.from_dict(basis),
+            )
+            previous = self.latest(kind)
+            if previous is not None and previous.status == "confirmed":
+                # Only a change of task reopens a confirmed prompt; its successor replaces it.
+                self._set_status(kind, "superseded")
+            self._latest[kind] = len(self._versions)
+            self._counts[kind] = self._counts.get(kind, 0) + 1
+            self._versions.append(artifact)
+            self.stage = REVIEW[kind]
+            self.pending_feedback = None
+        elif event_type == REVISED:
+            kind = check_kind("phase.revised", p["kind"])
+            fb = Feedback(kind, p["version"], p["feedback"], "revise")
+            self._set_status(kind, "rejected")
+            self.stage = REVISING[kind]
+            self._feedback.append(fb)
+            self.pending_feedback = fb
+        elif event_type == CONFIRMED:
+            kind = check_kind("phase.confirmed", p["kind"])
+            mode = p["output_mode"]
+            self._set_status(kind, "confirmed")
+            self.stage = "plan_drafting" if kind == "prompt" else "executing"
+            if kind == "plan":
+                self.output_mode = mode
+        elif event_type == CHANGE_REQUESTED:
+            self._rejecting_plan(Feedback("prompt", p["prompt_version"], p["feedback"], "change_request"))
+        elif event_type == REVIEW_RECEIVED:
+            self.pending_review = Feedback("plan", p["plan_version"], p["feedback"], "review")
+            self.stage = "review_interpreting"
+        elif event_type == REVIEW_INTERPRETED:
+            review, prompt = self.pending_review, self.prompt
+            if review is None or prompt is None:  # pragma: no cover - decide checked the stage
+                raise ProtocolStateError(f"instance {self.instance_id!r}: no review is pending")
+            if check_verdict("phase.review.interpreted", p["verdict"]) == "task_change":
+                self._rejecting_plan(Feedback("prompt", prompt.version, review.text, "review"))
+            else:
+                self._rejecting_plan(review)
+        else:
+            self._evolve_closing(event_type, p)
+
+    def _evolve_closing(self, event_type: str, p: Mapping[str, Any]) -> None:
+        if event_type == INPUT_REQUESTED:
+            self.inputs.append(InputRequest(p["number"], p["question"], p["digest"], p["projection_sha256"]))
+            self.stage = "waiting_input"
+        elif event_type == INPUT_PROVIDED:
+            self.inputs[-1] = dataclasses.replace(self.inputs[-1], answer=p["answer"])
+            self.stage = "executing"
+        elif event_type == COMPLETED:
+            self.result = Result(
+                p["result"],
+                p["digest"],
+                ArtifactRef.from_dict(p["prompt"]),
+                ArtifactRef.from_dict(p["plan"]),
+                check_output_mode("phase.completed", p["output_mode"]),
+                p["projection_sha256"],
+            )
+            self.stage = "complete"
+        elif event_type in (STOPPED, FAILED):
+            self.termination = Termination(self.stage, p["reason"])
+            self.stage = "stopped" if event_type == STOPPED else "error"
+        else:
+            raise ModelValidationError("phase event", "type", f"not a phase event type: {event_type!r}")
 
 
 def evolve(
     state: ProtocolState | None, instance_id: str, event_type: str, payload: Mapping[str, Any], sequence: int
 ) -> ProtocolState:
-    """``state`` after the (already validated) event."""
-    record = PhaseRecord(sequence, event_type, payload_hash(dict(payload)))
-    p = payload
-    if event_type == SUBMITTED:
-        cmd = command_of(event_type, p)
-        assert isinstance(cmd, Submit)
-        return ProtocolState(
-            instance_id,
-            "prompt_drafting",
-            cmd.request,
-            sources=cmd.sources,
-            constraints=cmd.constraints,
-            tools=cmd.tools,
-            history=(record,),
-            protocol_version=cmd.protocol_version,
-        )
-    assert state is not None
-    history = (*state.history, record)
-    if event_type == ARTIFACT_RECORDED:
-        return _evolve_recorded(state, p, history)
-    if event_type == REVISED:
-        kind = check_kind("phase.revised", p["kind"])
-        fb = Feedback(kind, p["version"], p["feedback"], "revise")
-        return dataclasses.replace(
-            state,
-            stage=REVISING[kind],
-            versions=_replace_latest(state, kind, status="rejected"),
-            feedback=(*state.feedback, fb),
-            pending_feedback=fb,
-            history=history,
-        )
-    if event_type == CONFIRMED:
-        kind = check_kind("phase.confirmed", p["kind"])
-        return dataclasses.replace(
-            state,
-            stage="plan_drafting" if kind == "prompt" else "executing",
-            versions=_replace_latest(state, kind, status="confirmed"),
-            output_mode=state.output_mode if kind == "prompt" else p["output_mode"],
-            history=history,
-        )
-    if event_type == CHANGE_REQUESTED:
-        fb = Feedback("prompt", p["prompt_version"], p["feedback"], "change_request")
-        return _rejecting_plan(state, fb, history)
-    if event_type == REVIEW_RECEIVED:
-        review = Feedback("plan", p["plan_version"], p["feedback"], "review")
-        return dataclasses.replace(state, stage="review_interpreting", pending_review=review, history=history)
-    if event_type == REVIEW_INTERPRETED:
-        return _evolve_interpreted(state, p, history)
-    return _evolve_closing(state, event_type, p, history)
+    """``state`` after the (already validated) event. Each call copies ``state`` into a fold:
+    to fold many events, use ``PhaseFold`` (or ``replay``)."""
+    fold = PhaseFold.of(state, instance_id)
+    fold.fold(event_type, payload, sequence)
+    folded = fold.snapshot()
+    assert folded is not None
+    return folded
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,27 +405,9 @@ class Replay:
 
 def replay(instance_id: str, events: Iterable[Event]) -> Replay:
     """Fold ``events`` (one instance's ``phase.*`` events, in order), checking each one."""
-    state: ProtocolState | None = None
-    previous: ProtocolState | None = None
-    last: Event | None = None
-    for event in events:
-        if event.type not in PHASE_EVENT_TYPES:
-            continue
-        try:
-            expected = decide(state, command_of(event.type, event.payload))
-            if not same_decision(expected, (event.type, event.payload)):
-                raise StoreCorruption(
-                    instance_id, event.sequence, f"{event.type} payload differs from what its command yields"
-                )
-            previous, state = state, evolve(state, instance_id, event.type, event.payload, event.sequence)
-        except StoreCorruption:
-            raise
-        except (ContextError, KeyError, TypeError) as exc:
-            raise StoreCorruption(
-                instance_id, event.sequence, f"{event.type} cannot be replayed: {type(exc).__name__}: {exc}"
-            ) from exc
-        last = event
-    return Replay(state, previous, last)
+    fold = PhaseFold(instance_id)
+    fold.extend(events)
+    return Replay(fold.snapshot(), fold.previous, fold.last)
 
 
 def check_integrity(artifact: Artifact) -> None:
@@ -286,6 +442,7 @@ __all__ = [
     "Decision",
     "Fail",
     "Interpret",
+    "PhaseFold",
     "ProvideInput",
     "Record",
     "Replay",

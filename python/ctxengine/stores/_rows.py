@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..core.canonical import canonical_json
 from ..errors import (
@@ -343,8 +343,12 @@ class TransactionSlot(Generic[T]):
     the outer one.
     """
 
+    #: Every slot made, so that ``in_transaction`` can ask them all.
+    made: ClassVar[list[TransactionSlot[Any]]] = []
+
     def __init__(self, name: str) -> None:
         self._var: ContextVar[tuple[tuple[object, T], ...]] = ContextVar(name, default=())
+        TransactionSlot.made.append(self)
 
     def get(self, owner: object) -> T | None:
         for bound_owner, handle in reversed(self._var.get()):  # innermost first
@@ -361,6 +365,12 @@ class TransactionSlot(Generic[T]):
             self._var.reset(token)
 
 
+def in_transaction(store: object) -> bool:
+    """True when the current task is inside ``store.transaction()`` (or a predicted commit) of
+    ``store``: what it reads there may still roll back, so a cache must not keep it."""
+    return any(slot.get(store) is not None for slot in TransactionSlot.made)
+
+
 __all__ = [
     "CHECKPOINT_COLUMNS",
     "CHECKPOINT_COLUMN_LIST",
@@ -374,6 +384,7 @@ __all__ = [
     "check_claim",
     "check_lease",
     "check_ints",
+    "in_transaction",
     "check_session",
     "check_run_id",
     "decode_checkpoint",
