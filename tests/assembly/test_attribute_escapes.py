@@ -142,13 +142,15 @@ def test_the_table_is_the_unicode_classes() -> None:
     "render",
     [
         lambda v: render_knowledge(KnowledgePassage(v, "passage text", 0.5, v)).text,
-        lambda v: render_working_state(
-            WorkingState(
-                constraints=(StateEntry(v, v, ce.TrustLevel.PLATFORM),),
-                tasks=(Task(v, v, trust=ce.TrustLevel.PLATFORM),),
-                open_questions=(StateEntry(v, v),),
-            )
-        ).text,
+        lambda v: (
+            render_working_state(
+                WorkingState(
+                    constraints=(StateEntry(v, v, ce.TrustLevel.PLATFORM),),
+                    tasks=(Task(v, v, trust=ce.TrustLevel.PLATFORM),),
+                    open_questions=(StateEntry(v, v),),
+                )
+            ).text
+        ),
         lambda v: render_metadata(NOON, ce.Principal(v, "acme", frozenset({v})), "api").text,
     ],
     ids=["knowledge", "working_state", "metadata"],

@@ -43,7 +43,11 @@ def _anthropic_in(body: dict[str, Any], **opts: Any) -> list[Any]:
 #: name -> (to_items, from_items, a strategy of foreign histories)
 FORMATS: dict[str, tuple[Callable[..., Any], Callable[..., Any], st.SearchStrategy[Any]]] = {
     "openai_chat": (openai_chat.to_items, openai_chat.from_items, histories.openai_chat()),
-    "openai_responses": (openai_responses.to_items, openai_responses.from_items, histories.openai_responses()),
+    "openai_responses": (
+        openai_responses.to_items,
+        openai_responses.from_items,
+        histories.openai_responses(),
+    ),
     "anthropic": (_anthropic_in, _anthropic_out, histories.anthropic()),
     "langchain": (langchain.to_items, langchain.from_items, histories.langchain()),
 }
@@ -138,7 +142,6 @@ def test_reported_trust_losses_raise(backend: str, name: str, kind: str, item: A
     assert item.trust.value in str(info.value)
 
 
-
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_saying_the_trust_makes_it_exact(backend: str, name: str) -> None:
     """The same ``tool_trust=`` / ``trust=`` on both sides carries the non-default trust."""
@@ -166,7 +169,9 @@ def test_default_trust_histories_keep_their_bytes() -> None:
         {"role": "user", "content": "u", "name": "dana"},
         {
             "role": "assistant",
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run", "arguments": '{"q":1}'}}],
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "run", "arguments": '{"q":1}'}}
+            ],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "r"},
         {"role": "assistant", "content": "a"},

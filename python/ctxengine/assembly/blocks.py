@@ -135,9 +135,12 @@ def render_working_state(state: WorkingState) -> RenderedItem:
         ("established facts", state.established_facts),
         ("open questions", state.open_questions),
     ):
-        lines += _section(label, [(e.trust, f"- [{escape_inline(e.entry_id)}] {_one_line(e.text)}") for e in entries])
+        lines += _section(
+            label, [(e.trust, f"- [{escape_inline(e.entry_id)}] {_one_line(e.text)}") for e in entries]
+        )
     lines += _section(
-        "tasks", [(t.trust, f"- [{escape_inline(t.task_id)}] ({t.status}) {_one_line(t.text)}") for t in state.tasks]
+        "tasks",
+        [(t.trust, f"- [{escape_inline(t.task_id)}] ({t.status}) {_one_line(t.text)}") for t in state.tasks],
     )
     lines += _section("next action", [(untrusted, _one_line(state.next_action))] if state.next_action else [])
     return RenderedItem("working_state", "system", text="\n".join(lines))

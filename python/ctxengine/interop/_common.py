@@ -60,7 +60,7 @@ def check_trust(
     ``trust`` and ``tool_trust`` (``default`` is the role's). No format has a field for any
     other trust, and a silent change would fence or unfence content (ADR 0008: exact or an
     error)."""
-    trust: TrustLevel = item.trust  # type: ignore[attr-defined]  # items with a trust only
+    trust: TrustLevel = item.trust  # type: ignore[union-attr]  # called for items with a trust
     back = p.trust_for(index, message, default)
     if trust is not back:
         raise ConversionError(

@@ -94,6 +94,7 @@ def escape_body(text: str) -> str:
 #: What an attribute value may not carry as itself: tag and entity syntax, both quotes,
 #: and the line-unsafe characters.
 _ATTR_UNSAFE = re.compile(f"[&<>\"'{_LINE_UNSAFE_CLASS}]")
+_ATTR_SYNTAX = frozenset("&<>\"'")
 _ATTR_NAMED = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
 
 
@@ -112,6 +113,9 @@ def escape_attr(value: str) -> str:
     ``& < > "`` as named entities; ``'`` and every line-unsafe character as a numeric
     character reference, decimal below U+0080 (``&#39;``, ``&#10;``) and hexadecimal
     above (``&#x85;``, ``&#x202e;``). Plain values (``tool:call_7``) are unchanged."""
+    # Printable ASCII holds no line-unsafe character: most values take this path.
+    if value.isascii() and value.isprintable() and _ATTR_SYNTAX.isdisjoint(value):
+        return value
     return _ATTR_UNSAFE.sub(_attr_entity, value)
 
 
@@ -119,6 +123,7 @@ def escape_attr(value: str) -> str:
 #: text: tag and entity syntax, quotes, the escape characters, the list separator of a
 #: metadata line, and the line-unsafe characters.
 _INLINE_UNSAFE = re.compile(f"[%<>&\"'\\\\,{_LINE_UNSAFE_CLASS}]")
+_INLINE_SYNTAX = frozenset("%<>&\"'\\,")
 
 
 def _percent(match: re.Match[str]) -> str:
@@ -132,6 +137,8 @@ def escape_inline(value: str) -> str:
     (its UTF-8 bytes as ``%XX``), ``%`` itself included, so the result is reversible
     and two different values never print the same. Plain ids (``dana``,
     ``web.search``, ``call_7``) are unchanged (ADR 0010)."""
+    if value.isascii() and value.isprintable() and _INLINE_SYNTAX.isdisjoint(value):
+        return value
     return _INLINE_UNSAFE.sub(_percent, value)
 
 
