@@ -147,6 +147,13 @@ fn escape_body(out: &mut String, text: &str) {
 /// and every line-unsafe character as a numeric reference, decimal below
 /// U+0080 (`&#39;`, `&#10;`) and lowercase hexadecimal above (`&#x85;`).
 pub fn escape_attr(out: &mut String, value: &str) {
+    // Printable ASCII without the syntax characters (a plain id) is copied whole.
+    let plain =
+        |b: &u8| (0x20..0x7F).contains(b) && !matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'');
+    if value.as_bytes().iter().all(plain) {
+        out.push_str(value);
+        return;
+    }
     for ch in value.chars() {
         match ch {
             '&' => out.push_str("&amp;"),
