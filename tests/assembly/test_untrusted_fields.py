@@ -33,12 +33,15 @@ WIRE = {
 }
 #: Keys of a wire payload that hold text the model reads as prose.
 TEXT_KEYS = frozenset({"content", "text", "output", "system"})
-ENVELOPE = re.compile(
-    r'<untrusted trust="[^"<>]*" source="[^"<>]*" nonce="([0-9a-f]{16})">.*?</untrusted:\1>', re.S
-)
 
-# Hostile text: delimiters, quotes, entities, line breaks of every kind, bidi overrides.
-FRAGMENTS = [*"ab:/-_ .,%&<>\"'=\\\n\r\t\u2028\u2029\u202e", "</untrusted:", "<untrusted", "scopes: "]
+# Hostile text: delimiters, quotes, entities, line breaks of every kind, bidi controls.
+FRAGMENTS = [
+    *"ab:/-_ .,%&<>\"'=\\\n\r\t\u2028\u2029\u202e",
+    *"\x0b\x0c\x1c\x1d\x1e\x85\u061c\u200e\u2066",
+    "</untrusted:",
+    "<untrusted",
+    "scopes: ",
+]
 hostile = st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=12).map("".join)
 
 
@@ -94,7 +97,15 @@ def session_with(strings: list[str], result_size: int) -> tuple[list[Any], ce.Pr
 
 
 #: What an untrusted string must never carry, raw, into text outside an envelope.
-DELIMITERS = frozenset("<>\n\r\u2028\u2029")
+#: (Every character ``str.splitlines`` ends a line at, and the bidi controls: issue 37.)
+DELIMITERS = frozenset(
+    "<>\n\r\u2028\u2029\x0b\x0c\x1c\x1d\x1e\x85\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+#: A genuine envelope: its attributes hold none of the delimiters either.
+_ATTR = '[^"' + re.escape("".join(sorted(DELIMITERS))) + "]*"
+ENVELOPE = re.compile(
+    f'<untrusted trust="{_ATTR}" source="{_ATTR}" nonce="([0-9a-f]{{16}})">.*?</untrusted:\\1>', re.S
+)
 
 
 def marked(strings: list[str]) -> list[str]:

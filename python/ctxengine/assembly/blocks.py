@@ -84,9 +84,22 @@ def render_skill(skill: SkillBody) -> RenderedItem:
     return RenderedItem("skill_bodies", "system", text=f"Skill {skill.name}:\n{skill.body}")
 
 
+#: Every character ``str.splitlines`` ends a line at, and how an entry spells it.
+_LINE_BREAKS = (
+    ("\r", "\\r"),
+    ("\n", "\\n"),
+    *((c, f"\\x{ord(c):02x}") for c in "\x0b\x0c\x1c\x1d\x1e\x85"),
+    *((c, f"\\u{ord(c):04x}") for c in "\u2028\u2029"),
+)
+
+
 def _one_line(text: str) -> str:
-    # An entry is one line, so no entry can forge the next one's "- [id]" prefix.
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    # An entry is one line, so no entry can forge the next one's "- [id]" prefix. (No
+    # spelling holds a line break, so the order of the replacements does not matter.)
+    for char, spelled in _LINE_BREAKS:
+        if char in text:
+            text = text.replace(char, spelled)
+    return text
 
 
 def _section(label: str, lines: list[tuple[TrustLevel, str]]) -> list[str]:
@@ -122,9 +135,12 @@ def render_working_state(state: WorkingState) -> RenderedItem:
         ("established facts", state.established_facts),
         ("open questions", state.open_questions),
     ):
-        lines += _section(label, [(e.trust, f"- [{e.entry_id}] {_one_line(e.text)}") for e in entries])
+        lines += _section(
+            label, [(e.trust, f"- [{escape_inline(e.entry_id)}] {_one_line(e.text)}") for e in entries]
+        )
     lines += _section(
-        "tasks", [(t.trust, f"- [{t.task_id}] ({t.status}) {_one_line(t.text)}") for t in state.tasks]
+        "tasks",
+        [(t.trust, f"- [{escape_inline(t.task_id)}] ({t.status}) {_one_line(t.text)}") for t in state.tasks],
     )
     lines += _section("next action", [(untrusted, _one_line(state.next_action))] if state.next_action else [])
     return RenderedItem("working_state", "system", text="\n".join(lines))

@@ -47,7 +47,8 @@ def langchain_session(n_items: int, tag: str) -> list[Any]:
     from ctxengine.interop import langchain
 
     items = synthetic_session(n_items, tag=tag)
-    messages: list[Any] = langchain.from_items(items)
+    # The synthetic session's tool results are the runtime's own (``internal_tool``).
+    messages: list[Any] = langchain.from_items(items, tool_trust="internal_tool")
     return messages
 
 
@@ -55,7 +56,7 @@ def chat_session(n_items: int, tag: str) -> list[dict[str, Any]]:
     """A synthetic session as OpenAI Chat dict messages."""
     from ctxengine.interop import openai_chat
 
-    return openai_chat.from_items(synthetic_session(n_items, tag=tag))
+    return openai_chat.from_items(synthetic_session(n_items, tag=tag), tool_trust="internal_tool")
 
 
 def trim_options(messages: list[Any]) -> dict[str, Any]:

@@ -17,6 +17,10 @@ defines for a request history; response-only metadata is dropped by design
 ``ConversionError`` naming the message index and field: nothing is dropped
 silently. Tool output from a foreign history is ``external_untrusted`` by
 default (ADR 0008); ``trust=`` and ``tool_trust=`` change that per message.
+Trust is not written on the way out: ``from_items`` takes the same ``trust=`` and
+``tool_trust=`` and raises ``ConversionError`` (field ``trust``) for an item that
+``to_items`` would read back with another trust, so items -> format -> items is
+exact too, or an error, never a silent change of trust.
 """
 
 from __future__ import annotations

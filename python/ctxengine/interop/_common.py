@@ -52,6 +52,26 @@ class Provenance:
             raise self.error(index, "trust", f"unknown trust level {value!r}") from None
 
 
+def check_trust(
+    p: Provenance, k: int, item: ConversationItem, index: int, message: Any, default: TrustLevel | str
+) -> None:
+    """On the way out: item ``k``, written into message ``index`` (``message``, as written),
+    must come back with its own trust when ``to_items`` reads that message with the same
+    ``trust`` and ``tool_trust`` (``default`` is the role's). No format has a field for any
+    other trust, and a silent change would fence or unfence content (ADR 0008: exact or an
+    error)."""
+    trust: TrustLevel = item.trust  # type: ignore[union-attr]  # called for items with a trust
+    back = p.trust_for(index, message, default)
+    if trust is not back:
+        raise ConversionError(
+            p.source,
+            k,
+            "trust",
+            f"{trust.value} has no {p.source} form: this message would be read back as "
+            f"{back.value} (pass to_items and from_items the same trust= and tool_trust=)",
+        )
+
+
 class Sequencer:
     """Hands out ``seq`` values item by item, as ``Provenance`` says."""
 
@@ -213,6 +233,7 @@ __all__ = [
     "Sequencer",
     "TrustOverride",
     "check_groups",
+    "check_trust",
     "content_out",
     "content_value",
     "dump_arguments",

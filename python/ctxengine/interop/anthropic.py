@@ -44,6 +44,7 @@ from ._common import (
     Sequencer,
     TrustOverride,
     check_groups,
+    check_trust,
     content_out,
     content_value,
     item_error,
@@ -210,10 +211,17 @@ def groups(items: Sequence[ConversationItem]) -> Iterator[tuple[int, int]]:
         yield start, len(items)
 
 
-def from_items(items: Sequence[ConversationItem]) -> dict[str, Any]:
-    """Items as ``{"system": ..., "messages": [...]}``. ``seq`` and ``trust`` are ctxengine's own
-    and are not written; a system item after the first position, file parts or another
-    provider's reasoning raise ``ConversionError``."""
+def from_items(
+    items: Sequence[ConversationItem],
+    *,
+    trust: TrustOverride = None,
+    tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
+) -> dict[str, Any]:
+    """Items as ``{"system": ..., "messages": [...]}``. ``seq`` is not written; trust is the
+    role's, so an item whose trust ``to_items`` would not give back, read with the same
+    ``trust`` and ``tool_trust``, raises ``ConversionError`` (field ``trust``), as do a system
+    item after the first position, file parts or another provider's reasoning."""
+    p = Provenance(SOURCE, None, 1, trust, tool_trust)
     at = item_error(SOURCE)
     out: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
@@ -223,12 +231,17 @@ def from_items(items: Sequence[ConversationItem]) -> dict[str, Any]:
             if start != 0:
                 raise at(start)("type", "Messages has a system parameter only before the first turn")
             out["system"] = content_out(first.content, "text", at(start))
+            check_trust(p, start, first, -1, out["system"], TrustLevel.PLATFORM)
             continue
         role = "user" if _side(first) == "user" else "assistant"
+        level = TrustLevel.USER if role == "user" else TrustLevel.EXTERNAL_UNTRUSTED
         if isinstance(first, UserMessage | AssistantMessage) and isinstance(first.content, str):
             messages.append({"role": role, "content": first.content})
+            check_trust(p, start, first, len(messages) - 1, messages[-1], level)
             continue
         blocks: list[dict[str, Any]] = []
+        message = {"role": role, "content": blocks}
+        results: list[tuple[int, dict[str, Any]]] = []
         for k in range(start, end):
             item, err = items[k], at(k)
             if isinstance(item, UserMessage | AssistantMessage):
@@ -246,13 +259,21 @@ def from_items(items: Sequence[ConversationItem]) -> dict[str, Any]:
                 if item.is_error:
                     block["is_error"] = True
                 blocks.append(block)
+                results.append((k, block))
             elif isinstance(item, ReasoningItem):
                 if item.provider != "anthropic":
                     raise err("provider", f"{item.provider!r} reasoning has no Messages form")
                 blocks.append(dict(item.payload))
             else:
                 raise err("type", f"{type(item).__name__} has no Messages form")
-        messages.append({"role": role, "content": blocks})
+        # Text takes the message's trust, each tool result its block's (as ``to_items`` reads them).
+        index = len(messages)
+        for k in range(start, end):
+            if isinstance(items[k], UserMessage | AssistantMessage):
+                check_trust(p, k, items[k], index, message, level)
+        for k, block in results:
+            check_trust(p, k, items[k], index, block, p.tool_trust)
+        messages.append(message)
     out["messages"] = messages
     return out
 

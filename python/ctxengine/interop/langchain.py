@@ -35,7 +35,7 @@ from ..model import (
     TrustLevel,
     UserMessage,
 )
-from ._common import Provenance, Sequencer, TrustOverride, check_groups, item_error, make
+from ._common import Provenance, Sequencer, TrustOverride, check_groups, check_trust, item_error, make
 
 SOURCE = "langchain"
 #: Dropped on the way in: metadata of a response or of storage, not history.
@@ -238,11 +238,20 @@ def _blocks(content: Any, err: Any) -> Any:
     return out
 
 
-def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = None) -> list[Any]:
-    """Items as LangChain messages. ``seq`` and ``trust`` are ctxengine's own and are not
-    written (a ``trusted_configuration`` system item is a developer-role ``SystemMessage``;
-    ``seq`` goes to ``additional_kwargs[seq_field]`` when named)."""
+def from_items(
+    items: Sequence[ConversationItem],
+    *,
+    seq_field: str | None = None,
+    trust: TrustOverride = None,
+    tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
+) -> list[Any]:
+    """Items as LangChain messages. ``seq`` goes to ``additional_kwargs[seq_field]`` when one
+    is named and is not written otherwise; trust is the role's (a ``trusted_configuration``
+    system item is a developer-role ``SystemMessage``), so an item whose trust ``to_items``
+    would not give back, read with the same ``trust`` and ``tool_trust``, raises
+    ``ConversionError`` (field ``trust``)."""
     lc = _lc()
+    p = Provenance(SOURCE, seq_field, 1, trust, tool_trust)
     at = item_error(SOURCE)
     out: list[Any] = []
     names: dict[str, str] = {}
@@ -252,25 +261,26 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
         if seq_field is not None and first.seq is not None:
             kwargs[seq_field] = first.seq
         if isinstance(first, SystemMessage):
+            default = TrustLevel.PLATFORM
             if first.trust is TrustLevel.TRUSTED_CONFIGURATION:
                 kwargs["__openai_role__"] = "developer"
-            out.append(lc.SystemMessage(content=_blocks(first.content, err), additional_kwargs=kwargs))
+                default = TrustLevel.TRUSTED_CONFIGURATION
+            message = lc.SystemMessage(content=_blocks(first.content, err), additional_kwargs=kwargs)
+            check_trust(p, start, first, len(out), message, default)
         elif isinstance(first, UserMessage):
-            out.append(
-                lc.HumanMessage(
-                    content=_blocks(first.content, err), name=first.principal_id, additional_kwargs=kwargs
-                )
+            message = lc.HumanMessage(
+                content=_blocks(first.content, err), name=first.principal_id, additional_kwargs=kwargs
             )
+            check_trust(p, start, first, len(out), message, TrustLevel.USER)
         elif isinstance(first, ToolResult):
-            out.append(
-                lc.ToolMessage(
-                    content=_blocks(first.content, err),
-                    tool_call_id=first.call_id,
-                    name=names.get(first.call_id),
-                    status="error" if first.is_error else "success",
-                    additional_kwargs=kwargs,
-                )
+            message = lc.ToolMessage(
+                content=_blocks(first.content, err),
+                tool_call_id=first.call_id,
+                name=names.get(first.call_id),
+                status="error" if first.is_error else "success",
+                additional_kwargs=kwargs,
             )
+            check_trust(p, start, first, len(out), message, p.tool_trust)
         else:
             content: Any = ""
             calls = []
@@ -293,7 +303,11 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
                     content = [*(content or []), dict(item.payload)]
                 else:
                     raise at(k)("type", f"{type(item).__name__} has no LangChain form")
-            out.append(lc.AIMessage(content=content, tool_calls=calls, additional_kwargs=kwargs))
+            message = lc.AIMessage(content=content, tool_calls=calls, additional_kwargs=kwargs)
+            for k in range(start, end):
+                if isinstance(items[k], AssistantMessage):
+                    check_trust(p, k, items[k], len(out), message, TrustLevel.EXTERNAL_UNTRUSTED)
+        out.append(message)
     return out
 
 

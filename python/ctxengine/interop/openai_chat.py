@@ -40,6 +40,7 @@ from ._common import (
     Sequencer,
     TrustOverride,
     check_groups,
+    check_trust,
     content_out,
     content_value,
     dump_arguments,
@@ -166,24 +167,35 @@ def groups(items: Sequence[ConversationItem]) -> Iterator[tuple[int, int]]:
         yield start, len(items)
 
 
-def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = None) -> list[dict[str, Any]]:
-    """Items as chat messages. ``seq`` and ``trust`` are ctxengine's own and are not written
-    (except that a system item trusted as ``trusted_configuration`` is a ``developer`` message,
-    and ``seq`` goes to ``seq_field`` when one is named); anything else chat cannot hold
-    (file parts, an ``is_error`` result, reasoning) raises ``ConversionError``."""
+def from_items(
+    items: Sequence[ConversationItem],
+    *,
+    seq_field: str | None = None,
+    trust: TrustOverride = None,
+    tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
+) -> list[dict[str, Any]]:
+    """Items as chat messages. ``seq`` is not written unless ``seq_field`` names a field for it;
+    trust is the role's (a system item trusted as ``trusted_configuration`` is a ``developer``
+    message), so an item whose trust ``to_items`` would not give back, read with the same
+    ``trust`` and ``tool_trust``, raises ``ConversionError`` (field ``trust``), as does anything
+    else chat cannot hold (file parts, an ``is_error`` result, reasoning)."""
+    p = Provenance(SOURCE, seq_field, 1, trust, tool_trust)
     at = item_error(SOURCE)
     out: list[dict[str, Any]] = []
     for start, end in groups(items):
         first = items[start]
         err = at(start)
         message: dict[str, Any]
+        default: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED
         if isinstance(first, SystemMessage):
             role = "developer" if first.trust is TrustLevel.TRUSTED_CONFIGURATION else "system"
             message = {"role": role, "content": content_out(first.content, "text", err)}
+            default = _SYSTEM_ROLES[role]
         elif isinstance(first, UserMessage):
             message = {"role": "user", "content": content_out(first.content, "text", err)}
             if first.principal_id is not None:
                 message["name"] = first.principal_id
+            default = TrustLevel.USER
         elif isinstance(first, ToolResult):
             if first.is_error:
                 raise err("is_error", "chat tool messages have no error flag")
@@ -192,6 +204,7 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
                 "tool_call_id": first.call_id,
                 "content": content_out(first.content, "text", err),
             }
+            default = p.tool_trust
         elif isinstance(first, AssistantMessage | ToolCall):
             message = {"role": "assistant"}
             calls = items[start:end]
@@ -212,6 +225,8 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
             raise err("type", f"{type(first).__name__} has no chat form")
         if seq_field is not None and first.seq is not None:
             message[seq_field] = first.seq
+        if not isinstance(first, ToolCall):
+            check_trust(p, start, first, len(out), message, default)
         out.append(message)
     return out
 

@@ -40,6 +40,7 @@ from ._common import (
     Provenance,
     Sequencer,
     TrustOverride,
+    check_trust,
     dump_arguments,
     item_error,
     make,
@@ -162,28 +163,40 @@ def _content_out(content: Any, part_type: str, err: Any) -> Any:
     return out
 
 
-def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = None) -> list[dict[str, Any]]:
-    """Items as Responses input items. ``seq`` and ``trust`` are ctxengine's own and are not
-    written (a ``trusted_configuration`` system item is a ``developer`` message; ``seq`` goes
-    to ``seq_field`` when named); an ``is_error`` result, file parts or another provider's
-    reasoning raise ``ConversionError``."""
+def from_items(
+    items: Sequence[ConversationItem],
+    *,
+    seq_field: str | None = None,
+    trust: TrustOverride = None,
+    tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
+) -> list[dict[str, Any]]:
+    """Items as Responses input items. ``seq`` is not written unless ``seq_field`` names a field
+    for it; trust is the role's (a ``trusted_configuration`` system item is a ``developer``
+    message), so an item whose trust ``to_items`` would not give back, read with the same
+    ``trust`` and ``tool_trust``, raises ``ConversionError`` (field ``trust``), as do an
+    ``is_error`` result, file parts or another provider's reasoning."""
+    p = Provenance(SOURCE, seq_field, 1, trust, tool_trust)
     at = item_error(SOURCE)
     out: list[dict[str, Any]] = []
     for k, item in enumerate(items):
         err = at(k)
         made: dict[str, Any]
+        default: TrustLevel | str | None = None
         if isinstance(item, SystemMessage):
             role = "developer" if item.trust is TrustLevel.TRUSTED_CONFIGURATION else "system"
             made = {"type": "message", "role": role, "content": _content_out(item.content, "input_text", err)}
+            default = _ROLES[role]
         elif isinstance(item, UserMessage):
             made = {
                 "type": "message",
                 "role": "user",
                 "content": _content_out(item.content, "input_text", err),
             }
+            default = _ROLES["user"]
         elif isinstance(item, AssistantMessage):
             content = _content_out(item.content, "output_text", err)
             made = {"type": "message", "role": "assistant", "content": content}
+            default = _ROLES["assistant"]
         elif isinstance(item, ToolCall):
             made = {
                 "type": "function_call",
@@ -199,6 +212,7 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
                 "call_id": item.call_id,
                 "output": _content_out(item.content, "input_text", err),
             }
+            default = p.tool_trust
         elif isinstance(item, ReasoningItem):
             if item.provider != "openai":
                 raise err("provider", f"{item.provider!r} reasoning has no Responses form")
@@ -207,6 +221,8 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
             raise err("type", f"{type(item).__name__} has no Responses form")
         if seq_field is not None and item.seq is not None:
             made[seq_field] = item.seq
+        if default is not None:
+            check_trust(p, k, item, k, made, default)
         out.append(made)
     return out
 

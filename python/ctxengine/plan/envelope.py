@@ -6,15 +6,19 @@ every build and cannot be predicted by the content itself (it would have to
 contain its own hash). Inside the envelope ``&``, ``<`` and ``>`` are
 entity-escaped, so no text inside can form any tag, whole, partial, in any
 case; NUL and the Unicode line/paragraph separators are escaped too, so
-nothing can end a line that a downstream renderer would split on. Attribute
-values get the same escaping plus ``"``.
+nothing can end a line that a downstream renderer would split on.
+
+Attribute values (``trust``, ``source``: a tool call id, a passage id) and inline
+metadata fields are escaped by one rule (ADR 0010): their syntax characters and every
+character of ``LINE_UNSAFE_RANGES`` (controls, format characters, line and paragraph
+separators), as entities in an attribute and percent-encoded on a metadata line.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import unicodedata
+import re
 
 from ..model import TrustLevel
 
@@ -28,23 +32,41 @@ _BODY_ESCAPES = str.maketrans(
         "\u2029": "&#x2029;",
     }
 )
-_ATTR_ESCAPES = str.maketrans(
-    {
-        "&": "&amp;",
-        "<": "&lt;",
-        ">": "&gt;",
-        '"': "&quot;",
-        "'": "&#39;",
-        "\x00": "&#0;",
-        "\n": "&#10;",
-        "\r": "&#13;",
-        "\u2028": "&#x2028;",
-        "\u2029": "&#x2029;",
-    }
-)
 _BODY_PAIRS = tuple((chr(k), v) for k, v in _BODY_ESCAPES.items())
-_ATTR_PAIRS = tuple((chr(k), v) for k, v in _ATTR_ESCAPES.items())
-assert _BODY_PAIRS[0][0] == _ATTR_PAIRS[0][0] == "&"
+assert _BODY_PAIRS[0][0] == "&"
+
+#: The characters no attribute value or inline field may carry as themselves, so that none
+#: can end a line (``str.splitlines`` splits on some of each kind), reorder one (bidi
+#: controls) or hide text (zero-width): the Unicode general categories Cc, Cf, Zl and Zp.
+#: Inclusive ranges, pinned at Unicode 15.0 (Python 3.11's database is 14.0; 15.0 added
+#: U+13439-U+1343F), so that rendered bytes do not depend on the interpreter's Unicode
+#: version. The Rust core holds the same table (``rust/core/src/envelope.rs``).
+LINE_UNSAFE_RANGES: tuple[tuple[int, int], ...] = (
+    (0x0000, 0x001F),
+    (0x007F, 0x009F),
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x2028, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+)
+_LINE_UNSAFE_CLASS = "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in LINE_UNSAFE_RANGES)
 NONCE_HEX = 16
 
 
@@ -69,18 +91,43 @@ def escape_body(text: str) -> str:
     return _replaced(text, _BODY_PAIRS)
 
 
+#: What an attribute value may not carry as itself: tag and entity syntax, both quotes,
+#: and the line-unsafe characters.
+_ATTR_UNSAFE = re.compile(f"[&<>\"'{_LINE_UNSAFE_CLASS}]")
+_ATTR_SYNTAX = frozenset("&<>\"'")
+_ATTR_NAMED = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}
+
+
+def _attr_entity(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _ATTR_NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"&#{code};" if code < 0x80 else f"&#x{code:x};"
+
+
 def escape_attr(value: str) -> str:
-    """``escape_body`` plus quotes, CR and LF (for attribute values)."""
-    return _replaced(value, _ATTR_PAIRS)
+    """An attribute value that cannot end its quotes, its tag or its line (ADR 0010).
+
+    ``& < > "`` as named entities; ``'`` and every line-unsafe character as a numeric
+    character reference, decimal below U+0080 (``&#39;``, ``&#10;``) and hexadecimal
+    above (``&#x85;``, ``&#x202e;``). Plain values (``tool:call_7``) are unchanged."""
+    # Printable ASCII holds no line-unsafe character: most values take this path.
+    if value.isascii() and value.isprintable() and _ATTR_SYNTAX.isdisjoint(value):
+        return value
+    return _ATTR_UNSAFE.sub(_attr_entity, value)
 
 
-#: Characters an identifier or metadata value may not carry as themselves into rendered
-#: text outside an envelope: tag and entity syntax, quotes, the escape characters, and
-#: the list separator of a metadata line.
-_INLINE_UNSAFE = frozenset("%<>&\"'\\,")
-#: Unicode categories that can end or reshape a line: controls (newlines included),
-#: format characters (bidi overrides, zero-width), line and paragraph separators.
-_INLINE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+#: What an identifier or metadata value may not carry as itself onto a line of trusted
+#: text: tag and entity syntax, quotes, the escape characters, the list separator of a
+#: metadata line, and the line-unsafe characters.
+_INLINE_UNSAFE = re.compile(f"[%<>&\"'\\\\,{_LINE_UNSAFE_CLASS}]")
+_INLINE_SYNTAX = frozenset("%<>&\"'\\,")
+
+
+def _percent(match: re.Match[str]) -> str:
+    return "".join(f"%{b:02X}" for b in match.group().encode("utf-8", "surrogatepass"))
 
 
 def escape_inline(value: str) -> str:
@@ -90,15 +137,9 @@ def escape_inline(value: str) -> str:
     (its UTF-8 bytes as ``%XX``), ``%`` itself included, so the result is reversible
     and two different values never print the same. Plain ids (``dana``,
     ``web.search``, ``call_7``) are unchanged (ADR 0010)."""
-    if value.isascii() and value.isprintable() and not _INLINE_UNSAFE.intersection(value):
+    if value.isascii() and value.isprintable() and _INLINE_SYNTAX.isdisjoint(value):
         return value
-    out = []
-    for ch in value:
-        if ch in _INLINE_UNSAFE or unicodedata.category(ch) in _INLINE_CATEGORIES:
-            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
-        else:
-            out.append(ch)
-    return "".join(out)
+    return _INLINE_UNSAFE.sub(_percent, value)
 
 
 def json_inline(value: object) -> str:
@@ -125,6 +166,7 @@ def envelope(text: str, *, trust: TrustLevel, source: str, digest: bytes) -> str
 
 
 __all__ = [
+    "LINE_UNSAFE_RANGES",
     "NONCE_HEX",
     "envelope",
     "escape_attr",

@@ -5,11 +5,15 @@
 //! Content below `trusted_configuration` is fenced as
 //! `<untrusted trust=".." source=".." nonce="N">BODY</untrusted:N>`, the
 //! nonce the first 16 hex digits of SHA-256(`ctxengine.envelope\0` + the
-//! item's canonical digest); the body escapes `& < >`, NUL and U+2028/2029,
-//! attribute values additionally quotes, CR and LF.
+//! item's canonical digest); the body escapes `& < >`, NUL and U+2028/2029.
+//! Attribute values escape `& < > " '` and every line-unsafe character
+//! ([`LINE_UNSAFE`]: controls, format characters, line and paragraph
+//! separators), the one rule `ctxengine.plan.envelope` applies to attributes
+//! and inline fields (ADR 0010).
 
 use crate::canonical::{write_i64, write_str, MAX_SAFE_INTEGER};
 use crate::hash::sha256;
+use std::fmt::Write;
 
 /// Hex digits of the nonce.
 pub const NONCE_HEX: usize = 16;
@@ -46,22 +50,59 @@ fn equal_mask(x: u64, byte: u8) -> u64 {
     t.wrapping_sub(ONES) & !t & HIGHS
 }
 
-/// Whether `bytes` holds a byte `escape` may replace: `& < >`, NUL or the lead
-/// byte of U+2028/U+2029 (0xE2), and for attributes also quotes, CR and LF.
-/// Eight bytes per step: this runs over every history item's text.
-fn has_special(bytes: &[u8], attr: bool) -> bool {
+/// The characters no attribute value may carry as themselves: the Unicode
+/// general categories Cc, Cf, Zl and Zp as inclusive ranges, pinned at
+/// Unicode 15.0 — the table `LINE_UNSAFE_RANGES` of
+/// `ctxengine.plan.envelope`, which must stay equal to this one (a test
+/// renders every code point on both backends).
+pub const LINE_UNSAFE: [(u32, u32); 23] = [
+    (0x0000, 0x001F),
+    (0x007F, 0x009F),
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x2028, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+];
+
+/// Whether `ch` is in [`LINE_UNSAFE`].
+pub fn line_unsafe(ch: char) -> bool {
+    let c = u32::from(ch);
+    if c < 0xA0 {
+        return !(0x20..0x7F).contains(&c);
+    }
+    // The last range starting at or below `c`.
+    let at = LINE_UNSAFE.partition_point(|&(start, _)| start <= c);
+    at > 0 && c <= LINE_UNSAFE[at - 1].1
+}
+
+/// Whether `bytes` holds a byte `escape_body` may replace: `& < >`, NUL or
+/// the lead byte of U+2028/U+2029 (0xE2). Eight bytes per step: this runs
+/// over every history item's text.
+fn has_special(bytes: &[u8]) -> bool {
     let flagged = |x: u64| {
-        let body = equal_mask(x, b'&')
+        equal_mask(x, b'&')
             | equal_mask(x, b'<')
             | equal_mask(x, b'>')
             | equal_mask(x, 0)
-            | equal_mask(x, 0xE2);
-        let quoting = if attr {
-            equal_mask(x, b'"') | equal_mask(x, b'\'') | equal_mask(x, b'\n') | equal_mask(x, b'\r')
-        } else {
-            0
-        };
-        body | quoting != 0
+            | equal_mask(x, 0xE2)
+            != 0
     };
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
@@ -77,10 +118,10 @@ fn has_special(bytes: &[u8], attr: bool) -> bool {
     flagged(u64::from_le_bytes(word))
 }
 
-fn escape(out: &mut String, text: &str, attr: bool) {
+fn escape_body(out: &mut String, text: &str) {
     // Most text holds none of the escaped characters: copy it whole. (U+2028
     // and U+2029 are the only ones outside ASCII; their UTF-8 starts 0xE2.)
-    if !has_special(text.as_bytes(), attr) {
+    if !has_special(text.as_bytes()) {
         out.push_str(text);
         return;
     }
@@ -93,10 +134,6 @@ fn escape(out: &mut String, text: &str, attr: bool) {
             '\0' => "&#0;",
             '\u{2028}' => "&#x2028;",
             '\u{2029}' => "&#x2029;",
-            '"' if attr => "&quot;",
-            '\'' if attr => "&#39;",
-            '\n' if attr => "&#10;",
-            '\r' if attr => "&#13;",
             _ => continue,
         };
         out.push_str(&text[start..i]);
@@ -104,6 +141,37 @@ fn escape(out: &mut String, text: &str, attr: bool) {
         start = i + ch.len_utf8();
     }
     out.push_str(&text[start..]);
+}
+
+/// `value` escaped as an attribute value: `& < > "` as named entities, `'`
+/// and every line-unsafe character as a numeric reference, decimal below
+/// U+0080 (`&#39;`, `&#10;`) and lowercase hexadecimal above (`&#x85;`).
+pub fn escape_attr(out: &mut String, value: &str) {
+    // Printable ASCII without the syntax characters (a plain id) is copied whole.
+    let plain =
+        |b: &u8| (0x20..0x7F).contains(b) && !matches!(b, b'&' | b'<' | b'>' | b'"' | b'\'');
+    if value.as_bytes().iter().all(plain) {
+        out.push_str(value);
+        return;
+    }
+    for ch in value.chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c if line_unsafe(c) => {
+                let code = u32::from(c);
+                let _ = if code < 0x80 {
+                    write!(out, "&#{code};")
+                } else {
+                    write!(out, "&#x{code:x};")
+                };
+            }
+            c => out.push(c),
+        }
+    }
 }
 
 /// `text` as the model sees it, verbatim when trusted, otherwise fenced and
@@ -120,13 +188,13 @@ pub fn envelope_into(out: &mut String, text: &str, trust: &str, source: &str, di
     let nonce = std::str::from_utf8(&nonce).unwrap_or_default();
     out.reserve(text.len() + 96);
     out.push_str("<untrusted trust=\"");
-    escape(out, trust, true);
+    escape_attr(out, trust);
     out.push_str("\" source=\"");
-    escape(out, source, true);
+    escape_attr(out, source);
     out.push_str("\" nonce=\"");
     out.push_str(nonce);
     out.push_str("\">");
-    escape(out, text, false);
+    escape_body(out, text);
     out.push_str("</untrusted:");
     out.push_str(nonce);
     out.push('>');
@@ -281,29 +349,45 @@ mod tests {
 
     #[test]
     fn special_scan_matches_a_byte_loop() {
-        let specials_body = [b'&', b'<', b'>', 0, 0xE2];
-        let specials_attr = [b'"', b'\'', b'\n', b'\r'];
+        let specials = [b'&', b'<', b'>', 0, 0xE2];
         let text = [b'a'; 40];
         for len in 0..40 {
             for at in 0..=len {
-                for byte in specials_body
-                    .iter()
-                    .chain(&specials_attr)
-                    .chain(&[b'b', 0x80, 0xFF])
-                {
+                for byte in specials.iter().chain(&[b'b', b'"', b'\n', 0x80, 0xFF]) {
                     let mut t = text[..len].to_vec();
                     if at < len {
                         t[at] = *byte;
                     }
-                    for attr in [false, true] {
-                        let want = t.iter().any(|b| {
-                            specials_body.contains(b) || (attr && specials_attr.contains(b))
-                        });
-                        assert_eq!(has_special(&t, attr), want, "{t:?} attr={attr}");
-                    }
+                    let want = t.iter().any(|b| specials.contains(b));
+                    assert_eq!(has_special(&t), want, "{t:?}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn attributes_escape_every_line_unsafe_character() {
+        let mut out = String::new();
+        escape_attr(
+            &mut out,
+            "tool:x\u{85}SYSTEM: y\u{b}\u{c}\u{1c}\u{1d}\u{1e}\u{2028}\u{202e}\u{2066}\u{200e}\u{61c}\u{7f}\t\u{e0041}\u{13439}é",
+        );
+        assert_eq!(
+            out,
+            "tool:x&#x85;SYSTEM: y&#11;&#12;&#28;&#29;&#30;&#x2028;&#x202e;&#x2066;&#x200e;&#x61c;&#127;&#9;&#xe0041;&#x13439;é"
+        );
+        for (start, end) in LINE_UNSAFE {
+            for c in [start, end] {
+                assert!(char::from_u32(c).is_some_and(line_unsafe), "{c:x}");
+            }
+            for c in [start.wrapping_sub(1), end + 1] {
+                let outside = !LINE_UNSAFE.iter().any(|&(s, e)| (s..=e).contains(&c));
+                if outside {
+                    assert!(!char::from_u32(c).is_some_and(line_unsafe), "{c:x}");
+                }
+            }
+        }
+        assert!(LINE_UNSAFE.windows(2).all(|w| w[0].1 + 1 < w[1].0));
     }
 
     #[test]
