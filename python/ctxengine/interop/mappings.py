@@ -55,9 +55,13 @@ def select_history(
         cut: int = mappings_cut(mappings, summary_floor, history_tokens, estimator, model_id)
         if cut >= 0:
             return cut
+    from ..reference.arguments import check_cut_arguments, check_sequence
     from ..reference.cut import select_history as reference_cut
 
-    return reference_cut(to_items(mappings), summary_floor, history_tokens, estimator, model_id)
+    # The arguments first, in signature order, as the Rust path checks them.
+    values = check_sequence("select_history", "mappings", mappings, "mappings")
+    check_cut_arguments("select_history", summary_floor, history_tokens, estimator, model_id)
+    return reference_cut(to_items(values), summary_floor, history_tokens, estimator, model_id)
 
 
 __all__ = ["SOURCE", "from_items", "select_history", "to_items"]
