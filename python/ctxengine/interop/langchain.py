@@ -238,6 +238,12 @@ def _blocks(content: Any, err: Any) -> Any:
     return out
 
 
+def _block_list(content: Any) -> list[Any]:
+    """The AI message's content so far as the list its blocks are appended to: extended in
+    place, never rebuilt per block (a turn of many blocks stays linear)."""
+    return content if isinstance(content, list) else [*(content or [])]
+
+
 def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = None) -> list[Any]:
     """Items as LangChain messages. ``seq`` and ``trust`` are ctxengine's own and are not
     written (a ``trusted_configuration`` system item is a developer-role ``SystemMessage``;
@@ -288,9 +294,14 @@ def from_items(items: Sequence[ConversationItem], *, seq_field: str | None = Non
                     names[item.call_id] = item.name
                 elif isinstance(item, AssistantMessage):
                     blocks = _blocks(item.content, at(k))
-                    content = blocks if isinstance(blocks, str) else [*(content or []), *blocks]
+                    if isinstance(blocks, str):
+                        content = blocks
+                    else:
+                        content = _block_list(content)
+                        content.extend(blocks)
                 elif isinstance(item, ReasoningItem):
-                    content = [*(content or []), dict(item.payload)]
+                    content = _block_list(content)
+                    content.append(dict(item.payload))
                 else:
                     raise at(k)("type", f"{type(item).__name__} has no LangChain form")
             out.append(lc.AIMessage(content=content, tool_calls=calls, additional_kwargs=kwargs))
