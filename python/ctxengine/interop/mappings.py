@@ -14,24 +14,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ConversionError, ModelValidationError
+from ..errors import CanonicalizationError, ConversionError, ModelValidationError
 from ..model import ConversationItem, item_from_dict
 from ._backend import active_name
+from ._common import message_field
 
 SOURCE = "item_dicts"
 
 
 def to_items(mappings: Sequence[Mapping[str, Any]]) -> list[ConversationItem]:
-    """Each mapping decoded with ``item_from_dict``; a bad one is a ``ConversionError``
-    naming its index and field."""
+    """Each mapping decoded with ``item_from_dict`` and checked to be canonical JSON; a bad
+    one is a ``ConversionError`` naming its index and field."""
     items: list[ConversationItem] = []
     for i, m in enumerate(mappings):
         try:
-            items.append(item_from_dict(dict(m) if not isinstance(m, dict) else m))
+            item = item_from_dict(dict(m) if not isinstance(m, dict) else m)
+            item.canonical_bytes()  # canonical JSON (ADR 0001), checked here and cached
         except ModelValidationError as exc:
             raise ConversionError(SOURCE, i, exc.field, exc.reason) from None
+        except CanonicalizationError as exc:
+            raise ConversionError(SOURCE, i, message_field(exc.path, None, None), exc.reason) from None
         except (TypeError, ValueError) as exc:
             raise ConversionError(SOURCE, i, "<mapping>", str(exc)) from None
+        items.append(item)
     return items
 
 
