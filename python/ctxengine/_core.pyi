@@ -160,7 +160,7 @@ class TokenEstimator:
 
 def openai_chat_cut(
     messages: Any,
-    summary_floor: int,
+    summary_floor: int | None,
     history_tokens: int,
     estimator: Any,
     model_id: str,
@@ -170,14 +170,18 @@ def openai_chat_cut(
 ) -> int:
     """The cut over OpenAI Chat dict messages as a message index, without building items.
 
+    The cut's arguments are checked as ``select_history`` checks them (``ArgumentError``).
     ``-1 - i`` when message ``i`` needs the reference (which raises its error),
-    ``-1`` when the fast path does not take the input (not a list, another estimator).
+    ``-1`` when the fast path does not take the input (not a list, another estimator,
+    other provenance options).
     """
 
 def mappings_cut(
-    mappings: Any, summary_floor: int, history_tokens: int, estimator: Any, model_id: str
+    mappings: Any, summary_floor: int | None, history_tokens: int, estimator: Any, model_id: str
 ) -> int:
     """The cut over items' ``to_dict()`` mappings, measured without building items.
+
+    The cut's arguments are checked as ``select_history`` checks them (``ArgumentError``).
 
     ``-1 - i`` when mapping ``i`` is not exactly an item's dict form (the reference
     decodes it and raises its error), ``-1`` when the input is not taken at all.
@@ -186,15 +190,17 @@ def mappings_cut(
 def langchain_trim(
     counter: LangChainCounter,
     messages: Any,
-    max_tokens: int,
+    max_tokens: float,
     strategy: str,
     use_len: bool,
-    include_system: bool,
+    include_system: object,
     end_on: Callable[[Any], bool] | None,
     start_on: Callable[[Any], bool] | None,
 ) -> tuple[bool, int, int] | None:
     """``(system_kept, start, end)`` of the pair-safe ``trim_messages`` over memoized counts;
-    ``None`` when ``messages`` is not a list of ``BaseMessage`` (the caller converts it)."""
+    ``None`` when ``messages`` is not a list of ``BaseMessage`` (the caller converts it).
+    ``max_tokens`` is any int or float (``check_token_limit``); ``include_system`` is read
+    for its truth."""
 
 @final
 class LangChainCounter:

@@ -4,12 +4,14 @@ text parts, tool-call arguments, and the grouping check that keeps round trips e
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CanonicalizationError, ConversionError, ModelValidationError
 from ..model import ConversationItem, TextPart, TrustLevel
+from ..reference.arguments import is_int
 
 #: Per-message trust: a mapping of message index to trust, or ``f(index, message)``
 #: returning a trust level (``None`` keeps the role's default).
@@ -72,27 +74,39 @@ def check_trust(
         )
 
 
-class Sequencer:
-    """Hands out ``seq`` values item by item, as ``Provenance`` says."""
+#: The largest sequence number canonical JSON holds exactly (ADR 0001).
+MAX_SEQ = 2**53 - 1
 
-    __slots__ = ("_field", "_first_of_message", "_message_seq", "_next")
+
+class Sequencer:
+    """Hands out ``seq`` values item by item, as ``Provenance`` says; each within
+    ``±MAX_SEQ`` (what an item's canonical JSON holds), or a ``ConversionError`` naming the
+    message and ``seq_field`` or ``first_seq``."""
+
+    __slots__ = ("_field", "_first_of_message", "_index", "_message_seq", "_next", "_p")
 
     def __init__(self, p: Provenance) -> None:
-        if p.first_seq is not None and (not isinstance(p.first_seq, int) or isinstance(p.first_seq, bool)):
+        if p.first_seq is not None and not is_int(p.first_seq):
             raise p.error(0, "first_seq", f"expected an int, got {type(p.first_seq).__name__}")
+        self._p = p
         self._field = p.seq_field
         self._next = p.first_seq
         self._message_seq: int | None = None
         self._first_of_message = True
+        self._index = 0
 
     def message(self, p: Provenance, index: int, seq_value: object) -> None:
         """Start message ``index``; ``seq_value`` is its ``seq_field`` value (ignored without one)."""
         self._first_of_message = True
+        self._index = index
         if self._field is not None:
-            if not isinstance(seq_value, int) or isinstance(seq_value, bool):
+            if not is_int(seq_value):
                 raise p.error(
                     index, self._field, f"sequence field: expected an int, got {type(seq_value).__name__}"
                 )
+            assert isinstance(seq_value, int)
+            if not -MAX_SEQ <= seq_value <= MAX_SEQ:
+                raise p.error(index, self._field, f"sequence field: {seq_value} is outside ±(2**53-1)")
             self._message_seq = seq_value
 
     def take(self) -> int | None:
@@ -103,6 +117,8 @@ class Sequencer:
         if self._next is None:
             return None
         seq = self._next
+        if not -MAX_SEQ <= seq <= MAX_SEQ:
+            raise self._p.error(self._index, "first_seq", f"numbering reaches {seq}, outside ±(2**53-1)")
         self._next += 1
         return seq
 
@@ -174,15 +190,51 @@ def dump_arguments(arguments: Mapping[str, Any]) -> str:
 
 
 def make(
-    p: Provenance, index: int, cls: Callable[..., ConversationItem], *args: Any, **kwargs: Any
+    p: Provenance,
+    index: int,
+    cls: Callable[..., ConversationItem],
+    *args: Any,
+    fields: Mapping[str, str] | None = None,
+    blocks: Sequence[int] | None = None,
+    **kwargs: Any,
 ) -> ConversationItem:
-    """``cls(*args, **kwargs)``, the model's own validation as a ``ConversionError`` at ``index``."""
+    """``cls(*args, **kwargs)``, validated as the item it must be: the model's checks, and
+    canonical JSON (ADR 0001: no lone surrogate, NaN, integer beyond ±(2**53-1), nesting
+    beyond the limit), so a bad value fails here, at its message, not later in a cut.
+
+    A failure is a ``ConversionError`` at ``index`` naming the message field the value came
+    from: ``fields`` maps an item field to that field where the names differ
+    (``{"arguments": "tool_calls[0].function.arguments"}``; ``""`` for a field that is the
+    message itself), and ``blocks[k]`` is the message block that text part ``k`` came from
+    when the item holds a run of the message's blocks."""
     try:
-        return cls(*args, **kwargs)
+        item = cls(*args, **kwargs)
+        item.canonical_bytes()  # computed once and cached on the item
     except ModelValidationError as exc:
-        raise p.error(index, exc.field, exc.reason) from None
+        raise p.error(index, message_field(exc.field, fields, blocks), exc.reason) from None
     except CanonicalizationError as exc:
-        raise p.error(index, exc.path, exc.reason) from None
+        raise p.error(index, message_field(exc.path, fields, blocks), exc.reason) from None
+    return item
+
+
+_PATH = re.compile(r"^\$?\.?([A-Za-z_]+)(?:\[(\d+)\])?(.*)$", re.DOTALL)
+
+
+def message_field(path: str, fields: Mapping[str, str] | None, blocks: Sequence[int] | None) -> str:
+    """An item's field or JSON path (``$.content[1].text``) as the message's field."""
+    match = _PATH.match(path)
+    if match is None:
+        return path
+    name, position, rest = match.groups()
+    if position is not None:
+        k = int(position)
+        if name == "content" and blocks is not None and k < len(blocks):
+            k = blocks[k]
+        rest = f"[{k}]{rest}"
+    field = (fields or {}).get(name, name)
+    if not field:
+        return rest.lstrip(".") or "<item>"
+    return field + rest
 
 
 def only_fields(p: Provenance, index: int, message: Mapping[str, Any], allowed: frozenset[str]) -> None:
@@ -229,6 +281,7 @@ def item_error(source: str) -> Callable[[int], Callable[[str, str], ConversionEr
 
 
 __all__ = [
+    "MAX_SEQ",
     "Provenance",
     "Sequencer",
     "TrustOverride",
@@ -239,6 +292,7 @@ __all__ = [
     "dump_arguments",
     "item_error",
     "make",
+    "message_field",
     "only_fields",
     "parse_arguments",
     "seq_of",

@@ -87,13 +87,15 @@ def _blocks(
 ) -> list[ConversationItem]:
     made: list[ConversationItem] = []
     run: list[TextPart] = []
+    run_blocks: list[int] = []  # the block each part of the run came from
 
     def flush() -> None:
         if run:
-            parts = tuple(run)
+            parts, at = tuple(run), tuple(run_blocks)
             run.clear()
+            run_blocks.clear()
             cls = UserMessage if role == "user" else AssistantMessage
-            made.append(make(p, index, cls, parts, trust=level, seq=seqs.take()))
+            made.append(make(p, index, cls, parts, trust=level, seq=seqs.take(), blocks=at))
 
     for j, raw in enumerate(blocks):
         where = f"content[{j}]"
@@ -103,14 +105,20 @@ def _blocks(
             if not isinstance(text, str):
                 raise p.error(index, f"{where}.text", f"expected a str, got {type(text).__name__}")
             run.append(TextPart(text))
+            run_blocks.append(j)
             continue
         flush()
         if role == "assistant" and kind == "tool_use":
             call_id, name, arguments = block.get("id"), block.get("name"), block.get("input")
-            made.append(make(p, index, ToolCall, call_id, name, arguments, seq=seqs.take()))
+            fields = {"call_id": f"{where}.id", "name": f"{where}.name", "arguments": f"{where}.input"}
+            made.append(make(p, index, ToolCall, call_id, name, arguments, seq=seqs.take(), fields=fields))
         elif role == "assistant" and kind in _REASONING:
             payload = dict(block)
-            made.append(make(p, index, ReasoningItem, "anthropic", payload, seq=seqs.take()))
+            made.append(
+                make(
+                    p, index, ReasoningItem, "anthropic", payload, seq=seqs.take(), fields={"payload": where}
+                )
+            )
         elif role == "user" and kind == "tool_result":
             content = content_value(p, index, f"{where}.content", block.get("content", ""), "text")
             is_error = block.get("is_error", False)
@@ -126,6 +134,11 @@ def _blocks(
                     is_error=is_error,
                     trust=tool_level,
                     seq=seqs.take(),
+                    fields={
+                        "call_id": f"{where}.tool_use_id",
+                        "content": f"{where}.content",
+                        "is_error": f"{where}.is_error",
+                    },
                 )
             )
         else:
@@ -156,7 +169,7 @@ def to_items(
         level = p.trust_for(-1, system, TrustLevel.PLATFORM)
         # The system parameter has no field of its own to carry a sequence number.
         seq = None if p.seq_field is not None else seqs.take()
-        items.append(make(p, -1, SystemMessage, content, trust=level, seq=seq))
+        items.append(make(p, -1, SystemMessage, content, trust=level, seq=seq, fields={"content": "system"}))
         owners.append(-1)
     for i, raw in enumerate(messages):
         m = plain(raw)

@@ -4,7 +4,8 @@ The Rust backend writes each message's items as canonical bytes straight
 from the dicts and measures them by length (no item objects, no hashing,
 no memo: measuring a length costs less than looking it up). Whatever it
 does not take (another estimator, non-dict messages, a field it does not
-know) goes to the reference, which raises the same typed errors.
+know) goes to the reference, which raises the same typed errors. Both check
+the cut's arguments as ``select_history`` does, before reading a message.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from ..model import TrustLevel
 from ..reference import interop as reference
+from ..reference.arguments import check_cut_arguments, check_sequence
 from ._backend import active_name
 from ._common import Provenance, check_groups
 
@@ -40,6 +42,9 @@ def openai_chat_cut(
             return cut
     from . import openai_chat
 
+    # The arguments first, in signature order, as the Rust path checks them.
+    messages = check_sequence("select_history", "messages", messages, "messages")
+    check_cut_arguments("select_history", summary_floor, history_tokens, estimator, model_id)
     p = Provenance(openai_chat.SOURCE, seq_field, first_seq, tool_trust=trust)
     items, owners = openai_chat._convert(p, messages)
     check_groups(p, owners, openai_chat.groups(items), len(items))

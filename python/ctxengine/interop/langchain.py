@@ -68,15 +68,18 @@ def _kwargs(p: Provenance, index: int, message: Any, allowed: frozenset[str]) ->
     return seq_value, kept
 
 
-def _text(p: Provenance, index: int, content: Any) -> str | tuple[TextPart, ...]:
-    """Message content that is a string or a list of text blocks."""
+def _text(
+    p: Provenance, index: int, content: Any, blocks: Sequence[int] | None = None
+) -> str | tuple[TextPart, ...]:
+    """Message content that is a string or a list of text blocks (``blocks[j]``: the index
+    in the message of block ``j``, when ``content`` is a run of its blocks)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         raise p.error(index, "content", f"expected a str or a list, got {type(content).__name__}")
     parts = []
     for j, block in enumerate(content):
-        where = f"content[{j}]"
+        where = f"content[{j if blocks is None else blocks[j]}]"
         if not isinstance(block, Mapping) or block.get("type") != "text":
             kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
             raise p.error(index, f"{where}.type", f"{kind!r} blocks have no ctxengine form (text only)")
@@ -102,21 +105,26 @@ def _ai_content(
         raise p.error(index, "content", f"expected a str or a list, got {type(content).__name__}")
     made: list[ConversationItem] = []
     run: list[Any] = []
+    run_blocks: list[int] = []  # the block each part of the run came from
 
     def flush() -> None:
         if run:
-            parts = _text(p, index, list(run))
+            parts = _text(p, index, list(run), run_blocks)
+            at = tuple(run_blocks)
             run.clear()
-            made.append(make(p, index, AssistantMessage, parts, trust=level, seq=seqs.take()))
+            run_blocks.clear()
+            made.append(make(p, index, AssistantMessage, parts, trust=level, seq=seqs.take(), blocks=at))
 
-    for block in content:
+    for j, block in enumerate(content):
         kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind in _REASONING:
+        if isinstance(kind, str) and kind in _REASONING:
             flush()
             payload, provider = dict(block), _REASONING[kind]
-            made.append(make(p, index, ReasoningItem, provider, payload, seq=seqs.take()))
+            fields = {"payload": f"content[{j}]"}
+            made.append(make(p, index, ReasoningItem, provider, payload, seq=seqs.take(), fields=fields))
         else:
             run.append(block)
+            run_blocks.append(j)
     flush()
     return made
 
@@ -156,7 +164,18 @@ def to_items(
             seq_value, _ = _kwargs(p, i, m, frozenset())
             seqs.message(p, i, seq_value)
             content, level = _text(p, i, m.content), p.trust_for(i, m, TrustLevel.USER)
-            made = [make(p, i, UserMessage, content, trust=level, principal_id=m.name, seq=seqs.take())]
+            made = [
+                make(
+                    p,
+                    i,
+                    UserMessage,
+                    content,
+                    trust=level,
+                    principal_id=m.name,
+                    seq=seqs.take(),
+                    fields={"principal_id": "name"},
+                )
+            ]
         elif isinstance(m, lc.AIMessage):
             seq_value, _ = _kwargs(p, i, m, frozenset())
             seqs.message(p, i, seq_value)
@@ -170,7 +189,12 @@ def to_items(
                 call_id, name, args = call.get("id"), call.get("name"), call.get("args")
                 if not isinstance(call_id, str):
                     raise p.error(i, f"tool_calls[{j}].id", f"expected a str, got {type(call_id).__name__}")
-                made.append(make(p, i, ToolCall, call_id, name, args, seq=seqs.take()))
+                fields = {
+                    "call_id": f"tool_calls[{j}].id",
+                    "name": f"tool_calls[{j}].name",
+                    "arguments": f"tool_calls[{j}].args",
+                }
+                made.append(make(p, i, ToolCall, call_id, name, args, seq=seqs.take(), fields=fields))
                 call_names[call_id] = name
             if not made:  # an empty AI message is still a turn
                 made = [make(p, i, AssistantMessage, "", trust=level, seq=seqs.take())]
@@ -193,6 +217,7 @@ def to_items(
                     is_error=m.status == "error",
                     trust=level,
                     seq=seqs.take(),
+                    fields={"call_id": "tool_call_id", "is_error": "status"},
                 )
             ]
         else:
@@ -236,6 +261,12 @@ def _blocks(content: Any, err: Any) -> Any:
             raise err(f"content[{j}]", f"{type(part).__name__} has no LangChain form")
         out.append({"type": "text", "text": part.text})
     return out
+
+
+def _block_list(content: Any) -> list[Any]:
+    """The AI message's content so far as the list its blocks are appended to: extended in
+    place, never rebuilt per block (a turn of many blocks stays linear)."""
+    return content if isinstance(content, list) else [*(content or [])]
 
 
 def from_items(
@@ -298,9 +329,14 @@ def from_items(
                     names[item.call_id] = item.name
                 elif isinstance(item, AssistantMessage):
                     blocks = _blocks(item.content, at(k))
-                    content = blocks if isinstance(blocks, str) else [*(content or []), *blocks]
+                    if isinstance(blocks, str):
+                        content = blocks
+                    else:
+                        content = _block_list(content)
+                        content.extend(blocks)
                 elif isinstance(item, ReasoningItem):
-                    content = [*(content or []), dict(item.payload)]
+                    content = _block_list(content)
+                    content.append(dict(item.payload))
                 else:
                     raise at(k)("type", f"{type(item).__name__} has no LangChain form")
             message = lc.AIMessage(content=content, tool_calls=calls, additional_kwargs=kwargs)

@@ -14,24 +14,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ConversionError, ModelValidationError
+from ..errors import CanonicalizationError, ConversionError, ModelValidationError
 from ..model import ConversationItem, item_from_dict
 from ._backend import active_name
+from ._common import message_field
 
 SOURCE = "item_dicts"
 
 
 def to_items(mappings: Sequence[Mapping[str, Any]]) -> list[ConversationItem]:
-    """Each mapping decoded with ``item_from_dict``; a bad one is a ``ConversionError``
-    naming its index and field."""
+    """Each mapping decoded with ``item_from_dict`` and checked to be canonical JSON; a bad
+    one is a ``ConversionError`` naming its index and field."""
     items: list[ConversationItem] = []
     for i, m in enumerate(mappings):
         try:
-            items.append(item_from_dict(dict(m) if not isinstance(m, dict) else m))
+            item = item_from_dict(dict(m) if not isinstance(m, dict) else m)
+            item.canonical_bytes()  # canonical JSON (ADR 0001), checked here and cached
         except ModelValidationError as exc:
             raise ConversionError(SOURCE, i, exc.field, exc.reason) from None
+        except CanonicalizationError as exc:
+            raise ConversionError(SOURCE, i, message_field(exc.path, None, None), exc.reason) from None
         except (TypeError, ValueError) as exc:
             raise ConversionError(SOURCE, i, "<mapping>", str(exc)) from None
+        items.append(item)
     return items
 
 
@@ -55,9 +60,13 @@ def select_history(
         cut: int = mappings_cut(mappings, summary_floor, history_tokens, estimator, model_id)
         if cut >= 0:
             return cut
+    from ..reference.arguments import check_cut_arguments, check_sequence
     from ..reference.cut import select_history as reference_cut
 
-    return reference_cut(to_items(mappings), summary_floor, history_tokens, estimator, model_id)
+    # The arguments first, in signature order, as the Rust path checks them.
+    values = check_sequence("select_history", "mappings", mappings, "mappings")
+    check_cut_arguments("select_history", summary_floor, history_tokens, estimator, model_id)
+    return reference_cut(to_items(values), summary_floor, history_tokens, estimator, model_id)
 
 
 __all__ = ["SOURCE", "from_items", "select_history", "to_items"]

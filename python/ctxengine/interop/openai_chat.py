@@ -89,7 +89,12 @@ def _tool_call(p: Provenance, index: int, j: int, call: Any, seq: int | None) ->
         raise p.error(index, f"{where}.id", f"expected a str, got {type(call_id).__name__}")
     if not isinstance(name, str):
         raise p.error(index, f"{where}.function.name", f"expected a str, got {type(name).__name__}")
-    return make(p, index, ToolCall, call_id, name, arguments, seq=seq)  # type: ignore[return-value]
+    fields = {
+        "call_id": f"{where}.id",
+        "name": f"{where}.function.name",
+        "arguments": f"{where}.function.arguments",
+    }
+    return make(p, index, ToolCall, call_id, name, arguments, seq=seq, fields=fields)  # type: ignore[return-value]
 
 
 def _convert(p: Provenance, messages: Sequence[Any]) -> tuple[list[ConversationItem], list[int]]:
@@ -99,6 +104,8 @@ def _convert(p: Provenance, messages: Sequence[Any]) -> tuple[list[ConversationI
     for i, raw in enumerate(messages):
         m = _message(p, i, raw)
         role = m.get("role")
+        if not isinstance(role, str):
+            raise p.error(i, "role", f"expected a str, got {type(role).__name__}")
         seqs.message(p, i, seq_of(m, p))
         made: list[ConversationItem] = []
         if role in _SYSTEM_ROLES:
@@ -111,7 +118,18 @@ def _convert(p: Provenance, messages: Sequence[Any]) -> tuple[list[ConversationI
             content = content_value(p, i, "content", m.get("content"), "text")
             trust = p.trust_for(i, m, TrustLevel.USER)
             name = m.get("name")
-            made.append(make(p, i, UserMessage, content, trust=trust, principal_id=name, seq=seqs.take()))
+            made.append(
+                make(
+                    p,
+                    i,
+                    UserMessage,
+                    content,
+                    trust=trust,
+                    principal_id=name,
+                    seq=seqs.take(),
+                    fields={"principal_id": "name"},
+                )
+            )
         elif role == "assistant":
             only_fields(p, i, m, frozenset({"role", "content", "tool_calls"}))
             calls = m.get("tool_calls")
@@ -130,7 +148,18 @@ def _convert(p: Provenance, messages: Sequence[Any]) -> tuple[list[ConversationI
             content = content_value(p, i, "content", m.get("content"), "text")
             trust = p.trust_for(i, m, p.tool_trust)
             call_id = m.get("tool_call_id")
-            made.append(make(p, i, ToolResult, call_id, content, trust=trust, seq=seqs.take()))
+            made.append(
+                make(
+                    p,
+                    i,
+                    ToolResult,
+                    call_id,
+                    content,
+                    trust=trust,
+                    seq=seqs.take(),
+                    fields={"call_id": "tool_call_id"},
+                )
+            )
         else:
             raise p.error(i, "role", f"{role!r} has no ctxengine form")
         items.extend(made)

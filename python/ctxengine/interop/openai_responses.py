@@ -118,6 +118,8 @@ def to_items(
         if kind == "message":
             only_fields(p, i, it, frozenset({"type", "role", "content"}))
             role = it.get("role")
+            if not isinstance(role, str):
+                raise p.error(i, "role", f"expected a str, got {type(role).__name__}")
             if role not in _ROLES:
                 raise p.error(i, "role", f"{role!r} has no ctxengine form")
             content = _content(
@@ -140,10 +142,23 @@ def to_items(
             content = _content(p, i, it.get("output"), "input_text")
             level = p.trust_for(i, it, p.tool_trust)
             call_id = it.get("call_id")
-            items.append(make(p, i, ToolResult, call_id, content, trust=level, seq=seqs.take()))
+            items.append(
+                make(
+                    p,
+                    i,
+                    ToolResult,
+                    call_id,
+                    content,
+                    trust=level,
+                    seq=seqs.take(),
+                    fields={"content": "output"},
+                )
+            )
         elif kind == "reasoning":
             payload = {k: v for k, v in it.items() if k != p.seq_field}
-            items.append(make(p, i, ReasoningItem, "openai", payload, seq=seqs.take()))
+            items.append(
+                make(p, i, ReasoningItem, "openai", payload, seq=seqs.take(), fields={"payload": ""})
+            )
         else:
             raise p.error(i, "type", f"{kind!r} items have no ctxengine form")
     return items

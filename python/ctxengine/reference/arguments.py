@@ -7,6 +7,7 @@ naming the argument, with the Rust backend's exact wording.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -129,6 +130,23 @@ def check_ratio(function: str, name: str, value: object) -> float:
         raise ArgumentError(function, name, f"out of range, got {int.__repr__(value)}") from None
 
 
+def check_token_limit(function: str, name: str, value: object) -> int:
+    """A token limit compared with sums of whole-token counts (LangChain's ``max_tokens``):
+    an int (a bool counts as one, as in LangChain) or a float, as the 64-bit int that
+    compares alike with every count sum: rounded down and clamped, and NaN (which no
+    sum is at most) as -1."""
+    if isinstance(value, int):
+        limit = int.__index__(value)
+    elif isinstance(value, float):
+        number = float.__float__(value)
+        if math.isnan(number):
+            return -1
+        limit = INT64_MAX if number == math.inf else INT64_MIN if number == -math.inf else math.floor(number)
+    else:
+        raise ArgumentError(function, name, f"expected a number, got {type_name(value)}")
+    return min(max(limit, INT64_MIN), INT64_MAX)
+
+
 def _has_surrogate(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
 
@@ -149,6 +167,17 @@ def check_estimator(function: str, estimator: object) -> None:
         and callable(getattr(estimator, "corrected", None))
     ):
         raise ArgumentError(function, "estimator", f"expected a token estimator, got {type_name(estimator)}")
+
+
+def check_cut_arguments(
+    function: str, summary_floor: object, history_tokens: object, estimator: object, model_id: object
+) -> tuple[int | None, int, str]:
+    """The arguments of a cut after its history (``select_history`` and the foreign-history
+    cuts), in signature order: ``(summary_floor, history_tokens, model_id)``."""
+    floor = check_optional_int(function, "summary_floor", summary_floor)
+    tokens = check_int(function, "history_tokens", history_tokens)
+    check_estimator(function, estimator)
+    return floor, tokens, check_str(function, "model_id", model_id)
 
 
 def check_raw(function: str, raw: object, count: int) -> list[int]:
@@ -309,6 +338,7 @@ __all__ = [
     "OTHER",
     "RESULT",
     "check_body_inputs",
+    "check_cut_arguments",
     "check_estimator",
     "check_int",
     "check_items",
@@ -319,6 +349,7 @@ __all__ = [
     "check_raw",
     "check_sequence",
     "check_str",
+    "check_token_limit",
     "check_values",
     "estimator_int",
     "estimator_raws",

@@ -15,13 +15,10 @@ from .arguments import (
     CALL,
     INT64_MAX,
     RESULT,
-    check_estimator,
-    check_int,
+    check_cut_arguments,
     check_items,
-    check_optional_int,
     check_raw,
     check_sequence,
-    check_str,
     estimator_int,
     estimator_raws,
 )
@@ -78,10 +75,9 @@ def select_history(
     """
     name = "select_history"
     values, roles = check_items(name, items)
-    floor = check_optional_int(name, "summary_floor", summary_floor)
-    check_int(name, "history_tokens", history_tokens)
-    check_estimator(name, estimator)
-    check_str(name, "model_id", model_id)
+    floor, history_tokens, model_id = check_cut_arguments(
+        name, summary_floor, history_tokens, estimator, model_id
+    )
     count = len(values)
     measured = None if raw is None else check_raw(name, raw, count)
     ends = _pair_ends(roles)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import OrphanedToolPair
+from .arguments import check_token_limit
 
 # -- the LangChain trim over counts ----------------------------------------------------------
 
@@ -335,7 +336,9 @@ def trim(
     start_on: Callable[[Any], bool] | None,
 ) -> tuple[bool, int, int] | None:
     """``(system_kept, start, end)`` of the pair-safe trim (see ``lc_window``, ``safe_suffix``);
-    ``None`` when ``messages`` is not a list of messages (the caller converts it first)."""
+    ``None`` when ``messages`` is not a list of messages (the caller converts it first).
+    ``max_tokens`` is checked first (``check_token_limit``)."""
+    max_tokens = check_token_limit("trim_messages", "max_tokens", max_tokens)
     facts = counter.facts(messages, use_len) if isinstance(messages, list) else None
     if facts is None:
         return None

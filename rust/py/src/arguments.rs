@@ -127,6 +127,70 @@ pub fn ratio(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyRe
     ))
 }
 
+/// A token limit compared with sums of whole-token counts (LangChain's
+/// `max_tokens`): an int (a bool counts as one, as in LangChain) or a
+/// float, as the 64-bit int that compares alike with every count sum:
+/// rounded down and clamped, and NaN (which no sum is at most) as -1.
+pub fn token_limit(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let ptr = obj.as_ptr();
+    // SAFETY: type checks and conversions of a live object.
+    unsafe {
+        if ffi::PyLong_Check(ptr) != 0 {
+            let mut overflow: std::os::raw::c_int = 0;
+            let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
+            if v == -1 {
+                if let Some(e) = PyErr::take(obj.py()) {
+                    return Err(e);
+                }
+            }
+            return Ok(match overflow {
+                0 => v,
+                o if o > 0 => i64::MAX,
+                _ => i64::MIN,
+            });
+        }
+        if ffi::PyFloat_Check(ptr) != 0 {
+            let v = ffi::PyFloat_AS_DOUBLE(ptr);
+            // `as` saturates: infinities and huge values clamp to the range.
+            return Ok(if v.is_nan() { -1 } else { v.floor() as i64 });
+        }
+    }
+    Err(argument_error(
+        obj.py(),
+        function,
+        name.to_string(),
+        format!("expected a number, got {}", type_name(obj)),
+    ))
+}
+
+/// The arguments of a cut after its history (`select_history` and the
+/// foreign-history cuts), checked in signature order.
+pub struct CutArguments<'a> {
+    pub summary_floor: Option<i64>,
+    pub history_tokens: i64,
+    pub model_id: &'a str,
+}
+
+/// `summary_floor` (an int or `None`), `history_tokens` (an int), the
+/// estimator and `model_id`, as `check_cut_arguments` in the reference.
+pub fn cut_arguments<'a>(
+    function: &str,
+    summary_floor: &Bound<'_, PyAny>,
+    history_tokens: &Bound<'_, PyAny>,
+    estimator: &Bound<'_, PyAny>,
+    model_id: &'a Bound<'_, PyAny>,
+) -> PyResult<CutArguments<'a>> {
+    let summary_floor = optional_int64(function, "summary_floor", summary_floor)?;
+    let history_tokens = int64(function, "history_tokens", history_tokens)?;
+    estimator_like(function, estimator)?;
+    let model_id = string(function, "model_id", model_id)?;
+    Ok(CutArguments {
+        summary_floor,
+        history_tokens,
+        model_id,
+    })
+}
+
 /// A str that encodes as UTF-8 (no lone surrogate).
 pub fn string<'a>(
     function: &str,

@@ -56,10 +56,11 @@ pub fn select_history(
             facts: own.is_some() && raw.is_none(),
         };
         let scan = scan(py, &mut types, &values, want)?;
-        let floor = arguments::optional_int64(F, "summary_floor", summary_floor)?;
-        let history_tokens = arguments::int64(F, "history_tokens", history_tokens)?;
-        arguments::estimator_like(F, estimator)?;
-        let model_id = arguments::string(F, "model_id", model_id)?;
+        let arguments::CutArguments {
+            summary_floor: floor,
+            history_tokens,
+            model_id,
+        } = arguments::cut_arguments(F, summary_floor, history_tokens, estimator, model_id)?;
         let raws = match raw {
             Some(r) if !r.is_none() => Some(arguments::raw_estimates(F, r, values.len())?),
             _ => None,

@@ -86,12 +86,12 @@ pub fn select_history<H: CutHost>(
 }
 
 /// The cut of a history already measured and paired: [`select_history`]
-/// over `raws`, `seqs` and `result_of` (the interop cuts), with a floor.
+/// over `raws`, `seqs` and `result_of` (the interop cuts).
 pub fn cut_after_validation(
     raws: &[i64],
     seqs: &[Option<i64>],
     result_of: &[usize],
-    summary_floor: i64,
+    summary_floor: Option<i64>,
     history_tokens: i128,
     corrected: impl Fn(i64) -> i128,
 ) -> Result<usize, CoreError> {
@@ -128,7 +128,7 @@ pub fn cut_after_validation(
         result_of,
         corrected,
     };
-    select_history(&mut host, Some(summary_floor), history_tokens)
+    select_history(&mut host, summary_floor, history_tokens)
 }
 
 /// The smallest `c` with `corrected(sum(raw[c..])) <= history_tokens`

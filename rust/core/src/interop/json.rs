@@ -4,33 +4,46 @@
 //! `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?`, an integer without
 //! fraction or exponent is an int (within ±(2^53-1) to be canonical), any
 //! other a double; `NaN`, `Infinity`, lone surrogates, control characters
-//! in strings and nesting deeper than 128 fail. Duplicate keys keep the last
-//! value. Any failure is `None`: the caller asks the reference for the error.
+//! in strings and nesting deeper than the canonical limit (counted from the
+//! item that holds the object) fail. Duplicate keys keep the last value.
+//! Any failure is `None`: the caller asks the reference for the error.
+//!
+//! Linear in the text: an object's members are sorted once and duplicate
+//! keys dropped from the sorted run, never looked up one by one.
 
-use crate::canonical::{cmp_utf16, write_f64, write_int, write_str};
+use std::ops::Range;
 
-const MAX_DEPTH: usize = 128;
+use crate::canonical::{cmp_utf16, write_f64, write_int, write_str, MAX_DEPTH};
+
+/// The level of an argument object: its item's dict is level 1, as the
+/// canonicalizer counts the item (`ToolCall.to_dict()["arguments"]`).
+const ARGUMENTS_LEVEL: usize = 2;
 
 struct Parser<'a> {
     s: &'a [u8],
     i: usize,
     /// Scratch for decoded strings (reused).
     text: Vec<u8>,
+    /// Member buffers of the objects being read, reused from one object to
+    /// the next (one per level in use).
+    spare: Vec<Vec<u8>>,
 }
 
 /// The canonical bytes of the JSON object `src` encodes, appended to `out`;
-/// `None` when `src` is not one (or cannot be canonical).
+/// `None` when `src` is not one (or cannot be canonical as an item's
+/// `arguments`).
 pub fn object_to_canonical(src: &str, out: &mut Vec<u8>) -> Option<()> {
     let mut p = Parser {
         s: src.as_bytes(),
         i: 0,
         text: Vec::new(),
+        spare: Vec::new(),
     };
     p.ws();
     if p.peek()? != b'{' {
         return None;
     }
-    p.value(out, 1)?;
+    p.value(out, ARGUMENTS_LEVEL)?;
     p.ws();
     (p.i == p.s.len()).then_some(())
 }
@@ -79,53 +92,76 @@ impl Parser<'_> {
             return None;
         }
         self.i += 1;
-        let mut members: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        // Each member's key and canonical value go into one buffer; the
+        // members are then sorted once by key and written out.
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        let mut members: Vec<(Range<usize>, Range<usize>)> = Vec::new();
+        let read = self.members(&mut buf, &mut members, depth);
+        if read.is_some() {
+            // A stable sort keeps equal keys in text order: the last of each
+            // run is the value `json.loads` keeps.
+            members.sort_by(|a, b| cmp_utf16(&buf[a.0.clone()], &buf[b.0.clone()]));
+            out.push(b'{');
+            let mut first = true;
+            for (n, (key, value)) in members.iter().enumerate() {
+                let later = members.get(n + 1);
+                if later.is_some_and(|next| buf[next.0.clone()] == buf[key.clone()]) {
+                    continue; // a later duplicate replaces it
+                }
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                write_str(out, &buf[key.clone()]);
+                out.push(b':');
+                out.extend_from_slice(&buf[value.clone()]);
+            }
+            out.push(b'}');
+        }
+        self.spare.push(buf);
+        read
+    }
+
+    /// The members of the object being read, up to its closing brace.
+    fn members(
+        &mut self,
+        buf: &mut Vec<u8>,
+        members: &mut Vec<(Range<usize>, Range<usize>)>,
+        depth: usize,
+    ) -> Option<()> {
         self.ws();
         if self.peek()? == b'}' {
             self.i += 1;
-        } else {
-            loop {
-                self.ws();
-                if self.peek()? != b'"' {
-                    return None;
+            return Some(());
+        }
+        loop {
+            self.ws();
+            if self.peek()? != b'"' {
+                return None;
+            }
+            self.string()?;
+            let key = buf.len()..buf.len() + self.text.len();
+            buf.extend_from_slice(&self.text);
+            self.ws();
+            if self.peek()? != b':' {
+                return None;
+            }
+            self.i += 1;
+            self.ws();
+            let start = buf.len();
+            self.value(buf, depth + 1)?;
+            members.push((key, start..buf.len()));
+            self.ws();
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
                 }
-                self.string()?;
-                let key = self.text.clone();
-                self.ws();
-                if self.peek()? != b':' {
-                    return None;
-                }
-                self.i += 1;
-                self.ws();
-                let mut value = Vec::new();
-                self.value(&mut value, depth + 1)?;
-                match members.iter_mut().find(|(k, _)| *k == key) {
-                    Some(slot) => slot.1 = value,
-                    None => members.push((key, value)),
-                }
-                self.ws();
-                match self.peek()? {
-                    b',' => self.i += 1,
-                    b'}' => {
-                        self.i += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
+                _ => return None,
             }
         }
-        members.sort_by(|a, b| cmp_utf16(&a.0, &b.0));
-        out.push(b'{');
-        for (n, (key, value)) in members.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            write_str(out, key);
-            out.push(b':');
-            out.extend_from_slice(value);
-        }
-        out.push(b'}');
-        Some(())
     }
 
     fn array(&mut self, out: &mut Vec<u8>, depth: usize) -> Option<()> {
@@ -306,11 +342,39 @@ mod tests {
             "{\"a\":[1,200,0,0,\"x\u{e9}\\n\"],\"b\":1}"
         );
         assert_eq!(canon(r#"{"a":1,"a":2}"#).unwrap(), "{\"a\":2}");
+        // The last value of a duplicate key wins wherever its copies stand.
+        assert_eq!(
+            canon(r#"{"b":1,"a":{"y":1,"x":2,"y":3},"b":[2],"a":0,"c":1,"b":3}"#).unwrap(),
+            "{\"a\":0,\"b\":3,\"c\":1}"
+        );
+        assert_eq!(
+            canon(r#"{"k":{"y":1,"x":2,"y":3}}"#).unwrap(),
+            "{\"k\":{\"x\":2,\"y\":3}}"
+        );
         assert_eq!(
             canon(r#"{"k":"\ud83d\ude00"}"#).unwrap(),
             "{\"k\":\"\u{1F600}\"}"
         );
         assert_eq!(canon("{}").unwrap(), "{}");
+    }
+
+    #[test]
+    fn many_keys_and_duplicates_stay_linear() {
+        // 200,000 members, every key twice: sorted once, not scanned per key.
+        let n = 100_000;
+        let mut src = String::from("{");
+        for round in 0..2 {
+            for k in 0..n {
+                if round + k > 0 {
+                    src.push(',');
+                }
+                src.push_str(&format!("\"k{k}\":{}", round * n + k));
+            }
+        }
+        src.push('}');
+        let out = canon(&src).unwrap();
+        assert!(out.starts_with("{\"k0\":100000,\"k1\":100001,\"k10\":100010,"));
+        assert_eq!(out.matches(':').count(), n);
     }
 
     #[test]
@@ -336,9 +400,10 @@ mod tests {
         ] {
             assert_eq!(canon(bad), None, "{bad:?}");
         }
-        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(128), "]".repeat(128));
-        assert!(canon(&deep).is_none());
-        let ok = format!("{{\"a\":{}1{}}}", "[".repeat(127), "]".repeat(127));
+        // The object and 126 levels inside it fit in a ToolCall's 128; one more does not.
+        let ok = format!("{{\"a\":{}1{}}}", "[".repeat(126), "]".repeat(126));
         assert!(canon(&ok).is_some());
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(127), "]".repeat(127));
+        assert!(canon(&deep).is_none());
     }
 }

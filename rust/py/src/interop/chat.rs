@@ -12,6 +12,7 @@ use ctxengine_core::CoreError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
+use crate::arguments;
 use crate::errors::{guard, to_pyerr};
 use crate::estimator::TokenEstimator;
 
@@ -73,6 +74,14 @@ fn content<'a>(
             list.iter().map(text).collect::<Result<_, _>>()?,
         )),
     }
+}
+
+/// An int (not a bool) within 64 bits.
+fn exact_int(v: &Bound<'_, PyAny>) -> Option<i64> {
+    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+        return None;
+    }
+    v.extract::<i64>().ok()
 }
 
 struct Numbering {
@@ -152,10 +161,7 @@ fn measure(
         }
         if seq_field.is_some() {
             let v = seq.ok_or((i, Fallback))?;
-            if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
-                return Err((i, Fallback));
-            }
-            num.message_seq = Some(v.extract::<i64>().map_err(|_| (i, Fallback))?);
+            num.message_seq = Some(exact_int(&v).ok_or((i, Fallback))?);
         }
         num.first = true;
         let role = role.ok_or((i, Fallback))?;
@@ -292,31 +298,58 @@ fn tool_call(call: &Bound<'_, PyAny>, args: &mut Vec<u8>) -> Result<(String, Str
 /// The cut over Chat messages as a message index (see
 /// `ctxengine.reference.interop.openai_chat_cut`); `-1 - i` when message
 /// `i` needs the reference (which raises its error), `-1` for input the
-/// fast path does not take at all (not a list, another estimator).
+/// fast path does not take at all (not a list, another estimator,
+/// provenance options off the fast path's shapes). The cut's arguments are
+/// checked as `select_history` checks them, before any message is read.
 #[pyfunction]
 #[pyo3(signature = (messages, summary_floor, history_tokens, estimator, model_id, seq_field, first_seq, tool_trust))]
 #[allow(clippy::too_many_arguments)]
 pub fn openai_chat_cut(
     py: Python<'_>,
     messages: &Bound<'_, PyAny>,
-    summary_floor: i64,
-    history_tokens: i128,
+    summary_floor: &Bound<'_, PyAny>,
+    history_tokens: &Bound<'_, PyAny>,
     estimator: &Bound<'_, PyAny>,
-    model_id: &str,
-    seq_field: Option<&str>,
-    first_seq: Option<i64>,
+    model_id: &Bound<'_, PyAny>,
+    seq_field: &Bound<'_, PyAny>,
+    first_seq: &Bound<'_, PyAny>,
     tool_trust: &str,
 ) -> PyResult<i64> {
     guard(py, || {
-        let (Ok(list), Ok(est)) = (
-            messages.cast_exact::<PyList>(),
-            estimator.cast::<TokenEstimator>(),
-        ) else {
+        let Ok(list) = messages.cast_exact::<PyList>() else {
+            return Ok(-1);
+        };
+        let a = arguments::cut_arguments(
+            "select_history",
+            summary_floor,
+            history_tokens,
+            estimator,
+            model_id,
+        )?;
+        let Ok(est) = estimator.cast::<TokenEstimator>() else {
             return Ok(-1);
         };
         // Exact counting goes through the estimator (the generic path).
-        let Some((profile, factor)) = est.get().heuristic(model_id) else {
+        let Some((profile, factor)) = est.get().heuristic(a.model_id) else {
             return Ok(-1);
+        };
+        // The converter's own options: anything but the plain shapes is the
+        // reference's to refuse.
+        let seq_field = if seq_field.is_none() {
+            None
+        } else {
+            match text(seq_field) {
+                Ok(s) => Some(s),
+                Err(Fallback) => return Ok(-1),
+            }
+        };
+        let first_seq = if first_seq.is_none() {
+            None
+        } else {
+            match exact_int(first_seq) {
+                Some(v) => Some(v),
+                None => return Ok(-1),
+            }
         };
         let m = match measure(list, profile, seq_field, first_seq, tool_trust) {
             Ok(m) => m,
@@ -347,8 +380,8 @@ pub fn openai_chat_cut(
             &m.raws,
             &m.seqs,
             &result_of,
-            summary_floor,
-            history_tokens,
+            a.summary_floor,
+            a.history_tokens as i128,
             |s| apply(s, factor),
         )
         .map_err(|e| to_pyerr(py, e))?;

@@ -9,6 +9,7 @@ use ctxengine_core::cut::{self, ToolRole};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
+use crate::arguments;
 use crate::canonical::walker;
 use crate::errors::{guard, to_pyerr};
 use crate::estimator::TokenEstimator;
@@ -128,25 +129,33 @@ fn check(d: &Bound<'_, PyDict>) -> Option<(PairRole, Option<i64>)> {
 
 /// The cut over item dicts (see `ctxengine.interop.mappings.select_history`);
 /// `-1 - i` when mapping `i` needs the reference, `-1` when the input is
-/// not taken at all (not a list, another estimator).
+/// not taken at all (not a list, another estimator). The cut's arguments
+/// are checked as `select_history` checks them, before any mapping is read.
 #[pyfunction]
 pub fn mappings_cut(
     py: Python<'_>,
     mappings: &Bound<'_, PyAny>,
-    summary_floor: i64,
-    history_tokens: i128,
+    summary_floor: &Bound<'_, PyAny>,
+    history_tokens: &Bound<'_, PyAny>,
     estimator: &Bound<'_, PyAny>,
-    model_id: &str,
+    model_id: &Bound<'_, PyAny>,
 ) -> PyResult<i64> {
     guard(py, || {
-        let (Ok(list), Ok(est)) = (
-            mappings.cast_exact::<PyList>(),
-            estimator.cast::<TokenEstimator>(),
-        ) else {
+        let Ok(list) = mappings.cast_exact::<PyList>() else {
+            return Ok(-1);
+        };
+        let a = arguments::cut_arguments(
+            "select_history",
+            summary_floor,
+            history_tokens,
+            estimator,
+            model_id,
+        )?;
+        let Ok(est) = estimator.cast::<TokenEstimator>() else {
             return Ok(-1);
         };
         // Exact counting goes through the estimator (the generic path).
-        let Some((profile, factor)) = est.get().heuristic(model_id) else {
+        let Some((profile, factor)) = est.get().heuristic(a.model_id) else {
             return Ok(-1);
         };
         let n = list.len();
@@ -186,8 +195,8 @@ pub fn mappings_cut(
             &raws,
             &seqs,
             &result_of,
-            summary_floor,
-            history_tokens,
+            a.summary_floor,
+            a.history_tokens as i128,
             |s| apply(s, factor),
         )
         .map_err(|e| to_pyerr(py, e))?;

@@ -19,6 +19,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyType};
 
+use crate::arguments;
 use crate::errors::guard;
 use count::count_native;
 
@@ -309,14 +310,17 @@ pub fn langchain_trim(
     py: Python<'_>,
     counter: &Bound<'_, LangChainCounter>,
     messages: &Bound<'_, PyAny>,
-    max_tokens: i64,
+    max_tokens: &Bound<'_, PyAny>,
     strategy: &str,
     use_len: bool,
-    include_system: bool,
+    include_system: &Bound<'_, PyAny>,
     end_on: Option<Bound<'_, PyAny>>,
     start_on: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Option<(bool, usize, usize)>> {
     guard(py, || {
+        let max_tokens = arguments::token_limit("trim_messages", "max_tokens", max_tokens)?;
+        // LangChain reads `include_system` for its truth.
+        let include_system = include_system.is_truthy()?;
         let Ok(list) = messages.cast_exact::<PyList>() else {
             return Ok(None);
         };
