@@ -140,6 +140,34 @@ class StoreUnavailable(StoreError):
     retryable = True
 
 
+class StoreOpenError(StoreError):
+    """A store that cannot be opened and will not open on a retry: a malformed URL; a path
+    that is not a regular file (a directory, a FIFO, a device), whose directory is missing or
+    not writable, or that does not exist where nothing may be created (a read-only open, a
+    dry run); a file that is not a SQLite database or not a ctxengine store; a PostgreSQL
+    database or role that does not exist, a refused login. Not retryable (unlike
+    ``StoreUnavailable``): fix the URL, the file or the server's configuration."""
+
+    retryable = False
+
+
+class StatementTimeout(StoreError):
+    """A statement ran past the store's ``statement_timeout`` and was interrupted (SQLite:
+    the connection's progress handler; PostgreSQL: the server's ``statement_timeout``): a
+    runaway statement (a crafted view or trigger) or a store too slow for the limit.
+    ``limit`` is the limit in seconds. Not retryable: the same statement on the same data
+    runs as long again; raise the limit if the data needs it."""
+
+    retryable = False
+
+    def __init__(self, where: str, limit: float) -> None:
+        super().__init__(
+            f"{where}: a statement ran past the statement timeout of {limit:g} s and was interrupted "
+            "(a runaway statement, or raise statement_timeout)"
+        )
+        self.limit = limit
+
+
 class StorePredictionMissed(StoreError):
     """A predicted commit the store refused: the session moved on, an event was stored
     already, the run was claimed or its lease or version changed, or the block needed an
@@ -300,8 +328,10 @@ __all__ = [
     "ProtocolStateError",
     "SessionNotFound",
     "StaleConfirmation",
+    "StatementTimeout",
     "StoreCorruption",
     "StoreError",
+    "StoreOpenError",
     "StorePredictionMissed",
     "StoreUnavailable",
     "UndeclaredRegionClass",

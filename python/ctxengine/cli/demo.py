@@ -58,6 +58,15 @@ from ..runtime.loop import CONTEXT_COMPACTED, ContextLoop, StateUpdate
 from ..runtime.session import append_item
 from ..stores import open_store
 from ..stores.events import Lease, Store
+from .demo_config import (
+    DEFAULT_TURNS,
+    DEFAULT_WINDOW,
+    DemoConfig,
+    check_config,
+    demo_model,
+    demo_run_id,
+    minimum_window,
+)
 from .fakemodel import (
     CONTROL_TOOL,
     MEMORY_SNAPSHOT,
@@ -71,9 +80,6 @@ from .fakemodel import (
     script_turn,
 )
 
-DEFAULT_TURNS = 50
-#: Small enough that the history outgrows it again and again within fifty turns.
-DEFAULT_WINDOW = 32_000
 POLICY_VERSION = "demo-policy/1"
 AGENT = AgentSpec(
     "procurement-analyst",
@@ -90,20 +96,6 @@ WIRE_FORMATS = {
     "openai_responses": to_openai_responses,
     "anthropic_messages": to_anthropic_messages,
 }
-
-
-def demo_model(context_window: int = DEFAULT_WINDOW) -> ResolvedModel:
-    return ResolvedModel("scripted", f"fake-{context_window // 1000}k", context_window, 4_096, 4_096)
-
-
-@dataclass(frozen=True, slots=True)
-class DemoConfig:
-    turns: int = DEFAULT_TURNS
-    #: ``None``: a fresh SQLite file in a temporary directory (kept, so it can be inspected).
-    store_url: str | None = None
-    backend: str | None = None
-    session_id: str | None = None
-    context_window: int = DEFAULT_WINDOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +224,7 @@ class DemoSession:
         turn = script.turn
         if turn > 1:
             self.clock.advance(TURN_GAP)
-        run_id = f"{self.session_id}-run-{turn:03d}"
+        run_id = demo_run_id(self.session_id, turn)
         tr = TurnRecord(turn, run_id, self.clock.now().strftime("%Y-%m-%d %H:%M"))
         # 1. What changed outside the conversation.
         if script.revoke_scope is not None:
@@ -430,8 +422,10 @@ def default_store_url() -> str:
 
 
 async def run_demo(config: DemoConfig, *, on_turn: Callable[[TurnRecord], None] | None = None) -> DemoRecord:
-    """Run the scripted session and return what was observed (never raises a ``ContextError``:
-    a failed step ends the session and is recorded as ``error``)."""
+    """Run the scripted session and return what was observed. A config that cannot run is a
+    ``ModelValidationError`` before anything runs (``check_config``); after that no
+    ``ContextError`` is raised: a failed step ends the session and is recorded as ``error``."""
+    check_config(config)
     if config.backend is not None:
         backends.use_backend(config.backend)
     url = config.store_url or default_store_url()
@@ -471,7 +465,10 @@ __all__ = [
     "RequestRecord",
     "TurnRecord",
     "count_orphans",
+    "check_config",
     "demo_model",
+    "demo_run_id",
+    "minimum_window",
     "redact",
     "run_demo",
 ]

@@ -1,6 +1,7 @@
 """``ctxengine inspect``: what a session's event log says about its context.
 
-Read-only, and built from the log alone (the record), never from
+Read-only (the CLI opens the store with ``read_only=True``: nothing is created,
+migrated or converted), and built from the log alone (the record), never from
 checkpoints (materializations): the plan of the current epoch, every epoch
 with its reason, every compaction, the latest working state and the event
 counts by type.
@@ -13,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import SessionNotFound, StoreCorruption
 from ..model import WorkingState
@@ -24,6 +25,7 @@ from ..runtime.loop import CONTEXT_COMPACTED
 from ..runtime.usage import USAGE_REPORTED, Usage, stored_usage
 from ..runtime.working_state import WORKING_STATE_UPDATED, stored_state
 from ..stores.events import Event, Store
+from .terminal import visible
 
 #: Working-state facts shown (the newest); the JSON form has them all.
 SHOWN_FACTS = 5
@@ -161,6 +163,11 @@ async def inspect_session(store: Store, session_id: str) -> SessionSummary:
     return summary
 
 
+def _shown(value: str) -> Text:
+    """A table cell of text from the store or the model: escapes visible, never markup."""
+    return Text(visible(value))
+
+
 def _plan_table(summary: SessionSummary) -> Table:
     table = Table(title="Plan (current epoch)", title_justify="left", show_header=False)
     table.add_column("what")
@@ -170,14 +177,16 @@ def _plan_table(summary: SessionSummary) -> Table:
         table.add_row("plan", "none: no model request was planned in this session")
         return table
     table.add_row("epoch", str(plan.epoch))
-    table.add_row("model", plan.model_id)
-    table.add_row("prefix sha256", plan.prefix_sha256)
+    table.add_row("model", _shown(plan.model_id))
+    table.add_row("prefix sha256", _shown(plan.prefix_sha256))
     table.add_row("prefix tokens", f"{plan.prefix_tokens:,}")
-    table.add_row("tools", escape(", ".join(plan.tool_names)) or "-")
-    table.add_row("policy / builder", escape(f"{plan.policy_version} / {plan.builder_version}"))
+    table.add_row("tools", _shown(", ".join(plan.tool_names) or "-"))
+    table.add_row("policy / builder", _shown(f"{plan.policy_version} / {plan.builder_version}"))
     table.add_row("history budget", f"{plan.budget.history_tokens:,} tokens")
-    table.add_row("token counting", plan.counting_method + ("" if plan.counting else " (not recorded)"))
-    table.add_row("memory snapshot", escape(plan.memory_snapshot) or "-")
+    table.add_row(
+        "token counting", _shown(plan.counting_method + ("" if plan.counting else " (not recorded)"))
+    )
+    table.add_row("memory snapshot", _shown(plan.memory_snapshot or "-"))
     return table
 
 
@@ -188,9 +197,9 @@ def _epochs_table(summary: SessionSummary) -> Table:
     for p in sorted(summary.plans, key=lambda p: p.epoch):
         table.add_row(
             str(p.epoch),
-            escape(p.reason),
-            escape(p.model_id),
-            p.prefix_sha256[:16] + "…",
+            _shown(p.reason),
+            _shown(p.model_id),
+            _shown(p.prefix_sha256[:16] + "…"),
             p.created_at.isoformat(),
         )
     return table
@@ -205,14 +214,19 @@ def _compactions_table(summary: SessionSummary) -> Table:
     for c in items:
         table.add_row(
             str(c.sequence),
-            escape(c.run_id),
+            _shown(c.run_id),
             str(c.depth),
             f"seq {c.replaced_through_sequence}",
             str(c.replaced_items),
             f"{c.tokens_before:,} → {c.tokens_after:,}",
-            escape(c.reason),
+            _shown(c.reason),
         )
     return table
+
+
+def _lines(entries: list[str]) -> Text:
+    """Model-written entries, one a line: each made visible (its own line breaks escaped)."""
+    return Text("\n".join(visible(entry) for entry in entries) or "-")
 
 
 def _state_table(summary: SessionSummary) -> Table:
@@ -224,17 +238,17 @@ def _state_table(summary: SessionSummary) -> Table:
     if state is None:
         table.add_row("state", "none recorded")
         return table
-    # Entries are model-authored text: escaped so rich never reads them as markup.
-    table.add_row("objective", escape(state.objective or "-"))
-    table.add_row("constraints", escape("\n".join(c.text for c in state.constraints) or "-"))
-    tasks = "\n".join(f"[{t.status}] {t.task_id}: {t.text}" for t in state.tasks)
-    table.add_row("tasks", escape(tasks or "-"))
+    # Entries are model-authored text: controls made visible, never read as markup.
+    table.add_row("objective", _shown(state.objective or "-"))
+    table.add_row("constraints", _lines([c.text for c in state.constraints]))
+    table.add_row("tasks", _lines([f"[{t.status}] {t.task_id}: {t.text}" for t in state.tasks]))
     facts = state.established_facts
-    shown = escape("\n".join(f.text for f in facts[-SHOWN_FACTS:]))
-    more = f"\n… and {len(facts) - SHOWN_FACTS} earlier" if len(facts) > SHOWN_FACTS else ""
-    table.add_row(f"facts ({len(facts)})", (shown + more) or "-")
-    table.add_row("open questions", escape("\n".join(q.text for q in state.open_questions) or "-"))
-    table.add_row("next action", escape(state.next_action or "-"))
+    shown = _lines([f.text for f in facts[-SHOWN_FACTS:]])
+    if len(facts) > SHOWN_FACTS:
+        shown.append(f"\n… and {len(facts) - SHOWN_FACTS} earlier")
+    table.add_row(f"facts ({len(facts)})", shown)
+    table.add_row("open questions", _lines([q.text for q in state.open_questions]))
+    table.add_row("next action", _shown(state.next_action or "-"))
     return table
 
 
@@ -254,10 +268,10 @@ def _usage_table(summary: SessionSummary) -> Table:
     for u in usage[-SHOWN_USAGE:]:
         table.add_row(
             str(u.sequence),
-            escape(u.run_id),
+            _shown(u.run_id),
             str(u.step),
             str(u.epoch),
-            escape(u.counting),
+            _shown(u.counting),
             f"{u.estimated:,}",
             f"{u.actual:,}",
             f"{u.ratio:.3f}",
@@ -271,13 +285,17 @@ def _counts_table(summary: SessionSummary) -> Table:
     table.add_column("type")
     table.add_column("count", justify="right")
     for event_type, n in sorted(summary.counts.items()):
-        table.add_row(escape(event_type), str(n))
+        table.add_row(_shown(event_type), str(n))
     return table
 
 
 def print_summary(summary: SessionSummary, console: Console) -> None:
     console.print(
-        f"[bold]Session {escape(summary.session_id)}[/bold] (last sequence {summary.last_sequence})"
+        Text.assemble(
+            ("Session ", "bold"),
+            (visible(summary.session_id), "bold"),
+            f" (last sequence {summary.last_sequence})",
+        )
     )
     for table in (
         _plan_table(summary),

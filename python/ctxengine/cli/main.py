@@ -1,7 +1,10 @@
 """The ``ctxengine`` command line (SPEC section 9): ``demo``, ``inspect``, ``migrate`` and ``bench``.
 
 Exit codes: 0 success; 1 an invariant broke (``demo``); 2 bad input or an
-unreachable store (the message names it).
+unreachable store (the message names it; arguments that cannot run are argparse's
+usage errors). ``inspect`` and ``migrate --dry-run`` open the store read-only: they
+create no file and change nothing (ADR 0010). Every message that may hold text from a
+store or a model is printed through ``terminal.visible``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..core import backends
-from ..errors import ContextError
+from ..errors import ContextError, ModelValidationError
+from ..stores import DEFAULT_STATEMENT_TIMEOUT
+from .terminal import visible
 
 EXIT_OK = 0
 EXIT_INVARIANT = 1
@@ -43,8 +48,12 @@ def _progress(total: int | None, enabled: bool) -> Iterator[Callable[[str], None
         yield advance
 
 
+#: The ``demo`` flag of each ``DemoConfig`` field.
+_DEMO_FLAGS = {"turns": "--turns", "context_window": "--window", "session_id": "--session"}
+
+
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import DemoConfig, TurnRecord, run_demo
+    from .demo import DemoConfig, TurnRecord, check_config, run_demo
     from .demo_checks import check, report_dict
     from .demo_view import print_report
 
@@ -55,6 +64,10 @@ def _demo(args: argparse.Namespace) -> int:
         session_id=args.session,
         context_window=args.window,
     )
+    try:
+        check_config(config)
+    except ModelValidationError as exc:  # a usage error: argparse's message and exit code 2
+        args.parser.error(f"argument {_DEMO_FLAGS.get(exc.field, exc.field)}: {visible(exc.reason)}")
     with _progress(config.turns, enabled=True) as advance:
 
         def on_turn(turn: TurnRecord) -> None:
@@ -75,7 +88,8 @@ def _inspect(args: argparse.Namespace) -> int:
     from .inspection import inspect_session, print_summary
 
     async def read() -> dict[str, object] | None:
-        store = await open_store(args.store)
+        # Read-only: a missing file is an error, an older schema is read as it is, nothing is written.
+        store = await open_store(args.store, read_only=True, statement_timeout=args.statement_timeout)
         try:
             summary = await inspect_session(store, args.session)
         finally:
@@ -94,7 +108,9 @@ def _inspect(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace) -> int:
     from ..stores import migrate_store
 
-    report = asyncio.run(migrate_store(args.store, dry_run=args.dry_run))
+    report = asyncio.run(
+        migrate_store(args.store, dry_run=args.dry_run, statement_timeout=args.statement_timeout)
+    )
     if args.json:
         print(json.dumps(report.to_dict(), sort_keys=True))
         return EXIT_OK
@@ -160,6 +176,27 @@ def _bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _seconds(text: str) -> float | None:
+    """``--statement-timeout``: seconds, or 0 for no limit."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds") from None
+    if not 0 <= seconds <= 86_400:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 0 (no limit) to 86400 seconds")
+    return seconds or None
+
+
+def _add_statement_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--statement-timeout",
+        type=_seconds,
+        default=DEFAULT_STATEMENT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"interrupt a statement that runs longer (default {DEFAULT_STATEMENT_TIMEOUT:g}; 0: no limit)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ctxengine", description="The context engine of an agent runtime.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -175,20 +212,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--session", metavar="ID", help="session id (default: demo-<random>)")
     demo.add_argument("--window", type=int, default=32_000, help="the fake model's context window in tokens")
     demo.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    demo.set_defaults(run=_demo)
+    demo.set_defaults(run=_demo, parser=demo)
 
-    inspect = sub.add_parser("inspect", help="show a session's plan, epochs, compactions and events")
+    inspect = sub.add_parser(
+        "inspect", help="show a session's plan, epochs, compactions and events (read-only)"
+    )
     inspect.add_argument(
         "--store", metavar="URL", required=True, help="sqlite:///abs/path or postgresql://..."
     )
     inspect.add_argument("session", metavar="SESSION", help="the session id")
     inspect.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    _add_statement_timeout(inspect)
     inspect.set_defaults(run=_inspect)
 
     migrate = sub.add_parser("migrate", help="apply a store's pending schema migrations (ADR 0009)")
     migrate.add_argument("store", metavar="URL", help="sqlite:///abs/path or postgresql://...")
-    migrate.add_argument("--dry-run", action="store_true", help="list what would be applied; change nothing")
+    migrate.add_argument(
+        "--dry-run", action="store_true", help="list what would be applied; open read-only, change nothing"
+    )
     migrate.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    _add_statement_timeout(migrate)
     migrate.set_defaults(run=_migrate)
 
     bench = sub.add_parser("bench", help="SPEC section 11 on this machine: both backends and installed peers")
@@ -212,13 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "turns", 1) < 1:
-        print("ctxengine: --turns must be at least 1", file=sys.stderr)
-        return EXIT_USAGE
     try:
         code: int = args.run(args)
     except ContextError as exc:
-        print(f"ctxengine {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"ctxengine {args.command}: {type(exc).__name__}: {visible(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     return code
 

@@ -8,6 +8,8 @@ URLs:
   ``sqlite:///:memory:`` -> a private in-memory database
 * ``postgresql://...`` or ``postgres://...`` -> ``PostgresStore(url)``
   (any libpq URI, passed through unchanged)
+
+A URL that names no store it could ever open is ``StoreOpenError`` (ADR 0010).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from ..errors import StoreError
+from ..errors import StoreOpenError
 from ..model.clock import Clock
+from ._sql import DEFAULT_STATEMENT_TIMEOUT
 from .events import Store
 from .memory import MemoryStore
 from .migrations import MigrationReport
@@ -29,8 +32,18 @@ def _sqlite_path(url: str) -> str:
     if rest in ("/:memory:", ":memory:"):
         return ":memory:"
     if not rest.startswith("/") or rest == "/" or "?" in rest or "#" in rest:
-        raise StoreError(f"SQLite store URL {url!r}: expected sqlite:///absolute/path or sqlite:///:memory:")
-    return unquote(rest)
+        raise StoreOpenError(
+            f"SQLite store URL {url!r}: expected sqlite:///absolute/path or sqlite:///:memory:"
+        )
+    try:
+        path = unquote(rest, errors="strict")
+    except UnicodeDecodeError:
+        raise StoreOpenError(
+            f"SQLite store URL {url!r}: the path is not UTF-8 once percent-decoded"
+        ) from None
+    if "\x00" in path:
+        raise StoreOpenError(f"SQLite store URL {url!r}: the path contains a NUL character (%00)")
+    return path
 
 
 async def open_store(url: str, *, clock: Clock | None = None, **options: Any) -> Store:
@@ -39,39 +52,62 @@ async def open_store(url: str, *, clock: Clock | None = None, **options: Any) ->
     ``options`` go to the adapter's constructor (e.g. ``busy_timeout`` for
     SQLite, ``max_size`` for PostgreSQL; for every store ``write_policy``,
     and for the SQL stores ``migrate=False`` to refuse to work on a schema
-    with pending migrations instead of applying them; ADR 0009).
+    with pending migrations instead of applying them; ADR 0009;
+    ``read_only=True`` to read an existing store without creating, migrating
+    or changing anything, and ``statement_timeout``; ADR 0010). A memory
+    store ignores both (it is new and empty either way, and runs no statements).
+
+    Errors that no retry gets past (a bad URL, a path that is not a regular
+    file, a missing directory, a file that is not a ctxengine store, a
+    PostgreSQL database that does not exist) are ``StoreOpenError``;
+    ``StoreUnavailable`` means "try again".
     """
     if not isinstance(url, str):
-        raise StoreError(f"store URL must be a str, got {type(url).__name__}")
+        raise StoreOpenError(f"store URL must be a str, got {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme == "memory":
         if url.rstrip("/") != "memory:":
-            raise StoreError(f"memory store URL {url!r}: expected exactly memory://")
+            raise StoreOpenError(f"memory store URL {url!r}: expected exactly memory://")
+        options.pop("read_only", None)
+        options.pop("statement_timeout", None)
         return await MemoryStore(clock=clock, **options).open()
     if scheme == "sqlite":
         if not url.startswith("sqlite://"):
-            raise StoreError(f"SQLite store URL {url!r}: expected sqlite:///absolute/path")
+            raise StoreOpenError(f"SQLite store URL {url!r}: expected sqlite:///absolute/path")
         return await SQLiteStore(_sqlite_path(url), clock=clock, **options).open()
     if scheme in ("postgresql", "postgres"):
         return await PostgresStore(url, clock=clock, **options).open()
     shown = url.split("@")[-1] if "@" in url else url  # never echo credentials
-    raise StoreError(
+    raise StoreOpenError(
         f"unknown store URL scheme {scheme or '<none>'!r} in {shown!r}; "
         "expected memory://, sqlite:///path or postgresql://..."
     )
 
 
-async def migrate_store(url: str, *, dry_run: bool = False) -> MigrationReport:
+async def migrate_store(
+    url: str, *, dry_run: bool = False, statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT
+) -> MigrationReport:
     """Apply the pending schema migrations of the store ``url`` names (``ctxengine migrate``).
 
-    Idempotent: a second run applies nothing. ``dry_run`` reports what would
-    be applied and changes nothing (a new store's tables are not created).
+    Idempotent: a second run applies nothing. ``dry_run`` opens the store
+    read-only and reports what would be applied: it creates no file, writes
+    nothing and never changes the journal mode; a location that holds no
+    ctxengine store is ``StoreOpenError``. ``statement_timeout`` bounds the
+    statements that read the schema (``StatementTimeout``); migrations
+    themselves run without it.
     """
-    store = await open_store(url, migrate=False)
+    store = await open_store(url, migrate=False, read_only=dry_run, statement_timeout=statement_timeout)
     try:
         return await store.migrate(dry_run=dry_run)
     finally:
         await store.close()
 
 
-__all__ = ["MemoryStore", "PostgresStore", "SQLiteStore", "migrate_store", "open_store"]
+__all__ = [
+    "DEFAULT_STATEMENT_TIMEOUT",
+    "MemoryStore",
+    "PostgresStore",
+    "SQLiteStore",
+    "migrate_store",
+    "open_store",
+]

@@ -30,6 +30,22 @@ from .events import (
     check_identifier,
 )
 
+#: Seconds a statement of a SQL store may run before it is interrupted (``StatementTimeout``):
+#: far above any statement of a worker, low enough that a runaway one (a crafted view or
+#: trigger) ends. ``statement_timeout=None`` lifts the limit; migrations run without it.
+DEFAULT_STATEMENT_TIMEOUT = 60.0
+
+
+def check_statement_timeout(type_name: str, value: object) -> float | None:
+    """``statement_timeout`` in seconds: ``None`` (no limit) or a number in (0, 86400]."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86_400:
+        raise ModelValidationError(
+            type_name, "statement_timeout", f"expected None or 0 < seconds <= 86400, got {value!r}"
+        )
+    return float(value)
+
 
 @dataclass(frozen=True, slots=True)
 class SqlOps:

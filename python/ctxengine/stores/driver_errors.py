@@ -3,8 +3,10 @@
 No ``sqlite3``/``psycopg``/``psycopg_pool`` exception leaves a store: a
 failure to reach the data (a lost connection, a server that is down, a lock
 or pool wait that ran out, a deadlock or serialization failure) is a
-retryable ``StoreUnavailable``; anything else a driver raises is a
-``StoreError`` naming the store and the driver's message.
+retryable ``StoreUnavailable``; a statement interrupted by the store's
+statement timeout is ``StatementTimeout``; at the open, what no retry gets
+past is ``StoreOpenError`` (``sqlite_open`` for SQLite); anything else a
+driver raises is a ``StoreError`` naming the store and the driver's message.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import StatementTimeout, StoreError, StoreOpenError, StoreUnavailable
 
 #: SQLite messages that mean "not now" rather than "never".
 _SQLITE_TRANSIENT = ("locked", "busy", "unable to open", "disk i/o")
@@ -32,23 +34,58 @@ _PG_TRANSIENT = (
 )
 
 
-def sqlite_error(store: object, exc: sqlite3.Error) -> StoreError:
+def sqlite_error(store: object, exc: sqlite3.Error, *, statement_timeout: float | None = None) -> StoreError:
     message = str(exc)
+    if statement_timeout is not None and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_INTERRUPT:
+        return StatementTimeout(repr(store), statement_timeout)  # the deadline's progress handler
     if isinstance(exc, sqlite3.OperationalError) and any(t in message.lower() for t in _SQLITE_TRANSIENT):
         return StoreUnavailable(f"{store!r}: {message} (retry; the wait is the store's busy_timeout)")
     return StoreError(f"{store!r}: SQLite {type(exc).__name__}: {message}")
 
 
-def postgres_error(store: object, exc: Exception, *, timeout: float) -> StoreError:
+def postgres_error(
+    store: object, exc: Exception, *, timeout: float, statement_timeout: float | None = None
+) -> StoreError:
     if isinstance(exc, PoolTimeout):
         return StoreUnavailable(f"{store!r}: no connection within {timeout:g} s ({exc}); retry later")
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    message = _first_line(exc)
+    if isinstance(exc, pg_errors.QueryCanceled) and statement_timeout is not None and "timeout" in message:
+        return StatementTimeout(repr(store), statement_timeout)
     if isinstance(exc, _PG_TRANSIENT):
         return StoreUnavailable(f"{store!r}: {type(exc).__name__}: {message} (retry)")
     return StoreError(f"{store!r}: PostgreSQL {type(exc).__name__}: {message}")
 
 
+#: What libpq or the server answers to a connection that can never be made as asked (the
+#: server's words are English unless its ``lc_messages`` says otherwise; a connection error
+#: carries no SQLSTATE): a database or role that does not exist, a refused login, no
+#: CONNECT privilege, a database that takes no connections, a malformed connection option.
+_PG_REFUSED = (
+    "does not exist",
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "permission denied",
+    "not currently accepting connections",
+    "connection is bad: invalid",
+)
+
+
+def postgres_open_error(store: object, exc: Exception, *, timeout: float) -> StoreError:
+    """A failure to connect when the store opens: ``StoreOpenError`` when no retry can get
+    past it (above, or a DSN that does not parse), else as ``postgres_error``."""
+    message = _first_line(exc)
+    if isinstance(exc, psycopg.ProgrammingError):
+        return StoreOpenError(f"{store!r}: the connection string does not parse: {message}")
+    if isinstance(exc, psycopg.OperationalError) and any(words in str(exc) for words in _PG_REFUSED):
+        return StoreOpenError(f"{store!r}: {message}")
+    return postgres_error(store, exc, timeout=timeout)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 #: What a PostgreSQL store catches and maps.
 POSTGRES_ERRORS = (psycopg.Error, PoolTimeout)
 
-__all__ = ["POSTGRES_ERRORS", "postgres_error", "sqlite_error"]
+__all__ = ["POSTGRES_ERRORS", "postgres_error", "postgres_open_error", "sqlite_error"]

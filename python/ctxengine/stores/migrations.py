@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreOpenError
 from .migration_stable_plans import KEYED_LOOKUPS, STABLE_PLANS
 from .migration_step import Migration
 
@@ -33,6 +33,8 @@ from .migration_step import Migration
 COMPAT_LEVEL = 1
 #: The schema revision a store created by the first release is at.
 BASE_REVISION = 1
+#: The table of the two numbers; a database without it holds no ctxengine store.
+VERSION_TABLE = "ctxengine_schema_version"
 COMPONENT_LEVEL = "store"
 COMPONENT_REVISION = "store.revision"
 
@@ -303,7 +305,7 @@ def check_level(where: str, level: object) -> int:
     if isinstance(level, bool) or not isinstance(level, int) or level < 1:
         raise StoreError(f"{where}: bad schema compatibility level {level!r}")
     if level > COMPAT_LEVEL:
-        raise StoreError(
+        raise StoreOpenError(
             f"{where} has schema version {level} (its compatibility level); this code understands up "
             f"to {COMPAT_LEVEL}: upgrade ctxengine"
         )
@@ -320,6 +322,34 @@ def describe(migration: Migration) -> str:
     return f"{migration.revision}: {migration.name}"
 
 
+def report(where: str, found: dict[Any, Any], *, apply: bool) -> MigrationReport:
+    """What migrating a store whose version rows are ``found`` does (``{}``: a new store,
+    created at the base revision first)."""
+    if COMPONENT_LEVEL in found:
+        level = check_level(where, found[COMPONENT_LEVEL])
+        revision = check_revision(where, found.get(COMPONENT_REVISION, BASE_REVISION))
+    else:
+        level, revision = COMPAT_LEVEL, BASE_REVISION
+    todo = pending(revision)
+    steps = tuple(describe(m) for m in todo)
+    return MigrationReport(
+        where,
+        level,
+        revision,
+        todo[-1].revision if todo else revision,
+        steps,
+        steps if apply else (),
+        not apply,
+    )
+
+
+def no_store(where: str) -> StoreOpenError:
+    """A location without a store, opened where nothing may be created (read-only, a dry run)."""
+    return StoreOpenError(
+        f"{where} holds no ctxengine store (`ctxengine migrate` or a store's first open creates one)"
+    )
+
+
 __all__ = [
     "BASE_REVISION",
     "COMPAT_LEVEL",
@@ -331,11 +361,14 @@ __all__ = [
     "ROWID_TABLES",
     "STABLE_PLANS",
     "TOKEN_COUNTS",
+    "VERSION_TABLE",
     "Migration",
     "MigrationReport",
     "check_level",
     "check_revision",
     "describe",
     "latest_revision",
+    "no_store",
     "pending",
+    "report",
 ]

@@ -29,8 +29,14 @@ from ..errors import ModelValidationError, StoreError, StorePredictionMissed
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
 from . import _rows, migrations, postgres_items, postgres_predicted, postgres_writes
-from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
-from .driver_errors import POSTGRES_ERRORS, postgres_error
+from ._sql import (
+    DEFAULT_STATEMENT_TIMEOUT,
+    SqlCheckpointStore,
+    SqlEventLog,
+    SqlOps,
+    check_statement_timeout,
+)
+from .driver_errors import POSTGRES_ERRORS, postgres_error, postgres_open_error
 from .events import (
     FORMAT_VERSION,
     Event,
@@ -38,7 +44,7 @@ from .events import (
     RawCheckpoint,
 )
 from .formats import WritePolicy
-from .postgres_schema import schema
+from .postgres_schema import connection_settings, schema
 from .prediction import Prediction
 
 #: Appends to one session are serialized by a transaction-scoped advisory lock
@@ -187,7 +193,10 @@ class PostgresStore:
     The pool opens (and the schema is created or checked) on ``open()`` or
     first use; ``close()`` closes it. ``timeout`` bounds every wait for the
     server (connecting, and taking a pooled connection): past it the call
-    raises ``StoreUnavailable``, which is safe to retry.
+    raises ``StoreUnavailable``, which is safe to retry. The schema is checked
+    on a connection of its own, so a database or role that does not exist or a
+    refused login is ``StoreOpenError`` at once, not a pool retrying until
+    ``timeout``. ``read_only`` and ``statement_timeout``: ``connection_settings``.
     """
 
     def __init__(
@@ -200,6 +209,8 @@ class PostgresStore:
         timeout: float = 10.0,
         migrate: bool = True,
         write_policy: WritePolicy | None = None,
+        read_only: bool = False,
+        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
     ) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
             raise ModelValidationError(
@@ -207,6 +218,9 @@ class PostgresStore:
             )
         self.dsn = dsn
         self._auto_migrate = migrate
+        self._read_only = bool(read_only)
+        self._statement_timeout = check_statement_timeout("PostgresStore", statement_timeout)
+        self._settings = connection_settings(self._statement_timeout, self._read_only)
         self._pending: tuple[str, ...] = ()
         self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -228,7 +242,30 @@ class PostgresStore:
         try:
             yield
         except POSTGRES_ERRORS as exc:
-            raise postgres_error(self, exc, timeout=self._timeout) from exc
+            raise postgres_error(
+                self, exc, timeout=self._timeout, statement_timeout=self._statement_timeout
+            ) from exc
+
+    async def _configure(self, conn: Conn) -> None:
+        """Every connection's settings (statement timeout, read-only): one round trip."""
+        if self._settings:
+            await conn.execute(self._settings)
+
+    async def _checked_schema(self) -> migrations.MigrationReport:
+        """Connect once, on a connection of our own, and create, check or migrate the schema."""
+        try:
+            conn = await AsyncConnection.connect(
+                self.dsn, autocommit=True, connect_timeout=max(2, math.ceil(self._timeout))
+            )
+        except POSTGRES_ERRORS as exc:
+            raise postgres_open_error(self, exc, timeout=self._timeout) from exc
+        try:
+            async with self._mapped():
+                await self._configure(conn)
+                apply = self._auto_migrate and not self._read_only
+                return await schema(conn, self._where(), apply, not self._read_only)
+        finally:
+            await conn.close()
 
     async def _ready(self) -> AsyncConnectionPool[Conn]:
         if self._closed:
@@ -243,17 +280,20 @@ class PostgresStore:
                     max_size=self._max_size,
                     timeout=self._timeout,
                     kwargs={"autocommit": True, "connect_timeout": max(2, math.ceil(self._timeout))},
+                    configure=self._configure,
                     open=False,
                 )
                 try:
+                    # The pool fills in the background while the schema is checked on a
+                    # connection of its own, whose failure to connect says why.
                     async with self._mapped():
-                        await pool.open(wait=True, timeout=self._timeout)
-                        async with pool.connection() as conn:
-                            report = await schema(conn, self._where(), self._auto_migrate)
-                    self._pending = () if self._auto_migrate else report.pending
+                        await pool.open(wait=False)
+                    report = await self._checked_schema()
                 except BaseException:
                     await pool.close()
                     raise
+                # A read-only store reads an older revision as it is (what an older worker reads).
+                self._pending = () if self._auto_migrate or self._read_only else report.pending
                 self._pool = pool
             return self._pool
 
@@ -267,9 +307,11 @@ class PostgresStore:
 
     async def migrate(self, *, dry_run: bool = False) -> migrations.MigrationReport:
         """Apply the pending schema migrations (or, with ``dry_run``, only report them)."""
+        if self._read_only and not dry_run:
+            raise StoreError(f"{self!r} is open read-only: open it with read_only=False to migrate it")
         pool = await self._ready()
         async with self._mapped(), pool.connection() as conn:
-            report = await schema(conn, self._where(), not dry_run)
+            report = await schema(conn, self._where(), not dry_run, not self._read_only)
         if not dry_run:
             self._pending = ()
         return report

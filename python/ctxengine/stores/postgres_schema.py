@@ -2,11 +2,12 @@
 
 ``schema()`` creates a new store at the base revision and applies pending
 migrations, all in one transaction under an advisory lock, so concurrent
-openers create and migrate once; a dry run reports and rolls back.
+openers create and migrate once; a dry run only reads and writes nothing.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from psycopg import AsyncConnection, errors
@@ -60,80 +61,69 @@ DDL = (
 )
 
 
-class _DryRun(Exception):
-    """Raised inside the schema transaction of a dry run so that it rolls back."""
+def connection_settings(statement_timeout: float | None, read_only: bool) -> str:
+    """What every connection of a store sets first (one round trip; ``""``: nothing).
 
-    def __init__(self, report: migrations.MigrationReport) -> None:
-        super().__init__("dry run")
-        self.report = report
+    ``statement_timeout`` (seconds; ``None``: the server's own setting): a statement that
+    runs longer is cancelled, ``StatementTimeout``. ``read_only``: every transaction is
+    read-only (``default_transaction_read_only``), and the store neither creates nor
+    migrates its schema: an older revision is read as it is, a schema without a store is
+    ``StoreOpenError``.
+    """
+    settings = []
+    if statement_timeout is not None:
+        settings.append(f"SET statement_timeout = {math.ceil(statement_timeout * 1000)}")
+    if read_only:
+        settings.append("SET default_transaction_read_only = on")
+    return "; ".join(settings)
 
 
-async def schema(conn: Conn, where: str, apply: bool) -> migrations.MigrationReport:
+async def schema(conn: Conn, where: str, apply: bool, create: bool = True) -> migrations.MigrationReport:
     """Create or check the schema and, when ``apply``, migrate it, under an advisory lock.
 
-    ``apply=False`` is a dry run: it reports and rolls everything back.
+    ``apply=False`` (a dry run, a read-only open, ``migrate=False``) only reads the version
+    rows: it writes nothing and reports what applying would do. A schema without a store is
+    a new one when ``create``, else ``StoreOpenError``. Migrations run without the
+    connection's statement timeout (``SET LOCAL``): they may take long on a large store.
     """
-    current = await _up_to_date(conn, where, dry_run=not apply)
-    if current is not None:
-        return current
-    try:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
-                "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
-            )
-            found = dict(await _fetchall(conn, "SELECT component, version FROM ctxengine_schema_version"))
-            if migrations.COMPONENT_LEVEL not in found:
-                for statement in DDL:
-                    await conn.execute(statement)
-                level, revision = migrations.COMPAT_LEVEL, migrations.BASE_REVISION
-                await _set_component(conn, migrations.COMPONENT_LEVEL, level)
-                await _set_component(conn, migrations.COMPONENT_REVISION, revision)
-            else:
-                level = migrations.check_level(where, found[migrations.COMPONENT_LEVEL])
-                revision = migrations.check_revision(
-                    where, found.get(migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
-                )
-            if migrations.COMPONENT_REVISION not in found:
-                # A store from before revisions were tracked is at the base revision.
-                await _set_component(conn, migrations.COMPONENT_REVISION, revision)
-            todo = migrations.pending(revision)
-            for migration in todo:
-                for statement in migration.postgres:
-                    await conn.execute(statement)
-                await _set_component(conn, migrations.COMPONENT_REVISION, migration.revision)
-            report = migrations.MigrationReport(
-                where,
-                level,
-                revision,
-                todo[-1].revision if todo else revision,
-                tuple(migrations.describe(m) for m in todo),
-                tuple(migrations.describe(m) for m in todo) if apply else (),
-                not apply,
-            )
-            if not apply:
-                raise _DryRun(report)
-    except _DryRun as dry:
-        return dry.report
+    found = await _components(conn)
+    if not apply:
+        if found is None and not create:
+            raise migrations.no_store(where)
+        return migrations.report(where, found or {}, apply=False)
+    if found is not None and migrations.COMPONENT_REVISION in found:
+        current = migrations.report(where, found, apply=True)
+        if not current.pending:  # what every worker opening a store pays: one statement, no lock
+            return current
+    async with conn.transaction():
+        await conn.execute("SET LOCAL statement_timeout = 0")
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {migrations.VERSION_TABLE} "
+            "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        found = dict(await _fetchall(conn, f"SELECT component, version FROM {migrations.VERSION_TABLE}"))
+        if migrations.COMPONENT_LEVEL not in found:
+            for statement in DDL:
+                await conn.execute(statement)
+            await _set_component(conn, migrations.COMPONENT_LEVEL, migrations.COMPAT_LEVEL)
+        if migrations.COMPONENT_REVISION not in found:
+            # A new store, or one from before revisions were tracked: the base revision.
+            await _set_component(conn, migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
+        report = migrations.report(where, found, apply=True)
+        for migration in migrations.pending(report.from_revision):
+            for statement in migration.postgres:
+                await conn.execute(statement)
+            await _set_component(conn, migrations.COMPONENT_REVISION, migration.revision)
     return report
 
 
-async def _up_to_date(conn: Conn, where: str, *, dry_run: bool) -> migrations.MigrationReport | None:
-    """The report of a store already at the latest revision, read without the migration lock
-    (one statement: what every worker opening a store pays); ``None`` when anything is left
-    to create or migrate, which then happens under the lock."""
+async def _components(conn: Conn) -> dict[Any, Any] | None:
+    """The version rows, or ``None`` when the schema has no version table (one statement)."""
     try:
-        found = dict(await _fetchall(conn, "SELECT component, version FROM ctxengine_schema_version"))
+        return dict(await _fetchall(conn, f"SELECT component, version FROM {migrations.VERSION_TABLE}"))
     except errors.UndefinedTable:
         return None
-    if migrations.COMPONENT_LEVEL not in found or migrations.COMPONENT_REVISION not in found:
-        return None
-    level = migrations.check_level(where, found[migrations.COMPONENT_LEVEL])
-    revision = migrations.check_revision(where, found[migrations.COMPONENT_REVISION])
-    if migrations.pending(revision):
-        return None
-    return migrations.MigrationReport(where, level, revision, revision, (), (), dry_run)
 
 
 async def _set_component(conn: Conn, component: str, version: int) -> None:
@@ -150,4 +140,4 @@ async def _fetchall(conn: Conn, sql: str) -> list[tuple[Any, ...]]:
     return rows
 
 
-__all__ = ["DDL", "MIGRATION_LOCK", "schema"]
+__all__ = ["DDL", "MIGRATION_LOCK", "connection_settings", "schema"]

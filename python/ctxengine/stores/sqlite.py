@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from ..errors import ModelValidationError, StoreError, StorePredictionMissed
 from ..model.clock import Clock, SystemClock
 from . import _rows, migrations, sqlite_items, sqlite_predicted
-from ._sql import SqlCheckpointStore, SqlEventLog, SqlOps
+from ._sql import DEFAULT_STATEMENT_TIMEOUT, SqlCheckpointStore, SqlEventLog, SqlOps, check_statement_timeout
 from .driver_errors import sqlite_error
 from .events import (
     NewEvent,
@@ -40,12 +40,14 @@ from .sqlite_checkpoints import claim as _claim
 from .sqlite_checkpoints import delete as _delete
 from .sqlite_checkpoints import latest_raw as _latest_raw
 from .sqlite_checkpoints import write_checkpoint as _write_checkpoint
+from .sqlite_deadline import bounded
 from .sqlite_items import in_write_txn as _in_write_txn
+from .sqlite_open import open_database
 from .sqlite_reads import latest_before as _latest_before
 from .sqlite_reads import latest_each as _latest_each
 from .sqlite_reads import read as _read
 from .sqlite_reads import read_covering as _read_covering
-from .sqlite_schema import Synchronous, open_database, schema
+from .sqlite_schema import Synchronous, schema
 
 _EVENT_COLS = _rows.EVENT_COLUMN_LIST
 
@@ -143,6 +145,16 @@ class SQLiteStore:
     serves), small enough that a long scan (a fresh worker's first read of a
     1,000-item window) recycles its pages instead of growing the process by
     them (each new page of memory costs the first request a page fault).
+
+    ``read_only=True`` opens the file with SQLite's ``mode=ro``: nothing is
+    created, migrated or switched to WAL, a missing file is ``StoreOpenError``,
+    and writes fail (``ctxengine inspect``, ``migrate --dry-run``); a store
+    at an older schema revision is read as it is. ``statement_timeout``
+    (seconds, ``None``: no limit) interrupts any statement that runs longer
+    with ``StatementTimeout`` (ADR 0010). A path that can never be opened (a
+    directory, a FIFO, a device, a missing directory, a file that is not a
+    ctxengine store) is ``StoreOpenError``, never the retryable
+    ``StoreUnavailable``.
     """
 
     def __init__(
@@ -155,6 +167,8 @@ class SQLiteStore:
         cache_kib: int = 256,
         migrate: bool = True,
         write_policy: WritePolicy | None = None,
+        read_only: bool = False,
+        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             raise ModelValidationError(
@@ -170,6 +184,8 @@ class SQLiteStore:
         self._synchronous: Synchronous = synchronous
         self._cache_kib = cache_kib
         self._auto_migrate = migrate
+        self._read_only = bool(read_only)
+        self._statement_timeout = check_statement_timeout("SQLiteStore", statement_timeout)
         self._pending: tuple[str, ...] = ()
         self.write_policy = write_policy if write_policy is not None else WritePolicy.from_env()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxengine-sqlite")
@@ -187,9 +203,17 @@ class SQLiteStore:
 
     async def _run(self, fn: Callable[..., R], *args: Any) -> R:
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+            return await asyncio.get_running_loop().run_in_executor(self._executor, self._bounded, fn, args)
         except sqlite3.Error as exc:
-            raise sqlite_error(self, exc) from exc
+            raise sqlite_error(self, exc, statement_timeout=self._statement_timeout) from exc
+
+    def _bounded(self, fn: Callable[..., R], args: tuple[Any, ...]) -> R:
+        """``fn(*args)`` on the worker thread, its statements stopped at the statement timeout."""
+        conn = self._conn
+        if conn is None:
+            return fn(*args)
+        with bounded(conn, self._statement_timeout):
+            return fn(*args)
 
     async def _connection(self) -> sqlite3.Connection:
         """The open connection; opens (and migrates) it on first use. Call under ``_lock``."""
@@ -204,16 +228,21 @@ class SQLiteStore:
                 self._synchronous,
                 self._cache_kib,
                 self._auto_migrate,
+                self._read_only,
+                self._statement_timeout,
             )
-            self._pending = () if self._auto_migrate else report.pending
+            # A read-only store reads an older revision as it is (what an older worker reads).
+            self._pending = () if self._auto_migrate or self._read_only else report.pending
             self._conn = conn
         return self._conn
 
     async def migrate(self, *, dry_run: bool = False) -> migrations.MigrationReport:
         """Apply the pending schema migrations (or, with ``dry_run``, only report them)."""
+        if self._read_only and not dry_run:
+            raise StoreError(f"{self!r} is open read-only: open it with read_only=False to migrate it")
         async with self._lock:
             conn = await self._connection()
-            report = await self._run(schema, conn, self.path, not dry_run)
+            report = await self._run(schema, conn, self.path, not dry_run, not self._read_only)
             if not dry_run:
                 self._pending = ()
             return report

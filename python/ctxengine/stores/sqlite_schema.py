@@ -1,9 +1,10 @@
-"""The SQLite store's file opened: its connection, schema and migrations (ADR 0009).
+"""The SQLite store's schema and migrations (ADR 0009); ``sqlite_open`` opens the file.
 
 ``schema()`` creates a new store at the base revision and applies pending
 migrations in one ``BEGIN IMMEDIATE`` transaction (the file's write lock),
-so concurrent openers create and migrate once; a dry run reports and rolls
-back. It runs on the store's worker thread, after ``write_ahead_log``.
+so concurrent openers create and migrate once; a dry run only reads the
+version rows and writes nothing. It runs on the store's worker thread,
+after ``write_ahead_log``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from typing import Literal
 
 from . import migrations
+from .sqlite_deadline import unbounded
 
 Synchronous = Literal["FULL", "NORMAL"]
 
@@ -86,55 +88,50 @@ def _busy(exc: sqlite3.OperationalError) -> bool:
     return any(word in str(exc).lower() for word in ("locked", "busy"))
 
 
-def schema(conn: sqlite3.Connection, path: str, apply: bool) -> migrations.MigrationReport:
+def schema(
+    conn: sqlite3.Connection, path: str, apply: bool, create: bool = True
+) -> migrations.MigrationReport:
     """Create or check the schema and, when ``apply``, migrate it, all under the write lock.
 
-    ``apply=False`` is a dry run: it reports and rolls everything back, even
-    the creation of a new store's tables.
+    ``apply=False`` (a dry run, a read-only open, ``migrate=False``) only reads the version
+    rows: it writes nothing, not even a new store's tables, and reports what applying would
+    do. A database without a store is a new one when ``create`` (it would be created at the
+    base revision), else ``StoreOpenError``: a read-only open has nothing to read.
     """
     where = f"SQLite store {path!r}"
+    if not apply:
+        found = _components(conn)
+        if found is None and not create:
+            raise migrations.no_store(where)
+        return migrations.report(where, found or {}, apply=False)
 
     def run() -> migrations.MigrationReport:
         conn.execute(
-            "CREATE TABLE IF NOT EXISTS ctxengine_schema_version "
+            f"CREATE TABLE IF NOT EXISTS {migrations.VERSION_TABLE} "
             "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
         )
-        found = dict(conn.execute("SELECT component, version FROM ctxengine_schema_version").fetchall())
+        found = dict(conn.execute(f"SELECT component, version FROM {migrations.VERSION_TABLE}").fetchall())
         if migrations.COMPONENT_LEVEL not in found:
             for statement in DDL:
                 conn.execute(statement)
-            level, revision = migrations.COMPAT_LEVEL, migrations.BASE_REVISION
-            _set_component(conn, migrations.COMPONENT_LEVEL, level)
-            _set_component(conn, migrations.COMPONENT_REVISION, revision)
-        else:
-            level = migrations.check_level(where, found[migrations.COMPONENT_LEVEL])
-            revision = migrations.check_revision(
-                where, found.get(migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
-            )
+            _set_component(conn, migrations.COMPONENT_LEVEL, migrations.COMPAT_LEVEL)
         if migrations.COMPONENT_REVISION not in found:
-            # A store from before revisions were tracked is at the base revision.
-            _set_component(conn, migrations.COMPONENT_REVISION, revision)
-        todo = migrations.pending(revision)
-        for migration in todo:
-            for statement in migration.sqlite:
-                conn.execute(statement)
+            # A new store, or one from before revisions were tracked: the base revision.
+            _set_component(conn, migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
+        report = migrations.report(where, found, apply=True)
+        for migration in migrations.pending(report.from_revision):
+            with unbounded(conn):  # a migration may copy every row of a large store
+                for statement in migration.sqlite:
+                    conn.execute(statement)
             _set_component(conn, migrations.COMPONENT_REVISION, migration.revision)
-        return migrations.MigrationReport(
-            where,
-            level,
-            revision,
-            todo[-1].revision if todo else revision,
-            tuple(migrations.describe(m) for m in todo),
-            tuple(migrations.describe(m) for m in todo) if apply else (),
-            not apply,
-        )
+        return report
 
     if conn.in_transaction:
         conn.execute("ROLLBACK")
     conn.execute("BEGIN IMMEDIATE")
     try:
         report = run()
-        conn.execute("COMMIT" if apply else "ROLLBACK")
+        conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -142,32 +139,14 @@ def schema(conn: sqlite3.Connection, path: str, apply: bool) -> migrations.Migra
     return report
 
 
-def connect(path: str, busy_timeout: float, synchronous: Synchronous, cache_kib: int) -> sqlite3.Connection:
-    """The store's connection to ``path``, in write-ahead-log mode."""
-    # isolation_level=None: the module never opens transactions behind our
-    # back, so every transaction here is the BEGIN IMMEDIATE we issue.
-    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        write_ahead_log(conn, busy_timeout)
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-        conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def open_database(
-    path: str, busy_timeout: float, synchronous: Synchronous, cache_kib: int, apply: bool
-) -> tuple[sqlite3.Connection, migrations.MigrationReport]:
-    """Connect and create, check or migrate the schema (closing the connection on failure)."""
-    conn = connect(path, busy_timeout, synchronous, cache_kib)
-    try:
-        return conn, schema(conn, path, apply)
-    except BaseException:
-        conn.close()
-        raise
+def _components(conn: sqlite3.Connection) -> dict[str, object] | None:
+    """The version rows, or ``None`` when the database has no version table."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (migrations.VERSION_TABLE,)
+    ).fetchone()
+    if exists is None:
+        return None
+    return dict(conn.execute(f"SELECT component, version FROM {migrations.VERSION_TABLE}").fetchall())
 
 
 def _set_component(conn: sqlite3.Connection, component: str, version: int) -> None:
@@ -178,4 +157,4 @@ def _set_component(conn: sqlite3.Connection, component: str, version: int) -> No
     )
 
 
-__all__ = ["DDL", "Synchronous", "connect", "open_database", "schema", "write_ahead_log"]
+__all__ = ["DDL", "Synchronous", "schema", "write_ahead_log"]
