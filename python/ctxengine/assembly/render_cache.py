@@ -15,7 +15,8 @@ eighth of the table being built), the region classes' tables by
 ``capacity`` each and an eighth of ``max_bytes`` between them (oldest
 first), ``block_capacity`` block renders. Bounded by count alone, a worker
 that takes turns of many sessions kept every render of every session it had
-seen, up to a million: a gigabyte or more.
+seen, up to a million: a gigabyte or more. ``max_bytes`` defaults to the process's
+``MemoryLimits.render_bytes`` (``ctxengine.set_memory_limits``), read as the cache grows.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, cast
 
 from ..core import backends
 from ..core.identity import ByIdentity
+from ..core.memory import memory_limits
 from ..errors import ArgumentError
 from ..model import ConversationItem, ToolResult
 from ..model.body import RenderLine
@@ -39,8 +41,9 @@ from .request import RenderedItem
 RENDER_OBJECTS = 576
 #: A render without text (a tool call, reasoning) counts this as its text's share.
 TEXTLESS = 512
-#: ``RenderCache``'s default ``max_bytes``.
-DEFAULT_MAX_BYTES = 512 << 20
+#: ``RenderCache``'s default ``max_bytes`` (the process's ``MemoryLimits`` in force at import;
+#: a cache made without ``max_bytes`` follows them as they change).
+DEFAULT_MAX_BYTES = memory_limits().render_bytes
 
 
 def one_render_bytes(rendered: RenderedItem) -> int:
@@ -165,18 +168,19 @@ class RenderCache:
     """The renderer's bounded caches (see the module)."""
 
     def __init__(
-        self, capacity: int = 1 << 20, block_capacity: int = 4096, *, max_bytes: int = DEFAULT_MAX_BYTES
+        self, capacity: int = 1 << 20, block_capacity: int = 4096, *, max_bytes: int | None = None
     ) -> None:
         for name, value in (
             ("capacity", capacity),
             ("block_capacity", block_capacity),
-            ("max_bytes", max_bytes),
+            ("max_bytes", 0 if max_bytes is None else max_bytes),
         ):
             if type(value) is not int or value < 0:
                 raise ArgumentError("RenderCache", name, f"a non-negative int, got {value!r}")
         self.capacity = capacity
         self.block_capacity = block_capacity
-        self.max_bytes = max_bytes
+        #: The bound given, or ``None``: the process's ``MemoryLimits.render_bytes``.
+        self._max_bytes = max_bytes
         self._tables: dict[str, dict[bytes, RenderedItem]] = {}
         self._sessions: OrderedDict[Hashable, SessionRenders] = OrderedDict()
         #: The keys of ``_sessions`` by their first element (a builder's keys are
@@ -190,6 +194,19 @@ class RenderCache:
         self._summaries: ByIdentity[Any] = ByIdentity(block_capacity)
         # One-entry memos by identity of their inputs (the common rebuild).
         self._last: dict[str, Any] = {}
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound of the session tables' ``render_bytes`` (an eighth more for the region
+        classes' tables)."""
+        given = self._max_bytes
+        return memory_limits().render_bytes if given is None else given
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        if type(value) is not int or value < 0:
+            raise ArgumentError("RenderCache", "max_bytes", f"a non-negative int, got {value!r}")
+        self._max_bytes = value
 
     # -- tables by region class ------------------------------------------------
 
