@@ -41,6 +41,9 @@ from .request import RenderedItem
 RENDER_OBJECTS = 576
 #: A render without text (a tool call, reasoning) counts this as its text's share.
 TEXTLESS = 512
+#: The estimated memory of a session's tables beside their renders: the tables, the line and
+#: the body blocks of its last build (measured: about 4 KB in a worker's turns).
+SESSION_OBJECTS = 4096
 #: ``RenderCache``'s default ``max_bytes`` (the process's ``MemoryLimits`` in force at import;
 #: a cache made without ``max_bytes`` follows them as they change).
 DEFAULT_MAX_BYTES = memory_limits().render_bytes
@@ -188,7 +191,7 @@ class RenderCache:
         self._keys_of: dict[Hashable, list[Hashable]] = {}
         self._region_bytes = 0  # render_bytes of the region classes' tables
         self._held = 0  # renders in session tables
-        self._bytes = 0  # their render_bytes
+        self._bytes = 0  # their render_bytes, and SESSION_OBJECTS a session
         self._blocks: OrderedDict[Any, Any] = OrderedDict()
         # Summary blocks by the identity of their spans tuple (see ``summary``).
         self._summaries: ByIdentity[Any] = ByIdentity(block_capacity)
@@ -289,6 +292,9 @@ class RenderCache:
             tables = sessions[key] = SessionRenders()
             if type(key) is tuple and key:
                 self._keys_of.setdefault(key[0], []).append(key)
+            self._bytes += SESSION_OBJECTS
+            if self._over():
+                self._shrink(tables)
         else:
             sessions.move_to_end(key)
         return tables
@@ -425,7 +431,7 @@ class RenderCache:
             gone = sessions.pop(key)
             self._unindex(key)
             self._held -= len(gone)
-            self._bytes -= gone.nbytes
+            self._bytes -= gone.nbytes + SESSION_OBJECTS
             gone.forget_line()  # the fit's cache of its line goes too
         if not self._over():
             return
@@ -498,6 +504,7 @@ def tool_result_pointer(item: ToolResult) -> RenderedItem:
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "RENDERS",
+    "SESSION_OBJECTS",
     "RenderCache",
     "SessionRenders",
     "one_render_bytes",

@@ -32,10 +32,10 @@ class MemoryLimits:
 
     #: The render cache (``assembly.render_cache.RENDERS`` and any ``RenderCache`` made
     #: without ``max_bytes``): session tables, and an eighth more for the region tables.
-    render_bytes: int = 32 << 20
+    render_bytes: int = 16 << 20
     #: A worker's history windows (``runtime.history_reader.HistoryReader``): the item rows
     #: and decoded items of sessions' recent seeds.
-    history_bytes: int = 32 << 20
+    history_bytes: int = 16 << 20
     #: A worker's checkpoint memos (``runtime.checkpoint_memo.RefMemo``): the last reference
     #: write of each run and session.
     checkpoint_bytes: int = 8 << 20

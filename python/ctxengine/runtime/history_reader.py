@@ -275,6 +275,7 @@ class HistoryReader:
         self._bytes += window.add(rows, items)
         self._size += len(rows)
         window.hi = max(sequences)
+        self._evict()  # (the bound holds between reads too; the window in use is kept)
 
     def record_tokens(self, session_id: str, counter: str, tokens: dict[int, int]) -> None:
         """Remember counts just stored for rows of the cached window."""
