@@ -36,9 +36,11 @@ use crate::estimator::Measured;
 /// Python: `_set_line_cache_limit`).
 static MAX_BYTES: AtomicUsize = AtomicUsize::new(8 << 20);
 
-/// An entry's estimated memory beside its render's canonical bytes: the
-/// entry and the item, render, pointer and `_cj` objects it keeps alive.
-const ENTRY_OBJECTS: usize = 1024;
+/// An entry's estimated memory beside its own struct and call id: its
+/// references. (The item, render and pointer it holds are their owners'
+/// memory, the history window's and the render cache's, which forget the
+/// line when they let them go: `_forget_line`.)
+const ENTRY_OBJECTS: usize = 32;
 
 /// An entry's tool-pair role with its call id owned.
 pub enum CachedRole {
@@ -62,8 +64,7 @@ pub struct Entry {
     pub hash: u64,
     /// The render's count as the last call measured it (and how).
     pub measured: Measured,
-    /// Its estimated memory: `ENTRY_OBJECTS` and twice the canonical bytes
-    /// (the bytes, and the text of the item and render that repeat them).
+    /// Its estimated memory: the struct, its call id, `ENTRY_OBJECTS`.
     size: usize,
 }
 
@@ -108,8 +109,10 @@ impl Entry {
     ) -> Option<Entry> {
         // SAFETY: a live object (held); read_digest checks its shape.
         let (digest, bytes) = unsafe { crate::items::read_digest(cj.as_ptr()) }?;
-        // SAFETY: `bytes` is the tuple's exact `bytes` (read_digest checked the tuple).
-        let len = unsafe { ffi::PyBytes_Size(bytes) }.max(0) as usize;
+        let id = match read.role {
+            ToolRole::Other => 0,
+            ToolRole::Call(id) | ToolRole::Result(id) => id.len(),
+        };
         let role = match read.role {
             ToolRole::Other => CachedRole::Other,
             ToolRole::Call(id) => CachedRole::Call(id.into()),
@@ -126,7 +129,7 @@ impl Entry {
             role,
             hash: read.hash,
             measured: Measured::default(),
-            size: ENTRY_OBJECTS + 2 * len,
+            size: std::mem::size_of::<Entry>() + id + ENTRY_OBJECTS,
         })
     }
 }
