@@ -24,6 +24,9 @@ from .core.canonical import canonical_json, payload_hash
 from .core.estimator import Estimator as Estimator
 from .core.estimator import TokenEstimator
 from .core.history import select_history, validate_tool_pairs
+from .core.memory import MemoryLimits as MemoryLimits
+from .core.memory import memory_limits as memory_limits
+from .core.memory import set_memory_limits as set_memory_limits
 from .errors import (
     ArgumentError,
     BackendError,

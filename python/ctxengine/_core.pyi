@@ -35,6 +35,7 @@ __all__ = [
     "validate_tool_pairs",
     "_forget_line",
     "_line_cache_stats",
+    "_set_line_cache_limit",
 ]
 
 __version__: str
@@ -96,8 +97,13 @@ def validate_tool_pairs(items: Iterable[object]) -> None:
 def _forget_line(key: object) -> None:
     """Drop this thread's ``fit_body`` line cache of the line whose items list is ``key``."""
 
-def _line_cache_stats() -> tuple[int, int, int]:
-    """This thread's line cache of ``fit_body``: lines, entries held, entries served (for tests)."""
+def _line_cache_stats() -> tuple[int, int, int, int]:
+    """This thread's line cache of ``fit_body``: lines, entries held, entries served, and their
+    estimated bytes (for tests)."""
+
+def _set_line_cache_limit(max_bytes: int) -> int:
+    """Bound every thread's ``fit_body`` line cache to ``max_bytes`` of estimated memory; returns
+    the bound it replaces."""
 
 def shared_prefix(a: Iterable[object], b: Iterable[object]) -> int:
     """How many leading items ``a`` and ``b`` share: the first ``n`` with ``a[i] is b[i]``."""
@@ -204,7 +210,14 @@ def langchain_trim(
 
 @final
 class LangChainCounter:
-    """Per-message ``count_tokens_approximately`` facts, memoized by message identity."""
+    """Per-message ``count_tokens_approximately`` facts, memoized by message identity (never
+    keeping a message alive), within ``max_bytes`` of estimated entry memory."""
 
-    def __new__(cls, classes: Any, capacity: int = ...) -> LangChainCounter: ...
+    def __new__(cls, classes: Any, max_bytes: int = ...) -> LangChainCounter: ...
     def __len__(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None: ...

@@ -15,7 +15,8 @@ eighth of the table being built), the region classes' tables by
 ``capacity`` each and an eighth of ``max_bytes`` between them (oldest
 first), ``block_capacity`` block renders. Bounded by count alone, a worker
 that takes turns of many sessions kept every render of every session it had
-seen, up to a million: a gigabyte or more.
+seen, up to a million: a gigabyte or more. ``max_bytes`` defaults to the process's
+``MemoryLimits.render_bytes`` (``ctxengine.set_memory_limits``), read as the cache grows.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, cast
 
 from ..core import backends
 from ..core.identity import ByIdentity
+from ..core.memory import memory_limits
 from ..errors import ArgumentError
 from ..model import ConversationItem, ToolResult
 from ..model.body import RenderLine
@@ -39,8 +41,12 @@ from .request import RenderedItem
 RENDER_OBJECTS = 576
 #: A render without text (a tool call, reasoning) counts this as its text's share.
 TEXTLESS = 512
-#: ``RenderCache``'s default ``max_bytes``.
-DEFAULT_MAX_BYTES = 512 << 20
+#: The estimated memory of a session's tables beside their renders: the tables, the line and
+#: the body blocks of its last build (measured: about 4 KB in a worker's turns).
+SESSION_OBJECTS = 4096
+#: ``RenderCache``'s default ``max_bytes`` (the process's ``MemoryLimits`` in force at import;
+#: a cache made without ``max_bytes`` follows them as they change).
+DEFAULT_MAX_BYTES = memory_limits().render_bytes
 
 
 def one_render_bytes(rendered: RenderedItem) -> int:
@@ -165,18 +171,19 @@ class RenderCache:
     """The renderer's bounded caches (see the module)."""
 
     def __init__(
-        self, capacity: int = 1 << 20, block_capacity: int = 4096, *, max_bytes: int = DEFAULT_MAX_BYTES
+        self, capacity: int = 1 << 20, block_capacity: int = 4096, *, max_bytes: int | None = None
     ) -> None:
         for name, value in (
             ("capacity", capacity),
             ("block_capacity", block_capacity),
-            ("max_bytes", max_bytes),
+            ("max_bytes", 0 if max_bytes is None else max_bytes),
         ):
             if type(value) is not int or value < 0:
                 raise ArgumentError("RenderCache", name, f"a non-negative int, got {value!r}")
         self.capacity = capacity
         self.block_capacity = block_capacity
-        self.max_bytes = max_bytes
+        #: The bound given, or ``None``: the process's ``MemoryLimits.render_bytes``.
+        self._max_bytes = max_bytes
         self._tables: dict[str, dict[bytes, RenderedItem]] = {}
         self._sessions: OrderedDict[Hashable, SessionRenders] = OrderedDict()
         #: The keys of ``_sessions`` by their first element (a builder's keys are
@@ -184,12 +191,25 @@ class RenderCache:
         self._keys_of: dict[Hashable, list[Hashable]] = {}
         self._region_bytes = 0  # render_bytes of the region classes' tables
         self._held = 0  # renders in session tables
-        self._bytes = 0  # their render_bytes
+        self._bytes = 0  # their render_bytes, and SESSION_OBJECTS a session
         self._blocks: OrderedDict[Any, Any] = OrderedDict()
         # Summary blocks by the identity of their spans tuple (see ``summary``).
         self._summaries: ByIdentity[Any] = ByIdentity(block_capacity)
         # One-entry memos by identity of their inputs (the common rebuild).
         self._last: dict[str, Any] = {}
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound of the session tables' ``render_bytes`` (an eighth more for the region
+        classes' tables)."""
+        given = self._max_bytes
+        return memory_limits().render_bytes if given is None else given
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        if type(value) is not int or value < 0:
+            raise ArgumentError("RenderCache", "max_bytes", f"a non-negative int, got {value!r}")
+        self._max_bytes = value
 
     # -- tables by region class ------------------------------------------------
 
@@ -272,6 +292,9 @@ class RenderCache:
             tables = sessions[key] = SessionRenders()
             if type(key) is tuple and key:
                 self._keys_of.setdefault(key[0], []).append(key)
+            self._bytes += SESSION_OBJECTS
+            if self._over():
+                self._shrink(tables)
         else:
             sessions.move_to_end(key)
         return tables
@@ -408,7 +431,7 @@ class RenderCache:
             gone = sessions.pop(key)
             self._unindex(key)
             self._held -= len(gone)
-            self._bytes -= gone.nbytes
+            self._bytes -= gone.nbytes + SESSION_OBJECTS
             gone.forget_line()  # the fit's cache of its line goes too
         if not self._over():
             return
@@ -481,6 +504,7 @@ def tool_result_pointer(item: ToolResult) -> RenderedItem:
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "RENDERS",
+    "SESSION_OBJECTS",
     "RenderCache",
     "SessionRenders",
     "one_render_bytes",

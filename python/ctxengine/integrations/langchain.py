@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..core.memory import MemoryLimits, memory_limits, on_memory_limits
 from ..interop._backend import active_name
 from ..reference import interop as reference
 
@@ -25,18 +26,28 @@ def _lc() -> Any:
 
 
 def _counter(name: str) -> Any:
-    """The per-backend message-facts memo (one per process and backend)."""
+    """The per-backend message-facts memo (one per process and backend), bounded by the
+    process's ``MemoryLimits.trim_bytes``."""
     counter = _STATE.get(name)
     if counter is None:
         classes = reference.LangChainClasses(_lc())
+        limit = memory_limits().trim_bytes
         if name == "rust":
             from .._core import LangChainCounter
 
-            counter = LangChainCounter(classes)
+            counter = LangChainCounter(classes, limit)
         else:
-            counter = reference.LangChainCounter(classes)
+            counter = reference.LangChainCounter(classes, limit)
         _STATE[name] = counter
     return counter
+
+
+def _limits_changed(limits: MemoryLimits) -> None:
+    for counter in _STATE.values():
+        counter.max_bytes = limits.trim_bytes
+
+
+on_memory_limits(_limits_changed)
 
 
 def _native_trim(name: str) -> Callable[..., tuple[bool, int, int] | None]:
@@ -140,7 +151,9 @@ def trim_messages(
     ``token_counter=len`` are recognised and counted by ctxengine, once per message
     object (memoized by identity: trimming the same growing list again in an agent
     loop counts only the new messages; reassigning a message's ``content``, ``name``
-    or tool fields recounts it, mutating a content list in place does not). Any other
+    or tool fields recounts it, mutating a content list in place does not). The memo
+    never keeps a message alive, and its entries hold at most
+    ``MemoryLimits.trim_bytes`` (``ctxengine.set_memory_limits(trim_bytes=...)``). Any other
     counter, a model, ``allow_partial=True`` or a ``text_splitter`` is honoured exactly:
     ``langchain_core`` trims and the pair-safe part of its result is returned.
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -252,24 +253,78 @@ def _pairing(m: Any, c: LangChainClasses) -> tuple[int, tuple[str | None, ...] |
     return KIND_OTHER, None, None
 
 
+#: A memo entry's estimated memory beside what its count measures (see ``entry_size``).
+ENTRY_OBJECTS = 256
+
+
+def entry_size(count: int, ids: tuple[str | None, ...] | None, answers: str | None) -> int:
+    """The memory a memo entry is estimated to hold: ``ENTRY_OBJECTS``, its call ids, and four
+    bytes a token of its count (the text the approximate count measured)."""
+    held = sum(8 if i is None else len(str(i)) + 24 for i in ids) if ids else 0
+    if answers is not None:
+        held += len(str(answers)) + 24
+    return ENTRY_OBJECTS + held + 4 * max(count, 0)
+
+
 class LangChainCounter:
     """Per-message facts (count, kind, call ids), memoized by message identity.
 
-    An entry holds the message and the attribute values it was measured from
-    (``content``, ``name``, and ``tool_calls``/``tool_call_id``/``additional_kwargs``);
-    it is reused only while the message holds those very objects, so reassigning a
-    field recounts it. Mutating a content list in place is not seen: messages are
-    treated as values, as LangGraph treats them. At most ``capacity`` entries are kept
-    (two generations: the older is dropped when the newer fills).
+    An entry holds a weak reference to the message (whose callback removes the entry when
+    the message goes: the memo never keeps a message alive; a message type without weak
+    references is held) and the attribute values it was measured from (``content``,
+    ``name``, and ``tool_calls``/``tool_call_id``/``additional_kwargs``); it is reused only
+    while the message holds those very objects, so reassigning a field recounts it.
+    Mutating a content list in place is not seen: messages are treated as values, as
+    LangGraph treats them. The entries hold at most ``max_bytes`` (``entry_size`` each; two
+    generations: the older is dropped when the newer holds half).
     """
 
-    __slots__ = ("_c", "_capacity", "_new", "_old")
+    __slots__ = ("__weakref__", "_c", "_forget", "_max_bytes", "_new", "_new_bytes", "_old", "_old_bytes")
 
-    def __init__(self, classes: LangChainClasses, capacity: int = 1 << 18) -> None:
+    def __init__(self, classes: LangChainClasses, max_bytes: int = 16 << 20) -> None:
         self._c = classes
-        self._capacity = capacity
+        self._max_bytes = max_bytes
         self._new: dict[int, tuple[Any, ...]] = {}
         self._old: dict[int, tuple[Any, ...]] = {}
+        self._new_bytes = self._old_bytes = 0
+        me = weakref.ref(self)
+
+        def forget(ref: weakref.KeyedRef[Any, Any], me: weakref.ref[LangChainCounter] = me) -> None:
+            counter = me()
+            if counter is not None:
+                counter._gone(ref)
+
+        self._forget = forget
+
+    @property
+    def nbytes(self) -> int:
+        """The estimated bytes the memo's entries hold."""
+        return self._new_bytes + self._old_bytes
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound of ``nbytes``; setting it lower drops entries to keep within it."""
+        return self._max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self._max_bytes = value
+        if self.nbytes > value:
+            self._new, self._old = {}, {}
+            self._new_bytes = self._old_bytes = 0
+
+    def _gone(self, ref: weakref.KeyedRef[Any, Any]) -> None:
+        """A message the memo counted is gone: its entry goes too."""
+        key = ref.key
+        entry = self._new.get(key)
+        if entry is not None and entry[0] is ref:
+            del self._new[key]
+            self._new_bytes -= entry[8]
+            return
+        entry = self._old.get(key)
+        if entry is not None and entry[0] is ref:
+            del self._old[key]
+            self._old_bytes -= entry[8]
 
     def _extra(self, m: Any) -> Any:
         c = self._c
@@ -289,6 +344,7 @@ class LangChainCounter:
         results: list[Any] = []
         c = self._c
         base = c.base
+        keyed = weakref.KeyedRef
         for m in messages:
             if not isinstance(m, base):
                 return None
@@ -297,17 +353,25 @@ class LangChainCounter:
             if entry is None:
                 entry = self._old.pop(key, None)
                 if entry is not None:
+                    self._old_bytes -= entry[8]
                     self._remember(key, entry)
             content, name, extra = m.content, m.name, self._extra(m)
+            held = None if entry is None else entry[0]
             if (
                 entry is None
-                or entry[0] is not m
+                or (held() if type(held) is keyed else held) is not m
                 or entry[1] is not content
                 or entry[2] is not name
                 or entry[3] is not extra
             ):
                 kind, ids, answers = _pairing(m, c)
-                entry = (m, content, name, extra, approximate_count(m, c), kind, ids, answers)
+                count = approximate_count(m, c)
+                try:
+                    ref: Any = keyed(m, self._forget, key)
+                except TypeError:  # a message type without weak references: held
+                    ref = m
+                size = entry_size(count, ids, answers)
+                entry = (ref, content, name, extra, count, kind, ids, answers, size)
                 self._remember(key, entry)
             counts.append(1 if use_len else entry[4])
             kinds.append(entry[5])
@@ -316,10 +380,21 @@ class LangChainCounter:
         return counts, kinds, calls, results
 
     def _remember(self, key: int, entry: tuple[Any, ...]) -> None:
-        if len(self._new) >= self._capacity // 2:
-            self._old = self._new
-            self._new = {}
+        half = self._max_bytes // 2
+        size = entry[8]
+        if size > half:
+            old = self._new.pop(key, None)
+            if old is not None:
+                self._new_bytes -= old[8]
+            return  # an entry over half the bound is not kept
+        if self._new_bytes + size > half:
+            self._old, self._old_bytes = self._new, self._new_bytes
+            self._new, self._new_bytes = {}, 0
+        old = self._new.get(key)
+        if old is not None:
+            self._new_bytes -= old[8]
         self._new[key] = entry
+        self._new_bytes += size
 
     def __len__(self) -> int:
         return len(self._new) + len(self._old)

@@ -11,7 +11,8 @@ by the next build (and their renders, which the renderer keeps by digest). A fre
 range once, in one query, and decodes it in one native batch.
 
 The cache is bounded (``max_items`` across sessions and ``max_bytes`` of their
-estimated memory, ``row_bytes``; least recently used sessions go first) and
+estimated memory, ``row_bytes``, by default the process's ``MemoryLimits.history_bytes``,
+``ctxengine.set_memory_limits``; least recently used sessions go first) and
 never decides anything: a range it does not cover is
 read from the store, failing closed on anything it cannot read.
 """
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
+from ..core.memory import memory_limits
 from ..errors import ArgumentError
 from ..model import ConversationItem
 from ..stores.events import ItemRow, Store, Visibility
@@ -37,8 +39,9 @@ _payload = itemgetter(1)  # ItemRow.payload
 #: The estimated memory of a cached row beside three times its payload text (the text, the
 #: decoded item's content and its canonical bytes): the row, the item and their headers.
 ROW_OBJECTS = 400
-#: ``HistoryReader``'s default ``max_bytes``.
-DEFAULT_MAX_BYTES = 512 << 20
+#: ``HistoryReader``'s default ``max_bytes`` (the process's ``MemoryLimits`` in force at import;
+#: a reader made without ``max_bytes`` follows them as they change).
+DEFAULT_MAX_BYTES = memory_limits().history_bytes
 
 
 def row_bytes(rows: Sequence[ItemRow]) -> int:
@@ -127,13 +130,14 @@ class Span(NamedTuple):
 class HistoryReader:
     """Per-process cache of the item rows each session's seeds read."""
 
-    def __init__(self, store: Store, *, max_items: int = 200_000, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        for name, value in (("max_items", max_items), ("max_bytes", max_bytes)):
+    def __init__(self, store: Store, *, max_items: int = 200_000, max_bytes: int | None = None) -> None:
+        for name, value in (("max_items", max_items), ("max_bytes", 0 if max_bytes is None else max_bytes)):
             if type(value) is not int or value < 0:
                 raise ArgumentError("HistoryReader", name, f"a non-negative int, got {value!r}")
         self.store = store
         self.max_items = max_items
-        self.max_bytes = max_bytes
+        #: The bound given, or ``None``: the process's ``MemoryLimits.history_bytes``.
+        self._max_bytes = max_bytes
         self._windows: OrderedDict[str, Window] = OrderedDict()
         self._size = 0
         self._bytes = 0
@@ -142,6 +146,18 @@ class HistoryReader:
         self._dropped: list[Callable[[str], None]] = []
         #: The latest carry and working-state event below each session's last seed.
         self.marks = SeedEvents(store)
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound of the windows' ``row_bytes``."""
+        given = self._max_bytes
+        return memory_limits().history_bytes if given is None else given
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        if type(value) is not int or value < 0:
+            raise ArgumentError("HistoryReader", "max_bytes", f"a non-negative int, got {value!r}")
+        self._max_bytes = value
 
     def on_drop(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(session_id)`` whenever a session's window goes (evicted, forgotten
@@ -253,6 +269,7 @@ class HistoryReader:
         self._bytes += window.add(rows, items)
         self._size += len(rows)
         window.hi = max(sequences)
+        self._evict()  # (the bound holds between reads too; the window in use is kept)
 
     def record_tokens(self, session_id: str, counter: str, tokens: dict[int, int]) -> None:
         """Remember counts just stored for rows of the cached window."""

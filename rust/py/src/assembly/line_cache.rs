@@ -16,12 +16,14 @@
 //! without the cache measures, and makes as many memo lookups; while the
 //! memo has room its traffic is that call's, hit for hit.
 //!
-//! Bounded: at most `MAX_ENTRIES` entries over all lines of a thread, the
-//! least recently used lines dropped first; a line its owner drops is
-//! forgotten at once (`_forget_line`).
+//! Bounded: at most `_set_line_cache_limit` bytes (the entries' estimated
+//! memory, [`Entry::size`]; `MemoryLimits.line_bytes` on the Python side)
+//! over all lines of a thread, the least recently used lines dropped first;
+//! a line its owner drops is forgotten at once (`_forget_line`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ctxengine_core::body::HistoryItem;
 use ctxengine_core::cut::ToolRole;
@@ -30,8 +32,15 @@ use pyo3::prelude::*;
 
 use crate::estimator::Measured;
 
-/// Entries kept per thread, over all lines.
-const MAX_ENTRIES: usize = 1 << 16;
+/// The estimated bytes of entries kept per thread, over all lines (set from
+/// Python: `_set_line_cache_limit`).
+static MAX_BYTES: AtomicUsize = AtomicUsize::new(8 << 20);
+
+/// An entry's estimated memory beside its own struct and call id: its
+/// references. (The item, render and pointer it holds are their owners'
+/// memory, the history window's and the render cache's, which forget the
+/// line when they let them go: `_forget_line`.)
+const ENTRY_OBJECTS: usize = 32;
 
 /// An entry's tool-pair role with its call id owned.
 pub enum CachedRole {
@@ -55,6 +64,8 @@ pub struct Entry {
     pub hash: u64,
     /// The render's count as the last call measured it (and how).
     pub measured: Measured,
+    /// Its estimated memory: the struct, its call id, `ENTRY_OBJECTS`.
+    size: usize,
 }
 
 impl Entry {
@@ -98,6 +109,10 @@ impl Entry {
     ) -> Option<Entry> {
         // SAFETY: a live object (held); read_digest checks its shape.
         let (digest, bytes) = unsafe { crate::items::read_digest(cj.as_ptr()) }?;
+        let id = match read.role {
+            ToolRole::Other => 0,
+            ToolRole::Call(id) | ToolRole::Result(id) => id.len(),
+        };
         let role = match read.role {
             ToolRole::Other => CachedRole::Other,
             ToolRole::Call(id) => CachedRole::Call(id.into()),
@@ -114,6 +129,7 @@ impl Entry {
             role,
             hash: read.hash,
             measured: Measured::default(),
+            size: std::mem::size_of::<Entry>() + id + ENTRY_OBJECTS,
         })
     }
 }
@@ -134,12 +150,19 @@ impl LineCache {
             used: 0,
         }
     }
+
+    /// The entries' estimated memory.
+    fn size(&self) -> usize {
+        self.entries.iter().map(|e| e.size).sum()
+    }
 }
 
 #[derive(Default)]
 struct Lines {
-    by_key: HashMap<usize, LineCache>,
+    /// Each line's cache and its size when it was put back.
+    by_key: HashMap<usize, (LineCache, usize)>,
     entries: usize,
+    bytes: usize,
     clock: u64,
     /// Entries calls took from the cache, in all (for tests).
     served: u64,
@@ -160,44 +183,63 @@ fn remove(key: &Bound<'_, PyAny>) -> Option<LineCache> {
     LINES.with(|l| {
         let mut l = l.borrow_mut();
         let found = l.by_key.remove(&(key.as_ptr() as usize));
-        if let Some(c) = &found {
+        if let Some((c, size)) = &found {
             l.entries -= c.entries.len();
+            l.bytes -= size;
         }
-        found
+        found.map(|(c, _)| c)
     })
 }
 
 /// Give a line's cache back (entries over the bound drop the least
-/// recently used lines). The entries dropped release their references
-/// here, under the GIL.
+/// recently used lines; a line over the whole bound is dropped). The
+/// entries dropped release their references here, under the GIL.
 pub fn put(cache: LineCache) {
+    let limit = MAX_BYTES.load(Ordering::Relaxed);
+    let size = cache.size();
     let dropped = LINES.with(|l| {
         let mut l = l.borrow_mut();
         l.clock += 1;
         let mut cache = cache;
         cache.used = l.clock;
-        if cache.entries.len() > MAX_ENTRIES {
+        if size > limit {
             return vec![cache];
         }
         let mut dropped = Vec::new();
-        while l.entries + cache.entries.len() > MAX_ENTRIES {
-            let Some(oldest) = l.by_key.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| *k) else {
+        while l.bytes + size > limit {
+            let Some(oldest) = l
+                .by_key
+                .iter()
+                .min_by_key(|(_, (c, _))| c.used)
+                .map(|(k, _)| *k)
+            else {
                 break;
             };
-            if let Some(c) = l.by_key.remove(&oldest) {
+            if let Some((c, s)) = l.by_key.remove(&oldest) {
                 l.entries -= c.entries.len();
+                l.bytes -= s;
                 dropped.push(c);
             }
         }
         l.entries += cache.entries.len();
+        l.bytes += size;
         let key = cache.key.as_ptr() as usize;
-        if let Some(old) = l.by_key.insert(key, cache) {
+        if let Some((old, s)) = l.by_key.insert(key, (cache, size)) {
             l.entries -= old.entries.len();
+            l.bytes -= s;
             dropped.push(old);
         }
         dropped
     });
     drop(dropped);
+}
+
+/// Set the bound of each thread's line cache, in estimated bytes (a thread
+/// over it drops lines as it next puts one back; 0 keeps none); returns
+/// the bound it replaces.
+#[pyfunction(name = "_set_line_cache_limit")]
+pub fn set_line_cache_limit(max_bytes: usize) -> usize {
+    MAX_BYTES.swap(max_bytes, Ordering::Relaxed)
 }
 
 /// Drop this thread's cache of the line whose items sequence is `key`, if
@@ -216,12 +258,13 @@ pub fn served(n: usize) {
     LINES.with(|l| l.borrow_mut().served += n as u64);
 }
 
-/// This thread's line cache: lines, entries held and entries served so
-/// far (a private helper for tests: the cache only ever changes speed).
+/// This thread's line cache: lines, entries held, entries served so far
+/// and the entries' estimated bytes (a private helper for tests: the cache
+/// only ever changes speed).
 #[pyfunction(name = "_line_cache_stats")]
-pub fn line_cache_stats() -> (usize, usize, u64) {
+pub fn line_cache_stats() -> (usize, usize, u64, usize) {
     LINES.with(|l| {
         let l = l.borrow();
-        (l.by_key.len(), l.entries, l.served)
+        (l.by_key.len(), l.entries, l.served, l.bytes)
     })
 }

@@ -12,7 +12,7 @@ mod line;
 mod line_cache;
 mod memo;
 
-pub use line_cache::{forget_line, line_cache_stats};
+pub use line_cache::{forget_line, line_cache_stats, set_line_cache_limit};
 
 use ctxengine_core::body::{self, Block, BodyHost, Kind, Part};
 use ctxengine_core::hash::{hex, sha256, PrefixStates};

@@ -6,18 +6,24 @@
 //! through the classes' `count` (the reference's `approximate_count`,
 //! handed in with the classes) for anything else, so the number is
 //! LangChain's by construction.
+//!
+//! The memo never keeps a message alive: an entry holds a weak reference
+//! to its message, whose callback removes the entry when the message goes
+//! (a message type without weak references is held, as before). It is
+//! bounded by the bytes its entries are estimated to hold ([`entry_size`]),
+//! `max_bytes`, which the Python side sets (`MemoryLimits.trim_bytes`).
 
 mod count;
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use ctxengine_core::interop::trim::{lc_window, safe_prefix, safe_suffix, NO_ID};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyType, PyWeakrefMethods, PyWeakrefReference};
 
 use crate::arguments;
 use crate::errors::guard;
@@ -35,14 +41,65 @@ struct Pairing {
     result: Option<String>,
 }
 
+/// How an entry knows its message.
+enum Held {
+    /// A weak reference (its callback, a [`Forget`], removes the entry).
+    Weak(Py<PyWeakrefReference>),
+    /// The message itself, for a type without weak references.
+    Strong(Py<PyAny>),
+}
+
 struct Entry {
-    message: Py<PyAny>,
+    message: Held,
     content: Py<PyAny>,
     name: Py<PyAny>,
     extra: Py<PyAny>,
     count: i64,
     kind: u8,
     pairing: Option<Arc<Pairing>>,
+    size: usize,
+}
+
+/// An entry's estimated memory beside what its count measures: the entry,
+/// its weak reference and callback, the pairing.
+const ENTRY_OBJECTS: usize = 256;
+
+/// The memory an entry is estimated to hold: `ENTRY_OBJECTS`, its call ids,
+/// and four bytes a token of its count (the text the approximate count
+/// measured; held only while the message is, unless the message is held).
+fn entry_size(count: i64, pairing: Option<&Pairing>) -> usize {
+    let ids = pairing.map_or(0, |p| {
+        p.calls
+            .iter()
+            .map(|c| c.as_ref().map_or(8, |s| s.len() + 24))
+            .sum::<usize>()
+            + p.result.as_ref().map_or(0, |s| s.len() + 24)
+    });
+    ENTRY_OBJECTS + ids + 4 * count.max(0) as usize
+}
+
+impl Entry {
+    /// Whether the entry was measured from `m` and these very attributes.
+    fn same(
+        &self,
+        py: Python<'_>,
+        m: &Bound<'_, PyAny>,
+        content: &Bound<'_, PyAny>,
+        name: &Bound<'_, PyAny>,
+        extra: &Bound<'_, PyAny>,
+    ) -> bool {
+        let alive = match &self.message {
+            Held::Strong(held) => held.as_ptr() == m.as_ptr(),
+            Held::Weak(weak) => weak
+                .bind(py)
+                .upgrade()
+                .is_some_and(|o| o.as_ptr() == m.as_ptr()),
+        };
+        alive
+            && self.content.as_ptr() == content.as_ptr()
+            && self.name.as_ptr() == name.as_ptr()
+            && self.extra.as_ptr() == extra.as_ptr()
+    }
 }
 
 /// Object addresses are distinct and aligned: a multiply spreads them.
@@ -66,27 +123,89 @@ impl Hasher for AddressHasher {
 type ByAddress = HashMap<usize, Entry, BuildHasherDefault<AddressHasher>>;
 
 /// Two generations: lookups promote from the old one; when the new one
-/// fills, it becomes the old one (the previous old one is dropped).
+/// holds half of `max_bytes`, it becomes the old one (the previous old one
+/// is dropped), so both together hold at most `max_bytes`.
 struct Memo {
     new: ByAddress,
     old: ByAddress,
-    capacity: usize,
+    new_bytes: usize,
+    old_bytes: usize,
+    max_bytes: usize,
 }
 
 impl Memo {
-    fn empty(capacity: usize) -> Self {
+    fn empty(max_bytes: usize) -> Self {
         Memo {
             new: ByAddress::default(),
             old: ByAddress::default(),
-            capacity,
+            new_bytes: 0,
+            old_bytes: 0,
+            max_bytes,
         }
     }
 
+    /// Keep `e` (an entry over half the bound is not kept).
     fn put(&mut self, key: usize, e: Entry) {
-        if self.new.len() >= self.capacity / 2 {
-            self.old = std::mem::take(&mut self.new);
+        let half = self.max_bytes / 2;
+        if e.size > half {
+            return;
         }
-        self.new.insert(key, e);
+        if self.new_bytes + e.size > half {
+            self.old = std::mem::take(&mut self.new);
+            self.old_bytes = std::mem::replace(&mut self.new_bytes, 0);
+        }
+        self.new_bytes += e.size;
+        if let Some(old) = self.new.insert(key, e) {
+            self.new_bytes -= old.size;
+        }
+    }
+
+    fn take_old(&mut self, key: usize) -> Option<Entry> {
+        let e = self.old.remove(&key)?;
+        self.old_bytes -= e.size;
+        Some(e)
+    }
+
+    /// Remove the entry at `key` whose weak reference is `weak` (the message
+    /// it names is gone).
+    fn forget(&mut self, key: usize, weak: *mut ffi::PyObject) -> Option<Entry> {
+        let held = |e: &Entry| matches!(&e.message, Held::Weak(w) if w.as_ptr() == weak);
+        if self.new.get(&key).is_some_and(held) {
+            let e = self.new.remove(&key)?;
+            self.new_bytes -= e.size;
+            return Some(e);
+        }
+        if self.old.get(&key).is_some_and(held) {
+            return self.take_old(key);
+        }
+        None
+    }
+
+    fn bytes(&self) -> usize {
+        self.new_bytes + self.old_bytes
+    }
+}
+
+/// The callback of an entry's weak reference: removes the entry when its
+/// message goes. (A memo busy at that moment keeps the entry, which no
+/// message matches any more, until it is pushed out.)
+#[pyclass(frozen, module = "ctxengine._core")]
+struct Forget {
+    memo: Weak<Mutex<Memo>>,
+    key: usize,
+}
+
+#[pymethods]
+impl Forget {
+    fn __call__(&self, weak: &Bound<'_, PyAny>) {
+        let Some(memo) = self.memo.upgrade() else {
+            return;
+        };
+        let gone = match memo.try_lock() {
+            Ok(mut m) => m.forget(self.key, weak.as_ptr()),
+            Err(_) => None,
+        };
+        drop(gone); // (its references released outside the lock)
     }
 }
 
@@ -98,14 +217,14 @@ pub struct LangChainCounter {
     classes: Py<PyAny>,
     base: Py<PyType>,
     kinds: [(Py<PyType>, u8, &'static str); 6],
-    memo: Mutex<Memo>,
+    memo: Arc<Mutex<Memo>>,
 }
 
 #[pymethods]
 impl LangChainCounter {
     #[new]
-    #[pyo3(signature = (classes, capacity = 1 << 18))]
-    fn new(py: Python<'_>, classes: &Bound<'_, PyAny>, capacity: usize) -> PyResult<Self> {
+    #[pyo3(signature = (classes, max_bytes = 16 << 20))]
+    fn new(py: Python<'_>, classes: &Bound<'_, PyAny>, max_bytes: usize) -> PyResult<Self> {
         let get = |name: &str| -> PyResult<Py<PyType>> {
             Ok(classes.getattr(name)?.cast_into::<PyType>()?.unbind())
         };
@@ -121,7 +240,7 @@ impl LangChainCounter {
                 (get("function")?, OTHER, "function"),
                 (get("chat")?, OTHER, ""),
             ],
-            memo: Mutex::new(Memo::empty(capacity.max(2))),
+            memo: Arc::new(Mutex::new(Memo::empty(max_bytes))),
         })
     }
 
@@ -130,6 +249,35 @@ impl LangChainCounter {
             Ok(m) => m.new.len() + m.old.len(),
             Err(_) => 0,
         }
+    }
+
+    /// The estimated bytes the memo's entries hold.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.memo.try_lock().map_or(0, |m| m.bytes())
+    }
+
+    /// The bound of `nbytes`; setting it lower drops entries to keep within it.
+    #[getter]
+    fn get_max_bytes(&self) -> usize {
+        self.memo.lock().map_or(0, |m| m.max_bytes)
+    }
+
+    #[setter]
+    fn set_max_bytes(&self, max_bytes: usize) {
+        let dropped = match self.memo.lock() {
+            Ok(mut m) => {
+                m.max_bytes = max_bytes;
+                if m.bytes() > max_bytes {
+                    let old = std::mem::replace(&mut *m, Memo::empty(max_bytes));
+                    Some(old)
+                } else {
+                    None
+                }
+            }
+            Err(_) => None,
+        };
+        drop(dropped);
     }
 }
 
@@ -216,9 +364,9 @@ fn facts(
         kinds: Vec::with_capacity(n),
         pairings: Vec::with_capacity(n),
     };
-    let mut scratch = Memo::empty(usize::MAX);
-    // Another thread trimming at the same time counts without the memo
-    // rather than wait for it while holding the GIL.
+    let mut scratch = Memo::empty(0); // keeps nothing
+                                      // Another thread trimming at the same time counts without the memo
+                                      // rather than wait for it while holding the GIL.
     let mut guard = c.memo.try_lock().ok();
     let memo: &mut Memo = match guard.as_deref_mut() {
         Some(m) => m,
@@ -252,19 +400,14 @@ fn facts(
             _ => attr(&m, dict.as_ref(), kwargs_n)?,
         };
         let key = m.as_ptr() as usize;
-        let same = |e: &Entry| {
-            e.message.as_ptr() == m.as_ptr()
-                && e.content.as_ptr() == content.as_ptr()
-                && e.name.as_ptr() == name.as_ptr()
-                && e.extra.as_ptr() == extra.as_ptr()
-        };
+        let same = |e: &Entry| e.same(py, &m, &content, &name, &extra);
         if let Some(e) = memo.new.get(&key).filter(|e| same(e)) {
             f.counts.push(if use_len { 1 } else { e.count });
             f.kinds.push(e.kind);
             f.pairings.push(e.pairing.clone());
             continue;
         }
-        let entry = match memo.old.remove(&key) {
+        let entry = match memo.take_old(key) {
             Some(e) if same(&e) => e,
             _ => {
                 let role = class.map_or("", |k| c.kinds[k].2);
@@ -282,9 +425,19 @@ fn facts(
                             .extract()?
                     }
                 };
+                let pairing = pairing(py, &m, kind, &extra)?;
+                let forget = Forget {
+                    memo: Arc::downgrade(&c.memo),
+                    key,
+                };
+                let message = match PyWeakrefReference::new_with(&m, forget) {
+                    Ok(weak) => Held::Weak(weak.unbind()),
+                    Err(_) => Held::Strong(m.clone().unbind()), // (no weak references)
+                };
                 Entry {
-                    pairing: pairing(py, &m, kind, &extra)?,
-                    message: m.clone().unbind(),
+                    size: entry_size(count, pairing.as_deref()),
+                    pairing,
+                    message,
                     content: content.unbind(),
                     name: name.unbind(),
                     extra: extra.unbind(),
