@@ -17,7 +17,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from storekit import StoreCase
 
 from ctxengine.assembly.builder import Assembly, ContextBuilder
 from ctxengine.assembly.request import RenderedItem
@@ -26,6 +25,7 @@ from ctxengine.cli.demo import DemoConfig, DemoRecord, count_orphans, run_demo
 from ctxengine.cli.demo_checks import check, report_dict
 from ctxengine.core.canonical import payload_hash
 from ctxengine.plan import ContextPlan
+from storekit import StoreCase
 
 SESSION = "demo-test"
 SPEC_KEYS = {

@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
+
 from storekit import schema_dsn
 
 _spec = importlib.util.spec_from_file_location("docs_blocks", Path(__file__).parent.parent / "docs_blocks.py")

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storekit import postgres_bin
 
 import ctxengine as ce
+from storekit import postgres_bin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "golden"))
 import goldenkit

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from storekit import StoreCase
 
 import ctxengine
 from ctxengine.core.canonical import canonical_json
@@ -40,6 +39,7 @@ from ctxengine.phases.transitions import replay
 from ctxengine.stores import MemoryStore
 from ctxengine.stores.events import NewEvent
 from phase_fixtures import PROMPT_V1, REQUEST, SOURCES, every_stage, full_protocol, full_summary, text_of
+from storekit import StoreCase
 
 REPLAY_KINDS = ("sqlite", "postgres")
 

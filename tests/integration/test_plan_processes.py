@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from storekit import StoreCase
 
 import ctxengine
+from storekit import StoreCase
 
 PLANNER = """
 import asyncio, json, os, sys, time

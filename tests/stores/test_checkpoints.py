@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkpoint_stream import expected, trigger
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ctxengine
-from checkpoint_stream import expected, trigger
 from ctxengine.core.canonical import canonical_json
 from ctxengine.errors import LeaseLost, ModelValidationError, StoreCorruption
 from ctxengine.model import Checkpoint, UserMessage
