@@ -16,16 +16,15 @@ from tests.builder_fixtures import AGENT, ALICE, NOON, checkpoint_for, make_plan
 import ctxengine as ce
 from ctxengine.assembly.builder import ContextBuilder
 from ctxengine.assembly.render import digest_of, render_conversation, render_items, render_pointers
-from ctxengine.assembly.render_cache import (
+from ctxengine.assembly.render_cache import SESSION_OBJECTS, RenderCache
+from ctxengine.assembly.request import RenderedItem
+from ctxengine.assembly.session_renders import (
     RENDER_OBJECTS,
-    SESSION_OBJECTS,
     TEXTLESS,
-    RenderCache,
     SessionRenders,
     one_render_bytes,
     render_bytes,
 )
-from ctxengine.assembly.request import RenderedItem
 from ctxengine.core import backends
 from ctxengine.errors import ArgumentError
 from ctxengine.model import Checkpoint

@@ -14,7 +14,7 @@ import ctxengine as ce
 from ctxengine.errors import ContextError, OrphanedToolPair
 from ctxengine.interop import _backend as backends
 from ctxengine.interop import openai_chat
-from ctxengine.reference import interop as reference
+from ctxengine.reference import message_cut
 
 from . import histories
 
@@ -99,9 +99,9 @@ def test_orphans_name_the_message() -> None:
 
 def test_message_cut_moves_past_the_split() -> None:
     # message 0 -> items 0 (text), 1 (call); message 1 -> item 2 (result); message 2 -> item 3
-    assert reference.message_cut(1, [0, 0, 1, 2], {1: 2}) == 2
-    assert reference.message_cut(0, [0, 0, 1, 2], {1: 2}) == 0
-    assert reference.message_cut(4, [0, 0, 1, 2], {1: 2}) == 3
+    assert message_cut.message_cut(1, [0, 0, 1, 2], {1: 2}) == 2
+    assert message_cut.message_cut(0, [0, 0, 1, 2], {1: 2}) == 0
+    assert message_cut.message_cut(4, [0, 0, 1, 2], {1: 2}) == 3
 
 
 def test_the_estimator_takes_the_items_dict_form(backend: str) -> None:

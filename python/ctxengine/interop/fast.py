@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import TrustLevel
-from ..reference import interop as reference
+from ..reference import message_cut
 from ..reference.arguments import check_cut_arguments, check_sequence
 from ._backend import active_name
 from ._common import Provenance, check_groups
@@ -48,7 +48,7 @@ def openai_chat_cut(
     p = Provenance(openai_chat.SOURCE, seq_field, first_seq, tool_trust=trust)
     items, owners = openai_chat._convert(p, messages)
     check_groups(p, owners, openai_chat.groups(items), len(items))
-    return reference.items_cut(
+    return message_cut.items_cut(
         items, owners, len(messages), summary_floor, history_tokens, estimator, model_id
     )
 
