@@ -25,7 +25,7 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
-from ..errors import ModelValidationError, StoreError, StorePredictionMissed
+from ..errors import ModelValidationError, StoreError, StoreOpenError, StorePredictionMissed
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
 from . import _rows, migrations, postgres_items, postgres_predicted, postgres_writes
@@ -187,6 +187,30 @@ async def _latest_before(
                     return event
 
 
+class _Failures:
+    """The last failure to connect of a pool's connections, and an event set on each (so
+    opening a store can tell a permanent error at once instead of after the pool's timeout)."""
+
+    def __init__(self) -> None:
+        self.last: Exception | None = None
+        self.event = asyncio.Event()
+
+    def connection_class(self) -> type[Conn]:
+        failures = self
+
+        class Watched(AsyncConnection[Any]):
+            @classmethod
+            async def connect(cls, conninfo: str = "", **kwargs: Any) -> Watched:
+                try:
+                    return await super().connect(conninfo, **kwargs)
+                except psycopg.Error as exc:
+                    failures.last = exc
+                    failures.event.set()
+                    raise
+
+        return Watched
+
+
 class PostgresStore:
     """Events and checkpoints in PostgreSQL, through an ``AsyncConnectionPool``.
 
@@ -251,21 +275,28 @@ class PostgresStore:
         if self._settings:
             await conn.execute(self._settings)
 
-    async def _checked_schema(self) -> migrations.MigrationReport:
-        """Connect once, on a connection of our own, and create, check or migrate the schema."""
+    async def _filled(self, pool: AsyncConnectionPool[Conn], failures: _Failures) -> None:
+        """Wait for the pool's first connections; a failure to connect that no retry gets
+        past (``postgres_open_error``) ends the wait at once as ``StoreOpenError``; any other
+        leaves the pool retrying until ``timeout`` (``StoreUnavailable``)."""
+        filled = asyncio.ensure_future(pool.wait(timeout=self._timeout))
         try:
-            conn = await AsyncConnection.connect(
-                self.dsn, autocommit=True, connect_timeout=max(2, math.ceil(self._timeout))
-            )
-        except POSTGRES_ERRORS as exc:
-            raise postgres_open_error(self, exc, timeout=self._timeout) from exc
-        try:
+            while not filled.done():
+                failed = asyncio.ensure_future(failures.event.wait())
+                try:
+                    await asyncio.wait({filled, failed}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    failed.cancel()
+                if failures.last is not None and not filled.done():
+                    exc, failures.last = failures.last, None
+                    failures.event.clear()
+                    found = postgres_open_error(self, exc, timeout=self._timeout)
+                    if isinstance(found, StoreOpenError):
+                        raise found from exc
             async with self._mapped():
-                await self._configure(conn)
-                apply = self._auto_migrate and not self._read_only
-                return await schema(conn, self._where(), apply, not self._read_only)
+                filled.result()
         finally:
-            await conn.close()
+            filled.cancel()
 
     async def _ready(self) -> AsyncConnectionPool[Conn]:
         if self._closed:
@@ -274,8 +305,10 @@ class PostgresStore:
             return self._pool
         async with self._opening:
             if self._pool is None:
+                failures = _Failures()
                 pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
                     self.dsn,
+                    connection_class=failures.connection_class(),
                     min_size=self._min_size,
                     max_size=self._max_size,
                     timeout=self._timeout,
@@ -284,11 +317,14 @@ class PostgresStore:
                     open=False,
                 )
                 try:
-                    # The pool fills in the background while the schema is checked on a
-                    # connection of its own, whose failure to connect says why.
                     async with self._mapped():
                         await pool.open(wait=False)
-                    report = await self._checked_schema()
+                    await self._filled(pool, failures)
+                    # The schema is checked on the pool's first connection (no connection of
+                    # its own: a fresh worker's first request would pay for one).
+                    async with self._mapped(), pool.connection() as conn:
+                        apply = self._auto_migrate and not self._read_only
+                        report = await schema(conn, self._where(), apply, not self._read_only)
                 except BaseException:
                     await pool.close()
                     raise
