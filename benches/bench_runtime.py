@@ -172,8 +172,7 @@ def bench_first_request_new_worker_1k(benchmark: Any, first_1k: Any) -> None:
             worker = ScriptedWorker(store, owner="bench")
             await worker.planner.current(first_1k.session_id)
             run = ce.RunContext(f"bench-{next(runs)}", first_1k.session_id, first_1k.seed_sequence)
-            lease = await store.checkpoints.claim(run.run_id, "bench")
-            cp = await worker.loop.seed_checkpoint(run, PRINCIPAL, lease=lease)
+            run, lease, cp = await worker.loop.pick_up(run, PRINCIPAL, owner="bench")
             request, _ = await worker.loop.build_with_pressure(run, cp, AGENT, PRINCIPAL, lease=lease)
             return len(request.body)
         finally:

@@ -57,7 +57,7 @@ async def test_a_run_seeds_from_the_latest_carry_and_only_the_items_after_it(sto
     compacted = await store.events.read(SID, types=["context.compacted"])
     assert len(compacted) == len(events)  # each adopted compaction is carried
     run = await _new_run(worker, SID, "next question", "carry-run")
-    seeded = await worker.loop.build_seed(run, worker_principal())
+    seeded = await worker.loop._build_seed(run, worker_principal())
     assert seeded.compacted_summary == carry.summary
     assert seeded.summary_source_event_ids == (carry.sequence,)
     assert seeded.summary_elided == carry.elided
@@ -75,7 +75,7 @@ async def test_a_run_below_every_carry_seeds_from_the_full_log(store: Store) -> 
     seed = users[-1]
     assert seed.seq is not None
     run = ce.RunContext("replay", SID, seed.seq)
-    seeded = await worker.loop.build_seed(run, worker_principal())
+    seeded = await worker.loop._build_seed(run, worker_principal())
     assert seeded.compacted_summary is None and seeded.replaced_through_sequence == 0
     history = await ce.session_history(store, SID, seed.seq)
     assert seeded.conversation == (*whole_pairs(history), seed)
@@ -115,11 +115,11 @@ async def main() -> None:
     principal = ce.Principal("alice", "acme", frozenset({"search"}))
     if mode == "write":
         lease = await store.checkpoints.claim(run_id, "seeder")
-        cp = await worker.loop.seed_checkpoint(run, principal, lease=lease)
+        cp = await worker.loop._seed_checkpoint(run, principal, lease=lease)
         stored = await ce.latest_checkpoint(store, run_id)
         assert stored == cp
     else:
-        cp = await worker.loop.build_seed(run, principal)
+        cp = await worker.loop._build_seed(run, principal)
     print(json.dumps({"sha": ce.payload_hash(cp.to_dict()), "summary": cp.compacted_summary is not None}))
     await store.close()
 
@@ -156,7 +156,7 @@ async def test_the_same_run_seeds_to_the_same_checkpoint_in_two_processes(
     try:
         worker = await session_with_carries(store, SID)
         run = await _new_run(worker, SID, "what did we decide?", "twice")
-        local = await worker.loop.build_seed(run, worker_principal())
+        local = await worker.loop._build_seed(run, worker_principal())
         assert local.compacted_summary is not None  # seeded from a carry
     finally:
         await case.close_all()
@@ -217,7 +217,7 @@ async def test_a_carry_never_shows_a_principal_what_an_item_hidden_from_them_sai
     assert seed.seq is not None
     run = ce.RunContext("writer-run", session, seed.seq)
     lease = await store.checkpoints.claim(run.run_id, "w")
-    cp = await worker.loop.seed_checkpoint(run, writer, lease=lease)
+    cp = await worker.loop._seed_checkpoint(run, writer, lease=lease)
     _, cp = await worker.loop.build_with_pressure(run, cp, AGENT, writer or DANA, lease=lease)
     seen = sum(1 for s in scopes if writer is None or VISIBILITIES[s].allows(writer))
     if seen >= 30:
@@ -234,7 +234,7 @@ async def test_a_carry_never_shows_a_principal_what_an_item_hidden_from_them_sai
     assert last.seq is not None
     for reader in (DANA, ERIN, GUS):
         reading = ce.RunContext(f"read-{reader.principal_id}", session, last.seq)
-        seeded = await worker.loop.build_seed(reading, reader)
+        seeded = await worker.loop._build_seed(reading, reader)
         text = (seeded.compacted_summary or "") + json.dumps([i.to_dict() for i in seeded.conversation])
         for secret, scope in secrets.items():
             if not VISIBILITIES[scope].allows(reader):

@@ -116,7 +116,7 @@ def assert_canary_only_enveloped(request: ModelRequest) -> int:
 async def test_compaction_event_and_checkpoint_commit_together(env: Env, backend: str) -> None:
     await add_turns(env.store, TURNS)
     run, lease = await start_run(env, "run-1")
-    seeded = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    seeded = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     assert not env.loop.builder.measure(run, seeded, AGENT, ALICE).fits
 
     request, current = await env.loop.build_with_pressure(run, seeded, AGENT, ALICE, lease=lease)
@@ -144,7 +144,7 @@ async def test_compaction_event_and_checkpoint_commit_together(env: Env, backend
 async def test_canary_never_leaves_its_envelope(env: Env, backend: str) -> None:
     await add_turns(env.store, TURNS)
     run, lease = await start_run(env, "run-1")
-    seeded = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    seeded = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     # The current turn: the model calls the tool and an external page answers with the canary.
     call = await append_item(
         env.store, SESSION, ce.ToolCall("live", "search", {"q": "latest"}), run_id="run-1"
@@ -190,7 +190,7 @@ async def test_constraints_survive_compaction(env: Env, backend: str) -> None:
     )
     await add_turns(env.store, TURNS, start=1)
     run, lease = await start_run(env, "run-1")
-    seeded = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    seeded = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     request, current = await env.loop.build_with_pressure(run, seeded, AGENT, ALICE, lease=lease)
     assert current.summary_depth == 1
     assert [c.text for c in current.working_state.constraints] == ["never email the customer"]
@@ -214,7 +214,7 @@ async def test_at_most_two_compactions_per_step_then_overflow(env: Env, backend:
     env.loop.compactor = stubborn
     await add_turns(env.store, TURNS)
     run, lease = await start_run(env, "run-1")
-    seeded = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    seeded = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     with pytest.raises(ContextOverflow, match="after 2 compaction"):
         await env.loop.build_with_pressure(run, seeded, AGENT, ALICE, lease=lease)
     assert stubborn.calls == 2
@@ -226,7 +226,7 @@ async def test_at_most_two_compactions_per_step_then_overflow(env: Env, backend:
 async def test_depth_limit_surfaces_as_compaction_depth_exceeded(env: Env) -> None:
     await add_turns(env.store, TURNS)
     run, lease = await start_run(env, "run-1")
-    seeded = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    seeded = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     deep = replace(seeded, summary_depth=2, compacted_summary="earlier")
     with pytest.raises(CompactionDepthExceeded, match="depth 3"):
         await env.loop.build_with_pressure(run, deep, AGENT, ALICE, lease=lease)
@@ -239,7 +239,7 @@ async def test_a_failed_checkpoint_write_leaves_nothing(
 ) -> None:
     await add_turns(env.store, TURNS)
     run, lease = await start_run(env, "run-1")
-    seeded = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    seeded = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     rows_before = await env.store.checkpoints.latest_raw("run-1")
     real_write = env.store.checkpoints.write
 
@@ -263,7 +263,7 @@ async def test_a_failed_checkpoint_write_leaves_nothing(
 async def test_a_fenced_lease_cannot_compact(env: Env) -> None:
     await add_turns(env.store, TURNS)
     run, lease = await start_run(env, "run-1")
-    seeded = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    seeded = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     await env.store.checkpoints.claim("run-1", "worker-b")
     with pytest.raises(LeaseLost):
         await env.loop.build_with_pressure(run, seeded, AGENT, ALICE, lease=lease)
@@ -284,7 +284,7 @@ async def test_no_plan_is_a_typed_error(env: Env) -> None:
 async def test_every_transition_is_one_event_and_one_checkpoint(env: Env) -> None:
     await add_turns(env.store, 1)
     run, lease = await start_run(env, "run-1")
-    cp = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    cp = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     updates = [
         {"objective": "compare prices", "add_constraints": ["only EU vendors"]},
         {"upsert_tasks": [{"task_id": "t1", "text": "collect quotes", "status": "in_progress"}]},
@@ -324,7 +324,7 @@ async def test_every_transition_is_one_event_and_one_checkpoint(env: Env) -> Non
 async def test_a_rejected_transition_writes_nothing(env: Env, update: dict[str, Any], error: type) -> None:
     await add_turns(env.store, 1)
     run, lease = await start_run(env, "run-1")
-    cp = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    cp = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     with pytest.raises(error):
         await env.loop.update_working_state(run, cp, update, source="external_untrusted", lease=lease)
     assert await env.events("context.working_state.updated") == []
@@ -334,7 +334,7 @@ async def test_a_rejected_transition_writes_nothing(env: Env, update: dict[str, 
 async def test_a_fenced_lease_cannot_update_working_state(env: Env) -> None:
     await add_turns(env.store, 1)
     run, lease = await start_run(env, "run-1")
-    cp = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    cp = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     await env.store.checkpoints.claim("run-1", "worker-b")
     with pytest.raises(LeaseLost):
         await env.loop.update_working_state(run, cp, {"objective": "x"}, source="user", lease=lease)
@@ -391,8 +391,8 @@ async def test_seed_checkpoint_is_idempotent_and_rebuildable(env: Env) -> None:
     )
     run, lease = await start_run(env, "run-1", "what next?")
 
-    first = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
-    second = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    first = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
+    second = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     assert first == second and first.version == 1
     assert [it.seq for it in first.conversation][-1] == run.seed_sequence
     assert first.conversation[-1] == ce.UserMessage("what next?", principal_id=None, seq=run.seed_sequence)
@@ -405,7 +405,7 @@ async def test_seed_checkpoint_is_idempotent_and_rebuildable(env: Env) -> None:
     await env.store.checkpoints.delete("run-1")
     assert await latest_checkpoint(env.store, "run-1") is None
     lease = await env.store.checkpoints.claim("run-1", "worker-b")
-    rebuilt = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    rebuilt = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     assert rebuilt == first
     assert await latest_checkpoint(env.store, "run-1") == first
     assert len(await env.events("run.checkpoint.seeded")) == 1  # the same derivation, not a new event
@@ -414,16 +414,16 @@ async def test_seed_checkpoint_is_idempotent_and_rebuildable(env: Env) -> None:
 async def test_seed_refuses_a_run_that_moved_on_and_a_bad_seed(env: Env) -> None:
     await add_turns(env.store, 1)
     run, lease = await start_run(env, "run-1")
-    cp = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    cp = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     await env.loop.update_working_state(run, cp, {"objective": "x"}, source="user", lease=lease)
     with pytest.raises(ContextError, match="already has checkpoint version 2"):
-        await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+        await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     bad = RunContext("run-2", SESSION, 2)  # sequence 2 is a tool call
     lease2 = await env.store.checkpoints.claim("run-2", "w")
     with pytest.raises(ModelValidationError, match=r"seed_sequence.*ToolCall"):
-        await env.loop.seed_checkpoint(bad, ALICE, lease=lease2)
+        await env.loop._seed_checkpoint(bad, ALICE, lease=lease2)
     with pytest.raises(ModelValidationError, match="nothing at sequence 999"):
-        await env.loop.seed_checkpoint(RunContext("run-2", SESSION, 999), ALICE, lease=lease2)
+        await env.loop._seed_checkpoint(RunContext("run-2", SESSION, 999), ALICE, lease=lease2)
     assert await latest_checkpoint(env.store, "run-2") is None
 
 
@@ -432,7 +432,7 @@ async def test_a_crashed_runs_half_pair_does_not_brick_the_next_run(env: Env, ba
     # A run crashed after the model called a tool and before the result was recorded.
     await append_item(env.store, SESSION, ce.ToolCall("c-lost", "search", {"q": "lost"}))
     run, lease = await start_run(env, "run-2", "try again")
-    cp = await env.loop.seed_checkpoint(run, ALICE, lease=lease)
+    cp = await env.loop._seed_checkpoint(run, ALICE, lease=lease)
     assert "c-lost" not in [getattr(it, "call_id", None) for it in cp.conversation]
     ce.validate_tool_pairs(list(cp.conversation))
     request, _ = await env.loop.build_with_pressure(run, cp, AGENT, ALICE, lease=lease)

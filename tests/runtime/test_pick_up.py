@@ -41,7 +41,7 @@ async def test_pick_up_is_claim_and_seed_in_one_commit(store: Store) -> None:
     # The same as claim + seed_checkpoint (another run at the same seed).
     other = ce.RunContext("claimed", SID, seed)
     lease = await store.checkpoints.claim("claimed", "w2")
-    seeded = await worker.loop.seed_checkpoint(other, PRINCIPAL, lease=lease)
+    seeded = await worker.loop._seed_checkpoint(other, PRINCIPAL, lease=lease)
     assert replace(seeded, run_id="picked") == started.checkpoint
     if isinstance(store, (PostgresStore, SQLiteStore)):
         assert (fresh.loop.commits.one_call, fresh.loop.commits.missed) == (1, 0)
@@ -89,7 +89,7 @@ async def test_the_seed_is_primed_while_version_1_is_written(
     # The request built from it is the same as from a worker that seeded without overlap.
     other = ScriptedWorker(store, model=SMALL)
     lease = await store.checkpoints.claim("plain", "w")
-    plain = await other.loop.seed_checkpoint(ce.RunContext("plain", SID, seed), PRINCIPAL, lease=lease)
+    plain = await other.loop._seed_checkpoint(ce.RunContext("plain", SID, seed), PRINCIPAL, lease=lease)
     assert replace(plain, run_id="overlapped") == started.checkpoint
 
     def broken(*_: object) -> object:

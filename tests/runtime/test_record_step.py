@@ -30,7 +30,7 @@ async def started(
     assert seed.seq is not None
     run = ce.RunContext(run_id, SID, seed.seq, step=0)
     lease = await store.checkpoints.claim(run_id, "w")
-    cp = await worker.loop.seed_checkpoint(run, PRINCIPAL, lease=lease)
+    cp = await worker.loop._seed_checkpoint(run, PRINCIPAL, lease=lease)
     return worker, run, lease, cp
 
 

@@ -97,7 +97,7 @@ async def test_a_worker_that_wrote_the_range_itself_seeds_without_reading_it(sto
     assert marks.reads == reads + 1
     assert "the other worker's" in str(seeded.working_state.to_dict())
     fresh = ScriptedWorker(store, model=SMALL)
-    assert seeded == evolve(await fresh.loop.build_seed(run, PRINCIPAL), version=seeded.version)
+    assert seeded == evolve(await fresh.loop._build_seed(run, PRINCIPAL), version=seeded.version)
 
 
 async def test_a_warm_workers_seeds_carry_the_state_and_carry_a_fresh_worker_finds(store: Store) -> None:
@@ -107,7 +107,7 @@ async def test_a_warm_workers_seeds_carry_the_state_and_carry_a_fresh_worker_fin
     run = ce.RunContext("last-run", SID, seed.seq)
     fresh = ScriptedWorker(store, model=SMALL)
     for principal in (PRINCIPAL, GUS, None):
-        assert await worker.loop.build_seed(run, principal) == await fresh.loop.build_seed(run, principal)
+        assert await worker.loop._build_seed(run, principal) == await fresh.loop._build_seed(run, principal)
 
 
 async def test_the_continued_seed_hash_is_the_hash_of_the_seeded_checkpoint(store: Store) -> None:
@@ -117,7 +117,7 @@ async def test_the_continued_seed_hash_is_the_hash_of_the_seeded_checkpoint(stor
     for event in await store.events.read(SID, types=[CHECKPOINT_SEEDED]):
         run_id = event.payload["run_id"]
         run = ce.RunContext(run_id, SID, event.payload["seed_sequence"])
-        built = await fresh.loop.build_seed(run, PRINCIPAL)
+        built = await fresh.loop._build_seed(run, PRINCIPAL)
         assert event.payload["checkpoint_sha256"] == payload_hash(built.to_dict()), run_id
 
 

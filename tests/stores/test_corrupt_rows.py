@@ -88,7 +88,7 @@ class Session:
         assert seed.seq is not None
         run = ce.RunContext("run-1", SID, seed.seq)
         lease = await self.store.checkpoints.claim("run-1", "w")
-        cp = await self.loop.seed_checkpoint(run, DANA, lease=lease)
+        cp = await self.loop._seed_checkpoint(run, DANA, lease=lease)
         await self.loop.update_working_state(run, cp, {"objective": "greet"}, source="user", lease=lease)
         return len(await self.store.events.read(SID)) + 1
 
@@ -145,7 +145,7 @@ async def test_every_event_read_path_fails_closed_naming_the_row(
         late = await ce.append_item(store, SID, ce.UserMessage("and now?"), principal=DANA)
         assert late.seq == sequence + 1
         with pytest.raises(StoreCorruption) as err:
-            await session.loop.build_seed(ce.RunContext("run-late", SID, late.seq), DANA)
+            await session.loop._build_seed(ce.RunContext("run-late", SID, late.seq), DANA)
         assert (err.value.session_id, err.value.sequence) == (SID, sequence)
 
 
@@ -199,7 +199,7 @@ async def test_every_checkpoint_read_path_fails_closed_naming_the_row(
             "write_checkpoint": lambda: write_checkpoint(
                 store, "run-1", ce.Checkpoint("run-1"), trigger="tool_completed", lease=lease
             ),
-            "seed_checkpoint": lambda: session.loop.seed_checkpoint(
+            "seed_checkpoint": lambda: session.loop._seed_checkpoint(
                 ce.RunContext("run-1", SID, 2), DANA, lease=lease
             ),
         }

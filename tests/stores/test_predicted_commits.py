@@ -206,7 +206,7 @@ async def test_a_fresh_worker_seeds_an_older_seed_in_one_call(
             await worker.planner.current(SID)
             run = ce.RunContext(f"late-{name}", SID, seed)
             lease = await store.checkpoints.claim(run.run_id, name)
-            checkpoint = await worker.loop.seed_checkpoint(run, PRINCIPAL, lease=lease)
+            checkpoint = await worker.loop._seed_checkpoint(run, PRINCIPAL, lease=lease)
             assert (worker.loop.commits.one_call, worker.loop.commits.missed) == (
                 (1, 0) if predicting else (0, 0)
             )

@@ -5,7 +5,7 @@ Each turn is one run, as an agent runtime would drive it:
 1. the runtime applies what changed outside the conversation (a revoked
    scope, a memory written or corrected);
 2. the user message is appended as an event and seeds the run
-   (``seed_checkpoint``);
+   (``pick_up``: claim and version 1 in one transaction);
 3. ``planner.plan`` runs right before the first model request: the plan of
    the epoch comes back unchanged (no event) while its identity holds;
 4. every step: ``build_with_pressure`` (compacting when the body does not
@@ -249,8 +249,7 @@ class DemoSession:
         )
         assert seed.seq is not None
         run = RunContext(run_id, self.session_id, seed.seq)
-        lease = await self.store.checkpoints.claim(run_id, "demo-worker")
-        checkpoint = await self.loop.seed_checkpoint(run, self.principal, lease=lease)
+        run, lease, checkpoint = await self.loop.pick_up(run, self.principal, owner="demo-worker")
         checkpoint = replace(checkpoint, recall=self.recall, corrections=self.corrections)
         # 3. Plan right before the first request (after routing: the model is fixed here).
         plan = await self.planner.plan(

@@ -31,10 +31,12 @@ class StartedRun(NamedTuple):
 
 
 class RunStarts(LoopHost):
-    """``build_seed``, ``seed_checkpoint``, ``pick_up`` and ``start_run`` of ``ContextLoop``."""
+    """``pick_up`` and ``start_run`` of ``ContextLoop``: the one way each to pick a run up and to
+    start one."""
 
-    async def build_seed(self, run: RunContext, principal: Principal | None) -> Checkpoint:
-        """Version 1 of ``run`` rebuilt from the log (pure read; see ``seed_checkpoint``)."""
+    async def _build_seed(self, run: RunContext, principal: Principal | None) -> Checkpoint:
+        """Version 1 of ``run`` rebuilt from the log (a pure read, for tests: the public way
+        to a run's version 1 is ``start_run`` or ``pick_up``)."""
         seed = await self._seed(run, principal)
         return seed.checkpoint
 
@@ -47,10 +49,12 @@ class RunStarts(LoopHost):
         self._remember_seed(run.run_id, read.carry, principal)
         return read
 
-    async def seed_checkpoint(
+    async def _seed_checkpoint(
         self, run: RunContext, principal: Principal | None, *, lease: Lease
     ) -> Checkpoint:
-        """Build version 1 from the log and write it (with a ``run.checkpoint.seeded`` event).
+        """Build version 1 from the log and write it under ``lease`` (with a
+        ``run.checkpoint.seeded`` event): ``pick_up`` with a lease claimed already (tests use
+        it to hold the lease themselves; the public way is ``pick_up`` or ``start_run``).
 
         Idempotent: the log below the seed never changes, so the build is the
         same every time. When version 1 is already stored and equal, it is
@@ -63,7 +67,7 @@ class RunStarts(LoopHost):
         return checkpoint
 
     async def pick_up(self, run: RunContext, principal: Principal | None, *, owner: str) -> StartedRun:
-        """Claim ``run`` for ``owner`` and write its version 1 (``seed_checkpoint``), in one
+        """Claim ``run`` for ``owner`` and write its version 1 (built from the log), in one
         transaction: what a worker does with a run whose user message is logged already,
         with one commit instead of two (one call on PostgreSQL). A retry claims again (the
         next lease epoch) and gets the stored version 1 back."""
@@ -127,10 +131,10 @@ class RunStarts(LoopHost):
         max_output_tokens: int | None = None,
     ) -> StartedRun:
         """Start a run in one transaction: append its user message (with its token count),
-        claim the run for ``owner`` and write its version 1 (``seed_checkpoint``).
+        claim the run for ``owner`` and write its version 1 (as ``pick_up``).
 
-        The same as ``append_item`` + ``checkpoints.claim`` + ``seed_checkpoint``, with one
-        commit instead of three. ``derivation_key`` makes a retry append nothing new.
+        The same as ``append_item`` + ``pick_up``, with one commit instead of two.
+        ``derivation_key`` makes a retry append nothing new.
         """
         plan = await self._plan_or_none(session_id)
         new, restored = item_event(
@@ -210,7 +214,7 @@ class RunStarts(LoopHost):
         rows: list[RawCheckpoint],
         seed: Seed | None = None,
     ) -> tuple[Checkpoint, list[Event], list[RawCheckpoint]]:
-        """Version 1 built and written inside the caller's transaction (see ``seed_checkpoint``):
+        """Version 1 built and written inside the caller's transaction (see ``_seed_checkpoint``):
         the checkpoint, the events appended and the run's rows after the write."""
         if seed is None:
             seed = await self._seed(run, principal)
@@ -236,7 +240,8 @@ class RunStarts(LoopHost):
                 return existing, [], rows
             raise ContextError(
                 f"run {run.run_id!r} already has checkpoint version {existing.version}; "
-                "seed_checkpoint only writes version 1"
+                "version 1 is written once, when the run starts or is picked up "
+                "(load a later one with latest_checkpoint)"
             )
         stored, _ = await self.store.events.append_all([event])
         if seed.backfill and seed.counter is not None:

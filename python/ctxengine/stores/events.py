@@ -83,7 +83,7 @@ CHECKPOINT_TRIGGERS: frozenset[str] = frozenset(
         "compaction",
         "final_completion",
         "final_failure",
-        # Version 1, written by ContextLoop.seed_checkpoint (adr 0005).
+        # Version 1, written by ContextLoop.start_run or pick_up (adr 0005).
         "seeded",
     }
 )
