@@ -17,9 +17,8 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -31,21 +30,9 @@ from ctxengine.phases.transitions import evolve
 from ctxengine.stores import MemoryStore, SQLiteStore
 from ctxengine.stores.events import NewEvent, Store
 
-T = TypeVar("T")
 EVENTS = 1_600
 BIG_DRAFT_BYTES = 50 * 1024 * 1024
 INSTANCE = "long-instance"
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    event_loop = asyncio.new_event_loop()
-    yield event_loop
-    event_loop.close()
-
-
-def _run(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
-    return loop.run_until_complete(coro)
 
 
 async def build_instance(
@@ -94,13 +81,13 @@ async def _open(kind: str, tmp_path: Path) -> Store:
 def bench_phase_state_after_the_first_call(
     benchmark: Any, loop: asyncio.AbstractEventLoop, tmp_path: Path, kind: str
 ) -> None:
-    store = _run(loop, _open(kind, tmp_path))
-    built = _run(loop, build_instance(store))
+    store = loop.run_until_complete(_open(kind, tmp_path))
+    built = loop.run_until_complete(build_instance(store))
     assert sum(len(a.body) >= BIG_DRAFT_BYTES for a in built.versions) == 1
     controller = ProtocolController(store)
 
     start = time.perf_counter()
-    first = _run(loop, controller.state(INSTANCE))
+    first = loop.run_until_complete(controller.state(INSTANCE))
     first_seconds = time.perf_counter() - start
     assert first == built and len(first.history) == EVENTS
 
@@ -108,7 +95,7 @@ def bench_phase_state_after_the_first_call(
 
     def one_call() -> ProtocolState:
         start = time.perf_counter()
-        state = _run(loop, controller.state(INSTANCE))
+        state = loop.run_until_complete(controller.state(INSTANCE))
         seconds.append(time.perf_counter() - start)
         return state
 
@@ -118,4 +105,4 @@ def bench_phase_state_after_the_first_call(
     benchmark.extra_info["big_draft_bytes"] = BIG_DRAFT_BYTES
     benchmark.extra_info["first_call_ms"] = round(first_seconds * 1000, 1)
     benchmark.extra_info["median_ms"] = round(statistics.median(seconds) * 1000, 3)
-    _run(loop, store.close())
+    loop.run_until_complete(store.close())

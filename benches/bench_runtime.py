@@ -12,10 +12,10 @@ newest full snapshot and seven deltas, on the memory and SQLite stores.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -29,7 +29,6 @@ from ctxengine.runtime.compaction import StructuredCompactor
 from ctxengine.stores import MemoryStore, SQLiteStore
 from ctxengine.stores.events import Store
 
-T = TypeVar("T")
 MODEL = ResolvedModel("bench", "model-200k", 200_000, 16_384, 8_192)
 HISTORY_ITEMS = 10_000
 CHAIN_BASE_ITEMS = 1_000
@@ -92,17 +91,6 @@ def bench_compaction_10k_cold(benchmark: Any, use: str) -> None:
 # -- latest() through a 7-delta chain --------------------------------------------------
 
 
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    event_loop = asyncio.new_event_loop()
-    yield event_loop
-    event_loop.close()
-
-
-def _run(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
-    return loop.run_until_complete(coro)
-
-
 async def _chain(store: Store) -> Checkpoint:
     """Version 9 (full) then versions 10..16 (deltas): a turn growing four items a step."""
     lease = await store.checkpoints.claim("bench", "w")
@@ -124,11 +112,11 @@ def bench_latest_through_7_deltas(
     benchmark: Any, loop: asyncio.AbstractEventLoop, tmp_path: Path, kind: str
 ) -> None:
     store: Store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "chain.db")
-    expected = _run(loop, _chain(store))
-    latest = benchmark(lambda: _run(loop, latest_checkpoint(store, "bench")))
+    expected = loop.run_until_complete(_chain(store))
+    latest = benchmark(lambda: loop.run_until_complete(latest_checkpoint(store, "bench")))
     assert latest == expected
     benchmark.extra_info["items"] = len(expected.conversation)
-    _run(loop, store.close())
+    loop.run_until_complete(store.close())
 
 
 # -- issue 13: what a runtime sees ----------------------------------------------------

@@ -12,31 +12,18 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from ctxengine.stores import SQLiteStore
 from ctxengine.stores.events import NewEvent
 
-T = TypeVar("T")
 BATCH = 200
 READ_EVENTS = 10_000
 # ~300 bytes of payload: a realistic conversation item.
 PAYLOAD = {"item": {"type": "user_message", "content": "lorem ipsum dolor sit amet " * 10, "trust": "user"}}
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    event_loop = asyncio.new_event_loop()
-    yield event_loop
-    event_loop.close()
-
-
-def _run(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
-    return loop.run_until_complete(coro)
 
 
 @pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
@@ -44,7 +31,7 @@ def bench_sqlite_append(
     benchmark: Any, loop: asyncio.AbstractEventLoop, tmp_path: Path, synchronous: str
 ) -> None:
     store = SQLiteStore(tmp_path / "bench.db", synchronous=synchronous)  # type: ignore[arg-type]
-    _run(loop, store.open())
+    loop.run_until_complete(store.open())
     rounds = iter(range(1_000_000))
     seconds: list[float] = []
 
@@ -56,16 +43,16 @@ def bench_sqlite_append(
 
     def one_round() -> None:
         start = time.perf_counter()
-        _run(loop, append_batch(next(rounds)))
+        loop.run_until_complete(append_batch(next(rounds)))
         seconds.append(time.perf_counter() - start)
 
     benchmark.pedantic(one_round, rounds=5, iterations=1, warmup_rounds=0)
     benchmark.extra_info["events_per_round"] = BATCH
     benchmark.extra_info["events_per_s"] = round(BATCH / statistics.median(seconds))
     benchmark.extra_info["synchronous"] = synchronous
-    events = _run(loop, store.events.read("bench"))
+    events = loop.run_until_complete(store.events.read("bench"))
     assert [e.sequence for e in events] == list(range(1, BATCH * len(seconds) + 1))
-    _run(loop, store.close())
+    loop.run_until_complete(store.close())
 
 
 def bench_sqlite_read_10k_cold(benchmark: Any, loop: asyncio.AbstractEventLoop, tmp_path: Path) -> None:
@@ -78,12 +65,12 @@ def bench_sqlite_read_10k_cold(benchmark: Any, loop: asyncio.AbstractEventLoop, 
                 await writer.events.append(NewEvent("s", "conversation.item.appended", PAYLOAD, f"k{i}"))
         await writer.close()
 
-    _run(loop, fill())
+    loop.run_until_complete(fill())
 
     async def cold_read() -> int:
         async with SQLiteStore(path) as store:
             return len(await store.events.read("s"))
 
-    count = benchmark.pedantic(lambda: _run(loop, cold_read()), rounds=5, iterations=1)
+    count = benchmark.pedantic(lambda: loop.run_until_complete(cold_read()), rounds=5, iterations=1)
     assert count == READ_EVENTS
     benchmark.extra_info["events"] = READ_EVENTS

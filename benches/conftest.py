@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
@@ -17,3 +18,11 @@ def backend_name(request: pytest.FixtureRequest) -> Iterator[str]:
     ce.use_backend(request.param)
     yield request.param
     ce.use_backend(previous)
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop of the bench's own, for benches that time async calls one by one."""
+    event_loop = asyncio.new_event_loop()
+    yield event_loop
+    event_loop.close()
