@@ -25,7 +25,7 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
-from ..errors import ModelValidationError, StoreError, StoreOpenError, StorePredictionMissed
+from ..errors import ModelValidationError, StoreError, StorePredictionMissed
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
 from . import _rows, migrations, postgres_items, postgres_predicted, postgres_writes
@@ -36,7 +36,7 @@ from ._sql import (
     SqlOps,
     check_statement_timeout,
 )
-from .driver_errors import POSTGRES_ERRORS, postgres_error, postgres_open_error
+from .driver_errors import POSTGRES_ERRORS, postgres_error
 from .events import (
     FORMAT_VERSION,
     Event,
@@ -44,6 +44,7 @@ from .events import (
     RawCheckpoint,
 )
 from .formats import WritePolicy
+from .postgres_pool import ConnectFailures, filled
 from .postgres_schema import connection_settings, schema
 from .prediction import Prediction
 
@@ -187,30 +188,6 @@ async def _latest_before(
                     return event
 
 
-class _Failures:
-    """The last failure to connect of a pool's connections, and an event set on each (so
-    opening a store can tell a permanent error at once instead of after the pool's timeout)."""
-
-    def __init__(self) -> None:
-        self.last: Exception | None = None
-        self.event = asyncio.Event()
-
-    def connection_class(self) -> type[Conn]:
-        failures = self
-
-        class Watched(AsyncConnection[Any]):
-            @classmethod
-            async def connect(cls, conninfo: str = "", **kwargs: Any) -> Watched:
-                try:
-                    return await super().connect(conninfo, **kwargs)
-                except psycopg.Error as exc:
-                    failures.last = exc
-                    failures.event.set()
-                    raise
-
-        return Watched
-
-
 class PostgresStore:
     """Events and checkpoints in PostgreSQL, through an ``AsyncConnectionPool``.
 
@@ -275,29 +252,6 @@ class PostgresStore:
         if self._settings:
             await conn.execute(self._settings)
 
-    async def _filled(self, pool: AsyncConnectionPool[Conn], failures: _Failures) -> None:
-        """Wait for the pool's first connections; a failure to connect that no retry gets
-        past (``postgres_open_error``) ends the wait at once as ``StoreOpenError``; any other
-        leaves the pool retrying until ``timeout`` (``StoreUnavailable``)."""
-        filled = asyncio.ensure_future(pool.wait(timeout=self._timeout))
-        try:
-            while not filled.done():
-                failed = asyncio.ensure_future(failures.event.wait())
-                try:
-                    await asyncio.wait({filled, failed}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    failed.cancel()
-                if failures.last is not None and not filled.done():
-                    exc, failures.last = failures.last, None
-                    failures.event.clear()
-                    found = postgres_open_error(self, exc, timeout=self._timeout)
-                    if isinstance(found, StoreOpenError):
-                        raise found from exc
-            async with self._mapped():
-                filled.result()
-        finally:
-            filled.cancel()
-
     async def _ready(self) -> AsyncConnectionPool[Conn]:
         if self._closed:
             raise StoreError(f"{self!r} is closed")
@@ -305,7 +259,7 @@ class PostgresStore:
             return self._pool
         async with self._opening:
             if self._pool is None:
-                failures = _Failures()
+                failures = ConnectFailures()
                 pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
                     self.dsn,
                     connection_class=failures.connection_class(),
@@ -319,7 +273,7 @@ class PostgresStore:
                 try:
                     async with self._mapped():
                         await pool.open(wait=False)
-                    await self._filled(pool, failures)
+                    await filled(self, pool, failures, self._timeout)
                     # The schema is checked on the pool's first connection (no connection of
                     # its own: a fresh worker's first request would pay for one).
                     async with self._mapped(), pool.connection() as conn:
