@@ -4,7 +4,8 @@ A working state, a plan's reason, a run id, an event type, an error naming a row
 as they are, ESC and the other C0 and C1 controls drive the terminal (clear the screen,
 set the window title, OSC 8 links, CSI cursor moves), bidi and other format characters
 reorder or hide what is shown, line separators break lines. ``visible`` writes each such
-character (Unicode categories Cc, Cf, Zl, Zp; and lone surrogates) as its Python escape
+character (the line-unsafe class of the envelopes, ``plan.envelope.LINE_UNSAFE_RANGES``:
+Unicode categories Cc, Cf, Zl, Zp; and lone surrogates) as its Python escape
 (``\\x1b``, ``\\u202e``, ``\\n``) and a backslash as two, so two different texts never
 print the same and a printed escape is never mistaken for one of ours. Every string from
 a model or a store that ``ctxengine`` prints goes through it; ``inspect`` hands the result
@@ -13,11 +14,15 @@ to rich as ``Text``, never as markup.
 
 from __future__ import annotations
 
-import unicodedata
+import re
 
-#: Controls (C0, DEL, C1: NEL included), format characters (bidi controls, zero-width),
-#: lone surrogates, line and paragraph separators.
-_SHOWN_ESCAPED = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+from ..plan.envelope import LINE_UNSAFE_RANGES
+
+#: The envelopes' line-unsafe class (controls, format characters, line and paragraph
+#: separators), lone surrogates, and the backslash (so a printed escape is always ours).
+_SHOWN_ESCAPED = re.compile(
+    "[\\\\" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in LINE_UNSAFE_RANGES) + "\ud800-\udfff]"
+)
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 
@@ -25,14 +30,14 @@ def visible(text: str) -> str:
     """``text`` with every control, format and separator character written as its escape."""
     if text.isascii() and text.isprintable() and "\\" not in text:
         return text
-    return "".join(_shown(ch) for ch in text)
+    return _SHOWN_ESCAPED.sub(_shown, text)
 
 
-def _shown(ch: str) -> str:
-    if ch in _SHORT:
-        return _SHORT[ch]
-    if unicodedata.category(ch) not in _SHOWN_ESCAPED:
-        return ch
+def _shown(match: re.Match[str]) -> str:
+    ch = match.group()
+    short = _SHORT.get(ch)
+    if short is not None:
+        return short
     code = ord(ch)
     if code < 0x100:
         return f"\\x{code:02x}"
