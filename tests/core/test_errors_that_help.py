@@ -1,0 +1,114 @@
+"""Issue 40, "errors that help": each trap's error is typed, keeps its structured fields,
+and its message names the cause (what is larger than what) and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+import ctxengine as ce
+from ctxengine.assembly.builder import Pressure
+from ctxengine.assembly.overflow import overflow_detail
+from ctxengine.core.budget import BudgetPolicy, allocate, check_prefix_class
+from ctxengine.errors import ContextOverflow
+
+SMALL = ce.ResolvedModel("acme", "m-8k", 8192, 4096, 4096)
+
+
+def test_history_floor_says_the_budget_is_below_the_floor_and_names_the_knob(backend: str) -> None:
+    with pytest.raises(ContextOverflow) as caught:
+        allocate(SMALL, 0)
+    err = caught.value
+    # body 4096, margin 204, usable 3892, tool results 973, working state 1000 -> history 1919
+    assert (err.budget_class, err.tokens, err.cap) == ("history", 1919, 8000)
+    assert str(err) == (
+        "history: the history budget of 1919 tokens is below its floor of 8000 tokens: the window of "
+        "8192 tokens leaves 1919 for history after the output reserve of 4096, the prefix of 0, the "
+        "safety margin of 204, the working state of 1000 and the tool results of 973; lower "
+        "BudgetPolicy history.floor_tokens (BudgetPolicy.from_dict({'history': {'floor_tokens': N}})) "
+        "or use a larger window"
+    )
+    # The knob named moves it.
+    assert (
+        allocate(SMALL, 0, BudgetPolicy.from_dict({"history": {"floor_tokens": 1919}})).history_tokens == 1919
+    )
+
+
+def test_prefix_ceiling_and_window_overflows_name_their_knobs(backend: str) -> None:
+    with pytest.raises(ContextOverflow) as caught:
+        allocate(SMALL, 16_000)
+    assert (caught.value.budget_class, caught.value.tokens, caught.value.cap) == ("prefix", 16_000, 15_000)
+    assert str(caught.value).startswith(
+        "prefix: the prefix of 16000 tokens exceeds the prefix ceiling of 15000 tokens; "
+    )
+    assert "BudgetPolicy.from_dict({'prefix': {'ceiling_tokens': N}})" in str(caught.value)
+    with pytest.raises(ContextOverflow) as caught:
+        allocate(SMALL, 5000)
+    assert (caught.value.budget_class, caught.value.tokens, caught.value.cap) == (
+        "context_window",
+        9096,
+        8192,
+    )
+    assert str(caught.value).startswith(
+        "context_window: the output reserve of 4096 tokens and the prefix of 5000 tokens take 9096 "
+        "tokens, leaving no body in the window of 8192 tokens; lower BudgetPolicy output.reserve_tokens"
+    )
+
+
+def test_both_backends_word_the_overflow_alike() -> None:
+    messages = []
+    for name in ("rust", "python"):
+        previous = ce.backend()
+        ce.use_backend(name)
+        try:
+            with pytest.raises(ContextOverflow) as caught:
+                allocate(SMALL, 0)
+            messages.append(str(caught.value))
+        finally:
+            ce.use_backend(previous)
+    assert messages[0] == messages[1]
+
+
+def test_prefix_class_caps_say_what_exceeds_what() -> None:
+    policy = BudgetPolicy()
+    with pytest.raises(
+        ContextOverflow,
+        match=r"^tool_definitions: 9000 tokens exceed the cap of 6000 tokens; "
+        r"raise BudgetPolicy tool_definitions\.max_tokens",
+    ) as caught:
+        check_prefix_class(policy, "tool_definitions", 9000)
+    assert (caught.value.tokens, caught.value.cap) == (9000, policy.tool_definitions_tokens)
+    with pytest.raises(
+        ContextOverflow,
+        match=r"items exceed the cap of .* items; raise BudgetPolicy "
+        r"tool_definitions\.max_items",
+    ):
+        check_prefix_class(policy, "tool_definitions", 10, items=policy.tool_definitions_items + 1)
+
+
+def test_a_turn_that_outgrows_the_body_says_it_is_the_turn_not_the_window() -> None:
+    """The 43-tool-step trap: ``28752 tokens exceeds cap of 29952`` read as if the request were
+    over the window; the message now says the fixed body is larger than the usable body."""
+    budget = allocate(ce.ResolvedModel("acme", "m-32k", 32_768, 2816, 2816), 1000)
+    p = Pressure(
+        fits=False,
+        compactable=False,
+        reason="fixed_body_exceeds_context_window",
+        total_tokens=28_752,
+        prefix_tokens=1000,
+        body_tokens=27_752,
+        reserve_tokens=2816,
+        capacity_tokens=29_952,
+        history_cut=0,
+        history_budget_tokens=0,
+    )
+    detail = overflow_detail(p, budget, "after 0 compaction(s) this step (no further compaction can help)")
+    err = ContextOverflow(p.reason, p.total_tokens, p.capacity_tokens, detail)
+    text = str(err)
+    assert text.startswith(
+        "fixed_body_exceeds_context_window: the body's fixed part (the current turn with its tool steps, "
+        "the working state and the skill bodies) is larger than the usable body"
+    )
+    assert f"the usable body is {budget.usable_body_tokens} tokens (the window of 32768" in text
+    assert "this request measures 27752 body tokens, 28752 in all of the 29952" in text
+    assert "end the turn in fewer tool steps" in text and "safety.margin_ratio" in text
+    assert "exceeds cap" not in text
