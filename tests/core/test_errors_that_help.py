@@ -3,14 +3,19 @@ and its message names the cause (what is larger than what) and the fix."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import ctxengine as ce
 from ctxengine.assembly.builder import Pressure
 from ctxengine.assembly.overflow import overflow_detail
+from ctxengine.cli.turns import AGENT, MODEL, POLICY_VERSION, PRINCIPAL, TOOLS, ScriptedWorker
 from ctxengine.core.budget import BudgetPolicy, allocate, check_prefix_class
-from ctxengine.errors import ContextOverflow
+from ctxengine.errors import ContextOverflow, IdempotencyConflict
+from ctxengine.stores.events import Store
 
+SID = "errors-session"
 SMALL = ce.ResolvedModel("acme", "m-8k", 8192, 4096, 4096)
 
 
@@ -112,3 +117,29 @@ def test_a_turn_that_outgrows_the_body_says_it_is_the_turn_not_the_window() -> N
     assert "this request measures 27752 body tokens, 28752 in all of the 29952" in text
     assert "end the turn in fewer tool steps" in text and "safety.margin_ratio" in text
     assert "exceeds cap" not in text
+
+
+async def test_a_reused_step_number_says_so_and_how_to_advance_it(store: Store) -> None:
+    worker = ScriptedWorker(store)
+    await worker.planner.plan(SID, AGENT, PRINCIPAL, MODEL, TOOLS, policy_version=POLICY_VERSION)
+    seed = await ce.append_item(store, SID, ce.UserMessage("look it up"), principal=PRINCIPAL)
+    assert seed.seq is not None
+    run = ce.RunContext("t-1", SID, seed.seq, step=0)
+    lease = await store.checkpoints.claim(run.run_id, "w")
+    cp = await worker.loop._seed_checkpoint(run, PRINCIPAL, lease=lease)
+    cp = await worker.loop.record_step(run, cp, [ce.AssistantMessage("first")], lease=lease)
+    with pytest.raises(IdempotencyConflict) as caught:
+        await worker.loop.record_step(run, cp, [ce.AssistantMessage("second")], lease=lease)
+    text = str(caught.value)
+    assert "derivation key 'conversation.item:t-1:0:0'" in text
+    assert "step 0 of run 't-1' was already recorded with other items" in text
+    assert "dataclasses.replace(run, step=run.step + 1)" in text
+    # The fix it names works.
+    await worker.loop.record_step(replace(run, step=1), cp, [ce.AssistantMessage("second")], lease=lease)
+
+
+async def test_other_keys_keep_the_stores_generic_conflict(store: Store) -> None:
+    await ce.append_item(store, SID, ce.UserMessage("a"), derivation_key="mine:1")
+    with pytest.raises(IdempotencyConflict) as caught:
+        await ce.append_item(store, SID, ce.UserMessage("b"), derivation_key="mine:1")
+    assert "with a different payload" in str(caught.value) and "step" not in str(caught.value)
