@@ -4,6 +4,7 @@ and its message names the cause (what is larger than what) and the fix."""
 from __future__ import annotations
 
 from dataclasses import replace
+from types import ModuleType
 
 import pytest
 
@@ -12,7 +13,8 @@ from ctxengine.assembly.builder import Pressure
 from ctxengine.assembly.overflow import overflow_detail
 from ctxengine.cli.turns import AGENT, MODEL, POLICY_VERSION, PRINCIPAL, TOOLS, ScriptedWorker
 from ctxengine.core.budget import BudgetPolicy, allocate, check_prefix_class
-from ctxengine.errors import ContextOverflow, IdempotencyConflict
+from ctxengine.errors import ArgumentError, ContextOverflow, IdempotencyConflict
+from ctxengine.interop import anthropic, langchain, openai_chat, openai_responses
 from ctxengine.stores.events import Store
 
 SID = "errors-session"
@@ -143,3 +145,40 @@ async def test_other_keys_keep_the_stores_generic_conflict(store: Store) -> None
     with pytest.raises(IdempotencyConflict) as caught:
         await ce.append_item(store, SID, ce.UserMessage("b"), derivation_key="mine:1")
     assert "with a different payload" in str(caught.value) and "step" not in str(caught.value)
+
+
+async def test_plan_names_a_tool_given_as_a_dict(store: Store) -> None:
+    worker = ScriptedWorker(store)
+    tool = {"name": "search", "description": "find", "input_schema": {"type": "object"}}
+    with pytest.raises(ArgumentError) as caught:
+        await worker.planner.plan(SID, AGENT, PRINCIPAL, MODEL, [tool], policy_version=POLICY_VERSION)  # type: ignore[list-item]
+    assert (caught.value.function, caught.value.argument) == ("ContextPlanner.plan", "tools[0]")
+    assert str(caught.value).startswith(
+        "ContextPlanner.plan: tools[0]: expected a ToolSpec (ToolSpec(name, description, input_schema), "
+        "or ToolSpec.from_dict(d)), got dict {"
+    )
+    assert isinstance(caught.value, TypeError)  # what the bare AttributeError never was
+
+
+async def test_plan_names_a_model_given_by_name(store: Store) -> None:
+    worker = ScriptedWorker(store)
+    with pytest.raises(ArgumentError) as caught:
+        await worker.planner.plan(SID, AGENT, PRINCIPAL, "gpt-4o", TOOLS, policy_version=POLICY_VERSION)  # type: ignore[arg-type]
+    assert caught.value.argument == "model"
+    assert "expected a ResolvedModel (ResolvedModel(provider, model, context_window" in str(caught.value)
+    assert str(caught.value).endswith("not a model name, got str 'gpt-4o'")
+    with pytest.raises(ArgumentError, match=r"^ContextPlanner\.plan: tools: expected a sequence of ToolSpec"):
+        await worker.planner.plan(SID, AGENT, PRINCIPAL, MODEL, TOOLS[0], policy_version=POLICY_VERSION)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("module", [openai_chat, anthropic, openai_responses, langchain])
+def test_to_items_names_a_trust_given_as_a_level(module: ModuleType) -> None:
+    with pytest.raises(ArgumentError) as caught:
+        module.to_items([], trust="external_untrusted")
+    assert caught.value.argument == "trust"
+    text = str(caught.value)
+    assert "expected a mapping of message index to trust level ({0: 'external_untrusted'})" in text
+    assert "got str 'external_untrusted'" in text and "tool_trust=" in text
+    # The accepted shapes still work.
+    msgs = [{"role": "user", "content": "hi"}] if module is openai_chat else []
+    assert len(openai_chat.to_items(msgs, trust={0: "external_untrusted"})) == len(msgs)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CanonicalizationError, ConversionError, ModelValidationError
+from ..errors import ArgumentError, CanonicalizationError, ConversionError, ModelValidationError
 from ..model import ConversationItem, TextPart, TrustLevel
 from ..reference.arguments import is_int
 
@@ -36,6 +36,18 @@ class Provenance:
     first_seq: int | None = 1
     trust: TrustOverride = None
     tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED
+
+    def __post_init__(self) -> None:
+        trust = self.trust
+        if trust is not None and not callable(trust) and not isinstance(trust, Mapping):
+            raise ArgumentError(
+                f"{self.source} conversion",
+                "trust",
+                "expected a mapping of message index to trust level ({0: 'external_untrusted'}), "
+                "a callable f(index, message) returning a trust level or None, or None; "
+                f"got {type(trust).__name__} {trust!r:.60} (one level for every message: "
+                f"trust=lambda index, message: {trust!r:.40}; the trust of tool output is tool_trust=)",
+            )
 
     def error(self, index: int, field: str, reason: str) -> ConversionError:
         return ConversionError(self.source, index, field, reason)
