@@ -3,6 +3,7 @@ and its message names the cause (what is larger than what) and the fix."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from types import ModuleType
 
@@ -13,7 +14,7 @@ from ctxengine.assembly.builder import Pressure
 from ctxengine.assembly.overflow import overflow_detail
 from ctxengine.cli.turns import AGENT, MODEL, POLICY_VERSION, PRINCIPAL, TOOLS, ScriptedWorker
 from ctxengine.core.budget import BudgetPolicy, allocate, check_prefix_class
-from ctxengine.errors import ArgumentError, ContextOverflow, IdempotencyConflict
+from ctxengine.errors import ArgumentError, ContextOverflow, IdempotencyConflict, ModelValidationError
 from ctxengine.interop import anthropic, langchain, openai_chat, openai_responses
 from ctxengine.stores.events import Store
 
@@ -182,3 +183,32 @@ def test_to_items_names_a_trust_given_as_a_level(module: ModuleType) -> None:
     # The accepted shapes still work.
     msgs = [{"role": "user", "content": "hi"}] if module is openai_chat else []
     assert len(openai_chat.to_items(msgs, trust={0: "external_untrusted"})) == len(msgs)
+
+
+@pytest.mark.parametrize(
+    ("make", "type_name", "field"),
+    [
+        (lambda s: ce.UserMessage(s), "UserMessage", "content"),
+        (lambda s: ce.UserMessage("hi", principal_id=s), "UserMessage", "principal_id"),
+        (lambda s: ce.AssistantMessage(s), "AssistantMessage", "content"),
+        (lambda s: ce.SystemMessage(s), "SystemMessage", "content"),
+        (lambda s: ce.ToolCall(s, "search", {}), "ToolCall", "call_id"),
+        (lambda s: ce.ToolCall("c1", s, {}), "ToolCall", "name"),
+        (lambda s: ce.ToolResult(s, "ok"), "ToolResult", "call_id"),
+        (lambda s: ce.ToolResult("c1", s), "ToolResult", "content"),
+        (lambda s: ce.UserMessage((ce.TextPart(s),)), "TextPart", "text"),
+        (lambda s: ce.ReasoningItem(s, {}), "ReasoningItem", "provider"),
+    ],
+)
+def test_value_types_refuse_a_lone_surrogate_at_construction(
+    make: Callable[[str], object], type_name: str, field: str
+) -> None:
+    with pytest.raises(ModelValidationError) as caught:
+        make("caf\u00e9 \ud800 tail")
+    assert (caught.value.type_name, caught.value.field) == (type_name, field)
+    assert str(caught.value).startswith(
+        f"{type_name}.{field}: lone surrogate U+D800 at index 5: the text is not valid UTF-8"
+    )
+    assert "errors='replace'" in str(caught.value)
+    # Valid non-ASCII text (an astral character is a pair in UTF-16, one code point here) passes.
+    make("caf\u00e9 \U0001f600")

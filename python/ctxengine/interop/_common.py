@@ -149,11 +149,19 @@ def text_parts(
         extra = sorted(set(block) - {"type", "text"})
         if extra:
             raise p.error(index, f"{where}.{extra[0]}", "has no ctxengine form")
-        text = block.get("text")
-        if not isinstance(text, str):
-            raise p.error(index, f"{where}.text", f"expected a str, got {type(text).__name__}")
-        parts.append(TextPart(text))
+        parts.append(text_part(p, index, where, block.get("text")))
     return tuple(parts)
+
+
+def text_part(p: Provenance, index: int, where: str, text: object) -> TextPart:
+    """Block ``where``'s text as a ``TextPart``; a non-str or a text no item can hold (a lone
+    surrogate) is a ``ConversionError`` at ``{where}.text``."""
+    if not isinstance(text, str):
+        raise p.error(index, f"{where}.text", f"expected a str, got {type(text).__name__}")
+    try:
+        return TextPart(text)
+    except ModelValidationError as exc:
+        raise p.error(index, f"{where}.text", exc.reason) from None
 
 
 def content_value(
@@ -299,6 +307,7 @@ __all__ = [
     "TrustOverride",
     "check_groups",
     "check_trust",
+    "text_part",
     "content_out",
     "content_value",
     "dump_arguments",
