@@ -39,15 +39,15 @@ class CanonicalizationError(ContextError, ValueError):
 
 
 class ContextOverflow(ContextError):
-    """A budget class does not fit: ``budget_class`` used ``tokens`` of ``cap``."""
+    """A budget class does not fit: ``budget_class`` measured ``tokens`` against ``cap``
+    (a cap it exceeds, or a floor it is below). ``detail``, when given, is the whole
+    explanation: what is larger than what, and the policy knob that moves it."""
 
     def __init__(
         self, budget_class: str, tokens: int, cap: int, detail: str = "", *, message: str | None = None
     ) -> None:
         if message is None:
-            message = f"{budget_class}: {tokens} tokens exceeds cap of {cap}"
-            if detail:
-                message = f"{message} ({detail})"
+            message = f"{budget_class}: {detail or f'{tokens} tokens exceeds the cap of {cap} tokens'}"
         super().__init__(message)
         self.budget_class = budget_class
         self.tokens = tokens

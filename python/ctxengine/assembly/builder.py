@@ -52,6 +52,7 @@ from .blocks import (
     render_prefix,
     summary_blocks,
 )
+from .overflow import overflow_detail
 from .regions import BODY_CLASSES
 from .render import digest_of
 from .render_cache import RENDERS, RenderCache, SessionRenders
@@ -166,19 +167,9 @@ class ContextBuilder:
         p = assembly.pressure
         if not p.fits:
             used = plan if plan is not None else self.planner.cached(run.session_id)
-            usable = used.budget.usable_body_tokens if used is not None else p.capacity_tokens
-            if p.reason == "history_requires_compaction":
-                raise ContextOverflow(
-                    p.reason,
-                    p.body_tokens,
-                    usable,
-                    message=(
-                        f"{p.reason}: the {p.history_cut} oldest history items do not fit the history "
-                        f"budget of {p.history_budget_tokens} tokens; compact before building"
-                    ),
-                )
-            # Every other reason is a body measured against the usable body.
-            raise ContextOverflow(p.reason, p.body_tokens, usable, f"compactable={p.compactable}")
+            budget = used.budget if used is not None else None
+            usable = budget.usable_body_tokens if budget is not None else p.capacity_tokens
+            raise ContextOverflow(p.reason, p.body_tokens, usable, overflow_detail(p, budget))
         return assembly.request
 
     def assemble(

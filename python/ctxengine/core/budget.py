@@ -215,11 +215,30 @@ def check_prefix_class(policy: BudgetPolicy, budget_class: str, tokens: int, ite
         max_items = getattr(policy, items_field)
         if items > max_items:
             raise ContextOverflow(
-                budget_class, tokens, getattr(policy, tokens_field), f"{items} items > {max_items}"
+                budget_class,
+                tokens,
+                getattr(policy, tokens_field),
+                f"{items} items exceed the cap of {max_items} items; {policy_knob(items_field, 'raise')}",
             )
     cap = getattr(policy, tokens_field)
     if tokens > cap:
-        raise ContextOverflow(budget_class, tokens, cap)
+        raise ContextOverflow(
+            budget_class,
+            tokens,
+            cap,
+            f"{tokens} tokens exceed the cap of {cap} tokens; {policy_knob(tokens_field, 'raise')}",
+        )
 
 
-__all__ = ["PREFIX_CLASSES", "BudgetPolicy", "ContextBudget", "allocate", "check_prefix_class"]
+def policy_knob(field: str, verb: str) -> str:
+    """``"raise BudgetPolicy history.floor_tokens (BudgetPolicy.from_dict(...))"``: how an error
+    names the policy key that moves ``field`` (a ``BudgetPolicy`` field name)."""
+    section, key = _KNOBS[field]
+    return f"{verb} BudgetPolicy {section}.{key} (BudgetPolicy.from_dict({{'{section}': {{'{key}': N}}}}))"
+
+
+# field name -> (section, key): the inverse of _SCHEMA, for the errors that name a knob.
+_KNOBS: dict[str, tuple[str, str]] = {field: path for path, (field, _) in _SCHEMA.items()}
+
+
+__all__ = ["PREFIX_CLASSES", "BudgetPolicy", "ContextBudget", "allocate", "check_prefix_class", "policy_knob"]

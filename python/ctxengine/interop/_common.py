@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CanonicalizationError, ConversionError, ModelValidationError
+from ..errors import ArgumentError, CanonicalizationError, ConversionError, ModelValidationError
 from ..model import ConversationItem, TextPart, TrustLevel
 from ..reference.arguments import is_int
 
@@ -36,6 +36,18 @@ class Provenance:
     first_seq: int | None = 1
     trust: TrustOverride = None
     tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED
+
+    def __post_init__(self) -> None:
+        trust = self.trust
+        if trust is not None and not callable(trust) and not isinstance(trust, Mapping):
+            raise ArgumentError(
+                f"{self.source} conversion",
+                "trust",
+                "expected a mapping of message index to trust level ({0: 'external_untrusted'}), "
+                "a callable f(index, message) returning a trust level or None, or None; "
+                f"got {type(trust).__name__} {trust!r:.60} (one level for every message: "
+                f"trust=lambda index, message: {trust!r:.40}; the trust of tool output is tool_trust=)",
+            )
 
     def error(self, index: int, field: str, reason: str) -> ConversionError:
         return ConversionError(self.source, index, field, reason)
@@ -137,11 +149,19 @@ def text_parts(
         extra = sorted(set(block) - {"type", "text"})
         if extra:
             raise p.error(index, f"{where}.{extra[0]}", "has no ctxengine form")
-        text = block.get("text")
-        if not isinstance(text, str):
-            raise p.error(index, f"{where}.text", f"expected a str, got {type(text).__name__}")
-        parts.append(TextPart(text))
+        parts.append(text_part(p, index, where, block.get("text")))
     return tuple(parts)
+
+
+def text_part(p: Provenance, index: int, where: str, text: object) -> TextPart:
+    """Block ``where``'s text as a ``TextPart``; a non-str or a text no item can hold (a lone
+    surrogate) is a ``ConversionError`` at ``{where}.text``."""
+    if not isinstance(text, str):
+        raise p.error(index, f"{where}.text", f"expected a str, got {type(text).__name__}")
+    try:
+        return TextPart(text)
+    except ModelValidationError as exc:
+        raise p.error(index, f"{where}.text", exc.reason) from None
 
 
 def content_value(
@@ -287,6 +307,7 @@ __all__ = [
     "TrustOverride",
     "check_groups",
     "check_trust",
+    "text_part",
     "content_out",
     "content_value",
     "dump_arguments",

@@ -51,6 +51,7 @@ from ._common import (
     make,
     only_fields,
     seq_of,
+    text_part,
 )
 from ._sdk import plain
 
@@ -101,10 +102,7 @@ def _blocks(
         where = f"content[{j}]"
         kind, block = _block(p, index, where, raw)
         if kind == "text":
-            text = block.get("text")
-            if not isinstance(text, str):
-                raise p.error(index, f"{where}.text", f"expected a str, got {type(text).__name__}")
-            run.append(TextPart(text))
+            run.append(text_part(p, index, where, block.get("text")))
             run_blocks.append(j)
             continue
         flush()

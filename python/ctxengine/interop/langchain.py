@@ -35,7 +35,16 @@ from ..model import (
     TrustLevel,
     UserMessage,
 )
-from ._common import Provenance, Sequencer, TrustOverride, check_groups, check_trust, item_error, make
+from ._common import (
+    Provenance,
+    Sequencer,
+    TrustOverride,
+    check_groups,
+    check_trust,
+    item_error,
+    make,
+    text_part,
+)
 
 SOURCE = "langchain"
 #: Dropped on the way in: metadata of a response or of storage, not history.
@@ -86,10 +95,7 @@ def _text(
         for key in block:
             if key not in ("type", "text") and key not in _BLOCK_METADATA:
                 raise p.error(index, f"{where}.{key}", "has no ctxengine form")
-        text = block.get("text")
-        if not isinstance(text, str):
-            raise p.error(index, f"{where}.text", f"expected a str, got {type(text).__name__}")
-        parts.append(TextPart(text))
+        parts.append(text_part(p, index, where, block.get("text")))
     return tuple(parts)
 
 

@@ -47,6 +47,7 @@ from ._common import (
     only_fields,
     parse_arguments,
     seq_of,
+    text_part,
 )
 from ._sdk import plain
 
@@ -82,10 +83,7 @@ def _content(p: Provenance, index: int, value: Any, part_type: str) -> str | tup
         for key in block:
             if key not in ("type", "text") and key not in dropped:
                 raise p.error(index, f"{where}.{key}", "has no ctxengine form")
-        text = block.get("text")
-        if not isinstance(text, str):
-            raise p.error(index, f"{where}.text", f"expected a str, got {type(text).__name__}")
-        parts.append(TextPart(text))
+        parts.append(text_part(p, index, where, block.get("text")))
     return tuple(parts)
 
 

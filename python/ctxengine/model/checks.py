@@ -15,6 +15,24 @@ def _require(type_name: str, name: str, value: object, kind: type | tuple[type, 
         raise ModelValidationError(type_name, name, f"expected {expected}, got {type(value).__name__}")
 
 
+def _text(type_name: str, name: str, value: object) -> None:
+    """``value`` is a str that UTF-8 can hold: a lone surrogate (from a ``surrogateescape``
+    decode or a ``\\ud800`` JSON escape) is refused here, at construction, not at the append
+    that would write it. Cheap on the hot path: ASCII text is never encoded."""
+    _require(type_name, name, value, str)
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            char = ord(exc.object[exc.start])
+            raise ModelValidationError(
+                type_name,
+                name,
+                f"lone surrogate U+{char:04X} at index {exc.start}: the text is not valid UTF-8 and "
+                "cannot be stored; decode the source with errors='replace' (or drop the character)",
+            ) from None
+
+
 def _optional_int(type_name: str, name: str, value: object) -> None:
     if value is not None:
         _require(type_name, name, value, int)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..errors import ModelValidationError
-from .checks import JSON, _get, _require
+from .checks import JSON, _get, _text
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,7 +15,7 @@ class TextPart:
     kind: ClassVar[str] = "text_part"
 
     def __post_init__(self) -> None:
-        _require("TextPart", "text", self.text, str)
+        _text("TextPart", "text", self.text)
 
     def to_dict(self) -> dict[str, JSON]:
         return {"type": self.kind, "text": self.text}
@@ -33,10 +33,10 @@ class FileRef:
     kind: ClassVar[str] = "file_ref"
 
     def __post_init__(self) -> None:
-        _require("FileRef", "artifact_id", self.artifact_id, str)
-        _require("FileRef", "media_type", self.media_type, str)
+        _text("FileRef", "artifact_id", self.artifact_id)
+        _text("FileRef", "media_type", self.media_type)
         if self.filename is not None:
-            _require("FileRef", "filename", self.filename, str)
+            _text("FileRef", "filename", self.filename)
 
     def to_dict(self) -> dict[str, JSON]:
         return {
@@ -61,6 +61,7 @@ Content = str | tuple[ContentPart, ...]
 
 def _content(type_name: str, value: object) -> Content:
     if isinstance(value, str):
+        _text(type_name, "content", value)
         return value
     if isinstance(value, (list, tuple)):
         for i, part in enumerate(value):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import ModelValidationError
-from .checks import JSON, _get, _optional_int, _require
+from .checks import JSON, _get, _optional_int, _require, _text
 from .content import Content, _content, _content_from_json, _content_to_json
 from .trust import TrustLevel, _trust
 
@@ -125,7 +125,7 @@ class UserMessage(_Item):
         object.__setattr__(self, "content", _content("UserMessage", self.content))
         object.__setattr__(self, "trust", _trust("UserMessage", self.trust))
         if self.principal_id is not None:
-            _require("UserMessage", "principal_id", self.principal_id, str)
+            _text("UserMessage", "principal_id", self.principal_id)
         _optional_int("UserMessage", "seq", self.seq)
 
     def to_dict(self) -> dict[str, JSON]:
@@ -193,10 +193,10 @@ class ToolCall(_Item):
     __hash__ = _Item.__hash__
 
     def __post_init__(self) -> None:
-        _require("ToolCall", "call_id", self.call_id, str)
+        _text("ToolCall", "call_id", self.call_id)
         if not self.call_id:
             raise ModelValidationError("ToolCall", "call_id", "must not be empty")
-        _require("ToolCall", "name", self.name, str)
+        _text("ToolCall", "name", self.name)
         _require("ToolCall", "arguments", self.arguments, dict)
         object.__setattr__(self, "arguments", dict(self.arguments))
         _optional_int("ToolCall", "seq", self.seq)
@@ -234,7 +234,7 @@ class ToolResult(_Item):
     __hash__ = _Item.__hash__
 
     def __post_init__(self) -> None:
-        _require("ToolResult", "call_id", self.call_id, str)
+        _text("ToolResult", "call_id", self.call_id)
         if not self.call_id:
             raise ModelValidationError("ToolResult", "call_id", "must not be empty")
         object.__setattr__(self, "content", _content("ToolResult", self.content))
@@ -277,7 +277,7 @@ class ReasoningItem(_Item):
     __hash__ = _Item.__hash__
 
     def __post_init__(self) -> None:
-        _require("ReasoningItem", "provider", self.provider, str)
+        _text("ReasoningItem", "provider", self.provider)
         _require("ReasoningItem", "payload", self.payload, dict)
         object.__setattr__(self, "payload", dict(self.payload))
         _optional_int("ReasoningItem", "seq", self.seq)

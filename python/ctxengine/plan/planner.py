@@ -10,13 +10,19 @@ after), so any worker reconstructs the same plan from the log alone.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NoReturn, cast
 
 from ..core.budget import BudgetPolicy, allocate, check_prefix_class
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator, TokenEstimator
-from ..errors import IdempotencyConflict, ModelValidationError, PlanIntegrityError, PlanningError
+from ..errors import (
+    ArgumentError,
+    IdempotencyConflict,
+    ModelValidationError,
+    PlanIntegrityError,
+    PlanningError,
+)
 from ..model import AgentSpec, Principal, ResolvedModel, ToolSpec
 from ..model.clock import Clock, SystemClock
 from ..stores.events import NewEvent, Visibility
@@ -124,8 +130,7 @@ class ContextPlanner:
         reason: str = "initial",
     ) -> ContextPlan:
         """A validated plan (pure: measures, checks caps, allocates; writes nothing)."""
-        specs = tuple(tools)
-        catalog = tuple(skill_catalog)
+        specs, catalog = _checked_arguments(agent, model, tools, skill_catalog)
         est = self.estimator
         # Every count of the epoch goes through the plan's counting key (ADR 0012).
         counting = est.counting_method(model.model_id)
@@ -264,6 +269,46 @@ class ContextPlanner:
 
     def _forget(self, session_id: str) -> None:
         self._cache.pop(session_id, None)
+
+
+_PLAN = "ContextPlanner.plan"
+_AGENT = "AgentSpec(agent_id, version, instructions), or AgentSpec.from_dict(d)"
+_TOOL = "ToolSpec(name, description, input_schema), or ToolSpec.from_dict(d)"
+
+
+def _checked_arguments(
+    agent: object, model: object, tools: object, skill_catalog: object
+) -> tuple[tuple[ToolSpec, ...], tuple[SkillEntry, ...]]:
+    """The tools and the catalog as tuples, or an ``ArgumentError`` naming the argument of the
+    wrong type and what it accepts (a dict or a name where a value type belongs)."""
+    if not isinstance(agent, AgentSpec):
+        _wrong("agent", agent, f"an AgentSpec ({_AGENT})")
+    if not isinstance(model, ResolvedModel):
+        _wrong(
+            "model",
+            model,
+            "a ResolvedModel (ResolvedModel(provider, model, context_window, max_output_tokens, "
+            "default_output_reserve), or ResolvedModel.from_dict(d)), not a model name",
+        )
+    for argument, value, kind, how in (
+        ("tools", tools, ToolSpec, _TOOL),
+        ("skill_catalog", skill_catalog, SkillEntry, "SkillEntry values"),
+    ):
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+            _wrong(argument, value, f"a sequence of {kind.__name__} ({how})")
+    specs = tuple(cast("Iterable[object]", tools))
+    catalog = tuple(cast("Iterable[object]", skill_catalog))
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, ToolSpec):
+            _wrong(f"tools[{i}]", spec, f"a ToolSpec ({_TOOL})")
+    for i, entry in enumerate(catalog):
+        if not isinstance(entry, SkillEntry):
+            _wrong(f"skill_catalog[{i}]", entry, "a SkillEntry")
+    return cast("tuple[ToolSpec, ...]", specs), cast("tuple[SkillEntry, ...]", catalog)
+
+
+def _wrong(argument: str, value: object, accepted: str) -> NoReturn:
+    raise ArgumentError(_PLAN, argument, f"expected {accepted}, got {type(value).__name__} {value!r:.60}")
 
 
 def _rotation_reason(current: ContextPlan, wanted: ContextPlan) -> str:

@@ -52,7 +52,14 @@ def allocate_tokens(
     check_int(name, "history_floor", history_floor)
     check_int(name, "prefix_ceiling", prefix_ceiling)
     if prefix_tokens > prefix_ceiling:
-        raise ContextOverflow("prefix", prefix_tokens, prefix_ceiling, "prefix exceeds the prefix ceiling")
+        raise ContextOverflow(
+            "prefix",
+            prefix_tokens,
+            prefix_ceiling,
+            f"the prefix of {prefix_tokens} tokens exceeds the prefix ceiling of {prefix_ceiling} tokens; "
+            "shorten the instructions, tools or skills of the prefix, or raise BudgetPolicy "
+            "prefix.ceiling_tokens (BudgetPolicy.from_dict({'prefix': {'ceiling_tokens': N}}))",
+        )
     reserve = min(reserve_tokens, default_output_reserve, max_output_tokens)
     taken = _i64(reserve + prefix_tokens)
     body = _i64(context_window - taken)
@@ -61,13 +68,26 @@ def allocate_tokens(
             "context_window",
             taken,
             context_window,
-            f"output reserve {reserve} + prefix {prefix_tokens} leave no body",
+            f"the output reserve of {reserve} tokens and the prefix of {prefix_tokens} tokens take "
+            f"{taken} tokens, leaving no body in the window of {context_window} tokens; lower BudgetPolicy "
+            "output.reserve_tokens (BudgetPolicy.from_dict({'output': {'reserve_tokens': N}})), "
+            "shorten the prefix or use a larger window",
         )
     usable = _i64(body - _floor_product(body, margin_ratio, "margin_ratio"))
     tool_results = _floor_product(usable, tool_results_ratio, "tool_results_ratio")
     history = _i64(_i64(usable - working_state_tokens) - tool_results)
     if history < history_floor:
-        raise ContextOverflow("history", history, history_floor, "history budget is below its floor")
+        raise ContextOverflow(
+            "history",
+            history,
+            history_floor,
+            f"the history budget of {history} tokens is below its floor of {history_floor} tokens: "
+            f"the window of {context_window} tokens leaves {history} for history after the output "
+            f"reserve of {reserve}, the prefix of {prefix_tokens}, the safety margin of {body - usable}, "
+            f"the working state of {working_state_tokens} and the tool results of {tool_results}; "
+            "lower BudgetPolicy history.floor_tokens "
+            "(BudgetPolicy.from_dict({'history': {'floor_tokens': N}})) or use a larger window",
+        )
     return reserve, body, usable, tool_results, history
 
 

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ..assembly.builder import ContextBuilder
+from ..assembly.overflow import overflow_detail
 from ..assembly.request import ModelRequest
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
@@ -145,12 +146,15 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
             if pressure.fits:
                 return assembly.request, current
             if not pressure.compactable or compactions >= MAX_COMPACTIONS_PER_STEP:
-                detail = (
-                    f"after {compactions} compaction(s) this step; compactable={pressure.compactable}; "
-                    f"history cut at {pressure.history_cut}"
+                tried = (
+                    f"after {compactions} compaction(s) this step "
+                    f"({'the limit' if pressure.compactable else 'no further compaction can help'})"
                 )
                 raise ContextOverflow(
-                    pressure.reason, pressure.total_tokens, pressure.capacity_tokens, detail
+                    pressure.reason,
+                    pressure.total_tokens,
+                    pressure.capacity_tokens,
+                    overflow_detail(pressure, plan.budget, tried),
                 )
             compacted, result = self.compactor.compact(
                 current,

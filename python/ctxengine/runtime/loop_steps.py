@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
+from ..errors import IdempotencyConflict
 from ..model import Checkpoint, ConversationItem, Principal, RunContext
 from ..stores.events import Event, Lease, RawCheckpoint, Visibility
 from .checkpoints import evolve, latest_checkpoint
@@ -64,7 +65,10 @@ class StepWrites(LoopHost):
         counts: list[tuple[int, int]] = []
 
         async def body(predicted: bool) -> _Recorded | Checkpoint:
-            stored, written = await self.store.events.append_all(steps.events)
+            try:
+                stored, written = await self.store.events.append_all(steps.events)
+            except IdempotencyConflict as exc:
+                raise _step_reused(run, exc) from exc
             if not written and steps.events:
                 latest = await latest_checkpoint(self.store, run.run_id)
                 if latest is not None and latest.version > checkpoint.version:
@@ -110,6 +114,17 @@ class StepWrites(LoopHost):
         item_rows = [steps.item_row(stored, i, tokens.get(item.seq or 0)) for i, item in enumerate(appended)]
         self._committed(run, rows, stored if fresh else [], item_rows, appended)
         return evolve(updated, version=version)
+
+
+def _step_reused(run: RunContext, exc: IdempotencyConflict) -> IdempotencyConflict:
+    """A step's keys are its run, step number and positions: a conflict on one means the
+    step number was recorded before with other items, most often a caller that did not advance it."""
+    return IdempotencyConflict(
+        f"{exc}: step {run.step} of run {run.run_id!r} was already recorded with other items; "
+        "each new step needs its own step number: advance it with "
+        "dataclasses.replace(run, step=run.step + 1) before record_step "
+        "(a retried step must repeat its items exactly)"
+    )
 
 
 __all__ = ["StepWrites"]

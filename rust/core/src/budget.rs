@@ -54,7 +54,12 @@ pub fn allocate_tokens(b: &BudgetInput) -> CoreResult<Allocation> {
             "prefix",
             b.prefix_tokens,
             b.prefix_ceiling,
-            "prefix exceeds the prefix ceiling",
+            format!(
+                "the prefix of {} tokens exceeds the prefix ceiling of {} tokens; \
+                 shorten the instructions, tools or skills of the prefix, or raise BudgetPolicy \
+                 prefix.ceiling_tokens (BudgetPolicy.from_dict({{'prefix': {{'ceiling_tokens': N}}}}))",
+                b.prefix_tokens, b.prefix_ceiling
+            ),
         ));
     }
     let reserve = b
@@ -71,8 +76,11 @@ pub fn allocate_tokens(b: &BudgetInput) -> CoreResult<Allocation> {
             taken,
             b.context_window,
             format!(
-                "output reserve {reserve} + prefix {} leave no body",
-                b.prefix_tokens
+                "the output reserve of {reserve} tokens and the prefix of {} tokens take \
+                 {taken} tokens, leaving no body in the window of {} tokens; lower BudgetPolicy \
+                 output.reserve_tokens (BudgetPolicy.from_dict({{'output': {{'reserve_tokens': N}}}})), \
+                 shorten the prefix or use a larger window",
+                b.prefix_tokens, b.context_window
             ),
         ));
     }
@@ -89,7 +97,19 @@ pub fn allocate_tokens(b: &BudgetInput) -> CoreResult<Allocation> {
             "history",
             history,
             b.history_floor,
-            "history budget is below its floor",
+            format!(
+                "the history budget of {history} tokens is below its floor of {} tokens: \
+                 the window of {} tokens leaves {history} for history after the output \
+                 reserve of {reserve}, the prefix of {}, the safety margin of {}, \
+                 the working state of {} and the tool results of {tool_results}; \
+                 lower BudgetPolicy history.floor_tokens \
+                 (BudgetPolicy.from_dict({{'history': {{'floor_tokens': N}}}})) or use a larger window",
+                b.history_floor,
+                b.context_window,
+                b.prefix_tokens,
+                body - usable,
+                b.working_state_tokens
+            ),
         ));
     }
     Ok(Allocation {
@@ -140,51 +160,55 @@ mod tests {
         assert_eq!(allocate_tokens(&b).unwrap().reserve, 3000);
     }
 
+    /// `(class, tokens, cap, detail)` of an overflow.
+    fn overflow_of(r: CoreResult<Allocation>) -> (String, i64, i64, String) {
+        match r {
+            Err(CoreError::ContextOverflow {
+                budget_class,
+                tokens,
+                cap,
+                detail,
+            }) => (budget_class, tokens, cap, detail),
+            other => panic!("expected an overflow, got {other:?}"),
+        }
+    }
+
     #[test]
     fn checks_in_contract_order() {
         let mut b = input();
         b.prefix_tokens = 16_000;
         b.context_window = 10;
-        assert_eq!(
-            allocate_tokens(&b),
-            Err(CoreError::overflow(
-                "prefix",
-                16_000,
-                15_000,
-                "prefix exceeds the prefix ceiling"
-            ))
-        );
+        let (class, tokens, cap, detail) = overflow_of(allocate_tokens(&b));
+        assert_eq!((class.as_str(), tokens, cap), ("prefix", 16_000, 15_000));
+        assert!(detail
+            .starts_with("the prefix of 16000 tokens exceeds the prefix ceiling of 15000 tokens;"));
+        assert!(detail.contains("prefix.ceiling_tokens"));
         b.prefix_tokens = 10_000;
+        let (class, tokens, cap, detail) = overflow_of(allocate_tokens(&b));
         assert_eq!(
-            allocate_tokens(&b),
-            Err(CoreError::overflow(
-                "context_window",
-                18_192,
-                10,
-                "output reserve 8192 + prefix 10000 leave no body"
-            ))
+            (class.as_str(), tokens, cap),
+            ("context_window", 18_192, 10)
         );
+        assert!(detail.starts_with(
+            "the output reserve of 8192 tokens and the prefix of 10000 tokens take 18192 tokens, \
+             leaving no body in the window of 10 tokens;"
+        ));
         b.context_window = 18_192;
+        let (class, tokens, cap, _) = overflow_of(allocate_tokens(&b));
         assert_eq!(
-            allocate_tokens(&b),
-            Err(CoreError::overflow(
-                "context_window",
-                18_192,
-                18_192,
-                "output reserve 8192 + prefix 10000 leave no body"
-            ))
+            (class.as_str(), tokens, cap),
+            ("context_window", 18_192, 18_192)
         );
         b.context_window = 30_000;
         // body 11808, margin 590 -> usable 11218, tools 2804, history 7414
-        assert_eq!(
-            allocate_tokens(&b),
-            Err(CoreError::overflow(
-                "history",
-                7414,
-                8000,
-                "history budget is below its floor"
-            ))
-        );
+        let (class, tokens, cap, detail) = overflow_of(allocate_tokens(&b));
+        assert_eq!((class.as_str(), tokens, cap), ("history", 7414, 8000));
+        assert!(detail.starts_with(
+            "the history budget of 7414 tokens is below its floor of 8000 tokens: \
+             the window of 30000 tokens leaves 7414 for history after the output reserve of 8192, \
+             the prefix of 10000, the safety margin of 590, the working state of 1000 and the \
+             tool results of 2804; lower BudgetPolicy history.floor_tokens"
+        ));
         b.history_floor = 7414;
         assert_eq!(allocate_tokens(&b).unwrap().history, 7414);
     }

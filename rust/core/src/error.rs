@@ -92,11 +92,15 @@ impl fmt::Display for CoreError {
                 cap,
                 detail,
             } => {
-                write!(f, "{budget_class}: {tokens} tokens exceeds cap of {cap}")?;
-                if !detail.is_empty() {
-                    write!(f, " ({detail})")?;
+                // A detail is the whole explanation (what is larger than what, and the knob).
+                if detail.is_empty() {
+                    write!(
+                        f,
+                        "{budget_class}: {tokens} tokens exceeds the cap of {cap} tokens"
+                    )
+                } else {
+                    write!(f, "{budget_class}: {detail}")
                 }
-                Ok(())
             }
             CoreError::Policy { key, reason } => write!(f, "policy {key}: {reason}"),
             CoreError::OrphanedToolPair {
