@@ -12,9 +12,8 @@ use ctxengine_core::CoreError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
-use crate::arguments;
+use super::{fast_cut, FastCut};
 use crate::errors::{guard, to_pyerr};
-use crate::estimator::TokenEstimator;
 
 /// What one message turned into: items of owned strings (the call ids
 /// outlive the dicts' borrows).
@@ -316,21 +315,14 @@ pub fn openai_chat_cut(
     tool_trust: &str,
 ) -> PyResult<i64> {
     guard(py, || {
-        let Ok(list) = messages.cast_exact::<PyList>() else {
-            return Ok(-1);
-        };
-        let a = arguments::cut_arguments(
-            "select_history",
+        let Some(FastCut {
+            list,
             summary_floor,
             history_tokens,
-            estimator,
-            model_id,
-        )?;
-        let Ok(est) = estimator.cast::<TokenEstimator>() else {
-            return Ok(-1);
-        };
-        // Exact counting goes through the estimator (the generic path).
-        let Some((profile, factor)) = est.get().heuristic(a.model_id) else {
+            profile,
+            factor,
+        }) = fast_cut(messages, summary_floor, history_tokens, estimator, model_id)?
+        else {
             return Ok(-1);
         };
         // The converter's own options: anything but the plain shapes is the
@@ -351,7 +343,7 @@ pub fn openai_chat_cut(
                 None => return Ok(-1),
             }
         };
-        let m = match measure(list, profile, seq_field, first_seq, tool_trust) {
+        let m = match measure(&list, profile, seq_field, first_seq, tool_trust) {
             Ok(m) => m,
             Err((i, Fallback)) => return Ok(-1 - i as i64),
         };
@@ -380,8 +372,8 @@ pub fn openai_chat_cut(
             &m.raws,
             &m.seqs,
             &result_of,
-            a.summary_floor,
-            a.history_tokens as i128,
+            summary_floor,
+            history_tokens as i128,
             |s| apply(s, factor),
         )
         .map_err(|e| to_pyerr(py, e))?;

@@ -9,10 +9,9 @@ use ctxengine_core::cut::{self, ToolRole};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
 
-use crate::arguments;
+use super::{fast_cut, FastCut};
 use crate::canonical::walker;
 use crate::errors::{guard, to_pyerr};
-use crate::estimator::TokenEstimator;
 
 const TRUST: [&str; 7] = [
     "platform",
@@ -141,21 +140,14 @@ pub fn mappings_cut(
     model_id: &Bound<'_, PyAny>,
 ) -> PyResult<i64> {
     guard(py, || {
-        let Ok(list) = mappings.cast_exact::<PyList>() else {
-            return Ok(-1);
-        };
-        let a = arguments::cut_arguments(
-            "select_history",
+        let Some(FastCut {
+            list,
             summary_floor,
             history_tokens,
-            estimator,
-            model_id,
-        )?;
-        let Ok(est) = estimator.cast::<TokenEstimator>() else {
-            return Ok(-1);
-        };
-        // Exact counting goes through the estimator (the generic path).
-        let Some((profile, factor)) = est.get().heuristic(a.model_id) else {
+            profile,
+            factor,
+        }) = fast_cut(mappings, summary_floor, history_tokens, estimator, model_id)?
+        else {
             return Ok(-1);
         };
         let n = list.len();
@@ -195,8 +187,8 @@ pub fn mappings_cut(
             &raws,
             &seqs,
             &result_of,
-            a.summary_floor,
-            a.history_tokens as i128,
+            summary_floor,
+            history_tokens as i128,
             |s| apply(s, factor),
         )
         .map_err(|e| to_pyerr(py, e))?;
