@@ -382,10 +382,10 @@ def test_a_line_seen_first_fills_its_tables_as_a_growing_line_does(backend: str)
     items = session(8)
     history = (*items, *_fresh(items[-4:]))  # equal copies of the last items (one render each)
     fresh, grown = make_builder(planner), make_builder(planner)
-    fresh.prerender("first-seen", history, history)
-    grown.prerender("grown", history[:1], history[:1])
-    grown.prerender("grown", history[:9], history[:9])
-    grown.prerender("grown", history, history)
+    fresh.prerender(fresh._tables("first-seen", history), history, history)
+    grown.prerender(grown._tables("grown", history), history[:1], history[:1])
+    grown.prerender(grown._tables("grown", history), history[:9], history[:9])
+    grown.prerender(grown._tables("grown", history), history, history)
     a, b = fresh._tables("first-seen", history), grown._tables("grown", history)
     assert list(a.renders.items()) == list(b.renders.items())
     assert list(a.pointers.items()) == list(b.pointers.items())
@@ -407,7 +407,7 @@ def test_a_line_seen_first_starts_the_fit_line_with_its_renders(backend: str) ->
         own = [ce.UserMessage(f"{tag} ({backend}): {items[0].content}", seq=items[0].seq), *items[1:]]
         history = (*own[:seed], *_fresh(own[:extra]))
         builder = make_builder(planner)
-        renders = builder.prerender("s1", history, history)
+        renders = builder.prerender(builder._tables("s1", history), history, history)
         tables = builder._tables("s1", history)
         line = tables.line
         assert all(r is tables.renders[digest_of(item)] for r, item in zip(renders, history, strict=True))
@@ -419,7 +419,7 @@ def test_a_line_seen_first_starts_the_fit_line_with_its_renders(backend: str) ->
         # The seed's renders of its last items come off the line; of others, from the tables.
         assert tables.line_tail(history[-3:]) == line.renders[-3:]
         assert tables.line_tail(history[:3]) is None and tables.line_tail(()) is None
-        assert builder.prerender("s1", history, history[:3]) == line.renders[:3]
+        assert builder.prerender(builder._tables("s1", history), history, history[:3]) == line.renders[:3]
         for item, render, pointer in zip(line.items, line.renders, line.pointers, strict=True):
             assert render is tables.renders[digest_of(item)]
             assert pointer is (tables.pointers[digest_of(item)] if isinstance(item, ce.ToolResult) else None)

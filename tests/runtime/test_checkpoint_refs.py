@@ -293,5 +293,5 @@ async def test_a_runs_version_1_is_one_span_however_long_the_session(store: Stor
         assert len(reads) == 1  # the span's items once: expanding it and resolving it
         assert read is not None
         seqs = [item.seq for item in read.conversation]
-        items = await other.loop.history.history(SID, 0, max(s for s in seqs if s is not None), None)
-        assert [item.seq for item in items[1]] == seqs  # every item up to the run's last
+        span = await other.loop.windows.span(SID, 0, max(s for s in seqs if s is not None), None)
+        assert [item.seq for item in span.items[: span.end]] == seqs  # every item up to the run's last

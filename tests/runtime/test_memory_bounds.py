@@ -2,9 +2,9 @@
 
 The ``trim_messages`` drop-in's memo keeps no dropped message alive and its
 entries stay within ``MemoryLimits.trim_bytes``; a worker's caches (render
-cache, history windows, checkpoint memos, the native line cache) stay within
-their byte bounds; ``set_memory_limits`` sets every bound and refuses a bad
-value with an ``ArgumentError`` naming the field.
+cache, session windows, the native line cache) stay within their byte bounds;
+``set_memory_limits`` sets every bound and refuses a bad value with an
+``ArgumentError`` naming the field.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from ctxengine.core.memory import DEFAULT_LIMITS, MemoryLimits, memory_limits, s
 from ctxengine.errors import ArgumentError
 from ctxengine.model import UserMessage
 from ctxengine.reference import interop as reference
-from ctxengine.runtime.checkpoint_memo import RefMemo
-from ctxengine.runtime.history_reader import HistoryReader
+from ctxengine.runtime.window import MEMO_OBJECTS, SessionWindow, memo_bytes
+from ctxengine.runtime.windows import Windows
 from ctxengine.stores import MemoryStore
 
 lc = pytest.importorskip("langchain_core.messages")
@@ -148,14 +148,13 @@ def test_trim_messages_follows_the_process_bound(backend: str) -> None:
 
 def test_caches_made_without_a_bound_follow_the_process_limits() -> None:
     store = MemoryStore()
-    cache, reader, memo = RenderCache(), HistoryReader(store), RefMemo()
-    set_memory_limits(render_bytes=111, history_bytes=222, checkpoint_bytes=333)
-    assert (cache.max_bytes, reader.max_bytes, memo.max_bytes) == (111, 222, 333)
+    cache, windows = RenderCache(), Windows(store)
+    set_memory_limits(render_bytes=111, window_bytes=222)
+    assert (cache.max_bytes, windows.max_bytes) == (111, 222)
     assert RENDERS.max_bytes == 111
     # An explicit bound stays the cache's own.
     assert RenderCache(max_bytes=5).max_bytes == 5
-    assert HistoryReader(store, max_bytes=6).max_bytes == 6
-    assert RefMemo(max_bytes=7).max_bytes == 7
+    assert Windows(store, max_bytes=6).max_bytes == 6
 
 
 def test_the_native_line_cache_is_told_its_bound() -> None:
@@ -165,46 +164,42 @@ def test_the_native_line_cache_is_told_its_bound() -> None:
 
 
 @settings(deadline=None, max_examples=30)
-@given(
-    sessions=st.lists(st.tuples(st.integers(0, 5), st.integers(1, 30), st.integers(0, 3_000)), max_size=40),
-    max_bytes=st.integers(0, 300_000),
-)
-def test_the_checkpoint_memo_stays_within_its_bytes(
-    sessions: list[tuple[int, int, int]], max_bytes: int
-) -> None:
-    memo = RefMemo(max_bytes=max_bytes)
+@given(steps=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 30), st.integers(0, 3_000)), max_size=20))
+def test_a_windows_reference_snapshots_are_counted_as_they_grow(steps: list[tuple[int, int, int]]) -> None:
+    window = SessionWindow("s")
     conversations: dict[int, tuple[Any, ...]] = {}
-    for session, grow, size in sessions:
-        known = conversations.get(session, ())
+    for run, grow, size in steps:
+        known = conversations.get(run, ())
         new = tuple(UserMessage("u" * size, seq=len(known) + k + 1) for k in range(grow))
-        conversation = known + new
-        conversations[session] = conversation
-        memo.full(f"s{session}", conversation)
-        memo.wrote(f"r{session}", {}, {}, conversation)  # type: ignore[arg-type]
-        assert memo.nbytes <= max_bytes
-        assert memo.nbytes == sum(memo._sizes.values())
-        assert len(memo._sizes) == len(memo._runs) + len(memo._full)
+        conversation = conversations[run] = known + new
+        window.full_refs("s", conversation)
+        window.ref_wrote(f"r{run}", {}, {}, conversation)  # type: ignore[arg-type]
+        # Counted as if made from scratch (grown or started again).
+        assert window.full_bytes == MEMO_OBJECTS + memo_bytes(conversation)
+        assert window.runs[f"r{run}"].ref_bytes == MEMO_OBJECTS + memo_bytes(conversation)
+    assert window.nbytes >= sum(m.ref_bytes for m in window.runs.values()) + window.full_bytes
 
 
 def test_a_worker_keeps_its_caches_within_their_bytes(backend: str) -> None:
     """A worker taking turns of many sessions: every cache within its bound (set small here)."""
     from ctxengine.cli.turns import ScriptedWorker
 
-    set_memory_limits(render_bytes=60_000, history_bytes=60_000, checkpoint_bytes=40_000, line_bytes=30_000)
+    set_memory_limits(render_bytes=60_000, window_bytes=100_000, line_bytes=30_000)
 
     async def run() -> ScriptedWorker:
         store = MemoryStore()
         worker = ScriptedWorker(store, tool_every=2)
+        renders = worker.builder.renders = RenderCache()  # (the process's holds other tests')
         for i in range(40):
             for turn in (1, 2):
                 await worker.turn(f"bounds-{backend}-{i}", turn)
-                assert worker.loop.history._bytes <= 60_000
-                assert RENDERS._bytes <= 60_000 and RENDERS._region_bytes <= 60_000 // 8
-                assert worker.loop._refs.nbytes <= 40_000
+                windows = worker.loop.windows
+                assert windows.nbytes <= 100_000 or len(windows) == 1  # (the window in use stays)
+                assert renders._bytes <= 60_000 and renders._region_bytes <= 60_000 // 8
         return worker
 
     worker = asyncio.run(run())
-    assert len(worker.loop.history._windows) < 40  # the bound, not the count, let sessions go
+    assert len(worker.loop.windows) < 40  # the bound, not the count, let sessions go
     if backend == "rust":
         from ctxengine import _core
 
@@ -222,8 +217,7 @@ def test_set_memory_limits_sets_and_returns_the_bounds() -> None:
         == memory_limits()
         == MemoryLimits(
             render_bytes=1 << 20,
-            history_bytes=DEFAULT_LIMITS.history_bytes,
-            checkpoint_bytes=DEFAULT_LIMITS.checkpoint_bytes,
+            window_bytes=DEFAULT_LIMITS.window_bytes,
             line_bytes=DEFAULT_LIMITS.line_bytes,
             trim_bytes=0,
         )
@@ -235,10 +229,10 @@ def test_set_memory_limits_sets_and_returns_the_bounds() -> None:
     ("changes", "field"),
     [
         ({"render_bytes": -1}, "render_bytes"),
-        ({"history_bytes": 1.5}, "history_bytes"),
+        ({"window_bytes": 1.5}, "window_bytes"),
         ({"line_bytes": True}, "line_bytes"),
         ({"trim_bytes": "16MB"}, "trim_bytes"),
-        ({"checkpoint_bytes": None}, "checkpoint_bytes"),
+        ({"history_bytes": 1}, "history_bytes"),
         ({"cache_bytes": 1}, "cache_bytes"),
     ],
 )

@@ -1,11 +1,11 @@
 """A warm worker's seeds do per-turn work only on what is new (issue 13, acceptance 2; ADR 0011).
 
-``SeedEvents`` answers "the latest carry and working-state event below this
-seed" from the previous seed's answer plus one typed read of the range
-between them, and ``SeedDigest`` continues the seeded checkpoint's hash from
-the previous seed's conversation. Both must give exactly what the precise
-reads and the whole-dict hash give, on every store, through compactions,
-working-state updates and readers who see different events.
+The session window (``Windows.marks``) answers "the latest carry and
+working-state event below this seed" from the previous seed's answer plus one
+typed read of the range between them, and continues the seeded checkpoint's
+hash from the previous seed's conversation (``SessionWindow.seed_digest``).
+Both must give exactly what the precise reads and the whole-dict hash give, on
+every store, through compactions, working-state updates and readers who see different events.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from ctxengine.errors import StoreCorruption
 from ctxengine.runtime.carry import CARRY_RECORDED
 from ctxengine.runtime.checkpoints import evolve
 from ctxengine.runtime.loop import CHECKPOINT_SEEDED
-from ctxengine.runtime.seed_digest import SeedDigest
-from ctxengine.runtime.seed_events import SeedEvents
+from ctxengine.runtime.window import SessionWindow, checkpoint_shell
+from ctxengine.runtime.windows import Windows
 from ctxengine.runtime.working_state import WORKING_STATE_UPDATED
 from ctxengine.stores.events import Store
 from sessionkit import SMALL
@@ -56,35 +56,35 @@ async def test_seed_events_match_the_precise_reads_at_every_seed(store: Store) -
     await _turns_with_state(store, 50)
     assert await store.events.read(SID, types=[CARRY_RECORDED])
     seeds = [e.sequence for e in await store.events.read(SID, types=["conversation.item.appended"])]
-    marks = SeedEvents(store)
+    marks = Windows(store)
     for principal in (PRINCIPAL, GUS):
         for before in seeds[::3]:
-            carry, state = await marks.latest(SID, before, principal)
+            carry, state = await marks.marks(SID, before, principal)
             want_carry = await store.events.latest_before(SID, before, CARRY_RECORDED, principal)
             want_state = await store.events.latest_before(SID, before, WORKING_STATE_UPDATED, principal)
             assert carry == want_carry and state == want_state, (principal.principal_id, before)
     # Warm: one read per later seed (the first seed of each reader reads precisely, twice).
-    assert marks.reads == 2 * 2 + 2 * (len(seeds[::3]) - 1)
+    assert marks.mark_reads == 2 * 2 + 2 * (len(seeds[::3]) - 1)
     # A seed below the remembered one is answered precisely, and forget drops the session.
-    reads = marks.reads
-    assert await marks.latest(SID, seeds[3], PRINCIPAL) == (
+    reads = marks.mark_reads
+    assert await marks.marks(SID, seeds[3], PRINCIPAL) == (
         await store.events.latest_before(SID, seeds[3], CARRY_RECORDED, PRINCIPAL),
         await store.events.latest_before(SID, seeds[3], WORKING_STATE_UPDATED, PRINCIPAL),
     )
-    assert marks.reads == reads + 2
+    assert marks.mark_reads == reads + 2
     marks.forget(SID)
-    await marks.latest(SID, seeds[-1], PRINCIPAL)
-    assert marks.reads == reads + 4
+    await marks.marks(SID, seeds[-1], PRINCIPAL)
+    assert marks.mark_reads == reads + 4
 
 
 async def test_a_worker_that_wrote_the_range_itself_seeds_without_reading_it(store: Store) -> None:
     worker = await _turns_with_state(store, 30)
-    marks = worker.loop.history.marks
+    marks = worker.loop.windows
     carries = len(await store.events.read(SID, types=[CARRY_RECORDED]))
-    reads = marks.reads
+    reads = marks.mark_reads
     await _turns_with_state(store, 50, first=31, worker=worker)
     assert len(await store.events.read(SID, types=[CARRY_RECORDED])) > carries  # it carried meanwhile
-    assert marks.reads == reads  # every event since its last seed was its own
+    assert marks.mark_reads == reads  # every event since its last seed was its own
     # Another worker's working-state update breaks the run: the next seed reads, and sees it.
     other = ScriptedWorker(store, model=SMALL)
     run, lease, checkpoint = await other.loop.start_run(
@@ -94,7 +94,7 @@ async def test_a_worker_that_wrote_the_range_itself_seeds_without_reading_it(sto
         run, checkpoint, {"objective": "the other worker's"}, source="user", lease=lease, principal=PRINCIPAL
     )
     run, _, seeded = await worker.loop.start_run(SID, "after", ce.UserMessage("y"), PRINCIPAL, owner="w")
-    assert marks.reads == reads + 1
+    assert marks.mark_reads == reads + 1
     assert "the other worker's" in str(seeded.working_state.to_dict())
     fresh = ScriptedWorker(store, model=SMALL)
     assert seeded == evolve(await fresh.loop._build_seed(run, PRINCIPAL), version=seeded.version)
@@ -112,7 +112,8 @@ async def test_a_warm_workers_seeds_carry_the_state_and_carry_a_fresh_worker_fin
 
 async def test_the_continued_seed_hash_is_the_hash_of_the_seeded_checkpoint(store: Store) -> None:
     worker = await _turns_with_state(store, 45)
-    assert worker.loop._seed_digest.continued > 10
+    window = worker.loop.windows.get(SID)
+    assert window is not None and window.continued > 10
     fresh = ScriptedWorker(store, model=SMALL)
     for event in await store.events.read(SID, types=[CHECKPOINT_SEEDED]):
         run_id = event.payload["run_id"]
@@ -122,7 +123,7 @@ async def test_the_continued_seed_hash_is_the_hash_of_the_seeded_checkpoint(stor
 
 
 def test_seed_digest_falls_back_to_the_whole_hash_when_the_conversation_changed() -> None:
-    digest = SeedDigest()
+    window = SessionWindow("s")
     items = tuple(ce.UserMessage(f"m{i}", seq=i + 1) for i in range(5))
     shell = ce.Checkpoint("r").to_dict()
     del shell["conversation"]
@@ -136,53 +137,34 @@ def test_seed_digest_falls_back_to_the_whole_hash_when_the_conversation_changed(
     ):
         head = {**shell, "compacted_summary": summary}
         want = payload_hash({**head, "conversation": list(conversation)})
-        assert digest.digest("s", head, conversation) == want
-    assert digest.continued == 2
+        assert window.seed_digest(head, conversation)[0] == want
+    assert window.continued == 2
 
 
 def test_seed_digest_hashes_long_conversations_chunk_by_chunk_as_one_text() -> None:
-    digest = SeedDigest()
+    window = SessionWindow("s")
     items = tuple(ce.UserMessage(f"m{i}", seq=i + 1) for i in range(200))
     shell = ce.Checkpoint("r").to_dict()
     del shell["conversation"]
     for n in (64, 65, 129, 200):  # chunk edges (64 items an update), then continued across them
         want = payload_hash({**shell, "conversation": list(items[:n])})
-        assert digest.digest("s", shell, items[:n]) == want, n
-        assert digest.digest("fresh", shell, items[:n]) == want, n
-        digest._last.pop("fresh")
-    assert digest.continued == 3
+        assert window.seed_digest(shell, items[:n])[0] == want, n
+        assert SessionWindow("fresh").seed_digest(shell, items[:n]) == (want, False), n
+    assert window.continued == 3
 
 
-def test_seed_digest_shell_is_the_checkpoint_without_its_conversation_spans_made_once_per_tuple(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    digest = SeedDigest(capacity=2)
-    made = [0]
-    to_dict = ce.ElidedSpan.to_dict
-
-    def counting(self: ce.ElidedSpan) -> dict[str, object]:
-        made[0] += 1
-        return to_dict(self)
-
-    monkeypatch.setattr(ce.ElidedSpan, "to_dict", counting)
+def test_the_seed_digest_shell_is_the_checkpoint_without_its_conversation() -> None:
     untrusted = ce.TrustLevel.EXTERNAL_UNTRUSTED
     spans = tuple(ce.ElidedSpan(f"tool_result:{i}", untrusted, i, i + 1) for i in range(7))
-    copy = tuple(list(spans))
-    assert copy == spans and copy is not spans
     items = (ce.UserMessage("m", seq=9),)
-    counts = []
-    # Kept by identity, first in first out (two tuples): the copy and the empty tuple push
-    # ``spans`` out before its last use.
-    for elided in (spans, spans, spans[:3], spans, (), copy, spans):
+    window = SessionWindow("s")
+    for elided in (spans, spans[:3], ()):
         cp = ce.Checkpoint("r", conversation=items, compacted_summary="s", summary_elided=elided)
-        made[0] = 0
-        shell = digest.shell(cp)
-        counts.append(made[0])
+        shell = checkpoint_shell(cp)
         want = cp.to_dict()
-        assert digest.digest("s", shell, items) == payload_hash(want)
+        assert window.seed_digest(shell, items)[0] == payload_hash(want)
         del want["conversation"]
         assert shell == want
-    assert counts == [7, 0, 3, 0, 0, 7, 7]
 
 
 async def test_the_sql_stores_read_both_marks_in_one_operation_as_latest_before_does(

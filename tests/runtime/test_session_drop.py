@@ -1,8 +1,7 @@
-"""When the history reader drops a session's window, the loop lets go of what it keeps by
-the identity of that session's items (the seed digest's state, the last full reference
-snapshot, the render line): their next seed decodes new objects, so those only held memory.
-A worker whose reader keeps two sessions builds the same requests and writes the same log
-as one that keeps them all."""
+"""A session window that goes (the worker's byte bound) takes everything the worker kept of
+that session with it: the rows and items, the seed digest's state, the last reference
+snapshots, the render line (ADR 0016). A worker whose windows hold two sessions builds the
+same requests and writes the same log as one that keeps them all."""
 
 from __future__ import annotations
 
@@ -17,13 +16,13 @@ from ctxengine.stores import open_store
 SESSIONS = ("s0", "s1", "s2", "s3")
 
 
-async def _run(max_items: int | None) -> tuple[list[bytes], dict[str, list[Any]], dict[str, Any]]:
+async def _run(max_bytes: int | None) -> tuple[list[bytes], dict[str, list[Any]], list[set[str]]]:
     store = await open_store("memory://")
     worker = ScriptedWorker(store, owner="w")
     worker.builder.renders = RenderCache()  # its own, not the process's (other tests use that)
     loop = worker.loop
-    if max_items is not None:
-        loop.history.max_items = max_items
+    if max_bytes is not None:
+        loop.windows.max_bytes = max_bytes
     requests: list[bytes] = []
     build = loop.build_with_pressure
 
@@ -33,20 +32,12 @@ async def _run(max_items: int | None) -> tuple[list[bytes], dict[str, list[Any]]
         return request, checkpoint
 
     loop.build_with_pressure = recorded  # type: ignore[method-assign]
-    held: dict[str, Any] = {}
+    held: list[set[str]] = []
     for turn in range(1, 7):
         for sid in SESSIONS:
             await worker.turn(sid, turn)
-            windows = set(loop.history._windows)
-            held.setdefault("windows", []).append(windows)
-            held.setdefault("digests", []).append(set(loop._seed_digest._last))
-            held.setdefault("snapshots", []).append(set(loop._refs._full))
-            lines = {
-                key[0]: len(tables.line.items)
-                for key, tables in worker.builder.renders._sessions.items()
-                if tables.line.items
-            }
-            held.setdefault("lines", []).append(set(lines))
+            held.append(set(loop.windows._windows))
+            assert loop.windows.nbytes <= loop.windows.max_bytes or len(loop.windows) == 1
     logs = {}
     for sid in SESSIONS:
         logs[sid] = [(e.sequence, e.type, e.payload) for e in await store.events.read(sid)]
@@ -54,24 +45,15 @@ async def _run(max_items: int | None) -> tuple[list[bytes], dict[str, list[Any]]
     return requests, logs, held
 
 
-def test_a_dropped_session_leaves_the_loops_caches_and_nothing_else_changes() -> None:
+def test_a_dropped_window_changes_nothing_but_what_is_read_again() -> None:
     async def main() -> None:
-        # Each session holds about 3 items a turn: two windows fit in 30 items from turn 5 on.
-        small, small_logs, small_held = await _run(30)
+        # A session's window is some tens of KB by turn 5: two fit in 60 KB.
+        small, small_logs, small_held = await _run(60_000)
         whole, whole_logs, whole_held = await _run(None)
         assert small == whole
         assert small_logs == whole_logs
-        # Nothing is kept for a session the reader does not hold...
-        for windows, digests, snapshots, lines in zip(
-            small_held["windows"],
-            small_held["digests"],
-            small_held["snapshots"],
-            small_held["lines"],
-            strict=True,
-        ):
-            assert digests <= windows and snapshots <= windows and lines <= windows
-        # ...and the reader did drop sessions, which the unbounded worker kept.
-        assert min(len(w) for w in small_held["windows"][-8:]) < len(SESSIONS)
-        assert whole_held["digests"][-1] == set(SESSIONS)
+        # The small worker did drop windows, which the unbounded worker kept.
+        assert min(len(w) for w in small_held[-8:]) < len(SESSIONS)
+        assert whole_held[-1] == set(SESSIONS)
 
     asyncio.run(main())

@@ -180,7 +180,11 @@ class ContextBuilder:
         principal: Principal,
         *,
         plan: ContextPlan | None = None,
+        line: SessionRenders | None = None,
     ) -> Assembly:
+        """The request and how it fits. ``line``: the renders of the session's history in
+        order, owned by the caller (the loop's session window, ADR 0016); without one, the
+        builder keeps one per session itself (a builder used on its own)."""
         plan = plan if plan is not None else self.planner.cached(run.session_id)
         if plan is None:
             raise ContextError(
@@ -192,7 +196,7 @@ class ContextBuilder:
         if agent.agent_id != plan.agent_id:
             raise ContextError(f"agent {agent.agent_id!r} does not match the plan's agent {plan.agent_id!r}")
         prefix, prefix_sha = self._prefix(plan)
-        return self._fit(run, checkpoint, plan, principal, prefix, prefix_sha)
+        return self._fit(run, checkpoint, plan, principal, prefix, prefix_sha, line)
 
     # -- stages ------------------------------------------------------------------
 
@@ -218,6 +222,7 @@ class ContextBuilder:
         principal: Principal,
         prefix: tuple[RenderedItem, ...],
         prefix_sha: str,
+        line: SessionRenders | None,
     ) -> Assembly:
         conversation = cp.conversation
         boundary = split_turn(conversation, run.seed_sequence)
@@ -230,7 +235,7 @@ class ContextBuilder:
         budget = plan.budget
         ctx = BodyContext(cp, tuple(turn), self.clock.now(), principal, self.surface)
         history = conversation[:boundary]
-        tables = self._tables(run.session_id, history)
+        tables = line if line is not None else self._tables(run.session_id, history)
         blocks = self._blocks(ctx, budget, tables)
         # The allocator splits the usable body into working state, tool results
         # and history; conversation history carries its tool results, so its
@@ -292,11 +297,11 @@ class ContextBuilder:
         return summary_blocks(self.renders, summary, elided)
 
     def prerender(
-        self, session_id: str, history: Sequence[ConversationItem], items: Sequence[ConversationItem]
+        self, tables: SessionRenders, history: Sequence[ConversationItem], items: Sequence[ConversationItem]
     ) -> list[RenderedItem]:
-        """Render ``history`` into the tables its builds will read, and return the renders
-        of ``items`` (some of them; seeding primes their stored counts by render digest)."""
-        tables = self._tables(session_id, history)
+        """Render ``history`` into ``tables`` (a session window's line, which its builds will
+        read), and return the renders of ``items`` (some of them; seeding primes their stored
+        counts by render digest)."""
         self.renders.history(tables, history)
         return self.renders.renders_of(tables, items)
 

@@ -179,6 +179,7 @@ class RenderCache:
         tables = sessions.get(key)
         if tables is None:
             tables = sessions[key] = SessionRenders()
+            tables.owned = True
             if type(key) is tuple and key:
                 self._keys_of.setdefault(key[0], []).append(key)
             self._bytes += SESSION_OBJECTS
@@ -298,10 +299,12 @@ class RenderCache:
 
     def _grew(self, tables: SessionRenders, renders: int, nbytes: int) -> None:
         """Account for ``renders`` more renders of ``nbytes`` in ``tables``; back within the
-        bounds if past them."""
+        bounds if past them (tables this cache holds: a session window bounds its own)."""
+        tables.nbytes += nbytes
+        if not tables.owned:
+            return
         self._held += renders
         self._bytes += nbytes
-        tables.nbytes += nbytes
         if self._over():
             self._shrink(tables)
 

@@ -46,6 +46,7 @@ class SessionRenders:
         "blocks",
         "line",
         "nbytes",
+        "owned",
         "pointers",
         "renders",
     )
@@ -55,6 +56,9 @@ class SessionRenders:
         self.pointers: dict[bytes, RenderedItem] = {}
         #: ``render_bytes`` of the renders and pointers in the tables.
         self.nbytes = 0
+        #: Whether a ``RenderCache`` holds them (and counts them in its bound); a session
+        #: window's are its own.
+        self.owned = False
         self.blocks: Any = None
         self._line_items: list[ConversationItem] = []
         self._line_renders: list[RenderedItem | None] = []

@@ -7,11 +7,11 @@ bounds; ``set_memory_limits`` changes them for the whole process, the way
 ``use_backend`` changes the backend:
 
     import ctxengine
-    ctxengine.set_memory_limits(render_bytes=256 << 20, history_bytes=256 << 20)
+    ctxengine.set_memory_limits(render_bytes=256 << 20, window_bytes=256 << 20)
 
 A cache reads its bound when it grows, so a lower bound applies from the next
 entry a cache takes (the native caches are told at once). A cache constructed
-with an explicit bound (``RenderCache(max_bytes=...)``, ``HistoryReader(...,
+with an explicit bound (``RenderCache(max_bytes=...)``, ``Windows(...,
 max_bytes=...)``) keeps that one. The defaults keep a worker that serves many
 sessions at a plateau of a few tens of MB of cache; a worker that returns to
 many large sessions often (and has the memory) may raise them.
@@ -33,12 +33,9 @@ class MemoryLimits:
     #: The render cache (``assembly.render_cache.RENDERS`` and any ``RenderCache`` made
     #: without ``max_bytes``): session tables, and an eighth more for the region tables.
     render_bytes: int = 16 << 20
-    #: A worker's history windows (``runtime.history_reader.HistoryReader``): the item rows
-    #: and decoded items of sessions' recent seeds.
-    history_bytes: int = 16 << 20
-    #: A worker's checkpoint memos (``runtime.checkpoint_memo.RefMemo``): the last reference
-    #: write of each run and session.
-    checkpoint_bytes: int = 8 << 20
+    #: A worker's session windows (``runtime.windows.Windows``): per session, the item rows
+    #: and items of its recent seeds, their renders, and the last reference checkpoints.
+    window_bytes: int = 32 << 20
     #: The native fit's line cache (``_core``), per thread: readings of history entries.
     line_bytes: int = 8 << 20
     #: The ``trim_messages`` drop-in's memo of message counts, per backend. It never keeps a

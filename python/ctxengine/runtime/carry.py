@@ -23,8 +23,7 @@ holds item text other than the summary's trusted excerpts.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -142,29 +141,12 @@ def _int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class CarryCache:
-    """Carries already decoded, by session and sequence (events never change), bounded."""
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self.capacity = capacity
-        self._carries: OrderedDict[tuple[str, int], Carry] = OrderedDict()
-
-    def decode(self, event: Event) -> Carry:
-        key = (event.session_id, event.sequence)
-        carry = self._carries.get(key)
-        if carry is None:
-            carry = self._carries[key] = stored_carry(event)
-            while len(self._carries) > self.capacity:
-                self._carries.popitem(last=False)
-        return carry
-
-
 async def find_carry(
     store: Store,
     session_id: str,
     seed_sequence: int,
     principal: Principal | None,
-    cache: CarryCache | None = None,
+    decode: Callable[[Event], Carry] = stored_carry,
 ) -> Carry | None:
     """The latest carry strictly below ``seed_sequence`` that ``principal`` may use.
 
@@ -178,7 +160,7 @@ async def find_carry(
         event = await store.events.latest_before(session_id, before, CARRY_RECORDED, principal)
         if event is None:
             return None
-        carry = cache.decode(event) if cache is not None else stored_carry(event)
+        carry = decode(event)
         if principal is not None or carry.visibility.scope != "principal":
             return carry
         before = event.sequence
@@ -211,7 +193,6 @@ __all__ = [
     "CARRY_RECORDED",
     "MAX_CARRY_PROBES",
     "Carry",
-    "CarryCache",
     "carry_payload",
     "carry_visibility",
     "find_carry",

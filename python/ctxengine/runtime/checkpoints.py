@@ -39,7 +39,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import CheckpointCorruption, ModelValidationError, StoreError
 from ..model import Checkpoint, ConversationItem, item_from_dict
@@ -47,7 +47,6 @@ from ..stores.events import CheckpointKind, Lease, RawCheckpoint, Store, check_t
 from ..stores.formats import WritePolicy
 from . import checkpoint_refs as refs
 from .carry import CARRY_RECORDED, Carry, stored_carry
-from .checkpoint_memo import RefMemo
 
 FULL_FORMAT = "checkpoint.full/1"
 DELTA_FORMAT = "checkpoint.delta/1"
@@ -285,6 +284,36 @@ def _ref_format(store: Store) -> str:
     return refs.SPAN_FORMAT if policy.writes(SPAN_FORMAT_VERSION) else refs.REF_FORMAT
 
 
+class RefMemory(Protocol):
+    """What a worker keeps of its last reference writes (``window.SessionWindow``)."""
+
+    def full_refs(
+        self, session_id: str, conversation: tuple[ConversationItem, ...], items: Sequence[int] | None
+    ) -> tuple[list[refs.Entry], list[Any]]: ...
+
+    def ref_base(
+        self, run_id: str, rows: list[RawCheckpoint]
+    ) -> tuple[dict[str, Any], tuple[ConversationItem, ...]] | None: ...
+
+    def ref_entries(
+        self,
+        session_id: str,
+        base: dict[str, Any],
+        known: tuple[ConversationItem, ...],
+        conversation: tuple[ConversationItem, ...],
+    ) -> list[refs.Entry]: ...
+
+    def ref_wrote(
+        self,
+        run_id: str,
+        row: RawCheckpoint,
+        data: dict[str, Any],
+        conversation: tuple[ConversationItem, ...],
+    ) -> None: ...
+
+    def ref_forget(self, run_id: str) -> None: ...
+
+
 async def write_checkpoint(
     store: Store,
     run_id: str,
@@ -298,7 +327,7 @@ async def write_checkpoint(
     joined: bool = False,
     into: list[RawCheckpoint] | None = None,
     carry: Carry | None = None,
-    memo: RefMemo | None = None,
+    memo: RefMemory | None = None,
     items: Sequence[int] | None = None,
 ) -> int:
     """Write ``checkpoint`` as the run's next version (full or delta) and return that version.
@@ -314,10 +343,10 @@ async def write_checkpoint(
     (no savepoint of its own). ``into`` receives the run's rows after the
     write, for the caller's next ``rows``. ``carry``: the carry the run was seeded from (a
     reference chain then stores a summary that is still the carry's as its sequence).
-    ``memo``: the caller's ``RefMemo`` (with ``into``): a conversation that grew at its end
-    is folded from where the last write left it (the same payload). ``items``: the session's
-    conversation-item sequences as the caller read them (sorted, complete over its window):
-    a ``checkpoint.ref/2`` chain folds runs of consecutive items into spans.
+    ``memo``: the caller's ``RefMemory`` (a session window, with ``into``): a conversation
+    that grew at its end is folded from where the last write left it (the same payload).
+    ``items``: the session's conversation-item sequences as the caller read them (sorted,
+    complete over its window): a ``checkpoint.ref/2`` chain folds runs of consecutive items into spans.
     """
     if not isinstance(checkpoint, Checkpoint):
         raise ModelValidationError(
@@ -345,7 +374,7 @@ async def write_checkpoint(
                 fmt = _ref_format(store)
                 known_items = items if fmt == refs.SPAN_FORMAT else None
                 if memo is not None:
-                    entries, segments = memo.full(session_id, stamped.conversation, known_items)
+                    entries, segments = memo.full_refs(session_id, stamped.conversation, known_items)
                     materialized = {**shell, "conversation": entries}
                 else:
                     entries = refs.entries_of(stamped.conversation, session_id)
@@ -360,7 +389,7 @@ async def write_checkpoint(
             chain: list[RawCheckpoint] = []
         elif use_refs:
             assert session_id is not None
-            known = memo.base(run_id, rows) if memo is not None else None
+            known = memo.ref_base(run_id, rows) if memo is not None else None
             if known is not None:
                 base = known[0]  # what this process wrote last: it came from a checkpoint
             else:
@@ -368,7 +397,7 @@ async def write_checkpoint(
                 # As below: a delta is never written on a base that does not decode.
                 decode_resolved(run_id, base, [e for e in base["conversation"] if isinstance(e, dict)])
             if memo is not None and known is not None:
-                entries = memo.entries(session_id, base, known[1], stamped.conversation)
+                entries = memo.ref_entries(session_id, base, known[1], stamped.conversation)
             else:
                 entries = refs.entries_of(stamped.conversation, session_id)
             fmt = refs.DELTA_OF[rows[0]["payload"]["format"]]  # the chain's own
@@ -405,9 +434,9 @@ async def write_checkpoint(
         into[:] = [*chain, row]
         if memo is not None:
             if materialized is not None:
-                memo.wrote(run_id, row, materialized, stamped.conversation)
+                memo.ref_wrote(run_id, row, materialized, stamped.conversation)
             else:
-                memo.forget(run_id)
+                memo.ref_forget(run_id)
     return version
 
 

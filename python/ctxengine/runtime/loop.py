@@ -13,7 +13,6 @@ the stored one) and a different step never collides with it.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 from ..assembly.builder import ContextBuilder
@@ -31,20 +30,18 @@ from ..model import (
 from ..plan import ContextPlan, ContextPlanner
 from ..stores.events import Event, Lease, NewEvent, RawCheckpoint, Store
 from ..stores.formats import WritePolicy
-from .carry import CARRY_RECORDED, Carry, CarryCache, carry_payload, carry_visibility
-from .checkpoint_memo import RefMemo
+from .carry import CARRY_RECORDED, carry_payload, carry_visibility
 from .checkpoints import evolve
 from .commits import Commits
 from .compaction import CompactionResult, StructuredCompactor
-from .history_reader import HistoryReader
 from .loop_runs import CHECKPOINT_SEEDED, RunStarts, StartedRun
 from .loop_state import WorkingStateWrites
 from .loop_steps import StepWrites
-from .seed_digest import SeedDigest
 from .seeding import Seed, summary_counts, whole_pairs
 from .session import ITEM_APPENDED
 from .steps import StateUpdate
 from .usage import report_usage
+from .windows import Windows
 from .working_state import WorkingStateManager
 
 CONTEXT_COMPACTED = "context.compacted"
@@ -69,7 +66,7 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
         estimator: Estimator,
         working_state: WorkingStateManager | None = None,
         prune_finished: bool = True,
-        history: HistoryReader | None = None,
+        windows: Windows | None = None,
     ) -> None:
         if builder.max_compaction_depth != compactor.max_depth:
             raise ModelValidationError(
@@ -88,23 +85,11 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
         )
         #: Delete a finished run's earlier checkpoint versions when it ends (ADR 0011).
         self.prune_finished = prune_finished
-        #: Item rows this worker has read, per session (seeds read only what is new).
-        self.history = history if history is not None else HistoryReader(store)
-        #: Per run seeded here: the carry it started from and the principal it was seeded for.
-        self._seeded_from: OrderedDict[str, tuple[Carry | None, Principal | None]] = OrderedDict()
-        self._carries = CarryCache()
-        #: The hash state of each session's last seeded conversation (``SeedDigest``).
-        self._seed_digest = SeedDigest()
-        #: Per run: the checkpoint rows this loop last wrote (a delta needs no read of its base).
-        self._rows: OrderedDict[str, list[RawCheckpoint]] = OrderedDict()
-        #: The last reference checkpoint of each run and session (a write folds what is new).
-        self._refs = RefMemo()
-        # What is kept by the identity of a session's items goes when the reader drops them.
-        self.history.on_drop(self._session_dropped)
+        #: What this worker holds of each session it serves: one window each (ADR 0016).
+        self.windows = windows if windows is not None else Windows(store)
+        self._fold_refs = True
         #: Commits in one call where the store takes predictions (ADR 0013).
         self.commits = Commits(store)
-        #: Per run started here: the seed message's count, stored with the run's first step.
-        self._pending_counts: OrderedDict[str, list[tuple[int, int]]] = OrderedDict()
 
     async def _plan(self, session_id: str) -> ContextPlan:
         plan = await self._plan_or_none(session_id)
@@ -112,12 +97,13 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
             raise ContextError(f"session {session_id!r} has no context plan; call planner.plan(...) first")
         return plan
 
-    def _session_dropped(self, session_id: str) -> None:
-        """The history reader dropped the session's window: let go of what this loop keeps
-        by the identity of its items (each only ever saves time)."""
-        self._seed_digest.forget(session_id)
-        self._refs.forget_session(session_id)
-        self.builder.renders.forget_lines(session_id)
+    def _line(self, run: RunContext) -> Any:
+        """The render line of the run's session window, when the window holds the run's seed
+        (a run this worker did not seed builds on the builder's own)."""
+        window = self.windows.get(run.session_id)
+        if window is None or not window.known or run.run_id not in window.runs:
+            return None
+        return window.line
 
     def _policy(self) -> WritePolicy:
         policy = getattr(self.store, "write_policy", None)
@@ -141,7 +127,7 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
         current = checkpoint
         compactions = 0
         while True:
-            assembly = self.builder.assemble(run, current, agent, principal, plan=plan)
+            assembly = self.builder.assemble(run, current, agent, principal, plan=plan, line=self._line(run))
             pressure = assembly.pressure
             if pressure.fits:
                 return assembly.request, current
@@ -200,8 +186,8 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
             body,
             session_id=run.session_id,
             run_id=run.run_id,
-            next_sequence=self.history.next_sequence(run.session_id),
-            version=self._next_version(run.run_id, current.version),
+            next_sequence=self.windows.next_sequence(run.session_id),
+            version=self._next_version(run, current.version),
         )
 
     async def report_usage(
@@ -226,9 +212,11 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
 
         The summary holds what the run's seed could see, so the class is computed for the
         principal the run was seeded with (``None``: the unfiltered view)."""
-        if not self._policy().allows(CARRY_RECORDED) or run.run_id not in self._seeded_from:
+        window = self.windows.get(run.session_id)
+        memo = window.runs.get(run.run_id) if window is not None else None
+        if not self._policy().allows(CARRY_RECORDED) or memo is None or memo.seeded is None:
             return None
-        seeded, writer = self._seeded_from[run.run_id]
+        seeded, writer = memo.seeded
         if seeded is not None and seeded.sequence not in before.summary_source_event_ids:
             seeded = None  # this checkpoint was not seeded from it
         through = compacted.replaced_through_sequence

@@ -3,25 +3,18 @@ and the helpers every write block uses."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Sequence
 
 from ..assembly.builder import ContextBuilder
 from ..core.estimator import Estimator
-from ..model import Checkpoint, ConversationItem, Principal, RunContext
+from ..model import Checkpoint, ConversationItem, RunContext
 from ..plan import ContextPlan, ContextPlanner
 from ..stores.events import Event, ItemRow, Lease, RawCheckpoint, Store
-from .carry import Carry, CarryCache
-from .checkpoint_memo import RefMemo
 from .checkpoints import write_checkpoint
 from .commits import Commits
-from .history_reader import HistoryReader
-from .recent import remember
-from .seed_digest import SeedDigest
+from .window import RunMemo
+from .windows import Windows
 from .working_state import WorkingStateManager
-
-#: Runs whose seed the loop remembers (their own carries need its lineage and view).
-SEEDS_REMEMBERED = 4096
 
 
 class LoopHost:
@@ -33,15 +26,15 @@ class LoopHost:
     builder: ContextBuilder
     estimator: Estimator
     working_state: WorkingStateManager
-    history: HistoryReader
+    windows: Windows
     commits: Commits
     prune_finished: bool
-    _carries: CarryCache
-    _seed_digest: SeedDigest
-    _seeded_from: OrderedDict[str, tuple[Carry | None, Principal | None]]
-    _pending_counts: OrderedDict[str, list[tuple[int, int]]]
-    _rows: OrderedDict[str, list[RawCheckpoint]]
-    _refs: RefMemo
+    #: Fold a reference write from the window's last one (off: every write from scratch).
+    _fold_refs: bool
+
+    def _memo(self, run: RunContext) -> RunMemo:
+        """What the run's session window keeps of the run."""
+        return self.windows.window(run.session_id).run(run.run_id)
 
     async def _plan_or_none(self, session_id: str) -> ContextPlan | None:
         return self.planner.cached(session_id) or await self.planner.current(session_id)
@@ -61,8 +54,10 @@ class LoopHost:
         """Write the run's next checkpoint version inside the caller's transaction
         (``appended``: the events the transaction appended, ``appended_items`` the items
         among them: the checkpoint's spans may reach into them)."""
+        window = self.windows.window(run.session_id)
+        memo = window.run(run.run_id)
         if rows is None:
-            known = self._rows.get(run.run_id)
+            known = memo.rows
             if known and known[-1]["version"] == checkpoint.version:
                 rows = known  # what this loop wrote last: the store refuses it if stale
         written: list[RawCheckpoint] = []
@@ -77,9 +72,9 @@ class LoopHost:
             rows=rows,
             joined=True,
             into=written,
-            carry=self._seeded_from.get(run.run_id, (None, None))[0],
-            memo=self._refs,
-            items=self.history.item_sequences(
+            carry=memo.seeded[0] if memo.seeded is not None else None,
+            memo=window if self._fold_refs else None,
+            items=self.windows.item_sequences(
                 run.session_id,
                 [e.sequence for e in appended],
                 [item.seq for item in appended_items if item.seq is not None],
@@ -87,10 +82,10 @@ class LoopHost:
         )
         return version, written
 
-    def _next_version(self, run_id: str, version: int) -> int | None:
+    def _next_version(self, run: RunContext, version: int) -> int | None:
         """The version after ``version`` when this loop wrote the run's last rows at it (so
         a write needs no read of them), else ``None``."""
-        known = self._rows.get(run_id)
+        known = self._memo(run).rows
         return version + 1 if known and known[-1]["version"] == version else None
 
     def _committed(
@@ -101,12 +96,10 @@ class LoopHost:
         item_rows: Sequence[ItemRow] = (),
         items: Sequence[ConversationItem] = (),
     ) -> None:
-        """After a commit: remember the run's rows, and hand the history reader what this
-        worker just wrote (so the next seed need not read it back)."""
-        remember(self._rows, run.run_id, rows, SEEDS_REMEMBERED)
-        if events:
-            self.history.extend(run.session_id, [e.sequence for e in events], item_rows, items)
-            self.history.marks.committed(run.session_id, events)
+        """After a commit: remember the run's rows, and extend the session's window by what
+        this worker just wrote (so the next seed need not read it back)."""
+        self._memo(run).rows = rows
+        self.windows.extend(run.session_id, events, item_rows, items)
 
 
-__all__ = ["SEEDS_REMEMBERED", "LoopHost"]
+__all__ = ["LoopHost"]

@@ -12,12 +12,12 @@ from ..core.canonical import canonical_json
 from ..errors import ContextError
 from ..model import Checkpoint, Principal, RunContext, UserMessage
 from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Visibility, interned
-from .carry import Carry
 from .checkpoints import checkpoint_from_rows, evolve
-from .loop_host import SEEDS_REMEMBERED, LoopHost
-from .recent import remember
+from .loop_host import LoopHost
 from .seeding import Seed, SeedRead, history_counts, prime_seed, read_seed
 from .session import item_event, logged
+from .window import checkpoint_shell
+from .windows import MARK_TYPES
 
 CHECKPOINT_SEEDED = "run.checkpoint.seeded"
 
@@ -41,12 +41,12 @@ class RunStarts(LoopHost):
         return seed.checkpoint
 
     async def _seed(self, run: RunContext, principal: Principal | None) -> Seed:
-        return prime_seed(self.history, self.builder, run, await self._read_seed(run, principal))
+        return prime_seed(self.builder, run, await self._read_seed(run, principal))
 
     async def _read_seed(self, run: RunContext, principal: Principal | None) -> SeedRead:
         plan = await self._plan_or_none(run.session_id)
-        read = await read_seed(self.store, self.history, self.estimator, plan, run, principal, self._carries)
-        self._remember_seed(run.run_id, read.carry, principal)
+        read = await read_seed(self.store, self.windows, self.estimator, plan, run, principal)
+        read.window.run(run.run_id).seeded = (read.carry, principal)
         return read
 
     async def _seed_checkpoint(
@@ -85,7 +85,7 @@ class RunStarts(LoopHost):
         seed = (
             Seed(read.checkpoint, read.carry, read.counter, ())
             if overlap
-            else prime_seed(self.history, self.builder, run, read)
+            else prime_seed(self.builder, run, read)
         )
 
         async def body(predicted: bool) -> tuple[Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
@@ -97,7 +97,7 @@ class RunStarts(LoopHost):
                 body,
                 session_id=run.session_id,
                 run_id=run.run_id,
-                next_sequence=self.history.next_sequence(run.session_id),
+                next_sequence=self.windows.next_sequence(run.session_id),
                 version=1 if not isinstance(holder, Lease) or holder.epoch == 1 else None,
                 on_sent=sent.set,
             )
@@ -107,7 +107,7 @@ class RunStarts(LoopHost):
             try:
                 # Until the write set is on its way (or the write is done: the ordinary path).
                 await asyncio.wait([write, waiting], return_when=asyncio.FIRST_COMPLETED)
-                prime_seed(self.history, self.builder, run, read)  # renders and counts, meanwhile
+                prime_seed(self.builder, run, read)  # renders and counts, meanwhile
             except BaseException:
                 await asyncio.wait([write])  # never leave the write's outcome behind
                 raise
@@ -157,32 +157,33 @@ class RunStarts(LoopHost):
                 text = canonical_json(new.payload).decode("utf-8")
                 count = counts[0][1] if counts else None
                 row = ItemRow(seed.seq or 0, text, interned(new.visibility), count)
-                self.history.extend(session_id, [row.sequence], [row], [seed])
-                appended[:] = [row.sequence]
+                if self.windows.append_read(session_id, row.sequence, row, seed) is not None:
+                    appended[:] = [row.sequence]
             run = RunContext(run_id, session_id, stored[0].sequence, max_output_tokens=max_output_tokens)
             return (stored, run, *await self._write_first(run, principal, owner, predicted))
 
         def retract() -> None:  # the predicted message was not committed
             if appended:
-                self.history.retract(session_id, appended.pop())
+                self.windows.retract(session_id, appended.pop())
 
         try:
             stored, run, lease, checkpoint, events, written = await self.commits.run(
                 body,
                 session_id=session_id,
                 run_id=run_id,
-                next_sequence=self.history.next_sequence(session_id),
+                next_sequence=self.windows.next_sequence(session_id),
                 version=1,
                 on_miss=retract,
             )
         except BaseException:
-            self.history.forget(session_id)  # it may have read rows that were rolled back
+            self.windows.forget(session_id)  # it may have read rows that were rolled back
             raise
-        # The seed read the user message into the history window already.
-        self.history.marks.committed(session_id, stored)
+        # The seed read the user message into the window already: only the events are noted.
+        window = self.windows.window(session_id)
+        window.committed(stored, MARK_TYPES)
         self._committed(run, written, events)
         if counts:
-            remember(self._pending_counts, run.run_id, counts, SEEDS_REMEMBERED)
+            window.run(run.run_id).pending = counts
         return StartedRun(run, lease, checkpoint)
 
     async def _write_first(
@@ -220,12 +221,13 @@ class RunStarts(LoopHost):
             seed = await self._seed(run, principal)
         built = seed.checkpoint
         # The hash of built.to_dict(), continued from this session's previous seed when it can be.
-        shell = self._seed_digest.shell(built)
+        window = self.windows.window(run.session_id)
+        digest, _ = window.seed_digest(checkpoint_shell(built), built.conversation)
         payload = {
             "run_id": run.run_id,
             "seed_sequence": run.seed_sequence,
             "history_items": len(built.conversation) - 1,
-            "checkpoint_sha256": self._seed_digest.digest(run.session_id, shell, built.conversation),
+            "checkpoint_sha256": digest,
         }
         event = NewEvent(
             session_id=run.session_id,
@@ -246,12 +248,9 @@ class RunStarts(LoopHost):
         stored, _ = await self.store.events.append_all([event])
         if seed.backfill and seed.counter is not None:
             await self.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
-            self.history.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
+            self.windows.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
         version, written = await self._write(run, built, "seeded", lease, rows=rows)
         return evolve(built, version=version), stored, written
 
-    def _remember_seed(self, run_id: str, carry: Carry | None, principal: Principal | None) -> None:
-        remember(self._seeded_from, run_id, (carry, principal), SEEDS_REMEMBERED)
 
-
-__all__ = ["CHECKPOINT_SEEDED", "SEEDS_REMEMBERED", "RunStarts", "StartedRun"]
+__all__ = ["CHECKPOINT_SEEDED", "RunStarts", "StartedRun"]

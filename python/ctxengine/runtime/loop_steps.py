@@ -63,6 +63,7 @@ class StepWrites(LoopHost):
             run, checkpoint, items, state_updates, self.working_state, model_id, principal, visibility
         )
         counts: list[tuple[int, int]] = []
+        memo = self._memo(run)
 
         async def body(predicted: bool) -> _Recorded | Checkpoint:
             try:
@@ -74,7 +75,7 @@ class StepWrites(LoopHost):
                 if latest is not None and latest.version > checkpoint.version:
                     return latest  # a retry of a step already recorded: nothing new
             appended = steps.appended(run.session_id, stored)
-            pending = self._pending_counts.get(run.run_id, [])
+            pending = memo.pending
             counts.clear()
             if plan is not None and (appended or pending):
                 counter = self.estimator.counter_id(plan.counting_key, HISTORY)
@@ -102,13 +103,13 @@ class StepWrites(LoopHost):
             body,
             session_id=run.session_id,
             run_id=run.run_id,
-            next_sequence=self.history.next_sequence(run.session_id),
-            version=self._next_version(run.run_id, checkpoint.version),
+            next_sequence=self.windows.next_sequence(run.session_id),
+            version=self._next_version(run, checkpoint.version),
         )
         if isinstance(done, Checkpoint):
             return done
         stored, written, appended, updated, version, rows = done
-        self._pending_counts.pop(run.run_id, None)
+        memo.pending = []
         fresh = written == len(stored)  # all new: this worker knows exactly what it wrote
         tokens = dict(counts)
         item_rows = [steps.item_row(stored, i, tokens.get(item.seq or 0)) for i, item in enumerate(appended)]

@@ -1,8 +1,8 @@
 """A run's version 1, built from the latest usable carry and only the items after it (ADR 0011).
 
-``build_seed`` reads the carry (``carry.find_carry``), the working-state carry,
-and the item events in ``(carry.through, seed]`` through the loop's
-``HistoryReader`` (one range read, one native decode; a warm worker reads only
+``read_seed`` reads the carry (``carry.find_carry``), the working-state carry,
+and the item events in ``(carry.through, seed]`` into the session's window
+(``Windows.span``: one range read, one native decode; a warm worker reads only
 what is new). History is filtered by the run principal's visibility; halves of
 tool pairs and earlier runs' reasoning are left out, as before.
 
@@ -38,11 +38,12 @@ from ..model import (
 )
 from ..plan import ContextPlan
 from ..stores.events import ItemRow, Store
-from .carry import Carry, CarryCache, find_carry
+from .carry import Carry, find_carry
 from .checkpoints import evolve
-from .history_reader import HistoryReader
-from .seed_view import seed_history, whole_pairs
+from .seed_history import seed_history, whole_pairs
 from .session import HISTORY_REGION
+from .window import SessionWindow
+from .windows import Windows
 from .working_state import carried, carry_working_state, stored_state
 
 #: The region class history items render as: the ``kind`` of their stored counts.
@@ -75,6 +76,7 @@ class SeedRead:
     history: tuple[ConversationItem, ...]
     fresh_rows: Sequence[ItemRow]
     fresh_items: Sequence[ConversationItem]
+    window: SessionWindow
 
     @property
     def counted(self) -> bool:
@@ -83,40 +85,27 @@ class SeedRead:
         return self.plan is None or all(row.tokens is not None for row in self.fresh_rows)
 
 
-async def build_seed(
-    store: Store,
-    reader: HistoryReader,
-    builder: ContextBuilder,
-    plan: ContextPlan | None,
-    run: RunContext,
-    principal: Principal | None,
-    carries: CarryCache | None = None,
-) -> Seed:
-    """Version 1 of ``run`` from the log (a pure read; the memo is primed with stored counts)."""
-    read = await read_seed(store, reader, builder.estimator, plan, run, principal, carries)
-    return prime_seed(reader, builder, run, read)
-
-
 async def read_seed(
     store: Store,
-    reader: HistoryReader,
+    windows: Windows,
     estimator: Estimator,
     plan: ContextPlan | None,
     run: RunContext,
     principal: Principal | None,
-    carries: CarryCache | None = None,
 ) -> SeedRead:
-    """Version 1 of ``run`` read from the log, not primed yet (``prime_seed``)."""
+    """Version 1 of ``run`` read from the log into the session's window, not primed yet
+    (``prime_seed``)."""
+    window = windows.window(run.session_id)
     if principal is None:
-        carry = await find_carry(store, run.session_id, run.seed_sequence, principal, carries)
+        carry = await find_carry(store, run.session_id, run.seed_sequence, principal, window.carry)
         state = await carry_working_state(store, run.session_id, run.seed_sequence, principal)
     else:
-        carry_event, state_event = await reader.marks.latest(run.session_id, run.seed_sequence, principal)
-        carry = None if carry_event is None else (carries or CarryCache()).decode(carry_event)
+        carry_event, state_event = await windows.marks(run.session_id, run.seed_sequence, principal)
+        carry = None if carry_event is None else window.carry(carry_event)
         state = WorkingState() if state_event is None else carried(stored_state(state_event))
     counter = estimator.counter_id(plan.counting_key, HISTORY) if plan is not None else None
     after = carry.through if carry is not None else 0
-    span = await reader.span(run.session_id, after, run.seed_sequence, counter)
+    span = await windows.span(run.session_id, after, run.seed_sequence, counter)
     seed = span.items[span.end - 1] if span.end else None
     if not isinstance(seed, UserMessage) or seed.seq != run.seed_sequence:
         found = "nothing" if seed is None or seed.seq != run.seed_sequence else type(seed).__name__
@@ -126,7 +115,7 @@ async def read_seed(
             f"session {run.session_id!r} holds {found} at sequence {run.seed_sequence}, not a UserMessage",
         )
     # A warm worker primed the rows it seeded from before: only the new ones are left.
-    seeded = seed_history(span, principal, reader.primed_through(run.session_id))
+    seeded = seed_history(span, principal, span.window.primed)
     history = seeded.history
     # Items read from the log in sequence order, the seed last: nothing to check again.
     base = carry.seed(run.run_id) if carry is not None else Checkpoint(run.run_id)
@@ -135,18 +124,19 @@ async def read_seed(
     fresh_items: Sequence[ConversationItem] = ()
     if plan is not None:
         fresh_rows, fresh_items = seeded.fresh_rows, seeded.fresh_items
-    return SeedRead(checkpoint, carry, counter, plan, history, fresh_rows, fresh_items)
+    return SeedRead(checkpoint, carry, counter, plan, history, fresh_rows, fresh_items, span.window)
 
 
-def prime_seed(reader: HistoryReader, builder: ContextBuilder, run: RunContext, read: SeedRead) -> Seed:
-    """Render the seed's history into the builder's tables and prime the memo with the stored
+def prime_seed(builder: ContextBuilder, run: RunContext, read: SeedRead) -> Seed:
+    """Render the seed's history into its window's line and prime the memo with the stored
     counts; the counts it had to make are the seed's ``backfill`` (to store with it)."""
     backfill: tuple[tuple[int, int], ...] = ()
     plan = read.plan
     if plan is not None:
-        renders = builder.prerender(run.session_id, read.history, read.fresh_items)
+        window = read.window
+        renders = builder.prerender(window.line, read.history, read.fresh_items)
         backfill = prime_history(builder.estimator, plan.counting_key, read.fresh_rows, renders)
-        reader.set_primed(run.session_id, run.seed_sequence - 1)
+        window.primed = max(window.primed, run.seed_sequence - 1)
         if read.carry is not None:
             prime_summary(builder.estimator, plan.counting_key, read.carry, builder)
     return Seed(read.checkpoint, read.carry, read.counter, backfill)
@@ -217,7 +207,6 @@ __all__ = [
     "SUMMARY_KINDS",
     "Seed",
     "SeedRead",
-    "build_seed",
     "history_counts",
     "prime_history",
     "prime_seed",

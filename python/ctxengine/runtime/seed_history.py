@@ -5,13 +5,13 @@ Two seeds of a session in a row (a worker taking its turns) read the same window
 the later one a few items longer. What the earlier one made of it stays true for
 the same leading items: visibility is decided per class, and ``whole_pairs``
 decides an item by the items before it, except a call still open at the end
-(its result may come later). ``SeedView`` keeps, on the window, the history of
+(its result may come later). The window keeps (``View``) the history of
 the leading items it covered when no call was open there, the call ids answered
-in them and each visibility class's decision; the next seed checks the window
-still starts with those items (its bounds and its last covered item, held) and
-its principal decides every class as before, then runs the pairing over the new
-items only. Anything else takes the whole computation, which is the
-specification: a property test compares the two on random windows.
+in them and each visibility class's decision (the window drops it whenever its
+rows change other than by growing); when the next seed's principal decides every
+class as before, it runs the pairing over the new items only. Anything else takes
+the whole computation, which is the specification: a property test compares the
+two on random windows.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from ..core import backends
 from ..errors import OrphanedToolPair
 from ..model import ConversationItem, Principal, ReasoningItem, ToolCall, ToolResult
 from ..stores.events import ItemRow
-from .history_reader import Span, Window
+from .window import SessionWindow, View
+from .windows import Span
 
 
 def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
@@ -77,25 +78,6 @@ def _pairing(items: Sequence[ConversationItem], answered: set[str], still_open: 
     return _Pairing(kept, fresh, set(open_calls), reopened)
 
 
-@dataclass(slots=True)
-class SeedView:
-    """What a seed made of its window's first ``end`` items (see the module)."""
-
-    lo: int
-    end: int
-    #: The window's item at ``end - 1`` (held: its identity proves the items before it stayed).
-    last: ConversationItem | None
-    #: Each visibility class's decision (by ``id``; the window holds the classes).
-    decisions: dict[int, bool]
-    history: tuple[ConversationItem, ...]
-    #: The call ids ``history`` answers (``None`` until a later seed needs them).
-    answered: set[str] | None
-    #: Calls left open (and so out of ``history``).
-    open: set[str]
-    #: The row of the last item looked at (visible, not reasoning): what is left to prime.
-    last_row: ItemRow | None
-
-
 @dataclass(frozen=True, slots=True)
 class SeedHistory:
     """A seed's history and the rows and items (visible, kept) not primed yet."""
@@ -105,7 +87,7 @@ class SeedHistory:
     fresh_items: Sequence[ConversationItem]
 
 
-def _decisions(window: Window, principal: Principal | None) -> dict[int, bool]:
+def _decisions(window: SessionWindow, principal: Principal | None) -> dict[int, bool]:
     if principal is None:
         return dict.fromkeys(window.classes, True)
     return {key: visibility.allows(principal) for key, visibility in window.classes.items()}
@@ -149,10 +131,8 @@ def seed_history(span: Span, principal: Principal | None, primed: int) -> SeedHi
     decisions = _decisions(window, principal)
     view = window.view
     if (
-        isinstance(view, SeedView)
-        and view.lo == window.lo
+        view is not None
         and view.end <= end
-        and (view.end == 0 or window.items[view.end - 1] is view.last)
         and all(decisions.get(key) == allowed for key, allowed in view.decisions.items())
         and (view.last_row is None or view.last_row.sequence <= primed)
     ):
@@ -162,7 +142,7 @@ def seed_history(span: Span, principal: Principal | None, primed: int) -> SeedHi
     return _whole(window, end, decisions, primed)
 
 
-def _whole(window: Window, end: int, decisions: dict[int, bool], primed: int) -> SeedHistory:
+def _whole(window: SessionWindow, end: int, decisions: dict[int, bool], primed: int) -> SeedHistory:
     """The specification: every item of the range looked at (and the view for the next)."""
     rows, items = _readable(window.rows[:end], window.items[:end], decisions)
     answered: set[str] | None = None
@@ -173,15 +153,12 @@ def _whole(window: Window, end: int, decisions: dict[int, bool], primed: int) ->
     except OrphanedToolPair:
         kept, answered, still_open, _ = _pairing(items, set(), set())
     history = tuple(kept)
-    last = window.items[end - 1] if end else None
-    window.view = SeedView(
-        window.lo, end, last, decisions, history, answered, still_open, rows[-1] if rows else None
-    )
+    window.view = View(end, decisions, history, answered, still_open, rows[-1] if rows else None)
     return SeedHistory(history, *_fresh(rows, items, kept, primed))
 
 
 def _continued(
-    window: Window, view: SeedView, end: int, decisions: dict[int, bool], primed: int
+    window: SessionWindow, view: View, end: int, decisions: dict[int, bool], primed: int
 ) -> SeedHistory | None:
     """``_whole``'s answer from ``view`` and the items after it (``None``: a new result
     answers a call the view left out as open, which puts it back in the middle)."""
@@ -196,7 +173,6 @@ def _continued(
     answered |= fresh
     view.open |= now_open
     view.end = end
-    view.last = window.items[end - 1] if end else None
     view.decisions = decisions
     view.history = history
     if rows:
@@ -204,4 +180,4 @@ def _continued(
     return SeedHistory(history, *_fresh(rows, items, kept, primed))
 
 
-__all__ = ["SeedHistory", "SeedView", "seed_history", "whole_pairs"]
+__all__ = ["SeedHistory", "seed_history", "whole_pairs"]

@@ -1,7 +1,7 @@
-"""A seed's history continued from the previous seed (``seed_view``) is the one computed
-from the whole window, whatever the window went through in between: new items, items
-hidden from the principal, reasoning, orphaned and duplicate tool calls, a result that
-answers a call left open, a retracted tail, a carried point that moved on."""
+"""A seed's history continued from the previous seed (``seed_history``, the window's
+``view``) is the one computed from the whole window, whatever the window went through in
+between: new items, items hidden from the principal, reasoning, orphaned and duplicate
+tool calls, a result that answers a call left open, a retracted tail, a carried point that moved on."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxengine.model import AssistantMessage, Principal, ReasoningItem, ToolCall, ToolResult, UserMessage
-from ctxengine.runtime.history_reader import Span, Window
-from ctxengine.runtime.seed_view import SeedView, seed_history
+from ctxengine.runtime.seed_history import seed_history
+from ctxengine.runtime.window import SessionWindow, View
+from ctxengine.runtime.windows import Span
 from ctxengine.stores.events import ItemRow, Visibility
 
 ALICE = Principal("alice", "acme", frozenset())
@@ -47,10 +48,10 @@ def make(kind: str, call_id: str, n: int) -> list[Any]:
 
 
 class Log:
-    """A window as the reader keeps it, grown, retracted and moved on like the reader does."""
+    """A session window, grown, retracted and moved on by its own methods (as ``Windows`` does)."""
 
     def __init__(self) -> None:
-        self.window = Window(0, 0, None)
+        self.window = SessionWindow("s")
         self.next = 1
 
     def append(self, batch: list[tuple[str, str]], visibility: Visibility) -> None:
@@ -70,20 +71,17 @@ class Log:
 
     def retract(self, count: int) -> None:
         w = self.window
-        for _ in range(min(count, len(w.items))):
-            w.rows.pop()
-            w.items.pop()
-            w.seqs.pop()
+        w.drop_from(len(w.items) - min(count, len(w.items)))
 
     def move_on(self, count: int) -> None:
         w = self.window
         count = min(count, len(w.items))
         if count:
             w.lo = w.seqs[count - 1]
-            del w.rows[:count], w.items[:count], w.seqs[:count]
+            w.drop_below(count)
 
 
-def whole(window: Window, end: int, principal: Principal | None, primed: int) -> Any:
+def whole(window: SessionWindow, end: int, principal: Principal | None, primed: int) -> Any:
     view, window.view = window.view, None
     try:
         return seed_history(Span(window, end), principal, primed)
@@ -133,7 +131,7 @@ def test_seeds_in_a_row_continue_and_look_only_at_the_new_items() -> None:
     end = log.seed()
     first = seed_history(Span(log.window, end), ALICE, 0)
     view = log.window.view
-    assert isinstance(view, SeedView) and view.end == end - 1
+    assert isinstance(view, View) and view.end == end - 1
     log.append([("pair", ""), ("assistant", "")], CLASSES[1])
     end = log.seed()
     second = seed_history(Span(log.window, end), ALICE, log.window.seqs[-1] - 4)
