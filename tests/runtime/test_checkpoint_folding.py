@@ -42,7 +42,7 @@ async def test_checkpoints_written_with_the_memo_are_the_ones_written_without(
     stores = [await case.open(FixedClock(CLOCK)) for case in cases]
     try:
         with_memo, without = (ScriptedWorker(store, model=SMALL, tool_every=1) for store in stores)
-        without.loop._fold_refs = False  # every write from scratch
+        without.loop.writes.fold_refs = False  # every write from scratch
         without.loop.prune_finished = with_memo.loop.prune_finished = False  # keep every version
         compactions = 0
         for turn in range(1, 31):

@@ -237,7 +237,7 @@ async def test_a_seeded_summary_is_stored_as_its_carrys_sequence(store: Store) -
     assert await ce.latest_checkpoint(store, RUN) == seeded
     # A summary that is no longer the carry's (a compaction in the run) is stored as itself.
     changed = replace(seeded, compacted_summary="a newer summary", summary_source_event_ids=(1, 2))
-    await worker.loop._write(run, changed, "tool_completed", lease)
+    await worker.loop.writes.write(run, changed, "tool_completed", lease)
     assert await ce.latest_checkpoint(store, RUN) == replace(changed, version=2)
     delta = (await store.checkpoints.latest_raw(RUN))[-1]["payload"]
     assert delta["set"]["summary_carry"] is None and delta["set"]["compacted_summary"] == "a newer summary"

@@ -1,5 +1,16 @@
-"""The runtime port: pressure-driven compaction, working-state writes, run seeding and
-step recording (SPEC sections 6-7, seed ADR-0043 decisions 6-8, ADR 0011).
+"""The runtime port (SPEC sections 6-7, seed ADR-0043 decisions 6-8, ADR 0011, ADR 0015):
+what an agent runtime calls between model requests.
+
+``ContextLoop`` is the API; each of its parts holds one concept:
+
+- ``loop_runs.RunStarts``: a run's version 1, seeded from the session's window
+  (``start_run``, ``pick_up``);
+- ``loop_pressure.Compactions``: a request built, compacting under pressure
+  (``build_with_pressure``);
+- ``loop_steps.StepWrites``: a step's items recorded (``record_step``);
+- ``loop_state.WorkingStateWrites``: working-state transitions;
+- ``loop_writes.RunWrites``: the checkpoint write they share and what a worker
+  notes after a commit; ``windows.Windows``: the worker's session windows.
 
 Every method that changes a run appends its event and writes the checkpoint
 inside one ``store.transaction()``: both commit or neither does. A failure
@@ -13,47 +24,31 @@ the stored one) and a different step never collides with it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..assembly.builder import ContextBuilder
-from ..assembly.overflow import overflow_detail
 from ..assembly.request import ModelRequest
-from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
-from ..errors import ContextError, ContextOverflow, ModelValidationError
-from ..model import (
-    AgentSpec,
-    Checkpoint,
-    Principal,
-    RunContext,
-)
-from ..plan import ContextPlan, ContextPlanner
-from ..stores.events import Event, Lease, NewEvent, RawCheckpoint, Store
-from ..stores.formats import WritePolicy
-from .carry import CARRY_RECORDED, carry_payload, carry_visibility
-from .checkpoints import evolve
+from ..errors import ModelValidationError
+from ..model import AgentSpec, Checkpoint, ConversationItem, Principal, RunContext, TrustLevel, UserMessage
+from ..plan import ContextPlanner
+from ..stores.events import Lease, Store, Visibility
 from .commits import Commits
-from .compaction import CompactionResult, StructuredCompactor
+from .compaction import StructuredCompactor
+from .loop_pressure import CONTEXT_COMPACTED, MAX_COMPACTIONS_PER_STEP, Compactions
 from .loop_runs import CHECKPOINT_SEEDED, RunStarts, StartedRun
 from .loop_state import WorkingStateWrites
 from .loop_steps import StepWrites
-from .seeding import Seed, summary_counts, whole_pairs
-from .session import ITEM_APPENDED
+from .loop_writes import RunWrites
+from .seeding import Seed, whole_pairs
 from .steps import StateUpdate
 from .usage import report_usage
 from .windows import Windows
 from .working_state import WorkingStateManager
 
-CONTEXT_COMPACTED = "context.compacted"
-#: Compactions one ``build_with_pressure`` call may perform before giving up.
-MAX_COMPACTIONS_PER_STEP = 2
 
-
-def _key(prefix: str, payload: dict[str, Any]) -> str:
-    return f"{prefix}:{payload_hash(payload)[:16]}"
-
-
-class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
+class ContextLoop:
     """What the agent runtime calls between model requests."""
 
     def __init__(
@@ -87,29 +82,74 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
         self.prune_finished = prune_finished
         #: What this worker holds of each session it serves: one window each (ADR 0016).
         self.windows = windows if windows is not None else Windows(store)
-        self._fold_refs = True
         #: Commits in one call where the store takes predictions (ADR 0013).
         self.commits = Commits(store)
+        # The parts, one concept each; they read the loop's settings above when they run.
+        self.writes = RunWrites(self)
+        self.runs = RunStarts(self)
+        self.steps = StepWrites(self)
+        self.states = WorkingStateWrites(self)
+        self.pressure = Compactions(self)
 
-    async def _plan(self, session_id: str) -> ContextPlan:
-        plan = await self._plan_or_none(session_id)
-        if plan is None:
-            raise ContextError(f"session {session_id!r} has no context plan; call planner.plan(...) first")
-        return plan
+    # -- a run's start ----------------------------------------------------------------
 
-    def _line(self, run: RunContext) -> Any:
-        """The render line of the run's session window, when the window holds the run's seed
-        (a run this worker did not seed builds on the builder's own)."""
-        window = self.windows.get(run.session_id)
-        if window is None or not window.known or run.run_id not in window.runs:
-            return None
-        return window.line
+    async def start_run(
+        self,
+        session_id: str,
+        run_id: str,
+        message: UserMessage,
+        principal: Principal | None,
+        *,
+        owner: str,
+        derivation_key: str | None = None,
+        visibility: Visibility | None = None,
+        max_output_tokens: int | None = None,
+    ) -> StartedRun:
+        """Start a run in one transaction: append its user message (with its token count),
+        claim the run for ``owner`` and write its version 1 (as ``pick_up``).
 
-    def _policy(self) -> WritePolicy:
-        policy = getattr(self.store, "write_policy", None)
-        return policy if isinstance(policy, WritePolicy) else WritePolicy()
+        The same as ``append_item`` + ``pick_up``, with one commit instead of two.
+        ``derivation_key`` makes a retry append nothing new.
+        """
+        return await self.runs.start(
+            session_id,
+            run_id,
+            message,
+            principal,
+            owner=owner,
+            derivation_key=derivation_key,
+            visibility=visibility,
+            max_output_tokens=max_output_tokens,
+        )
 
-    # -- pressure ------------------------------------------------------------------
+    async def pick_up(self, run: RunContext, principal: Principal | None, *, owner: str) -> StartedRun:
+        """Claim ``run`` for ``owner`` and write its version 1 (built from the log), in one
+        transaction: what a worker does with a run whose user message is logged already,
+        with one commit instead of two (one call on PostgreSQL). A retry claims again (the
+        next lease epoch) and gets the stored version 1 back.
+
+        Idempotent: the log below the seed never changes, so the build is the
+        same every time. When version 1 is already stored and equal, it is
+        returned and nothing is written; a run that has moved past version 1
+        is a ``ContextError`` (load it with ``latest_checkpoint`` instead).
+        Counts this worker had to compute (none were stored) are stored in the
+        same transaction.
+        """
+        lease, checkpoint = await self.runs.seed_commit(run, principal, owner)
+        return StartedRun(run, lease, checkpoint)
+
+    async def _seed_checkpoint(
+        self, run: RunContext, principal: Principal | None, *, lease: Lease
+    ) -> Checkpoint:
+        """``pick_up`` under a lease claimed already (tests hold the lease themselves)."""
+        _, checkpoint = await self.runs.seed_commit(run, principal, lease)
+        return checkpoint
+
+    async def _build_seed(self, run: RunContext, principal: Principal | None) -> Checkpoint:
+        """Version 1 of ``run`` rebuilt from the log (a pure read, for tests)."""
+        return (await self.runs.seed(run, principal)).checkpoint
+
+    # -- a step ----------------------------------------------------------------------
 
     async def build_with_pressure(
         self, run: RunContext, checkpoint: Checkpoint, agent: AgentSpec, principal: Principal, *, lease: Lease
@@ -123,71 +163,42 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
         transaction, adopt it and measure again; at most
         ``MAX_COMPACTIONS_PER_STEP`` times, then ``ContextOverflow``.
         """
-        plan = await self._plan(run.session_id)
-        current = checkpoint
-        compactions = 0
-        while True:
-            assembly = self.builder.assemble(run, current, agent, principal, plan=plan, line=self._line(run))
-            pressure = assembly.pressure
-            if pressure.fits:
-                return assembly.request, current
-            if not pressure.compactable or compactions >= MAX_COMPACTIONS_PER_STEP:
-                tried = (
-                    f"after {compactions} compaction(s) this step "
-                    f"({'the limit' if pressure.compactable else 'no further compaction can help'})"
-                )
-                raise ContextOverflow(
-                    pressure.reason,
-                    pressure.total_tokens,
-                    pressure.capacity_tokens,
-                    overflow_detail(pressure, plan.budget, tried),
-                )
-            compacted, result = self.compactor.compact(
-                current,
-                plan.budget,
-                pressure.reason,
-                model_id=plan.counting_key,
-                seed_sequence=run.seed_sequence,
-                history_budget_tokens=pressure.history_budget_tokens,
-            )
-            payload = result.to_dict()
-            event = NewEvent(
-                session_id=run.session_id,
-                type=CONTEXT_COMPACTED,
-                payload=payload,
-                derivation_key=_key(
-                    f"context.compacted:{run.run_id}:{result.replaced_through_sequence}", payload
-                ),
-                run_id=run.run_id,
-            )
-            carry = await self._carry_event(run, principal, current, compacted, result, plan)
-            events = [event] if carry is None else [event, carry]
-            stored, version, rows = await self._commit_compaction(run, lease, current, compacted, events)
-            self._committed(run, rows, stored)
-            # Adopted only once both are committed.
-            current = evolve(compacted, version=version)
-            compactions += 1
+        return await self.pressure.build(run, checkpoint, agent, principal, lease=lease)
 
-    async def _commit_compaction(
+    async def record_step(
         self,
         run: RunContext,
+        checkpoint: Checkpoint,
+        items: Sequence[ConversationItem],
+        *,
         lease: Lease,
-        current: Checkpoint,
-        compacted: Checkpoint,
-        events: list[NewEvent],
-    ) -> tuple[list[Event], int, list[RawCheckpoint]]:
-        """Append the compaction's events and write the compacted checkpoint, in one transaction."""
+        trigger: str = "model_response",
+        state_updates: Sequence[StateUpdate] = (),
+        principal: Principal | None = None,
+        visibility: Visibility | None = None,
+    ) -> Checkpoint:
+        """Append the step's items and working-state transitions and write the checkpoint,
+        in one transaction; returns the checkpoint in force.
 
-        async def body(predicted: bool) -> tuple[list[Event], int, list[RawCheckpoint]]:
-            stored, _ = await self.store.events.append_all(events)
-            return (stored, *await self._write(run, compacted, "compaction", lease))
-
-        return await self.commits.run(
-            body,
-            session_id=run.session_id,
-            run_id=run.run_id,
-            next_sequence=self.windows.next_sequence(run.session_id),
-            version=self._next_version(run, current.version),
+        ``items`` are the model's response items and the tool calls' results, in the
+        order they happened; ``state_updates`` the control tool's inputs (applied in
+        order to the checkpoint's working state, one ``context.working_state.updated``
+        event each, scoped to ``principal`` when given). Derivation keys come from the
+        run, ``run.step`` and the position (``conversation.item:{run}:{step}:{i}``), so a
+        retried step repeats its events exactly and writes nothing new: when every
+        event was already stored, the stored checkpoint is returned as it is. The
+        items' raw token counts are stored with them. A terminal trigger prunes the
+        run's earlier checkpoint versions (``prune_finished``).
+        """
+        return await self.steps.record(
+            run,
+            checkpoint,
+            items,
+            lease=lease,
+            trigger=trigger,
+            state_updates=state_updates,
+            principal=principal,
+            visibility=visibility,
         )
 
     async def report_usage(
@@ -197,47 +208,67 @@ class ContextLoop(RunStarts, StepWrites, WorkingStateWrites):
         ``request`` and record both for ``ctxengine inspect`` (``runtime.usage``)."""
         await report_usage(self.store, self.estimator, run, request, actual, principal=principal)
 
-    async def _carry_event(
+    # -- working state ---------------------------------------------------------------
+
+    async def update_working_state(
         self,
         run: RunContext,
-        principal: Principal | None,
-        before: Checkpoint,
-        compacted: Checkpoint,
-        result: CompactionResult,
-        plan: ContextPlan,
-    ) -> NewEvent | None:
-        """The carry of an adopted compaction, or ``None``: not written by this deployment, a
-        run this loop did not seed (whose view of the log it does not know), or no visibility
-        class under which every reader would see exactly what it summarizes.
+        checkpoint: Checkpoint,
+        update: dict[str, Any],
+        *,
+        source: TrustLevel | str,
+        lease: Lease,
+        principal: Principal | None = None,
+        trigger: str = "tool_completed",
+    ) -> Checkpoint:
+        """Apply a ``context.update_working_state`` input authored at trust ``source``.
 
-        The summary holds what the run's seed could see, so the class is computed for the
-        principal the run was seeded with (``None``: the unfiltered view)."""
-        window = self.windows.get(run.session_id)
-        memo = window.runs.get(run.run_id) if window is not None else None
-        if not self._policy().allows(CARRY_RECORDED) or memo is None or memo.seeded is None:
-            return None
-        seeded, writer = memo.seeded
-        if seeded is not None and seeded.sequence not in before.summary_source_event_ids:
-            seeded = None  # this checkpoint was not seeded from it
-        through = compacted.replaced_through_sequence
-        after = seeded.through if seeded is not None else 0
-        classes = await self.store.events.visibilities(run.session_id, ITEM_APPENDED, after, through)
-        visibility = carry_visibility(classes, seeded.visibility if seeded else None, writer)
-        if visibility is None:
-            return None
-        tokens = summary_counts(
-            self.estimator, plan.counting_key, compacted.compacted_summary or "", compacted.summary_elided
+        Validates, appends ``context.working_state.updated`` (the whole new
+        state and the update) and writes the checkpoint, in one transaction.
+        ``principal`` scopes the event's visibility to that principal (the
+        carry reads principal-visible events); without one it is session-wide.
+        """
+        return await self.states.update(
+            run, checkpoint, update, source=source, lease=lease, principal=principal, trigger=trigger
         )
-        payload = carry_payload(
-            run_id=run.run_id, checkpoint=compacted, depth_in_run=result.depth, previous=seeded, tokens=tokens
+
+    async def add_question(
+        self,
+        run: RunContext,
+        checkpoint: Checkpoint,
+        text: str,
+        *,
+        lease: Lease,
+        question_id: str | None = None,
+        source: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
+        principal: Principal | None = None,
+        trigger: str = "approval_requested",
+    ) -> Checkpoint:
+        """Open a question (the runtime's question lifecycle), recorded like any transition."""
+        return await self.states.add_question(
+            run,
+            checkpoint,
+            text,
+            lease=lease,
+            question_id=question_id,
+            source=source,
+            principal=principal,
+            trigger=trigger,
         )
-        return NewEvent(
-            session_id=run.session_id,
-            type=CARRY_RECORDED,
-            payload=payload,
-            derivation_key=_key(f"context.carry:{run.run_id}:{through}", payload),
-            run_id=run.run_id,
-            visibility=visibility,
+
+    async def resolve_question(
+        self,
+        run: RunContext,
+        checkpoint: Checkpoint,
+        question_id: str,
+        *,
+        lease: Lease,
+        principal: Principal | None = None,
+        trigger: str = "approval_resolved",
+    ) -> Checkpoint:
+        """Close an open question, recorded like any transition."""
+        return await self.states.resolve_question(
+            run, checkpoint, question_id, lease=lease, principal=principal, trigger=trigger
         )
 
 

@@ -1,23 +1,25 @@
-"""Starting a run in ``ContextLoop`` (issue 13, ADR 0011): version 1 seeded from the log, and
-written with the run's claim (``pick_up``) or with its user message too (``start_run``), in
-one transaction (one call where the store takes a prediction, ADR 0013).
+"""Starting a run (issue 13, ADR 0011, ADR 0015): version 1 seeded from the log, and written
+with the run's claim (``pick_up``) or with its user message too (``start_run``), in one
+transaction (one call where the store takes a prediction, ADR 0013).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.canonical import canonical_json
 from ..errors import ContextError
 from ..model import Checkpoint, Principal, RunContext, UserMessage
 from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Visibility, interned
 from .checkpoints import checkpoint_from_rows, evolve
-from .loop_host import LoopHost
 from .seeding import Seed, SeedRead, history_counts, prime_seed, read_seed
 from .session import item_event, logged
 from .window import checkpoint_shell
 from .windows import MARK_TYPES
+
+if TYPE_CHECKING:
+    from .loop import ContextLoop
 
 CHECKPOINT_SEEDED = "run.checkpoint.seeded"
 
@@ -30,74 +32,47 @@ class StartedRun(NamedTuple):
     checkpoint: Checkpoint
 
 
-class RunStarts(LoopHost):
-    """``pick_up`` and ``start_run`` of ``ContextLoop``: the one way each to pick a run up and to
-    start one."""
+class RunStarts:
+    """A loop's run starts: version 1 built from the session's window and written."""
 
-    async def _build_seed(self, run: RunContext, principal: Principal | None) -> Checkpoint:
-        """Version 1 of ``run`` rebuilt from the log (a pure read, for tests: the public way
-        to a run's version 1 is ``start_run`` or ``pick_up``)."""
-        seed = await self._seed(run, principal)
-        return seed.checkpoint
+    def __init__(self, loop: ContextLoop) -> None:
+        self.loop = loop
 
-    async def _seed(self, run: RunContext, principal: Principal | None) -> Seed:
-        return prime_seed(self.builder, run, await self._read_seed(run, principal))
+    async def seed(self, run: RunContext, principal: Principal | None) -> Seed:
+        return prime_seed(self.loop.builder, run, await self.read_seed(run, principal))
 
-    async def _read_seed(self, run: RunContext, principal: Principal | None) -> SeedRead:
-        plan = await self._plan_or_none(run.session_id)
-        read = await read_seed(self.store, self.windows, self.estimator, plan, run, principal)
+    async def read_seed(self, run: RunContext, principal: Principal | None) -> SeedRead:
+        loop = self.loop
+        plan = await loop.writes.plan_or_none(run.session_id)
+        read = await read_seed(loop.store, loop.windows, loop.estimator, plan, run, principal)
         read.window.run(run.run_id).seeded = (read.carry, principal)
         return read
 
-    async def _seed_checkpoint(
-        self, run: RunContext, principal: Principal | None, *, lease: Lease
-    ) -> Checkpoint:
-        """Build version 1 from the log and write it under ``lease`` (with a
-        ``run.checkpoint.seeded`` event): ``pick_up`` with a lease claimed already (tests use
-        it to hold the lease themselves; the public way is ``pick_up`` or ``start_run``).
-
-        Idempotent: the log below the seed never changes, so the build is the
-        same every time. When version 1 is already stored and equal, it is
-        returned and nothing is written; a run that has moved past version 1
-        is a ``ContextError`` (load it with ``latest_checkpoint`` instead).
-        Counts this worker had to compute (none were stored) are stored in the
-        same transaction.
-        """
-        _, checkpoint = await self._seed_commit(run, principal, lease)
-        return checkpoint
-
-    async def pick_up(self, run: RunContext, principal: Principal | None, *, owner: str) -> StartedRun:
-        """Claim ``run`` for ``owner`` and write its version 1 (built from the log), in one
-        transaction: what a worker does with a run whose user message is logged already,
-        with one commit instead of two (one call on PostgreSQL). A retry claims again (the
-        next lease epoch) and gets the stored version 1 back."""
-        lease, checkpoint = await self._seed_commit(run, principal, owner)
-        return StartedRun(run, lease, checkpoint)
-
-    async def _seed_commit(
+    async def seed_commit(
         self, run: RunContext, principal: Principal | None, holder: Lease | str
     ) -> tuple[Lease, Checkpoint]:
         """Version 1 written under ``holder``: a lease, or an owner to claim the run for first."""
         # Read before the write transaction: reading and decoding the window does not
         # hold the store's write lock (the log below the seed never changes).
-        read = await self._read_seed(run, principal)
+        loop = self.loop
+        read = await self.read_seed(run, principal)
         overlap = read.counted  # priming stores nothing: it runs while the write is out
         seed = (
             Seed(read.checkpoint, read.carry, read.counter, ())
             if overlap
-            else prime_seed(self.builder, run, read)
+            else prime_seed(loop.builder, run, read)
         )
 
         async def body(predicted: bool) -> tuple[Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
-            return await self._write_first(run, principal, holder, predicted, seed)
+            return await self.write_first(run, principal, holder, predicted, seed)
 
         sent = asyncio.Event()
         write = asyncio.ensure_future(
-            self.commits.run(
+            loop.commits.run(
                 body,
                 session_id=run.session_id,
                 run_id=run.run_id,
-                next_sequence=self.windows.next_sequence(run.session_id),
+                next_sequence=loop.windows.next_sequence(run.session_id),
                 version=1 if not isinstance(holder, Lease) or holder.epoch == 1 else None,
                 on_sent=sent.set,
             )
@@ -107,7 +82,7 @@ class RunStarts(LoopHost):
             try:
                 # Until the write set is on its way (or the write is done: the ordinary path).
                 await asyncio.wait([write, waiting], return_when=asyncio.FIRST_COMPLETED)
-                prime_seed(self.builder, run, read)  # renders and counts, meanwhile
+                prime_seed(loop.builder, run, read)  # renders and counts, meanwhile
             except BaseException:
                 await asyncio.wait([write])  # never leave the write's outcome behind
                 raise
@@ -115,10 +90,10 @@ class RunStarts(LoopHost):
                 waiting.cancel()
         lease, checkpoint, events, written = await write
         if events:
-            self._committed(run, written, events)
+            loop.writes.committed(run, written, events)
         return lease, checkpoint
 
-    async def start_run(
+    async def start(
         self,
         session_id: str,
         run_id: str,
@@ -130,13 +105,9 @@ class RunStarts(LoopHost):
         visibility: Visibility | None = None,
         max_output_tokens: int | None = None,
     ) -> StartedRun:
-        """Start a run in one transaction: append its user message (with its token count),
-        claim the run for ``owner`` and write its version 1 (as ``pick_up``).
-
-        The same as ``append_item`` + ``pick_up``, with one commit instead of two.
-        ``derivation_key`` makes a retry append nothing new.
-        """
-        plan = await self._plan_or_none(session_id)
+        """``ContextLoop.start_run``."""
+        loop = self.loop
+        plan = await loop.writes.plan_or_none(session_id)
         new, restored = item_event(
             session_id, message, principal=principal, derivation_key=derivation_key, visibility=visibility
         )
@@ -146,47 +117,47 @@ class RunStarts(LoopHost):
         async def body(
             predicted: bool,
         ) -> tuple[list[Event], RunContext, Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
-            stored, fresh = await self.store.events.append_all([new])
+            stored, fresh = await loop.store.events.append_all([new])
             seed = logged(restored, session_id, stored[0].sequence)
             counts.clear()
             if plan is not None:
                 # Stored with the run's first recorded step (one statement fewer); a run
                 # that records nothing leaves it to the next seed, which counts what lacks one.
-                counts.extend(history_counts(self.estimator, plan.counting_key, [seed]))
+                counts.extend(history_counts(loop.estimator, plan.counting_key, [seed]))
             if fresh:  # the seed need not read back what it has just appended
                 text = canonical_json(new.payload).decode("utf-8")
                 count = counts[0][1] if counts else None
                 row = ItemRow(seed.seq or 0, text, interned(new.visibility), count)
-                if self.windows.append_read(session_id, row.sequence, row, seed) is not None:
+                if loop.windows.append_read(session_id, row.sequence, row, seed) is not None:
                     appended[:] = [row.sequence]
             run = RunContext(run_id, session_id, stored[0].sequence, max_output_tokens=max_output_tokens)
-            return (stored, run, *await self._write_first(run, principal, owner, predicted))
+            return (stored, run, *await self.write_first(run, principal, owner, predicted))
 
         def retract() -> None:  # the predicted message was not committed
             if appended:
-                self.windows.retract(session_id, appended.pop())
+                loop.windows.retract(session_id, appended.pop())
 
         try:
-            stored, run, lease, checkpoint, events, written = await self.commits.run(
+            stored, run, lease, checkpoint, events, written = await loop.commits.run(
                 body,
                 session_id=session_id,
                 run_id=run_id,
-                next_sequence=self.windows.next_sequence(session_id),
+                next_sequence=loop.windows.next_sequence(session_id),
                 version=1,
                 on_miss=retract,
             )
         except BaseException:
-            self.windows.forget(session_id)  # it may have read rows that were rolled back
+            loop.windows.forget(session_id)  # it may have read rows that were rolled back
             raise
         # The seed read the user message into the window already: only the events are noted.
-        window = self.windows.window(session_id)
+        window = loop.windows.window(session_id)
         window.committed(stored, MARK_TYPES)
-        self._committed(run, written, events)
+        loop.writes.committed(run, written, events)
         if counts:
             window.run(run.run_id).pending = counts
         return StartedRun(run, lease, checkpoint)
 
-    async def _write_first(
+    async def write_first(
         self,
         run: RunContext,
         principal: Principal | None,
@@ -200,14 +171,14 @@ class RunStarts(LoopHost):
         if isinstance(holder, Lease):
             lease, first = holder, predicted
         else:
-            lease = await self.store.checkpoints.claim(run.run_id, holder)
+            lease = await self.loop.store.checkpoints.claim(run.run_id, holder)
             first = predicted or lease.epoch == 1
         # A run at its first lease has no checkpoint yet (predicted: or the store refuses
         # version 1, and the ordinary path reads what is there).
-        rows = [] if first else await self.store.checkpoints.latest_raw(run.run_id)
-        return (lease, *await self._seed_and_write(run, principal, lease, rows, seed))
+        rows = [] if first else await self.loop.store.checkpoints.latest_raw(run.run_id)
+        return (lease, *await self.seed_and_write(run, principal, lease, rows, seed))
 
-    async def _seed_and_write(
+    async def seed_and_write(
         self,
         run: RunContext,
         principal: Principal | None,
@@ -215,13 +186,15 @@ class RunStarts(LoopHost):
         rows: list[RawCheckpoint],
         seed: Seed | None = None,
     ) -> tuple[Checkpoint, list[Event], list[RawCheckpoint]]:
-        """Version 1 built and written inside the caller's transaction (see ``_seed_checkpoint``):
-        the checkpoint, the events appended and the run's rows after the write."""
+        """Version 1 built and written inside the caller's transaction (idempotent: see
+        ``ContextLoop.pick_up``): the checkpoint, the events appended and the run's rows after
+        the write."""
+        loop = self.loop
         if seed is None:
-            seed = await self._seed(run, principal)
+            seed = await self.seed(run, principal)
         built = seed.checkpoint
         # The hash of built.to_dict(), continued from this session's previous seed when it can be.
-        window = self.windows.window(run.session_id)
+        window = loop.windows.window(run.session_id)
         digest, _ = window.seed_digest(checkpoint_shell(built), built.conversation)
         payload = {
             "run_id": run.run_id,
@@ -236,7 +209,7 @@ class RunStarts(LoopHost):
             derivation_key=f"run.checkpoint.seeded:{run.run_id}",
             run_id=run.run_id,
         )
-        existing = await checkpoint_from_rows(self.store, run.run_id, rows)
+        existing = await checkpoint_from_rows(loop.store, run.run_id, rows)
         if existing is not None:
             if existing == built:
                 return existing, [], rows
@@ -245,11 +218,11 @@ class RunStarts(LoopHost):
                 "version 1 is written once, when the run starts or is picked up "
                 "(load a later one with latest_checkpoint)"
             )
-        stored, _ = await self.store.events.append_all([event])
+        stored, _ = await loop.store.events.append_all([event])
         if seed.backfill and seed.counter is not None:
-            await self.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
-            self.windows.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
-        version, written = await self._write(run, built, "seeded", lease, rows=rows)
+            await loop.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
+            loop.windows.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
+        version, written = await loop.writes.write(run, built, "seeded", lease, rows=rows)
         return evolve(built, version=version), stored, written
 
 

@@ -1,19 +1,20 @@
-"""The working-state writes of ``ContextLoop`` (SPEC section 7, ADR 0005): the control tool
-and the runtime's question lifecycle, each transition one event and one checkpoint version,
-in one transaction.
+"""Working-state writes (SPEC section 7, ADR 0005): the control tool and the runtime's
+question lifecycle, each transition one event and one checkpoint version, in one transaction.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.canonical import payload_hash
 from ..errors import ModelValidationError
 from ..model import Checkpoint, Principal, RunContext, TrustLevel, WorkingState
-from ..plan import ContextPlanner
-from ..stores.events import Event, Lease, NewEvent, RawCheckpoint, Store, Visibility
-from .working_state import WORKING_STATE_UPDATED, WorkingStateManager
+from ..stores.events import Lease, NewEvent, Visibility
+from .working_state import WORKING_STATE_UPDATED
+
+if TYPE_CHECKING:
+    from .loop import ContextLoop
 
 
 def _key(prefix: str, payload: dict[str, Any]) -> str:
@@ -28,21 +29,12 @@ def _source(value: TrustLevel | str) -> TrustLevel:
 
 
 class WorkingStateWrites:
-    """``update_working_state``, ``add_question`` and ``resolve_question`` of ``ContextLoop``."""
+    """A loop's working-state transitions."""
 
-    store: Store
-    planner: ContextPlanner
-    working_state: WorkingStateManager
+    def __init__(self, loop: ContextLoop) -> None:
+        self.loop = loop
 
-    async def _write(
-        self, run: RunContext, checkpoint: Checkpoint, trigger: str, lease: Lease
-    ) -> tuple[int, list[RawCheckpoint]]:
-        raise NotImplementedError
-
-    def _committed(self, run: RunContext, rows: list[RawCheckpoint], events: list[Event]) -> None:
-        raise NotImplementedError
-
-    async def update_working_state(
+    async def update(
         self,
         run: RunContext,
         checkpoint: Checkpoint,
@@ -53,16 +45,10 @@ class WorkingStateWrites:
         principal: Principal | None = None,
         trigger: str = "tool_completed",
     ) -> Checkpoint:
-        """Apply a ``context.update_working_state`` input authored at trust ``source``.
-
-        Validates, appends ``context.working_state.updated`` (the whole new
-        state and the update) and writes the checkpoint, in one transaction.
-        ``principal`` scopes the event's visibility to that principal (the
-        carry reads principal-visible events); without one it is session-wide.
-        """
+        """``ContextLoop.update_working_state``."""
         trust = _source(source)
         model_id = await self._model_id(run.session_id)
-        state = self.working_state.transition(
+        state = self.loop.working_state.transition(
             checkpoint.working_state, update, source_trust=trust, model_id=model_id
         )
         return await self._commit_state(
@@ -91,7 +77,7 @@ class WorkingStateWrites:
         """Open a question (the runtime's question lifecycle), recorded like any transition."""
         trust = _source(source)
         model_id = await self._model_id(run.session_id)
-        state = self.working_state.add_question(
+        state = self.loop.working_state.add_question(
             checkpoint.working_state, text, question_id=question_id, trust=trust, model_id=model_id
         )
         record = {"operation": "add_question", "text": text, "question_id": question_id}
@@ -108,15 +94,15 @@ class WorkingStateWrites:
         trigger: str = "approval_resolved",
     ) -> Checkpoint:
         """Close an open question, recorded like any transition."""
-        state = self.working_state.resolve_question(checkpoint.working_state, question_id)
+        state = self.loop.working_state.resolve_question(checkpoint.working_state, question_id)
         record = {"operation": "resolve_question", "question_id": question_id}
         return await self._commit_state(
             run, checkpoint, state, record, TrustLevel.PLATFORM, lease, principal, trigger
         )
 
     async def _model_id(self, session_id: str) -> str:
-        plan = self.planner.cached(session_id) or await self.planner.current(session_id)
-        return plan.counting_key if plan is not None else self.working_state.model_id
+        plan = await self.loop.writes.plan_or_none(session_id)
+        return plan.counting_key if plan is not None else self.loop.working_state.model_id
 
     async def _commit_state(
         self,
@@ -148,10 +134,11 @@ class WorkingStateWrites:
             else Visibility.principal(principal.principal_id),
         )
         updated = replace(checkpoint, working_state=state)
-        async with self.store.transaction():
-            stored = await self.store.events.append(event)
-            version, rows = await self._write(run, updated, trigger, lease)
-        self._committed(run, rows, [stored])
+        loop = self.loop
+        async with loop.store.transaction():
+            stored = await loop.store.events.append(event)
+            version, rows = await loop.writes.write(run, updated, trigger, lease)
+        loop.writes.committed(run, rows, [stored])
         return replace(updated, version=version)
 
 

@@ -1,21 +1,23 @@
-"""``record_step`` of ``ContextLoop`` (issue 13, ADR 0011): a step's items and working-state
-transitions appended and the run's checkpoint written, in one transaction (one call where
-the store takes a prediction, ADR 0013).
+"""Recording a step (issue 13, ADR 0011): a step's items and working-state transitions
+appended and the run's checkpoint written, in one transaction (one call where the store
+takes a prediction, ADR 0013).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import IdempotencyConflict
 from ..model import Checkpoint, ConversationItem, Principal, RunContext
 from ..stores.events import Event, Lease, RawCheckpoint, Visibility
 from .checkpoints import evolve, latest_checkpoint
-from .loop_host import LoopHost
 from .seeding import HISTORY, history_counts
 from .steps import StateUpdate, prepare_step
+
+if TYPE_CHECKING:
+    from .loop import ContextLoop
 
 
 class _Recorded(NamedTuple):
@@ -29,10 +31,13 @@ class _Recorded(NamedTuple):
     rows: list[RawCheckpoint]
 
 
-class StepWrites(LoopHost):
-    """``record_step`` of ``ContextLoop``."""
+class StepWrites:
+    """A loop's step records."""
 
-    async def record_step(
+    def __init__(self, loop: ContextLoop) -> None:
+        self.loop = loop
+
+    async def record(
         self,
         run: RunContext,
         checkpoint: Checkpoint,
@@ -44,43 +49,32 @@ class StepWrites(LoopHost):
         principal: Principal | None = None,
         visibility: Visibility | None = None,
     ) -> Checkpoint:
-        """Append the step's items and working-state transitions and write the checkpoint,
-        in one transaction; returns the checkpoint in force.
-
-        ``items`` are the model's response items and the tool calls' results, in the
-        order they happened; ``state_updates`` the control tool's inputs (applied in
-        order to the checkpoint's working state, one ``context.working_state.updated``
-        event each, scoped to ``principal`` when given). Derivation keys come from the
-        run, ``run.step`` and the position (``conversation.item:{run}:{step}:{i}``), so a
-        retried step repeats its events exactly and writes nothing new: when every
-        event was already stored, the stored checkpoint is returned as it is. The
-        items' raw token counts are stored with them. A terminal trigger prunes the
-        run's earlier checkpoint versions (``prune_finished``).
-        """
-        plan = await self._plan_or_none(run.session_id)
-        model_id = plan.counting_key if plan is not None else self.working_state.model_id
+        """``ContextLoop.record_step``."""
+        loop = self.loop
+        plan = await loop.writes.plan_or_none(run.session_id)
+        model_id = plan.counting_key if plan is not None else loop.working_state.model_id
         steps = prepare_step(
-            run, checkpoint, items, state_updates, self.working_state, model_id, principal, visibility
+            run, checkpoint, items, state_updates, loop.working_state, model_id, principal, visibility
         )
         counts: list[tuple[int, int]] = []
-        memo = self._memo(run)
+        memo = loop.writes.memo(run)
 
         async def body(predicted: bool) -> _Recorded | Checkpoint:
             try:
-                stored, written = await self.store.events.append_all(steps.events)
+                stored, written = await loop.store.events.append_all(steps.events)
             except IdempotencyConflict as exc:
                 raise _step_reused(run, exc) from exc
             if not written and steps.events:
-                latest = await latest_checkpoint(self.store, run.run_id)
+                latest = await latest_checkpoint(loop.store, run.run_id)
                 if latest is not None and latest.version > checkpoint.version:
                     return latest  # a retry of a step already recorded: nothing new
             appended = steps.appended(run.session_id, stored)
             pending = memo.pending
             counts.clear()
             if plan is not None and (appended or pending):
-                counter = self.estimator.counter_id(plan.counting_key, HISTORY)
-                counts.extend(history_counts(self.estimator, plan.counting_key, appended))
-                await self.store.events.put_counts(run.session_id, counter, [*pending, *counts])
+                counter = loop.estimator.counter_id(plan.counting_key, HISTORY)
+                counts.extend(history_counts(loop.estimator, plan.counting_key, appended))
+                await loop.store.events.put_counts(run.session_id, counter, [*pending, *counts])
             conversation = (*checkpoint.conversation, *appended)
             last = next((i.seq for i in reversed(checkpoint.conversation) if i.seq is not None), None)
             if appended and last is not None and appended[0].seq is not None and last < appended[0].seq:
@@ -88,23 +82,23 @@ class StepWrites(LoopHost):
                 updated = evolve(checkpoint, conversation=conversation, working_state=steps.state)
             else:
                 updated = replace(checkpoint, conversation=conversation, working_state=steps.state)
-            version, rows = await self._write(
+            version, rows = await loop.writes.write(
                 run,
                 updated,
                 trigger,
                 lease,
-                prune=self.prune_finished,
+                prune=loop.prune_finished,
                 appended=stored,
                 appended_items=appended,
             )
             return _Recorded(stored, written, appended, updated, version, rows)
 
-        done = await self.commits.run(
+        done = await loop.commits.run(
             body,
             session_id=run.session_id,
             run_id=run.run_id,
-            next_sequence=self.windows.next_sequence(run.session_id),
-            version=self._next_version(run, checkpoint.version),
+            next_sequence=loop.windows.next_sequence(run.session_id),
+            version=loop.writes.next_version(run, checkpoint.version),
         )
         if isinstance(done, Checkpoint):
             return done
@@ -113,7 +107,7 @@ class StepWrites(LoopHost):
         fresh = written == len(stored)  # all new: this worker knows exactly what it wrote
         tokens = dict(counts)
         item_rows = [steps.item_row(stored, i, tokens.get(item.seq or 0)) for i, item in enumerate(appended)]
-        self._committed(run, rows, stored if fresh else [], item_rows, appended)
+        loop.writes.committed(run, rows, stored if fresh else [], item_rows, appended)
         return evolve(updated, version=version)
 
 

@@ -1,45 +1,39 @@
-"""What the parts of ``ContextLoop`` (``RunStarts``, ``StepWrites``) share: the loop's state
-and the helpers every write block uses."""
+"""The write side every part of ``ContextLoop`` shares: the plan lookup, a run's next
+checkpoint version written inside the caller's transaction, and what a worker notes after a
+commit (the run's rows, the session window extended by what it wrote)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ..assembly.builder import ContextBuilder
-from ..core.estimator import Estimator
 from ..model import Checkpoint, ConversationItem, RunContext
-from ..plan import ContextPlan, ContextPlanner
-from ..stores.events import Event, ItemRow, Lease, RawCheckpoint, Store
+from ..plan import ContextPlan
+from ..stores.events import Event, ItemRow, Lease, RawCheckpoint
 from .checkpoints import write_checkpoint
-from .commits import Commits
 from .window import RunMemo
-from .windows import Windows
-from .working_state import WorkingStateManager
+
+if TYPE_CHECKING:
+    from .loop import ContextLoop
 
 
-class LoopHost:
-    """The loop's state, as its parts see it, and what they share: the plan lookup, the
-    checkpoint write inside a caller's transaction, and the bookkeeping after a commit."""
+class RunWrites:
+    """A loop's checkpoint writes and the bookkeeping after a commit."""
 
-    store: Store
-    planner: ContextPlanner
-    builder: ContextBuilder
-    estimator: Estimator
-    working_state: WorkingStateManager
-    windows: Windows
-    commits: Commits
-    prune_finished: bool
-    #: Fold a reference write from the window's last one (off: every write from scratch).
-    _fold_refs: bool
+    def __init__(self, loop: ContextLoop) -> None:
+        self.loop = loop
+        #: Fold a reference write from the window's last one (off: every write from scratch).
+        self.fold_refs = True
 
-    def _memo(self, run: RunContext) -> RunMemo:
+    def memo(self, run: RunContext) -> RunMemo:
         """What the run's session window keeps of the run."""
-        return self.windows.window(run.session_id).run(run.run_id)
+        return self.loop.windows.window(run.session_id).run(run.run_id)
 
-    async def _plan_or_none(self, session_id: str) -> ContextPlan | None:
-        return self.planner.cached(session_id) or await self.planner.current(session_id)
+    async def plan_or_none(self, session_id: str) -> ContextPlan | None:
+        planner = self.loop.planner
+        return planner.cached(session_id) or await planner.current(session_id)
 
-    async def _write(
+    async def write(
         self,
         run: RunContext,
         checkpoint: Checkpoint,
@@ -54,7 +48,8 @@ class LoopHost:
         """Write the run's next checkpoint version inside the caller's transaction
         (``appended``: the events the transaction appended, ``appended_items`` the items
         among them: the checkpoint's spans may reach into them)."""
-        window = self.windows.window(run.session_id)
+        loop = self.loop
+        window = loop.windows.window(run.session_id)
         memo = window.run(run.run_id)
         if rows is None:
             known = memo.rows
@@ -62,7 +57,7 @@ class LoopHost:
                 rows = known  # what this loop wrote last: the store refuses it if stale
         written: list[RawCheckpoint] = []
         version = await write_checkpoint(
-            self.store,
+            loop.store,
             run.run_id,
             checkpoint,
             trigger=trigger,
@@ -73,8 +68,8 @@ class LoopHost:
             joined=True,
             into=written,
             carry=memo.seeded[0] if memo.seeded is not None else None,
-            memo=window if self._fold_refs else None,
-            items=self.windows.item_sequences(
+            memo=window if self.fold_refs else None,
+            items=loop.windows.item_sequences(
                 run.session_id,
                 [e.sequence for e in appended],
                 [item.seq for item in appended_items if item.seq is not None],
@@ -82,13 +77,13 @@ class LoopHost:
         )
         return version, written
 
-    def _next_version(self, run: RunContext, version: int) -> int | None:
+    def next_version(self, run: RunContext, version: int) -> int | None:
         """The version after ``version`` when this loop wrote the run's last rows at it (so
         a write needs no read of them), else ``None``."""
-        known = self._memo(run).rows
+        known = self.memo(run).rows
         return version + 1 if known and known[-1]["version"] == version else None
 
-    def _committed(
+    def committed(
         self,
         run: RunContext,
         rows: list[RawCheckpoint],
@@ -98,8 +93,8 @@ class LoopHost:
     ) -> None:
         """After a commit: remember the run's rows, and extend the session's window by what
         this worker just wrote (so the next seed need not read it back)."""
-        self._memo(run).rows = rows
-        self.windows.extend(run.session_id, events, item_rows, items)
+        self.memo(run).rows = rows
+        self.loop.windows.extend(run.session_id, events, item_rows, items)
 
 
-__all__ = ["LoopHost"]
+__all__ = ["RunWrites"]

@@ -1,0 +1,177 @@
+"""Pressure-driven compaction (SPEC section 6, seed ADR-0043 decision 7, ADR 0011): a step's
+request built and, when it does not fit and can be compacted, the compaction's events and
+checkpoint committed together and adopted, then measured again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..assembly.overflow import overflow_detail
+from ..assembly.request import ModelRequest
+from ..assembly.session_renders import SessionRenders
+from ..core.canonical import payload_hash
+from ..errors import ContextError, ContextOverflow
+from ..model import AgentSpec, Checkpoint, Principal, RunContext
+from ..plan import ContextPlan
+from ..stores.events import Event, Lease, NewEvent, RawCheckpoint
+from ..stores.formats import WritePolicy
+from .carry import CARRY_RECORDED, carry_payload, carry_visibility
+from .checkpoints import evolve
+from .compaction import CompactionResult
+from .seeding import summary_counts
+from .session import ITEM_APPENDED
+
+if TYPE_CHECKING:
+    from .loop import ContextLoop
+
+CONTEXT_COMPACTED = "context.compacted"
+#: Compactions one ``build_with_pressure`` call may perform before giving up.
+MAX_COMPACTIONS_PER_STEP = 2
+
+
+def _key(prefix: str, payload: dict[str, Any]) -> str:
+    return f"{prefix}:{payload_hash(payload)[:16]}"
+
+
+class Compactions:
+    """A loop's builds under pressure."""
+
+    def __init__(self, loop: ContextLoop) -> None:
+        self.loop = loop
+
+    def _line(self, run: RunContext) -> SessionRenders | None:
+        """The render line of the run's session window, when the window holds the run's seed
+        (a run this worker did not seed builds on the builder's own)."""
+        window = self.loop.windows.get(run.session_id)
+        if window is None or not window.known or run.run_id not in window.runs:
+            return None
+        return window.line
+
+    def _policy(self) -> WritePolicy:
+        policy = getattr(self.loop.store, "write_policy", None)
+        return policy if isinstance(policy, WritePolicy) else WritePolicy()
+
+    async def build(
+        self, run: RunContext, checkpoint: Checkpoint, agent: AgentSpec, principal: Principal, *, lease: Lease
+    ) -> tuple[ModelRequest, Checkpoint]:
+        """``ContextLoop.build_with_pressure``."""
+        loop = self.loop
+        plan = await loop.writes.plan_or_none(run.session_id)
+        if plan is None:
+            raise ContextError(
+                f"session {run.session_id!r} has no context plan; call planner.plan(...) first"
+            )
+        current = checkpoint
+        compactions = 0
+        while True:
+            assembly = loop.builder.assemble(run, current, agent, principal, plan=plan, line=self._line(run))
+            pressure = assembly.pressure
+            if pressure.fits:
+                return assembly.request, current
+            if not pressure.compactable or compactions >= MAX_COMPACTIONS_PER_STEP:
+                tried = (
+                    f"after {compactions} compaction(s) this step "
+                    f"({'the limit' if pressure.compactable else 'no further compaction can help'})"
+                )
+                raise ContextOverflow(
+                    pressure.reason,
+                    pressure.total_tokens,
+                    pressure.capacity_tokens,
+                    overflow_detail(pressure, plan.budget, tried),
+                )
+            compacted, result = loop.compactor.compact(
+                current,
+                plan.budget,
+                pressure.reason,
+                model_id=plan.counting_key,
+                seed_sequence=run.seed_sequence,
+                history_budget_tokens=pressure.history_budget_tokens,
+            )
+            payload = result.to_dict()
+            event = NewEvent(
+                session_id=run.session_id,
+                type=CONTEXT_COMPACTED,
+                payload=payload,
+                derivation_key=_key(
+                    f"context.compacted:{run.run_id}:{result.replaced_through_sequence}", payload
+                ),
+                run_id=run.run_id,
+            )
+            carry = await self._carry_event(run, principal, current, compacted, result, plan)
+            events = [event] if carry is None else [event, carry]
+            stored, version, rows = await self._commit_compaction(run, lease, current, compacted, events)
+            loop.writes.committed(run, rows, stored)
+            # Adopted only once both are committed.
+            current = evolve(compacted, version=version)
+            compactions += 1
+
+    async def _commit_compaction(
+        self,
+        run: RunContext,
+        lease: Lease,
+        current: Checkpoint,
+        compacted: Checkpoint,
+        events: list[NewEvent],
+    ) -> tuple[list[Event], int, list[RawCheckpoint]]:
+        """Append the compaction's events and write the compacted checkpoint, in one transaction."""
+
+        async def body(predicted: bool) -> tuple[list[Event], int, list[RawCheckpoint]]:
+            stored, _ = await loop.store.events.append_all(events)
+            return (stored, *await loop.writes.write(run, compacted, "compaction", lease))
+
+        loop = self.loop
+        return await loop.commits.run(
+            body,
+            session_id=run.session_id,
+            run_id=run.run_id,
+            next_sequence=loop.windows.next_sequence(run.session_id),
+            version=loop.writes.next_version(run, current.version),
+        )
+
+    async def _carry_event(
+        self,
+        run: RunContext,
+        principal: Principal | None,
+        before: Checkpoint,
+        compacted: Checkpoint,
+        result: CompactionResult,
+        plan: ContextPlan,
+    ) -> NewEvent | None:
+        """The carry of an adopted compaction, or ``None``: not written by this deployment, a
+        run this loop did not seed (whose view of the log it does not know), or no visibility
+        class under which every reader would see exactly what it summarizes.
+
+        The summary holds what the run's seed could see, so the class is computed for the
+        principal the run was seeded with (``None``: the unfiltered view)."""
+        loop = self.loop
+        window = loop.windows.get(run.session_id)
+        memo = window.runs.get(run.run_id) if window is not None else None
+        if not self._policy().allows(CARRY_RECORDED) or memo is None or memo.seeded is None:
+            return None
+        seeded, writer = memo.seeded
+        if seeded is not None and seeded.sequence not in before.summary_source_event_ids:
+            seeded = None  # this checkpoint was not seeded from it
+        through = compacted.replaced_through_sequence
+        after = seeded.through if seeded is not None else 0
+        classes = await loop.store.events.visibilities(run.session_id, ITEM_APPENDED, after, through)
+        visibility = carry_visibility(classes, seeded.visibility if seeded else None, writer)
+        if visibility is None:
+            return None
+        tokens = summary_counts(
+            loop.estimator, plan.counting_key, compacted.compacted_summary or "", compacted.summary_elided
+        )
+        payload = carry_payload(
+            run_id=run.run_id, checkpoint=compacted, depth_in_run=result.depth, previous=seeded, tokens=tokens
+        )
+        return NewEvent(
+            session_id=run.session_id,
+            type=CARRY_RECORDED,
+            payload=payload,
+            derivation_key=_key(f"context.carry:{run.run_id}:{through}", payload),
+            run_id=run.run_id,
+            visibility=visibility,
+        )
+
+
+__all__ = ["CONTEXT_COMPACTED", "MAX_COMPACTIONS_PER_STEP", "Compactions"]
