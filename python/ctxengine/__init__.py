@@ -103,7 +103,7 @@ from .runtime.working_state import (
 from .stores import MemoryStore, PostgresStore, SQLiteStore, open_store
 from .stores.events import CheckpointStore, Event, EventLog, Lease, NewEvent, Store, Visibility
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # The SPEC's public names (sections 1-10). Names public before the layout but not
 # in the SPEC (imported above as ``X as X``: Estimator, RenderedItem, ToolDecision,

@@ -1,12 +1,14 @@
-"""Checkpoints as references into the log (issue 13, formats 2 and 3, ADR 0011).
+"""Checkpoints as references into the log (issue 13, format 3, ADR 0011; issue 36).
 
-A run's checkpoints hold the items the log already has as sequence ranges, not a copy
-of the window (format 3: spans over the events between items, one per run of items);
-every version materializes to exactly the checkpoint that was written (logged items,
-inline ones, summaries, states); a reference or span the log does not answer fails
-closed naming the run and version; a deployment pinned to format 1 writes the old
-formats, one pinned to 2 the references without spans; the rows are stamped with the
-format version they need, and a reader that knows only version 2 refuses a span row.
+A run's checkpoints hold the items the log already has as spans over the events between
+items (one per run of items) and ranges, not a copy of the window; every version
+materializes to exactly the checkpoint that was written (logged items, inline ones,
+summaries, states); a reference or span the log does not answer fails closed naming the
+run and version; a deployment pinned below format 3 writes the first formats; the rows are
+stamped with the format version they need, and a reader that knows only version 2 refuses
+a span row. The reference formats without spans (``checkpoint.ref/1``,
+``checkpoint.refdelta/1``), which only development builds before 0.2.0 wrote, are refused
+naming the format.
 """
 
 from __future__ import annotations
@@ -46,14 +48,8 @@ async def _open(store_case: StoreCase, policy: WritePolicy) -> Store:
     return await ce.open_store(store_case.url, write_policy=policy)
 
 
-@pytest.mark.parametrize(
-    ("max_version", "formats"),
-    [(3, ("checkpoint.ref/2", "checkpoint.refdelta/2")), (2, ("checkpoint.ref/1", "checkpoint.refdelta/1"))],
-)
-async def test_every_version_materializes_exactly_and_copies_no_logged_item(
-    store_case: StoreCase, max_version: int, formats: tuple[str, str]
-) -> None:
-    store = await _open(store_case, WritePolicy(max_version=max_version))
+async def test_every_version_materializes_exactly_and_copies_no_logged_item(store_case: StoreCase) -> None:
+    store = await _open(store_case, WritePolicy())
     try:
         items = await logged(store, 30)
         # The log's item sequences, as a worker's history window knows them (spans need them).
@@ -80,22 +76,16 @@ async def test_every_version_materializes_exactly_and_copies_no_logged_item(
             assert written == version
             assert await ce.latest_checkpoint(store, RUN) == replace(cp, version=version)
             rows = await store.checkpoints.latest_raw(RUN)
-            assert rows[0]["payload"]["format"] == formats[0]
-            assert {r["payload"]["format"] for r in rows[1:]} <= {formats[1]}
+            assert rows[0]["payload"]["format"] == "checkpoint.ref/2"
+            assert {r["payload"]["format"] for r in rows[1:]} <= {"checkpoint.refdelta/2"}
             text = json.dumps([r["payload"] for r in rows])
             assert "message 1" not in text and "x" * 50 not in text  # references, not copies
             assert "not in the log" in text  # what the log does not hold is copied
             segments = rows[0]["payload"]["checkpoint"]["conversation"]
-            if max_version == 3:  # the items between the log's other events: one span
-                assert len([s for s in segments if isinstance(s, list)]) == 1
-                assert [len(s) for s in segments if isinstance(s, list)] == [3]
-            else:  # a range per run of consecutive events
-                assert len(segments) >= 4
+            # The items between the log's other events: one span.
+            assert [len(s) for s in segments if isinstance(s, list)] == [3]
     finally:
-        if store_case.kind == "memory":
-            await store.close()
-        else:
-            await store.close()
+        await store.close()
 
 
 async def test_a_reference_the_log_does_not_answer_fails_closed(store: Store) -> None:
@@ -112,7 +102,7 @@ async def test_a_reference_the_log_does_not_answer_fails_closed(store: Store) ->
         shell = ce.Checkpoint(run).to_dict()  # version 1, as the row
         version = await store.checkpoints.write(
             run,
-            {"format": "checkpoint.ref/1", "session_id": SID, "checkpoint": {**shell, "conversation": bad}},
+            {"format": "checkpoint.ref/2", "session_id": SID, "checkpoint": {**shell, "conversation": bad}},
             trigger="compaction",
             lease=lease,
         )
@@ -121,8 +111,11 @@ async def test_a_reference_the_log_does_not_answer_fails_closed(store: Store) ->
         assert (err.value.session_id, err.value.sequence) == (run, version)
 
 
-async def test_a_deployment_pinned_to_format_1_writes_the_old_formats(store_case: StoreCase) -> None:
-    pinned = WritePolicy(max_version=1)
+@pytest.mark.parametrize("max_version", [1, 2])
+async def test_a_deployment_pinned_below_format_3_writes_the_first_formats(
+    store_case: StoreCase, max_version: int
+) -> None:
+    pinned = WritePolicy(max_version=max_version)
     store: Store = (
         ce.MemoryStore(write_policy=pinned)
         if store_case.kind == "memory"
@@ -138,13 +131,13 @@ async def test_a_deployment_pinned_to_format_1_writes_the_old_formats(store_case
         assert [r["payload"]["format"] for r in rows] == ["checkpoint.full/1", "checkpoint.delta/1"]
         with pytest.raises(ce.FormatDisabled):
             await store.checkpoints.write(
-                RUN, {"format": "checkpoint.ref/1"}, trigger="compaction", lease=lease
+                RUN, {"format": "checkpoint.ref/2"}, trigger="compaction", lease=lease
             )
     finally:
         await store.close()
 
 
-@pytest.mark.parametrize(("max_version", "stamp"), [(3, 3), (2, 2)])
+@pytest.mark.parametrize(("max_version", "stamp"), [(3, 3), (2, 1)])
 async def test_reference_rows_are_stamped_with_the_format_version_they_need(
     store_case_factory,  # type: ignore[no-untyped-def]
     max_version: int,
@@ -196,12 +189,9 @@ async def test_a_span_the_log_does_not_answer_fails_closed(store: Store) -> None
         with pytest.raises(CheckpointCorruption, match=why) as err:
             await ce.latest_checkpoint(store, f"{RUN}-{i}")
         assert (err.value.session_id, err.value.sequence) == (f"{RUN}-{i}", 1)
-    # The span itself reads back; under format 2 (``checkpoint.ref/1``) it is corrupt.
+    # The span itself reads back.
     await write("checkpoint.ref/2", [[first, last, len(seqs)]], f"{RUN}-good")
     assert (await ce.latest_checkpoint(store, f"{RUN}-good")).conversation == tuple(items)  # type: ignore[union-attr]
-    await write("checkpoint.ref/1", [[first, last, len(seqs)]], f"{RUN}-old")
-    with pytest.raises(CheckpointCorruption, match="bad segment"):
-        await ce.latest_checkpoint(store, f"{RUN}-old")
 
 
 async def test_a_reader_of_format_2_refuses_a_span_chain(
@@ -250,7 +240,7 @@ async def test_a_summary_reference_the_log_does_not_answer_fails_closed(store: S
     for bad in (items[1].seq, 10_000, "7", 0):
         version = await store.checkpoints.write(
             RUN,
-            {"format": "checkpoint.ref/1", "session_id": SID, "checkpoint": {**shell, "summary_carry": bad}},
+            {"format": "checkpoint.ref/2", "session_id": SID, "checkpoint": {**shell, "summary_carry": bad}},
             trigger="compaction",
             lease=lease,
         )
@@ -295,3 +285,42 @@ async def test_a_runs_version_1_is_one_span_however_long_the_session(store: Stor
         seqs = [item.seq for item in read.conversation]
         span = await other.loop.windows.span(SID, 0, max(s for s in seqs if s is not None), None)
         assert [item.seq for item in span.items[: span.end]] == seqs  # every item up to the run's last
+
+
+async def test_a_chain_in_a_retired_reference_format_is_refused_naming_it(store: Store) -> None:
+    """``checkpoint.ref/1`` and ``checkpoint.refdelta/1`` (format version 2) were written only by
+    development builds before 0.2.0: reading such a chain fails closed naming the format and
+    what to do, and so does a delta written on it; a full snapshot starts the chain over."""
+    items = await logged(store, 4)
+    seqs = [item.seq for item in items if item.seq is not None]
+    lease = await store.checkpoints.claim(RUN, "w")
+    shell = ce.Checkpoint(RUN).to_dict()
+    await store.checkpoints.write(
+        RUN,
+        {
+            "format": "checkpoint.ref/1",
+            "session_id": SID,
+            "checkpoint": {**shell, "conversation": [[seqs[0], seqs[0]]]},
+        },
+        trigger="compaction",
+        lease=lease,
+    )
+    delta = {
+        "format": "checkpoint.refdelta/1",
+        "base_version": 1,
+        "set": {"version": 2},
+        "conversation": {"keep": 1, "append": []},
+    }
+    await store.checkpoints.write(RUN, delta, trigger="tool_completed", lease=lease, kind="delta")
+    retired = r"'checkpoint\.ref/1' was written only by development builds before ctxengine 0\.2\.0"
+    with pytest.raises(CheckpointCorruption, match=retired) as err:
+        await ce.latest_checkpoint(store, RUN)
+    assert (err.value.session_id, err.value.sequence) == (RUN, 1)
+    assert "start the run again" in str(err.value)
+    cp = ce.Checkpoint(RUN, conversation=tuple(items))
+    # A delta in the first formats needs the retired base: refused, nothing written.
+    with pytest.raises(CheckpointCorruption, match=retired):
+        await write_checkpoint(store, RUN, cp, trigger="tool_completed", lease=lease)
+    # A reference chain changes format only at a full snapshot, which needs no base.
+    await write_checkpoint(store, RUN, cp, trigger="tool_completed", lease=lease, session_id=SID, items=seqs)
+    assert await ce.latest_checkpoint(store, RUN) == replace(cp, version=3)

@@ -1,11 +1,12 @@
-"""Schema migrations from the golden fixtures (issue 10, ADR 0009).
+"""Schema migrations from the golden fixtures (issue 10, ADR 0009; squashed in issue 36).
 
-Every migration is applied to a copy of each golden store (SQLite and the
-PostgreSQL dump): after it, everything the golden test checks still holds;
-running it again changes nothing; a dry run changes nothing; the migrated
-schema equals a fresh store's. The machinery is also exercised with a
-migration injected by the test, so these tests bite before the first real
-schema change ships.
+The stores in ``tests/golden`` are at revision 1. The migration to the current schema is
+applied to a copy of each (SQLite and the PostgreSQL dump): after it, everything the golden
+test checks still holds and every row reads back as it was; running it again changes
+nothing; a dry run changes nothing; the migrated schema equals a new store's, which is
+created at the current revision in one step. The revisions 2 to 5 that only development
+builds wrote are refused, naming the revision. The machinery is also exercised with a
+migration injected by the test, so these tests bite before the next schema change ships.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import psycopg
 import pytest
 
 import ctxengine as ce
-from ctxengine.errors import StoreError
+from ctxengine.errors import StoreError, StoreOpenError
 from ctxengine.stores import migrate_store, migrations
 from storekit import postgres_bin
 
@@ -59,11 +60,16 @@ def schema_of(url: str) -> list[tuple[Any, ...]]:
         indexes = pg.execute(
             "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()"
         ).fetchall()
+        functions = pg.execute(
+            "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p "
+            "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = current_schema()"
+        ).fetchall()
         versions = pg.execute("SELECT component, version FROM ctxengine_schema_version").fetchall()
     return sorted(
         [
             *(("column", *c) for c in columns),
             *(("index", *i) for i in indexes),
+            *(("function", *f) for f in functions),
             *(("version", *v) for v in versions),
         ],
         key=repr,
@@ -208,10 +214,12 @@ async def test_cli_migrate_dry_run_then_apply(
     assert "up to date" in capsys.readouterr().out
 
 
-async def test_revision_2_gives_golden_sessions_token_counts_and_carries(golden_url: tuple[str, str]) -> None:
-    """The first real migration (issue 13): a golden store, migrated, takes turns of a new
-    session with the features revision 2 serves (counts stored beside items, carries), and a
-    golden session still reads as recorded."""
+async def test_a_migrated_golden_store_takes_turns_with_counts_and_carries(
+    golden_url: tuple[str, str],
+) -> None:
+    """A golden store, migrated, takes turns of a new session with the features the current
+    schema serves (counts stored beside items, carries), and a golden session still reads as
+    recorded."""
     from ctxengine.cli.turns import ScriptedWorker
     from ctxengine.model import ResolvedModel
     from ctxengine.runtime.carry import CARRY_RECORDED
@@ -233,35 +241,48 @@ async def test_revision_2_gives_golden_sessions_token_counts_and_carries(golden_
     await check_golden(url, kind)
 
 
-async def test_revision_3_moves_sqlite_payloads_out_of_the_key_btree(tmp_path: Path) -> None:
-    """Revision 3 (issue 13): the golden SQLite store's events and checkpoints end up in
-    rowid tables (keys in an index of keys only) with the payload as the last column, every
-    row copied as it was: the same rows, column by column, before and after."""
-    url = goldenkit.sqlite_copy(tmp_path)
-    path = url[len("sqlite://") :]
+EVENT_COLUMNS = (
+    "session_id, sequence, type, payload, derivation_key, run_id, actor, visibility_scope, "
+    "visibility_id, created_at, schema_version"
+)
+CHECKPOINT_COLUMNS = "run_id, version, kind, trigger, payload, lease_epoch, created_at, schema_version"
 
-    def rows() -> dict[str, list[tuple[Any, ...]]]:
-        conn = sqlite3.connect(path)
+
+def rows_of(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every stored row of the store, column by column, in key order."""
+    queries = {
+        "events": f"SELECT {EVENT_COLUMNS} FROM ctxengine_events ORDER BY session_id, sequence",
+        "checkpoints": f"SELECT {CHECKPOINT_COLUMNS} FROM ctxengine_checkpoints ORDER BY run_id, version",
+        "leases": "SELECT run_id, owner, epoch FROM ctxengine_checkpoint_leases ORDER BY run_id",
+    }
+    if url.startswith("sqlite://"):
+        conn = sqlite3.connect(url[len("sqlite://") :])
         try:
-            return {
-                "events": conn.execute(
-                    "SELECT session_id, sequence, type, payload, derivation_key, run_id, actor, "
-                    "visibility_scope, visibility_id, created_at, schema_version FROM ctxengine_events "
-                    "ORDER BY session_id, sequence"
-                ).fetchall(),
-                "checkpoints": conn.execute(
-                    "SELECT run_id, version, kind, trigger, payload, lease_epoch, created_at, schema_version "
-                    "FROM ctxengine_checkpoints ORDER BY run_id, version"
-                ).fetchall(),
-            }
+            return {name: conn.execute(sql).fetchall() for name, sql in queries.items()}
         finally:
             conn.close()
+    with psycopg.connect(url) as pg:
+        return {name: pg.execute(sql).fetchall() for name, sql in queries.items()}
 
-    before = rows()
-    assert before["events"] and before["checkpoints"]
+
+async def test_the_migration_keeps_every_row_as_it_was(golden_url: tuple[str, str]) -> None:
+    """A revision-1 store (the golden SQLite file and PostgreSQL dump) migrates to the current
+    schema with every event, checkpoint and lease row as it was, column by column."""
+    kind, url = golden_url
+    before = rows_of(url)
+    assert before["events"] and before["checkpoints"] and before["leases"]
+    report = await migrate_store(url)
+    assert (report.from_revision, report.to_revision) == (1, migrations.SCHEMA_REVISION)
+    assert rows_of(url) == before
+    await check_golden(url, kind)
+
+
+async def test_sqlite_payloads_move_out_of_the_key_btree(tmp_path: Path) -> None:
+    """On SQLite the golden store's events and checkpoints end up in rowid tables (keys in an
+    index of keys only) with the payload as the last column (ADR 0011)."""
+    url = goldenkit.sqlite_copy(tmp_path)
     await migrate_store(url)
-    assert rows() == before
-    conn = sqlite3.connect(path)
+    conn = sqlite3.connect(url[len("sqlite://") :])
     try:
         for table in ("ctxengine_events", "ctxengine_checkpoints"):
             (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
@@ -270,3 +291,69 @@ async def test_revision_3_moves_sqlite_payloads_out_of_the_key_btree(tmp_path: P
             assert columns[-1] == "payload"
     finally:
         conn.close()
+
+
+async def test_a_new_store_is_created_at_the_current_schema_in_one_step(
+    fresh_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new store runs no migration: it is created at the current revision at once (the
+    migration from revision 1 is replaced by one that would fail if it ran)."""
+    failing = migrations.Migration(
+        migrations.SCHEMA_REVISION,
+        "must not run",
+        sqlite=("SELECT no_such_column",),
+        postgres=("SELECT no_such_column",),
+    )
+    monkeypatch.setattr(migrations, "MIGRATIONS", (failing,))
+    store = await ce.open_store(fresh_url)
+    await store.close()
+    report = await migrate_store(fresh_url)
+    assert (report.from_revision, report.to_revision, report.applied) == (
+        migrations.SCHEMA_REVISION,
+        migrations.SCHEMA_REVISION,
+        (),
+    )
+    versions = [row for row in schema_of(fresh_url) if row[0] == "version"]
+    assert versions == [("version", "store", 1), ("version", "store.revision", migrations.SCHEMA_REVISION)]
+
+
+def set_revision(url: str, revision: int) -> None:
+    sql = "UPDATE ctxengine_schema_version SET version = {mark} WHERE component = 'store.revision'"
+    if url.startswith("sqlite://"):
+        conn = sqlite3.connect(url[len("sqlite://") :])
+        try:
+            conn.execute(sql.format(mark="?"), (revision,))
+            conn.commit()
+        finally:
+            conn.close()
+        return
+    with psycopg.connect(url) as pg:
+        pg.execute(sql.format(mark="%s"), (revision,))
+
+
+@pytest.mark.parametrize("revision", [2, 3, 4, 5])
+async def test_a_store_at_an_unreleased_revision_is_refused_naming_it(
+    fresh_url: str, revision: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Revisions 2 to 5 were written only by development builds before 0.2.0: opening such a
+    store (to migrate it, read-only, or by a dry run) fails with ``StoreOpenError`` naming the
+    revision and what to do, and changes nothing."""
+    from ctxengine.cli import main
+
+    store = await ce.open_store(fresh_url)
+    await store.close()
+    set_revision(fresh_url, revision)
+    before = schema_of(fresh_url)
+    why = rf"schema revision {revision}, which only development builds before ctxengine 0\.2\.0 wrote"
+    for opening in (
+        lambda: ce.open_store(fresh_url),
+        lambda: ce.open_store(fresh_url, read_only=True),
+        lambda: migrate_store(fresh_url, dry_run=True),
+        lambda: migrate_store(fresh_url),
+    ):
+        with pytest.raises(StoreOpenError, match=why) as err:
+            await opening()
+        assert "create the store anew" in str(err.value)
+    assert await asyncio.to_thread(main, ["migrate", fresh_url, "--dry-run"]) == 2
+    assert f"schema revision {revision}" in capsys.readouterr().err
+    assert schema_of(fresh_url) == before

@@ -1,35 +1,33 @@
-"""Checkpoints that refer to the log instead of copying it (format 2, ADR 0011).
+"""Checkpoints that refer to the log instead of copying it (ADR 0011).
 
 A run's conversation is almost all items the session log already holds: the
 history it was seeded with and the items each step appended. A reference
-checkpoint stores those as sequence ranges and copies only what the log does
-not hold (an item built by the caller, never appended)::
+checkpoint (format version 3) stores those as sequence ranges and spans and
+copies only what the log does not hold (an item built by the caller, never
+appended)::
 
-    full:  {"format": "checkpoint.ref/1", "session_id": S,
+    full:  {"format": "checkpoint.ref/2", "session_id": S,
             "checkpoint": {...to_dict(), but "conversation": SEGMENTS}}
-    delta: {"format": "checkpoint.refdelta/1", "base_version": N - 1,
+    delta: {"format": "checkpoint.refdelta/2", "base_version": N - 1,
             "set": {changed top-level keys, always version},
             "conversation": {"keep": K, "append": SEGMENTS}}
 
-``SEGMENTS`` is a list of ``[first, last]`` (the items of events ``first``
-to ``last`` of session ``S``, every one of them a conversation item) and of
-inline item dicts. An item is written as a reference only when it came from
-that log at its ``seq`` (its ``_log`` slot names the session): the reference
-then reads back as exactly the same item. A delta keeps the base's first
-``K`` entries (one per item) and appends its own, as ``checkpoint.delta/1``
-does. Materializing reads the referenced events in one range read and fails
-closed (``CheckpointCorruption``) on a reference the log does not answer.
-
-``checkpoint.ref/2`` and ``checkpoint.refdelta/2`` (format version 3) add one
-segment, ``[first, last, count]``: the ``count`` conversation items among
-events ``first`` to ``last``, every one of them (``first`` and ``last`` are
-items; the events between that are not, a run's ``checkpoint.seeded`` and
-the like, are skipped). A session's log interleaves a few such events with
-every turn's items, so under format 1 a window of ``n`` turns took about
-``2n`` ranges, written again at every run's version 1; a span takes one. The
-writer folds entries into a span only where it knows the log's item events
-(a worker's history window); a reader expands spans from one range read and
-fails closed when the log holds another count of items there.
+``SEGMENTS`` is a list of inline item dicts, of ranges ``[first, last]`` (the
+items of events ``first`` to ``last`` of session ``S``, every one of them a
+conversation item) and of spans ``[first, last, count]`` (the ``count``
+conversation items among events ``first`` to ``last``, every one of them:
+``first`` and ``last`` are items, the events between that are not, a run's
+``checkpoint.seeded`` and the like, are skipped). A session's log interleaves
+a few such events with every turn's items, so a window of ``n`` turns would
+take about ``2n`` ranges; a span takes one. An item is written as a reference
+only when it came from that log at its ``seq`` (its ``_log`` slot names the
+session): the reference then reads back as exactly the same item. The writer
+folds entries into a span only where it knows the log's item events (a
+worker's history window), and into ranges otherwise. A delta keeps the base's
+first ``K`` entries (one per item) and appends its own, as
+``checkpoint.delta/1`` does. Materializing reads the referenced events in one
+range read and fails closed (``CheckpointCorruption``) on a reference the log
+does not answer, or a span where the log holds another count of items.
 """
 
 from __future__ import annotations
@@ -44,13 +42,9 @@ from ..model.checkpoint import OMITTED_WHEN_EMPTY
 from ..stores.events import MAX_INT, ItemRow, Store
 from .session import decode_rows
 
-REF_FORMAT = "checkpoint.ref/1"
-REF_DELTA_FORMAT = "checkpoint.refdelta/1"
-#: The reference formats with spans (format version 3).
+#: The reference formats (format version 3): a full snapshot and the deltas of its chain.
 SPAN_FORMAT = "checkpoint.ref/2"
 SPAN_DELTA_FORMAT = "checkpoint.refdelta/2"
-#: Each full reference format and the delta format of its chains.
-DELTA_OF = {REF_FORMAT: REF_DELTA_FORMAT, SPAN_FORMAT: SPAN_DELTA_FORMAT}
 #: The most items one reference range may stand for (a window never holds more).
 MAX_RANGE_ITEMS = 1_000_000
 
@@ -80,7 +74,7 @@ def to_segments(
 
     ``items``: the session's conversation-item sequences, sorted, complete over the
     entries' range: a run of entries that are consecutive among them folds into a span
-    ``[first, last, count]`` (format 3); without, only runs of consecutive events fold.
+    ``[first, last, count]``; without, only runs of consecutive events fold.
     """
     known: Sequence[int] = items if items is not None else ()
     out: list[Any] = list(prefix)
@@ -133,7 +127,7 @@ def from_segments(
 ) -> list[Entry]:
     """The entries ``segments`` stand for; ``CheckpointCorruption`` when they are malformed.
     ``spans``: the item sequences of each span ``[first, last, count]`` (``read_spans``);
-    ``None`` where spans are not allowed (format 1)."""
+    ``None``: segments that are not spans."""
     if not isinstance(segments, list):
         raise _corrupt(run_id, version, "conversation is not a list of segments")
     out: list[Entry] = []
@@ -196,7 +190,7 @@ class SpanRead(NamedTuple):
 
 
 async def read_spans(store: Store, run_id: str, session_id: str, rows: Sequence[Any]) -> SpanRead:
-    """The item sequences of every span of a ``checkpoint.ref/2`` chain, from one range read;
+    """The item sequences of every span of a reference chain, from one range read;
     ``CheckpointCorruption`` when the log holds another count of items in one."""
     spans = [(version, s) for version, segments in _chain_segments(rows) for s in segments if _is_span(s)]
     if not spans:
@@ -242,12 +236,11 @@ def diff_entries(
     base: dict[str, Any],
     new: dict[str, Any],
     new_entries: list[Entry],
-    fmt: str = REF_DELTA_FORMAT,
     items: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """The reference delta payload (``fmt``) turning ``base`` (entries in its conversation)
-    into ``new`` (a checkpoint dict without conversation) with ``new_entries`` (``items``:
-    see ``to_segments``, for ``checkpoint.refdelta/2``)."""
+    """The reference delta payload turning ``base`` (entries in its conversation) into
+    ``new`` (a checkpoint dict without conversation) with ``new_entries`` (``items``: see
+    ``to_segments``)."""
     old: list[Entry] = base["conversation"]
     if new_entries[: len(old)] == old:  # the usual step: the old entries and more (one C compare)
         keep = len(old)
@@ -258,13 +251,10 @@ def diff_entries(
                 break
             keep += 1
     return {
-        "format": fmt,
+        "format": SPAN_DELTA_FORMAT,
         "base_version": base["version"],
         "set": changed_fields(base, new),
-        "conversation": {
-            "keep": keep,
-            "append": to_segments(new_entries[keep:], items=items if fmt == SPAN_DELTA_FORMAT else None),
-        },
+        "conversation": {"keep": keep, "append": to_segments(new_entries[keep:], items=items)},
     }
 
 
@@ -321,9 +311,6 @@ async def resolve(
 
 __all__ = [
     "MAX_RANGE_ITEMS",
-    "DELTA_OF",
-    "REF_DELTA_FORMAT",
-    "REF_FORMAT",
     "SPAN_DELTA_FORMAT",
     "SPAN_FORMAT",
     "Entry",

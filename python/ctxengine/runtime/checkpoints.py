@@ -25,11 +25,18 @@ a version gap, a ``keep`` past the base, an unknown format) is
 ``StoreCorruption`` naming the run and version, never a guess.
 
 Given the run's ``session_id`` (and a store whose write policy allows format
-2), the writer stores the conversation as references into the session log
-instead (``checkpoint_refs``: ``checkpoint.ref/1`` and its deltas), so a run's
-checkpoints hold sequence ranges, not a copy of the window. A chain changes
-format only at a full snapshot. With ``prune``, a terminal version (always a
-full snapshot) deletes the run's earlier versions in the same transaction.
+3), the writer stores the conversation as references into the session log
+instead (``checkpoint_refs``: ``checkpoint.ref/2`` and its deltas), so a run's
+checkpoints hold sequence ranges and spans, not a copy of the window; without
+it (or pinned below format 3 for older readers) it writes the first formats.
+A chain changes format only at a full snapshot. With ``prune``, a terminal
+version (always a full snapshot) deletes the run's earlier versions in the
+same transaction.
+
+What is read (ADR 0009): ``checkpoint.full/1``, ``checkpoint.delta/1`` and the
+reference formats, forever. ``checkpoint.ref/1`` and ``checkpoint.refdelta/1``,
+which only development builds before 0.2.0 wrote, are refused with
+``CheckpointCorruption`` naming the format.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from typing import Any, Protocol
 from ..errors import CheckpointCorruption, ModelValidationError, StoreError
 from ..model import Checkpoint, ConversationItem, item_from_dict
 from ..stores.events import CheckpointKind, Lease, RawCheckpoint, Store, check_trigger
-from ..stores.formats import WritePolicy
+from ..stores.formats import RETIRED_CHECKPOINT_FORMATS, WritePolicy
 from . import checkpoint_refs as refs
 from .carry import CARRY_RECORDED, Carry, stored_carry
 
@@ -58,9 +65,7 @@ FULL_TRIGGERS: frozenset[str] = frozenset(
 FULL_EVERY = 8
 #: Triggers that end a run: with ``prune``, its earlier versions are deleted.
 TERMINAL_TRIGGERS: frozenset[str] = frozenset({"final_completion", "final_failure"})
-#: The format version of the reference formats.
-REF_FORMAT_VERSION = 2
-#: The format version of the reference formats with spans (``checkpoint.ref/2``).
+#: The format version of the reference formats (``checkpoint.ref/2``).
 SPAN_FORMAT_VERSION = 3
 #: A reference snapshot's key naming the carry whose summary it stands for (or ``None``).
 SUMMARY_CARRY = "summary_carry"
@@ -100,6 +105,13 @@ def materialize(run_id: str, rows: list[RawCheckpoint]) -> dict[str, Any] | None
         version, payload = row["version"], row["payload"]
         fmt = payload.get("format")
         if current is None:
+            if fmt in RETIRED_CHECKPOINT_FORMATS:
+                raise _corrupt(
+                    run_id,
+                    version,
+                    f"format {fmt!r} was written only by development builds before ctxengine 0.2.0 "
+                    "and is not read: start the run again (a new run seeds from the session log)",
+                )
             if row["kind"] != "full" or fmt != FULL_FORMAT or not isinstance(payload.get("checkpoint"), dict):
                 raise _corrupt(run_id, version, f"first row is {row['kind']!r}/{fmt!r}, not a full snapshot")
             current = dict(payload["checkpoint"])
@@ -144,29 +156,27 @@ def decode(run_id: str, data: dict[str, Any] | None) -> Checkpoint | None:
 
 
 def is_ref_chain(rows: list[RawCheckpoint]) -> bool:
-    return bool(rows) and rows[0]["payload"].get("format") in refs.DELTA_OF
+    return bool(rows) and rows[0]["payload"].get("format") == refs.SPAN_FORMAT
 
 
 def materialize_refs(
     run_id: str, rows: list[RawCheckpoint], spans: dict[tuple[int, int], list[int]] | None = None
 ) -> tuple[dict[str, Any], str]:
     """The checkpoint dict of a reference chain (its conversation: entries) and its session.
-    ``spans``: the chain's spans read (``refs.read_spans``; a ``checkpoint.ref/2`` chain)."""
+    ``spans``: the chain's spans read (``refs.read_spans``)."""
     first = rows[0]
     payload = first["payload"]
     session_id, data = payload.get("session_id"), payload.get("checkpoint")
     if first["kind"] != "full" or not isinstance(session_id, str) or not isinstance(data, dict):
         raise _corrupt(run_id, first["version"], "reference snapshot lacks its session or checkpoint")
-    spanned = payload.get("format") == refs.SPAN_FORMAT
-    spans = (spans or {}) if spanned else None
-    delta_format = refs.DELTA_OF[payload["format"]]
+    spans = spans or {}
     conversation = refs.from_segments(run_id, first["version"], data.get("conversation"), spans)
     current = {**data, "conversation": conversation}
     for i, row in enumerate(rows):
         version = row["version"]
         if i:
             fmt = row["payload"].get("format")
-            if row["kind"] != "delta" or fmt != delta_format:
+            if row["kind"] != "delta" or fmt != refs.SPAN_DELTA_FORMAT:
                 raise _corrupt(run_id, version, f"expected a reference delta, got {row['kind']!r}/{fmt!r}")
             current = refs.apply_ref_delta(run_id, version, current, row["payload"], spans)
         if current.get("version") != version:
@@ -181,7 +191,7 @@ async def read_refs(
     was read for them, which ``refs.resolve`` reuses)."""
     session_id = rows[0]["payload"].get("session_id")
     read = None
-    if rows[0]["payload"].get("format") == refs.SPAN_FORMAT and isinstance(session_id, str):
+    if isinstance(session_id, str):
         read = await refs.read_spans(store, run_id, session_id, rows)
     return (*materialize_refs(run_id, rows, read.spans if read is not None else None), read)
 
@@ -274,14 +284,9 @@ async def _carried_summary(
 
 
 def _writes_refs(store: Store, session_id: str | None) -> bool:
+    """References when the run's session is known and every reader knows format 3."""
     policy = getattr(store, "write_policy", None)
-    return session_id is not None and (policy or WritePolicy()).writes(REF_FORMAT_VERSION)
-
-
-def _ref_format(store: Store) -> str:
-    """The full reference format this store's policy writes: spans once every reader knows them."""
-    policy = getattr(store, "write_policy", None) or WritePolicy()
-    return refs.SPAN_FORMAT if policy.writes(SPAN_FORMAT_VERSION) else refs.REF_FORMAT
+    return session_id is not None and (policy or WritePolicy()).writes(SPAN_FORMAT_VERSION)
 
 
 class RefMemory(Protocol):
@@ -346,7 +351,7 @@ async def write_checkpoint(
     ``memo``: the caller's ``RefMemory`` (a session window, with ``into``): a conversation
     that grew at its end is folded from where the last write left it (the same payload).
     ``items``: the session's conversation-item sequences as the caller read them (sorted,
-    complete over its window): a ``checkpoint.ref/2`` chain folds runs of consecutive items into spans.
+    complete over its window): a reference chain folds runs of consecutive items into spans.
     """
     if not isinstance(checkpoint, Checkpoint):
         raise ModelValidationError(
@@ -371,16 +376,18 @@ async def write_checkpoint(
             if use_refs:
                 assert session_id is not None
                 shell = _ref_shell(stamped, carry)
-                fmt = _ref_format(store)
-                known_items = items if fmt == refs.SPAN_FORMAT else None
                 if memo is not None:
-                    entries, segments = memo.full_refs(session_id, stamped.conversation, known_items)
+                    entries, segments = memo.full_refs(session_id, stamped.conversation, items)
                     materialized = {**shell, "conversation": entries}
                 else:
                     entries = refs.entries_of(stamped.conversation, session_id)
-                    segments = refs.to_segments(entries, items=known_items)
+                    segments = refs.to_segments(entries, items=items)
                 checkpoint_dict = {**shell, "conversation": segments}
-                payload = {"format": fmt, "session_id": session_id, "checkpoint": checkpoint_dict}
+                payload = {
+                    "format": refs.SPAN_FORMAT,
+                    "session_id": session_id,
+                    "checkpoint": checkpoint_dict,
+                }
             else:
                 payload = {"format": FULL_FORMAT, "checkpoint": stamped.to_dict()}
             written = await store.checkpoints.write(
@@ -400,8 +407,7 @@ async def write_checkpoint(
                 entries = memo.ref_entries(session_id, base, known[1], stamped.conversation)
             else:
                 entries = refs.entries_of(stamped.conversation, session_id)
-            fmt = refs.DELTA_OF[rows[0]["payload"]["format"]]  # the chain's own
-            delta = refs.diff_entries(base, _ref_shell(stamped, carry), entries, fmt, items)
+            delta = refs.diff_entries(base, _ref_shell(stamped, carry), entries, items)
             payload = delta
             if memo is not None:
                 # What the row materializes to: the base's entries kept, then the new ones.
@@ -462,7 +468,6 @@ __all__ = [
     "FULL_EVERY",
     "FULL_FORMAT",
     "FULL_TRIGGERS",
-    "REF_FORMAT_VERSION",
     "SPAN_FORMAT_VERSION",
     "SUMMARY_CARRY",
     "TERMINAL_TRIGGERS",

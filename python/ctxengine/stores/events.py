@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 #: The newest stored-format version this code reads and writes (ADR 0009). Rows
 #: carry the version they were written with in their ``schema_version`` column.
 #: Version 3 adds reference checkpoints with spans (``checkpoint.ref/2``); events
-#: stop at 2 (``EVENT_FORMATS``).
+#: stop at 2 (``EVENT_FORMATS``). Version 2's checkpoint formats (``checkpoint.ref/1``)
+#: were retired at 0.2.0 (``formats.RETIRED_CHECKPOINT_FORMATS``).
 FORMAT_VERSION = 3
 #: The name this constant had before stored formats were versioned per type.
 SCHEMA_VERSION = FORMAT_VERSION

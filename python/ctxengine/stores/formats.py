@@ -39,17 +39,21 @@ from .events import EVENT_FORMATS, FORMAT_VERSION
 #: The first format version: everything written before versions were tracked.
 BASE_FORMAT = 1
 
-#: Checkpoint payload format tag -> the format version that introduced it. The
-#: reference formats (ADR 0011) hold the conversation as sequence ranges into the
-#: session log: a reader from before them could not materialize one.
+#: Checkpoint payload format tag -> the format version that introduced it: the first formats
+#: (what ``tests/golden`` holds), and the reference formats with spans (ADR 0011), which hold
+#: the conversation as sequence ranges into the session log: a reader from before them could
+#: not materialize one.
 CHECKPOINT_FORMATS: dict[str, int] = {
     "checkpoint.full/1": 1,
     "checkpoint.delta/1": 1,
-    "checkpoint.ref/1": 2,
-    "checkpoint.refdelta/1": 2,
     "checkpoint.ref/2": 3,
     "checkpoint.refdelta/2": 3,
 }
+
+#: Formats only development builds before 0.2.0 wrote (stamped format version 2): no release
+#: reads them, and a run whose chain is in one is refused with ``CheckpointCorruption`` naming
+#: the format.
+RETIRED_CHECKPOINT_FORMATS = frozenset({"checkpoint.ref/1", "checkpoint.refdelta/1"})
 
 #: The format version checkpoint rows of the first formats are stamped with.
 CHECKPOINT_FORMAT = 1
@@ -188,6 +192,7 @@ __all__ = [
     "CHECKPOINT_FORMATS",
     "ENV_DISABLED_EVENTS",
     "ENV_WRITE_FORMAT",
+    "RETIRED_CHECKPOINT_FORMATS",
     "WritePolicy",
     "checkpoint_payload_version",
     "checkpoint_version",

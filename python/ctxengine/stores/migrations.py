@@ -4,20 +4,23 @@
 
 * ``store``: the **compatibility level**. A reader refuses a store whose
   level it does not know, so only a change an older worker could misread
-  may raise it. It is 1, the level of the first release, and every
-  migration below keeps it (the first release checks only this row).
-* ``store.revision``: the additive migrations applied. Code from before
-  revisions were tracked ignores the row and keeps working, which is what
-  makes a rolling upgrade possible: the first new worker migrates, the old
-  ones go on reading and writing the same tables.
+  may raise it. It is 1, and every migration keeps it.
+* ``store.revision``: the additive migrations applied. Code that does not
+  know a newer revision ignores it and keeps working on the migrated
+  tables, which is what makes a rolling upgrade possible: the first new
+  worker migrates, the old ones go on reading and writing the same tables.
 
-A new store is created at the base schema (revision 1) and then migrated
-like any other, so a fresh store and an upgraded one have the same schema.
-Migrations are applied under the store's write lock (SQLite ``BEGIN
-IMMEDIATE``, a PostgreSQL advisory lock) in one transaction with the
+A new store is created at the current schema at once (revision
+``SCHEMA_REVISION``, 6). A store from before revisions were tracked (revision
+1: the stores in ``tests/golden``) takes one migration to it; the revisions 2
+to 5 that development builds before 0.2.0 wrote on the way are refused with
+``StoreOpenError`` (no release wrote them). Each dialect's statements are in
+``sqlite_ddl`` and ``postgres_ddl``: a migrated store and a new one have the
+same schema. Migrations are applied under the store's write lock (SQLite
+``BEGIN IMMEDIATE``, a PostgreSQL advisory lock) in one transaction with the
 revision bump: two workers starting at once apply each step exactly once.
-A migration is appended here and never edited; each ships with a golden
-fixture test (``tests/stores/test_migrations.py``).
+From 0.2.0 on a migration is appended here and never edited; each ships with
+a golden fixture test (``tests/stores/test_migrations.py``).
 """
 
 from __future__ import annotations
@@ -26,248 +29,53 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import StoreError, StoreOpenError
-from .migration_stable_plans import KEYED_LOOKUPS, STABLE_PLANS
-from .migration_step import Migration
+from . import postgres_ddl, sqlite_ddl
 
 #: The compatibility level this code reads and writes.
 COMPAT_LEVEL = 1
-#: The schema revision a store created by the first release is at.
+#: The revision of a store from before revisions were tracked (what ``tests/golden`` holds).
 BASE_REVISION = 1
+#: The revision of the current schema, at which a new store is created. It is numbered after
+#: the last revision development builds reached, whose schema it is: their stores open as
+#: they are.
+SCHEMA_REVISION = 6
+#: Revisions only development builds before 0.2.0 wrote (steps toward revision 6): no
+#: release reads them, and a store at one is refused (``StoreOpenError``).
+UNRELEASED_REVISIONS = range(BASE_REVISION + 1, SCHEMA_REVISION)
 #: The table of the two numbers; a database without it holds no ctxengine store.
 VERSION_TABLE = "ctxengine_schema_version"
 COMPONENT_LEVEL = "store"
 COMPONENT_REVISION = "store.revision"
 
 
-#: Revision 2 (issue 13, ADR 0011): raw token counts travel with the events they count,
-#: in a side table (events stay immutable; a count is insert-or-ignore), and the
-#: fail-closed check of a typed read finds rows of a newer format through an index
-#: instead of a scan of the whole session.
-TOKEN_COUNTS = Migration(
-    revision=2,
-    name="token counts beside events; events indexed by format version",
-    sqlite=(
-        """
-        CREATE TABLE ctxengine_token_counts (
-            session_id TEXT    NOT NULL,
-            sequence   INTEGER NOT NULL CHECK (sequence >= 1),
-            counter    TEXT    NOT NULL,
-            count      INTEGER NOT NULL CHECK (count >= 0),
-            PRIMARY KEY (session_id, sequence, counter)
-        ) WITHOUT ROWID
-        """,
-        "CREATE INDEX ctxengine_events_by_version ON ctxengine_events (session_id, schema_version, sequence)",
-    ),
-    postgres=(
-        """
-        CREATE TABLE ctxengine_token_counts (
-            session_id TEXT   NOT NULL,
-            sequence   BIGINT NOT NULL CHECK (sequence >= 1),
-            counter    TEXT   NOT NULL,
-            count      BIGINT NOT NULL CHECK (count >= 0),
-            PRIMARY KEY (session_id, sequence, counter)
-        )
-        """,
-        "CREATE INDEX ctxengine_events_by_version ON ctxengine_events (session_id, schema_version, sequence)",
-    ),
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One additive schema change, in each dialect's statements."""
+
+    revision: int
+    name: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+
+#: Revision 1 to the schema of 0.2.0 (``SCHEMA_REVISION``) in one step: what development
+#: builds before it applied as revisions 2 to 6 (issues 13 and 36; ADR 0011, 0013).
+SCHEMA_0_2 = Migration(
+    revision=SCHEMA_REVISION,
+    name="the 0.2.0 schema: token counts beside events, events indexed by format version, "
+    "SQLite rowid tables with the payload last, PostgreSQL's predicted commit and anomaly floor",
+    sqlite=sqlite_ddl.FROM_BASE,
+    postgres=postgres_ddl.FROM_BASE,
 )
 
-#: Revision 3 (issue 13, ADR 0011): SQLite keeps events and checkpoints in rowid tables with
-#: the payload as the last column. In a ``WITHOUT ROWID`` table every row lives in the key
-#: b-tree, and a seek that compares against a row whose payload spills to overflow pages
-#: reads the whole payload (a 9 MB ``context.compacted`` event cost every lookup near it
-#: 10 ms); in a rowid table the keys are in an index of keys only, and a row's columns
-#: before its payload are read without walking the payload's pages. The same columns and
-#: constraints, rows copied as they are; PostgreSQL's heap tables have neither problem.
-ROWID_TABLES = Migration(
-    revision=3,
-    name="SQLite: events and checkpoints in rowid tables, payload last",
-    sqlite=(
-        """
-        CREATE TABLE ctxengine_events_r3 (
-            session_id       TEXT    NOT NULL,
-            sequence         INTEGER NOT NULL CHECK (sequence >= 1),
-            type             TEXT    NOT NULL,
-            derivation_key   TEXT    NOT NULL,
-            run_id           TEXT,
-            actor            TEXT    NOT NULL,
-            visibility_scope TEXT    NOT NULL,
-            visibility_id    TEXT,
-            created_at       TEXT    NOT NULL,
-            schema_version   INTEGER NOT NULL,
-            payload          TEXT    NOT NULL,
-            PRIMARY KEY (session_id, sequence),
-            UNIQUE (session_id, derivation_key)
-        )
-        """,
-        "INSERT INTO ctxengine_events_r3 (session_id, sequence, type, derivation_key, run_id, actor, "
-        "visibility_scope, visibility_id, created_at, schema_version, payload) SELECT session_id, "
-        "sequence, type, derivation_key, run_id, actor, visibility_scope, visibility_id, created_at, "
-        "schema_version, payload FROM ctxengine_events ORDER BY session_id, sequence",
-        "DROP TABLE ctxengine_events",
-        "ALTER TABLE ctxengine_events_r3 RENAME TO ctxengine_events",
-        "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
-        "CREATE INDEX ctxengine_events_by_version ON ctxengine_events (session_id, schema_version, sequence)",
-        """
-        CREATE TABLE ctxengine_checkpoints_r3 (
-            run_id         TEXT    NOT NULL,
-            version        INTEGER NOT NULL CHECK (version >= 1),
-            kind           TEXT    NOT NULL,
-            trigger        TEXT    NOT NULL,
-            lease_epoch    INTEGER NOT NULL,
-            created_at     TEXT    NOT NULL,
-            schema_version INTEGER NOT NULL,
-            payload        TEXT    NOT NULL,
-            PRIMARY KEY (run_id, version)
-        )
-        """,
-        "INSERT INTO ctxengine_checkpoints_r3 (run_id, version, kind, trigger, lease_epoch, created_at, "
-        "schema_version, payload) SELECT run_id, version, kind, trigger, lease_epoch, created_at, "
-        "schema_version, payload FROM ctxengine_checkpoints ORDER BY run_id, version",
-        "DROP TABLE ctxengine_checkpoints",
-        "ALTER TABLE ctxengine_checkpoints_r3 RENAME TO ctxengine_checkpoints",
-    ),
-    postgres=(),
-)
-
-#: Revision 4 (issue 13, ADR 0013): PostgreSQL commits a worker's predicted write set (a
-#: step's events, their token counts, a claim, one checkpoint version and its prune) in one
-#: call of this function: one round trip and no BEGIN/COMMIT instead of six to seven. The
-#: worker predicts what the store would answer (the session's next sequence, the run's next
-#: version, a fresh lease); the function takes the session lock, checks every prediction
-#: before it writes and raises SQLSTATE ``CX001`` (undoing the call whole) when one does not
-#: hold, and the worker then takes the general path. SQLite runs in the worker's process and
-#: has no round trips to save. The anomaly floor of the typed reads (the first row of a type
-#: this code does not know or of a newer format) moves into a function too: as a CTE in each
-#: read it cost 0.4 ms of planning per call, three times its execution, because a custom
-#: plan was made every time; a PL/pgSQL function keeps one generic plan per connection.
-PREDICTED_COMMIT = Migration(
-    revision=4,
-    name="PostgreSQL: one-call commit of a predicted write set; the anomaly floor as a function",
-    sqlite=(),
-    postgres=(
-        """
-        CREATE FUNCTION ctxengine_anomaly_floor(s text, known text[], v integer) RETURNS bigint
-        LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $fn$
-        DECLARE
-            floor bigint;
-            newer integer;
-        BEGIN
-            -- The distinct types of the session by a skip scan of the type index, and the
-            -- first row of each one this code does not know.
-            WITH RECURSIVE kinds(type) AS (
-                SELECT (SELECT MIN(e.type) FROM ctxengine_events e WHERE e.session_id = s)
-                UNION ALL
-                SELECT (SELECT MIN(e.type) FROM ctxengine_events e
-                        WHERE e.session_id = s AND e.type > kinds.type)
-                FROM kinds WHERE kinds.type IS NOT NULL
-            )
-            SELECT MIN((SELECT MIN(e.sequence) FROM ctxengine_events e
-                        WHERE e.session_id = s AND e.type = kinds.type))
-            INTO floor
-            FROM kinds WHERE kinds.type IS NOT NULL AND NOT (kinds.type = ANY(known));
-            -- A newer format: asked as the smallest version above v, which only the version
-            -- index answers without a scan (as "the first such sequence", a generic plan
-            -- walks the primary key and filters every row); its first row only when there is one.
-            SELECT MIN(e.schema_version) INTO newer FROM ctxengine_events e
-                WHERE e.session_id = s AND e.schema_version > v;
-            IF newer IS NOT NULL THEN
-                floor := LEAST(floor, (SELECT MIN(e.sequence) FROM ctxengine_events e
-                                       WHERE e.session_id = s AND e.schema_version > v));
-            END IF;
-            RETURN floor;
-        END
-        $fn$
-        """,
-        """
-        CREATE FUNCTION ctxengine_commit_predicted(
-            s text, lock_class integer, first_seq bigint, events json, counts json,
-            claim_run text, claim_owner text,
-            cp_run text, cp_owner text, cp_epoch bigint, cp_version bigint, cp_kind text,
-            cp_trigger text, cp_payload text, cp_format integer, cp_at timestamptz,
-            prune_before bigint
-        ) RETURNS void LANGUAGE plpgsql AS $fn$
-        DECLARE
-            last_seq bigint;
-            lease_owner text;
-            lease_epoch bigint;
-            last_version bigint;
-            has_full boolean;
-        BEGIN
-            -- Held to the commit; every statement below starts after it, so it sees every
-            -- earlier writer of the session.
-            PERFORM pg_advisory_xact_lock(lock_class, hashtext(s));
-            -- events: [[key, type, payload, run, actor, scope, id, format, at], ...] (one text
-            -- parameter: the driver dumps arrays of arrays item by item); counts: [[seq, counter, n]].
-            IF json_array_length(events) > 0 THEN
-                IF EXISTS (SELECT 1 FROM ctxengine_events
-                           WHERE session_id = s AND derivation_key IN
-                               (SELECT b.v->>0 FROM json_array_elements(events) AS b(v))) THEN
-                    RAISE EXCEPTION 'ctxengine: an event of the write set is stored already'
-                        USING ERRCODE = 'CX001';
-                END IF;
-                SELECT e.sequence INTO last_seq FROM ctxengine_events e
-                    WHERE e.session_id = s ORDER BY e.sequence DESC LIMIT 1;
-                IF COALESCE(last_seq, 0) + 1 <> first_seq THEN
-                    RAISE EXCEPTION 'ctxengine: the session moved on (next sequence %, predicted %)',
-                        COALESCE(last_seq, 0) + 1, first_seq USING ERRCODE = 'CX001';
-                END IF;
-                INSERT INTO ctxengine_events (session_id, sequence, type, payload, derivation_key,
-                    run_id, actor, visibility_scope, visibility_id, created_at, schema_version)
-                SELECT s, first_seq + b.ord - 1, b.v->>1, b.v->>2, b.v->>0, b.v->>3, b.v->>4,
-                       b.v->>5, b.v->>6, (b.v->>8)::timestamptz, (b.v->>7)::integer
-                FROM json_array_elements(events) WITH ORDINALITY AS b(v, ord);
-            END IF;
-            IF json_array_length(counts) > 0 THEN
-                INSERT INTO ctxengine_token_counts (session_id, sequence, counter, count)
-                SELECT s, (c.v->>0)::bigint, c.v->>1, (c.v->>2)::bigint
-                FROM json_array_elements(counts) AS c(v)
-                ON CONFLICT (session_id, sequence, counter) DO NOTHING;
-            END IF;
-            IF claim_run IS NOT NULL THEN
-                INSERT INTO ctxengine_checkpoint_leases (run_id, owner, epoch)
-                VALUES (claim_run, claim_owner, 1) ON CONFLICT (run_id) DO NOTHING;
-                IF NOT FOUND THEN
-                    RAISE EXCEPTION 'ctxengine: run % was claimed before', claim_run
-                        USING ERRCODE = 'CX001';
-                END IF;
-            END IF;
-            IF cp_run IS NOT NULL THEN
-                SELECT l.owner, l.epoch INTO lease_owner, lease_epoch
-                    FROM ctxengine_checkpoint_leases l WHERE l.run_id = cp_run FOR UPDATE;
-                SELECT COALESCE(MAX(c.version), 0), COALESCE(bool_or(c.kind = 'full'), false)
-                    INTO last_version, has_full FROM ctxengine_checkpoints c WHERE c.run_id = cp_run;
-                IF lease_owner IS DISTINCT FROM cp_owner OR lease_epoch IS DISTINCT FROM cp_epoch
-                   OR last_version + 1 <> cp_version OR (cp_kind <> 'full' AND NOT has_full) THEN
-                    RAISE EXCEPTION 'ctxengine: run % is not at the predicted lease and version', cp_run
-                        USING ERRCODE = 'CX001';
-                END IF;
-                INSERT INTO ctxengine_checkpoints (run_id, version, kind, trigger, payload,
-                    lease_epoch, created_at, schema_version)
-                VALUES (cp_run, cp_version, cp_kind, cp_trigger, cp_payload, cp_epoch, cp_at, cp_format);
-                IF prune_before IS NOT NULL THEN
-                    DELETE FROM ctxengine_checkpoints WHERE run_id = cp_run AND version < prune_before;
-                END IF;
-            END IF;
-        END
-        $fn$
-        """,
-    ),
-)
-
-#: Every migration, in revision order (revision 2 onwards). Append only.
-MIGRATIONS: tuple[Migration, ...] = (
-    TOKEN_COUNTS,
-    ROWID_TABLES,
-    PREDICTED_COMMIT,
-    STABLE_PLANS,
-    KEYED_LOOKUPS,
-)
+#: Every migration, in revision order. Append only: from 0.2.0 on, a migration once
+#: released is never edited (ADR 0009).
+MIGRATIONS: tuple[Migration, ...] = (SCHEMA_0_2,)
 
 
 def latest_revision(migrations: tuple[Migration, ...] | None = None) -> int:
     chain = MIGRATIONS if migrations is None else migrations
-    return chain[-1].revision if chain else BASE_REVISION
+    return chain[-1].revision if chain else SCHEMA_REVISION
 
 
 def pending(revision: int, migrations: tuple[Migration, ...] | None = None) -> tuple[Migration, ...]:
@@ -324,12 +132,14 @@ def describe(migration: Migration) -> str:
 
 def report(where: str, found: dict[Any, Any], *, apply: bool) -> MigrationReport:
     """What migrating a store whose version rows are ``found`` does (``{}``: a new store,
-    created at the base revision first)."""
+    created at the current schema first); ``StoreOpenError`` for an unreleased revision."""
     if COMPONENT_LEVEL in found:
         level = check_level(where, found[COMPONENT_LEVEL])
         revision = check_revision(where, found.get(COMPONENT_REVISION, BASE_REVISION))
     else:
-        level, revision = COMPAT_LEVEL, BASE_REVISION
+        level, revision = COMPAT_LEVEL, SCHEMA_REVISION
+    if revision in UNRELEASED_REVISIONS:
+        raise unreleased(where, revision)
     todo = pending(revision)
     steps = tuple(describe(m) for m in todo)
     return MigrationReport(
@@ -340,6 +150,16 @@ def report(where: str, found: dict[Any, Any], *, apply: bool) -> MigrationReport
         steps,
         steps if apply else (),
         not apply,
+    )
+
+
+def unreleased(where: str, revision: int) -> StoreOpenError:
+    """A store at a revision only a development build before 0.2.0 wrote."""
+    return StoreOpenError(
+        f"{where} is at schema revision {revision}, which only development builds before "
+        f"ctxengine 0.2.0 wrote; this code migrates a store at revision {BASE_REVISION} and opens "
+        f"one at revision {SCHEMA_REVISION} or later. No release wrote it: create the store anew "
+        "(or read it with the build that wrote it)"
     )
 
 
@@ -355,12 +175,10 @@ __all__ = [
     "COMPAT_LEVEL",
     "COMPONENT_LEVEL",
     "COMPONENT_REVISION",
-    "KEYED_LOOKUPS",
     "MIGRATIONS",
-    "PREDICTED_COMMIT",
-    "ROWID_TABLES",
-    "STABLE_PLANS",
-    "TOKEN_COUNTS",
+    "SCHEMA_0_2",
+    "SCHEMA_REVISION",
+    "UNRELEASED_REVISIONS",
     "VERSION_TABLE",
     "Migration",
     "MigrationReport",
@@ -371,4 +189,5 @@ __all__ = [
     "no_store",
     "pending",
     "report",
+    "unreleased",
 ]

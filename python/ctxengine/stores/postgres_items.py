@@ -59,7 +59,7 @@ async def read_items(
 
 
 #: The smallest sequence of a row of an unknown type or a newer format in a session (see
-#: ``sqlite_items.ANOMALY_FLOOR``; the function is migration revision 4's), as a CTE the
+#: ``sqlite_items.ANOMALY_FLOOR``; the function is in ``postgres_ddl``), as a CTE the
 #: typed reads join, so that the check and the read take one round trip.
 FLOOR = "WITH floor AS (SELECT ctxengine_anomaly_floor(%(s)s, %(known)s, %(v)s) AS f)"
 _PAGE = 64

@@ -10,7 +10,7 @@ what the store would answer (the next sequence, the run's next version, a
 fresh lease). Inside ``PostgresStore._predicted(...)`` the store's write
 operations answer with those predictions and only queue the writes; the
 block's exit sends them in one call of ``ctxengine_commit_predicted``
-(migration revision 4), which takes the session lock, checks every
+(``postgres_ddl``), which takes the session lock, checks every
 prediction before it writes and, when one does not hold, raises SQLSTATE
 ``CX001`` so that nothing of the call is kept. The caller then runs the same
 code again in an ordinary transaction (``StorePredictionMissed``). Anything

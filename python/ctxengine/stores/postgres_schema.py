@@ -1,7 +1,7 @@
-"""The PostgreSQL store's schema: the base tables and their migration (ADR 0009).
+"""The PostgreSQL store's schema (``postgres_ddl``): created or migrated under a lock (ADR 0009).
 
-``schema()`` creates a new store at the base revision and applies pending
-migrations, all in one transaction under an advisory lock, so concurrent
+``schema()`` creates a new store at the current schema, or applies a store's pending
+migrations, in one transaction under an advisory lock, so concurrent
 openers create and migrate once; a dry run only reads and writes nothing.
 """
 
@@ -12,53 +12,15 @@ from typing import Any
 
 from psycopg import AsyncConnection, errors
 
-from . import migrations
+from . import migrations, postgres_ddl
 
 Conn = AsyncConnection[Any]
 # pg_advisory_xact_lock key serializing schema creation across processes
 # (CREATE TABLE IF NOT EXISTS alone races on the catalog).
 MIGRATION_LOCK = 0x63747865_6E67  # "ctxeng"
 
-DDL = (
-    """
-    CREATE TABLE ctxengine_events (
-        session_id       TEXT        NOT NULL,
-        sequence         BIGINT      NOT NULL CHECK (sequence >= 1),
-        type             TEXT        NOT NULL,
-        payload          TEXT        NOT NULL,
-        derivation_key   TEXT        NOT NULL,
-        run_id           TEXT,
-        actor            TEXT        NOT NULL,
-        visibility_scope TEXT        NOT NULL,
-        visibility_id    TEXT,
-        created_at       TIMESTAMPTZ NOT NULL,
-        schema_version   INTEGER     NOT NULL,
-        CONSTRAINT ctxengine_events_sequence_key PRIMARY KEY (session_id, sequence),
-        CONSTRAINT ctxengine_events_derivation_key UNIQUE (session_id, derivation_key)
-    )
-    """,
-    "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
-    """
-    CREATE TABLE ctxengine_checkpoint_leases (
-        run_id TEXT   NOT NULL PRIMARY KEY,
-        owner  TEXT   NOT NULL,
-        epoch  BIGINT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE ctxengine_checkpoints (
-        run_id         TEXT        NOT NULL,
-        version        BIGINT      NOT NULL CHECK (version >= 1),
-        kind           TEXT        NOT NULL,
-        trigger        TEXT        NOT NULL,
-        payload        TEXT        NOT NULL,
-        lease_epoch    BIGINT      NOT NULL,
-        created_at     TIMESTAMPTZ NOT NULL,
-        schema_version INTEGER     NOT NULL,
-        PRIMARY KEY (run_id, version)
-    )
-    """,
-)
+#: A new store's statements (the current schema).
+DDL = postgres_ddl.CURRENT
 
 
 def connection_settings(statement_timeout: float | None, read_only: bool) -> str:
@@ -103,12 +65,12 @@ async def schema(conn: Conn, where: str, apply: bool, create: bool = True) -> mi
             "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
         )
         found = dict(await _fetchall(conn, f"SELECT component, version FROM {migrations.VERSION_TABLE}"))
-        if migrations.COMPONENT_LEVEL not in found:
+        if migrations.COMPONENT_LEVEL not in found:  # a new store: the current schema at once
             for statement in DDL:
                 await conn.execute(statement)
             await _set_component(conn, migrations.COMPONENT_LEVEL, migrations.COMPAT_LEVEL)
-        if migrations.COMPONENT_REVISION not in found:
-            # A new store, or one from before revisions were tracked: the base revision.
+            await _set_component(conn, migrations.COMPONENT_REVISION, migrations.SCHEMA_REVISION)
+        elif migrations.COMPONENT_REVISION not in found:  # from before revisions were tracked
             await _set_component(conn, migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
         report = migrations.report(where, found, apply=True)
         for migration in migrations.pending(report.from_revision):

@@ -98,7 +98,7 @@ def read_items(
 _KNOWN = ", ".join(f"'{t}'" for t in _rows.KNOWN_TYPES)
 #: The smallest sequence of a row of an unknown type or a newer format in a session: a loose
 #: index scan of the session's distinct types (one index seek per type) and a seek in the
-#: format-version index (migration revision 2), instead of a scan of the whole session.
+#: format-version index (``sqlite_ddl``), instead of a scan of the whole session.
 ANOMALY_FLOOR = f"""
 WITH RECURSIVE kinds(type) AS (
     SELECT (SELECT MIN(type) FROM ctxengine_events WHERE session_id = :s)

@@ -1,7 +1,7 @@
 """The SQLite store's schema and migrations (ADR 0009); ``sqlite_open`` opens the file.
 
-``schema()`` creates a new store at the base revision and applies pending
-migrations in one ``BEGIN IMMEDIATE`` transaction (the file's write lock),
+``schema()`` creates a new store at the current schema, or applies a store's pending
+migrations, in one ``BEGIN IMMEDIATE`` transaction (the file's write lock),
 so concurrent openers create and migrate once; a dry run only reads the
 version rows and writes nothing. It runs on the store's worker thread,
 after ``write_ahead_log``.
@@ -13,52 +13,13 @@ import sqlite3
 import time
 from typing import Literal
 
-from . import migrations
+from . import migrations, sqlite_ddl
 from .sqlite_deadline import unbounded
 
 Synchronous = Literal["FULL", "NORMAL"]
 
-DDL = (
-    """
-    CREATE TABLE ctxengine_events (
-        session_id       TEXT    NOT NULL,
-        sequence         INTEGER NOT NULL CHECK (sequence >= 1),
-        type             TEXT    NOT NULL,
-        payload          TEXT    NOT NULL,
-        derivation_key   TEXT    NOT NULL,
-        run_id           TEXT,
-        actor            TEXT    NOT NULL,
-        visibility_scope TEXT    NOT NULL,
-        visibility_id    TEXT,
-        created_at       TEXT    NOT NULL,
-        schema_version   INTEGER NOT NULL,
-        PRIMARY KEY (session_id, sequence),
-        UNIQUE (session_id, derivation_key)
-    ) WITHOUT ROWID
-    """,
-    # latest_before and plan reconstruction look events up by type.
-    "CREATE INDEX ctxengine_events_by_type ON ctxengine_events (session_id, type, sequence)",
-    """
-    CREATE TABLE ctxengine_checkpoint_leases (
-        run_id TEXT    NOT NULL PRIMARY KEY,
-        owner  TEXT    NOT NULL,
-        epoch  INTEGER NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE ctxengine_checkpoints (
-        run_id         TEXT    NOT NULL,
-        version        INTEGER NOT NULL CHECK (version >= 1),
-        kind           TEXT    NOT NULL,
-        trigger        TEXT    NOT NULL,
-        payload        TEXT    NOT NULL,
-        lease_epoch    INTEGER NOT NULL,
-        created_at     TEXT    NOT NULL,
-        schema_version INTEGER NOT NULL,
-        PRIMARY KEY (run_id, version)
-    ) WITHOUT ROWID
-    """,
-)
+#: A new store's statements (the current schema).
+DDL = sqlite_ddl.CURRENT
 
 
 def write_ahead_log(conn: sqlite3.Connection, busy_timeout: float) -> None:
@@ -96,7 +57,7 @@ def schema(
     ``apply=False`` (a dry run, a read-only open, ``migrate=False``) only reads the version
     rows: it writes nothing, not even a new store's tables, and reports what applying would
     do. A database without a store is a new one when ``create`` (it would be created at the
-    base revision), else ``StoreOpenError``: a read-only open has nothing to read.
+    current schema), else ``StoreOpenError``: a read-only open has nothing to read.
     """
     where = f"SQLite store {path!r}"
     if not apply:
@@ -111,12 +72,12 @@ def schema(
             "(component TEXT NOT NULL PRIMARY KEY, version INTEGER NOT NULL)"
         )
         found = dict(conn.execute(f"SELECT component, version FROM {migrations.VERSION_TABLE}").fetchall())
-        if migrations.COMPONENT_LEVEL not in found:
+        if migrations.COMPONENT_LEVEL not in found:  # a new store: the current schema at once
             for statement in DDL:
                 conn.execute(statement)
             _set_component(conn, migrations.COMPONENT_LEVEL, migrations.COMPAT_LEVEL)
-        if migrations.COMPONENT_REVISION not in found:
-            # A new store, or one from before revisions were tracked: the base revision.
+            _set_component(conn, migrations.COMPONENT_REVISION, migrations.SCHEMA_REVISION)
+        elif migrations.COMPONENT_REVISION not in found:  # from before revisions were tracked
             _set_component(conn, migrations.COMPONENT_REVISION, migrations.BASE_REVISION)
         report = migrations.report(where, found, apply=True)
         for migration in migrations.pending(report.from_revision):
