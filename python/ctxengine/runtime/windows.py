@@ -62,6 +62,11 @@ class Windows:
         #: The bound given, or ``None``: the process's ``MemoryLimits.window_bytes``.
         self._max_bytes = max_bytes
         self._windows: OrderedDict[str, SessionWindow] = OrderedDict()
+        #: Each window's ``nbytes`` when last touched, and their sum: a window grows only while
+        #: it is used, so its size is taken then (summing every window's on each read would
+        #: cost a worker of thousands of sessions a pass over all of them per call).
+        self._sizes: dict[str, int] = {}
+        self._total = 0
         self.reads = 0  # item range reads made (for tests and the bench)
         self.mark_reads = 0  # carry and state reads made (for tests)
 
@@ -78,8 +83,8 @@ class Windows:
 
     @property
     def nbytes(self) -> int:
-        """The windows' estimated memory."""
-        return sum(w.nbytes for w in self._windows.values())
+        """The windows' estimated memory (each as of when it was last used)."""
+        return self._total
 
     def __len__(self) -> int:
         return len(self._windows)
@@ -99,16 +104,20 @@ class Windows:
     def forget(self, session_id: str) -> None:
         """Drop the session's window (it may hold rows of a transaction that rolled back)."""
         self._windows.pop(session_id, None)
+        self._total -= self._sizes.pop(session_id, 0)
 
-    def evict(self) -> None:
-        """Back within the bound: the least recently used windows go (the newest stays)."""
+    def evict(self, session_id: str) -> None:
+        """Take the size of ``session_id``'s window (just used), then back within the bound:
+        the least recently used windows go (the one in use stays)."""
+        window = self._windows.get(session_id)
+        if window is not None:
+            size = window.nbytes
+            self._total += size - self._sizes.get(session_id, 0)
+            self._sizes[session_id] = size
         limit = self.max_bytes
-        if len(self._windows) <= 1:
-            return
-        total = self.nbytes
-        while total > limit and len(self._windows) > 1:
-            _, gone = self._windows.popitem(last=False)
-            total -= gone.nbytes
+        while self._total > limit and len(self._windows) > 1:
+            gone, _ = self._windows.popitem(last=False)
+            self._total -= self._sizes.pop(gone, 0)
 
     # -- item rows -----------------------------------------------------------------------
 
@@ -134,7 +143,7 @@ class Windows:
         if after > window.lo:  # the carried point moved on: what lies below it is never read again
             window.drop_below(bisect_right(window.seqs, after))
             window.lo = after
-        self.evict()
+        self.evict(session_id)
         return Span(window, bisect_right(window.seqs, through))
 
     def item_sequences(
@@ -175,7 +184,7 @@ class Windows:
         if window.known and window.follows(sequences) and len(rows) == len(items):
             window.add(rows, items)
             window.hi = max(sequences)
-            self.evict()
+        self.evict(session_id)
 
     def append_read(
         self, session_id: str, sequence: int, row: ItemRow, item: ConversationItem
