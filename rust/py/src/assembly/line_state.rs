@@ -33,6 +33,7 @@ use ctxengine_core::cut::ToolRole;
 use ctxengine_core::hash::PrefixStates;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 use super::memo::{KeptBlocks, KeptLimits};
 use crate::estimator::Measured;
@@ -108,9 +109,8 @@ impl Entry {
         read: &HistoryItem<'_>,
     ) -> Option<Entry> {
         // SAFETY: a live object (held); read_digest checks its shape.
-        let (digest, bytes) = unsafe { crate::items::read_digest(cj.as_ptr()) }?;
-        // SAFETY: an item of the live tuple.
-        let bytes = unsafe { Bound::from_borrowed_ptr(cj.py(), bytes) }.unbind();
+        let (digest, _) = unsafe { crate::items::read_digest(cj.as_ptr()) }?;
+        let bytes = cj.cast::<PyTuple>().ok()?.get_item(0).ok()?.unbind();
         let role = match read.role {
             ToolRole::Other => CachedRole::Other,
             ToolRole::Call(id) => CachedRole::Call(id.into()),
@@ -149,7 +149,7 @@ pub struct Readings {
     pub limits: Option<KeptLimits>,
     /// The body digest lists' leading parts.
     prefixes: PrefixStates,
-    /// Entries calls took from these readings, in all (for tests).
+    /// Entries the call that has them out took from them.
     served: u64,
 }
 
@@ -208,6 +208,7 @@ struct Slot {
     generation: u64,
     /// `Readings::nbytes` when last given back.
     nbytes: usize,
+    /// Entries calls took from the readings, in all (for tests).
     served: u64,
 }
 
@@ -282,10 +283,9 @@ impl<'py> Taken<'py> {
         })
     }
 
-    pub fn readings(&mut self) -> &mut Readings {
-        self.readings
-            .as_mut()
-            .expect("readings are out until dropped")
+    /// The readings (out until this is dropped).
+    pub fn readings(&mut self) -> Option<&mut Readings> {
+        self.readings.as_deref_mut()
     }
 }
 
@@ -297,10 +297,9 @@ impl Drop for Taken<'_> {
         let stale = {
             let mut slot = self.state.get().lock();
             if slot.generation == self.generation && slot.readings.is_none() {
-                slot.nbytes = readings.nbytes();
-                slot.served += readings.served;
                 let mut readings = readings;
-                readings.served = 0;
+                slot.nbytes = readings.nbytes();
+                slot.served += std::mem::take(&mut readings.served);
                 slot.readings = Some(readings);
                 None
             } else {

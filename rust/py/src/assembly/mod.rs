@@ -139,7 +139,7 @@ fn fit<'py>(
     let held = line.as_ref().ok().and_then(Option::as_ref);
     // What calls read of the line before (none when another call has it).
     *state = held.and_then(line::Line::state).and_then(Taken::take);
-    let mut readings = state.as_mut().map(Taken::readings);
+    let mut readings = state.as_mut().and_then(Taken::readings);
     let renders = inputs::table(inputs, "renders", pyo3::intern!(py, "renders"));
     let pointers = inputs::table(inputs, "pointers", pyo3::intern!(py, "pointers"));
     let kept = readings.as_deref_mut().map(|r| &mut r.blocks);
