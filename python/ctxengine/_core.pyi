@@ -12,6 +12,7 @@ from ctxengine.model.body import BodyFit, BodyInputs, BodyLimits
 
 __all__ = [
     "LangChainCounter",
+    "LineState",
     "TokenEstimator",
     "allocate_tokens",
     "bind_errors",
@@ -33,9 +34,6 @@ __all__ = [
     "select_history",
     "shared_prefix",
     "validate_tool_pairs",
-    "_forget_line",
-    "_line_cache_stats",
-    "_set_line_cache_limit",
 ]
 
 __version__: str
@@ -94,19 +92,23 @@ def encoding_ranks_sha256(encoding_name: str) -> str:
 def validate_tool_pairs(items: Iterable[object]) -> None:
     """Raise ``OrphanedToolPair`` for the first pairing violation in scan order."""
 
-def _forget_line(key: object) -> None:
-    """Drop this thread's ``fit_body`` line cache of the line whose items list is ``key``."""
-
-def _line_cache_stats() -> tuple[int, int, int, int]:
-    """This thread's line cache of ``fit_body``: lines, entries held, entries served, and their
-    estimated bytes (for tests)."""
-
-def _set_line_cache_limit(max_bytes: int) -> int:
-    """Bound every thread's ``fit_body`` line cache to ``max_bytes`` of estimated memory; returns
-    the bound it replaces."""
-
 def shared_prefix(a: Iterable[object], b: Iterable[object]) -> int:
     """How many leading items ``a`` and ``b`` share: the first ``n`` with ``a[i] is b[i]``."""
+
+@final
+class LineState:
+    """What ``fit_body`` read of one history line (``RenderLine.state``), kept for the line's
+    next call; owned by the line's owner and dropped with it."""
+
+    def __new__(cls) -> LineState: ...
+    @property
+    def nbytes(self) -> int:
+        """The estimated bytes it holds (as of the last call that gave it back)."""
+    @property
+    def served(self) -> int:
+        """Entries calls read from it instead of from the line, in all (for tests)."""
+    def clear(self) -> None:
+        """Drop everything it holds (the owner starts the line again)."""
 
 def fit_body(*, inputs: BodyInputs, limits: BodyLimits, estimator: TokenEstimator, model_id: str) -> BodyFit:
     """Region B measured, capped, yielded and cut (``ctxengine.model.body``)."""

@@ -126,7 +126,8 @@ def bodies(draw: st.DrawFn) -> dict[str, Any]:
 def line_shapes(draw: st.DrawFn, n: int) -> dict[str, Any] | None:
     """How the case's ``RenderLine`` departs from its history: none at all, or a
     line as long as ``length`` whose entries at ``stale`` hold an equal copy of the
-    item (not the item), at ``unrendered`` no render, at ``unpointed`` no pointer."""
+    item (not the item), at ``unrendered`` no render, at ``unpointed`` no pointer;
+    with a ``state`` of its own or none."""
     if draw(st.integers(0, 3)) == 0:
         return None
     index = st.sets(st.integers(0, max(n - 1, 0)), max_size=3) if n else st.just(set())
@@ -135,11 +136,13 @@ def line_shapes(draw: st.DrawFn, n: int) -> dict[str, Any] | None:
         "stale": draw(index),
         "unrendered": draw(index),
         "unpointed": draw(index),
+        "state": draw(st.booleans()),
     }
 
 
-def render_line(history: list[Any], how: dict[str, Any] | None) -> RenderLine | None:
-    """The case's line over ``history`` (entries past its end repeat its last item)."""
+def render_line(history: list[Any], how: dict[str, Any] | None, state: Any = None) -> RenderLine | None:
+    """The case's line over ``history`` (entries past its end repeat its last item), with
+    ``state`` (when the case asks for one: a new one if ``None``)."""
     if how is None:
         return None
     items, renders, pointers = [], [], []
@@ -151,13 +154,15 @@ def render_line(history: list[Any], how: dict[str, Any] | None) -> RenderLine | 
         renders.append(None if i in how["unrendered"] else render_conversation(item, "history"))
         pointed = isinstance(item, ToolResult) and i not in how["unpointed"]
         pointers.append(render_pointer(item) if pointed else None)
-    return RenderLine(items, renders, pointers)
+    if how.get("state") and state is None:
+        state = core.LineState()  # (the reference ignores it)
+    return RenderLine(items, renders, pointers, state)
 
 
 def run(module: Any, case: dict[str, Any], estimator: Any) -> Any:
     history = [fresh(item) for item in case["history"]]
     renders, pointers = tables(history, case["skip_renders"], case["skip_pointers"])
-    line = render_line(history, case.get("line"))
+    line = render_line(history, case.get("line"), case.get("state"))
     inputs = BodyInputs(
         history=tuple(history), renders=renders, pointers=pointers, blocks=case["blocks"], line=line
     )
@@ -292,7 +297,7 @@ def test_a_line_emptied_mid_call_is_still_read_safely() -> None:
 
         @property
         def blocks(self) -> Any:
-            for part in self.line:
+            for part in self.line[:3]:
                 part.clear()
             return blocks
 
@@ -454,8 +459,9 @@ def test_the_inputs_are_checked_alike() -> None:
 
 
 def test_the_same_blocks_and_limits_read_again_after_their_type_changes() -> None:
-    """The binding keeps the last blocks and limits it read, by identity: a
-    change to their type (a cap now computed) is read, as the reference reads it."""
+    """The binding keeps in the line's state the last blocks and limits it read, by
+    identity: a change to their type (a cap now computed) is read, as the reference
+    reads it."""
 
     class Block(BodyBlock):
         __slots__ = ()
@@ -466,6 +472,9 @@ def test_the_same_blocks_and_limits_read_again_after_their_type_changes() -> Non
     case = ladder_case(200)
     case["blocks"] = tuple(Block(*b) for b in case["blocks"])
     case["limits"] = Limits(*case["limits"])
+    n = len(case["history"])
+    case["line"] = {"length": n, "stale": set(), "unrendered": set(), "unpointed": set(), "state": True}
+    case["state"] = core.LineState()  # one for every call: the memo is kept from call to call
     before = run(core, case, estimator(core, case))
     assert before == run(ref, case, estimator(ref, case))
     Block.max_tokens = property(lambda self: 10 if self.region_class == "recall" else self[5])  # type: ignore[assignment]

@@ -5,7 +5,6 @@ missing)."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -110,40 +109,35 @@ def test_bounds_are_non_negative_ints(name: str, value: object) -> None:
         RenderCache(**kwargs)
 
 
-def test_a_dropped_session_leaves_the_fit_line_cache_too() -> None:
-    """The native fit keeps, per thread, what it read of each line with references to its
-    items and renders; a session the render cache drops is forgotten there at once (it held
-    up to 65,536 entries of lines nobody would build again)."""
-    core = backends.module("rust")
-    seen: dict[str, Any] = {}
-
-    def run() -> None:  # a thread of its own: an empty line cache
+def test_a_dropped_session_clears_its_line_state() -> None:
+    """The native fit keeps what it read of a line in the line's state, with references to
+    its items and renders; a session the render cache drops clears it at once (nothing it
+    kept holds the session's items alive)."""
+    previous = backends.backend()
+    ce.use_backend("rust")
+    try:
         items = {key: _tagged(session(8, result_size=300), key) for key in "abc"}
         probe = RenderCache()
         probe.history(probe.session("probe"), items["a"])
         planner, plan = make_plan()
         cache = RenderCache(max_bytes=probe._bytes * 5 // 2)  # room for two sessions
         builder = ContextBuilder(planner, clock=ce.FixedClock(NOON), render_cache=cache)
+        states: dict[str, Any] = {}
+        held: dict[str, int] = {}
         for key in "abc":
             cp = Checkpoint(f"r-{key}", conversation=tuple(items[key]))
             run = ce.RunContext(f"r-{key}", "s1", items[key][-4].seq)  # one line per first item
             builder.build(run, cp, AGENT, ALICE, plan=plan)
-            seen[key] = core._line_cache_stats()[:2]
+            states[key] = list(cache._sessions.values())[-1].line.state
+            held[key] = states[key].nbytes
         first = {items[key][0]._cj[1]: key for key in "abc"}
-        seen["kept"] = [first[digest] for _, digest in cache._sessions]
-
-    previous = backends.backend()
-    ce.use_backend("rust")
-    try:
-        thread = threading.Thread(target=run)
-        thread.start()
-        thread.join()
+        kept = [first[digest] for _, digest in cache._sessions]
     finally:
         ce.use_backend(previous)
-    assert seen["kept"] == ["b", "c"], seen
-    (lines_a, entries_a), (lines_b, entries_b), (lines_c, entries_c) = seen["a"], seen["b"], seen["c"]
-    assert (lines_a, lines_b) == (1, 2) and entries_a > 0 and entries_b == 2 * entries_a, seen
-    assert (lines_c, entries_c) == (2, entries_b), seen  # a's went with its session
+    assert kept == ["b", "c"], kept
+    assert all(held[key] > 0 for key in "abc"), held
+    assert states["a"].nbytes == 0  # a's went with its session
+    assert (states["b"].nbytes, states["c"].nbytes) == (held["b"], held["c"])
 
 
 def _region_accounted(cache: RenderCache) -> None:

@@ -2,7 +2,7 @@
 
 The ``trim_messages`` drop-in's memo keeps no dropped message alive and its
 entries stay within ``MemoryLimits.trim_bytes``; a worker's caches (render
-cache, session windows, the native line cache) stay within their byte bounds;
+cache, session windows) stay within their byte bounds;
 ``set_memory_limits`` sets every bound and refuses a bad value with an
 ``ArgumentError`` naming the field.
 """
@@ -157,12 +157,6 @@ def test_caches_made_without_a_bound_follow_the_process_limits() -> None:
     assert Windows(store, max_bytes=6).max_bytes == 6
 
 
-def test_the_native_line_cache_is_told_its_bound() -> None:
-    core = pytest.importorskip("ctxengine._core")
-    set_memory_limits(line_bytes=12_345)
-    assert core._set_line_cache_limit(12_345) == 12_345  # (returns the bound it replaces)
-
-
 @settings(deadline=None, max_examples=30)
 @given(steps=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 30), st.integers(0, 3_000)), max_size=20))
 def test_a_windows_reference_snapshots_are_counted_as_they_grow(steps: list[tuple[int, int, int]]) -> None:
@@ -184,7 +178,7 @@ def test_a_worker_keeps_its_caches_within_their_bytes(backend: str) -> None:
     """A worker taking turns of many sessions: every cache within its bound (set small here)."""
     from ctxengine.cli.turns import ScriptedWorker
 
-    set_memory_limits(render_bytes=60_000, window_bytes=100_000, line_bytes=30_000)
+    set_memory_limits(render_bytes=60_000, window_bytes=100_000)
 
     async def run() -> ScriptedWorker:
         store = MemoryStore()
@@ -200,10 +194,6 @@ def test_a_worker_keeps_its_caches_within_their_bytes(backend: str) -> None:
 
     worker = asyncio.run(run())
     assert len(worker.loop.windows) < 40  # the bound, not the count, let sessions go
-    if backend == "rust":
-        from ctxengine import _core
-
-        assert _core._line_cache_stats()[3] <= 30_000
     gc.collect()
 
 
@@ -218,7 +208,6 @@ def test_set_memory_limits_sets_and_returns_the_bounds() -> None:
         == MemoryLimits(
             render_bytes=1 << 20,
             window_bytes=DEFAULT_LIMITS.window_bytes,
-            line_bytes=DEFAULT_LIMITS.line_bytes,
             trim_bytes=0,
         )
     )
@@ -230,7 +219,8 @@ def test_set_memory_limits_sets_and_returns_the_bounds() -> None:
     [
         ({"render_bytes": -1}, "render_bytes"),
         ({"window_bytes": 1.5}, "window_bytes"),
-        ({"line_bytes": True}, "line_bytes"),
+        ({"render_bytes": True}, "render_bytes"),
+        ({"line_bytes": 1}, "line_bytes"),  # (gone: a line's state is its owner's memory)
         ({"trim_bytes": "16MB"}, "trim_bytes"),
         ({"history_bytes": 1}, "history_bytes"),
         ({"cache_bytes": 1}, "cache_bytes"),

@@ -36,8 +36,8 @@ def render_bytes(renders: Iterable[RenderedItem]) -> int:
 
 class SessionRenders:
     """One history line's renders and tool-result pointers, by item digest and in
-    history order (``line``, the fit's fast path), and the body blocks of its last
-    build (the builder's)."""
+    history order (``line``, the fit's fast path, with the fit's state of it), and the
+    body blocks of its last build (the builder's)."""
 
     __slots__ = (
         "_line_items",
@@ -63,7 +63,9 @@ class SessionRenders:
         self._line_items: list[ConversationItem] = []
         self._line_renders: list[RenderedItem | None] = []
         self._line_pointers: list[RenderedItem | None] = []
-        self.line = RenderLine(self._line_items, self._line_renders, self._line_pointers)
+        self.line = RenderLine(
+            self._line_items, self._line_renders, self._line_pointers, backends.line_state()
+        )
 
     def line_of(self, history: tuple[ConversationItem, ...]) -> RenderLine:
         """The line extended to ``history``: its new items' renders and pointers from the
@@ -73,7 +75,7 @@ class SessionRenders:
         items, renders, pointers = self._line_items, self._line_renders, self._line_pointers
         n = len(items)
         if n > len(history) or (n and (history[n - 1] is not items[-1] or history[0] is not items[0])):
-            items.clear()
+            items.clear()  # (the fit's state keeps the entries that still match)
             renders.clear()
             pointers.clear()
             n = 0
@@ -118,8 +120,10 @@ class SessionRenders:
         return None
 
     def forget_line(self) -> None:
-        """Start the line again (its renders were re-entered in the tables)."""
-        backends.forget_line(self._line_items)
+        """Start the line again (its renders were re-entered in the tables, or it is dropped):
+        what the fit kept of it goes too."""
+        if self.line.state is not None:
+            self.line.state.clear()
         self._line_items.clear()
         self._line_renders.clear()
         self._line_pointers.clear()

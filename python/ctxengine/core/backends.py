@@ -86,13 +86,13 @@ def module(name: str) -> Backend:
     return _load(name)
 
 
-def forget_line(items: object) -> None:
-    """Tell the native backend a render line whose items list is ``items`` is gone: its
-    ``fit_body`` line cache (per thread, ADR 0001) lets go of the line's items and renders
-    at once instead of when other lines push them out. Nothing without the extension."""
-    found = native()
-    if found is not None:
-        found._forget_line(items)
+def line_state() -> Any:
+    """A new ``RenderLine.state`` for the active backend: a ``_core.LineState`` (what
+    ``fit_body`` read of the line, kept for its next call: estimated size ``nbytes``, emptied
+    by ``clear()``), or ``None`` on the reference backend, which keeps nothing."""
+    found = active()
+    state_type = getattr(found, "LineState", None)
+    return None if state_type is None else state_type()
 
 
-__all__ = ["BACKENDS", "Backend", "active", "backend", "forget_line", "module", "native", "use_backend"]
+__all__ = ["BACKENDS", "Backend", "active", "backend", "line_state", "module", "native", "use_backend"]

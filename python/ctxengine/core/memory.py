@@ -10,7 +10,7 @@ bounds; ``set_memory_limits`` changes them for the whole process, the way
     ctxengine.set_memory_limits(render_bytes=256 << 20, window_bytes=256 << 20)
 
 A cache reads its bound when it grows, so a lower bound applies from the next
-entry a cache takes (the native caches are told at once). A cache constructed
+entry a cache takes. A cache constructed
 with an explicit bound (``RenderCache(max_bytes=...)``, ``Windows(...,
 max_bytes=...)``) keeps that one. The defaults keep a worker that serves many
 sessions at a plateau of a few tens of MB of cache; a worker that returns to
@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 from ..errors import ArgumentError
-from .backends import native
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +35,6 @@ class MemoryLimits:
     #: A worker's session windows (``runtime.windows.Windows``): per session, the item rows
     #: and items of its recent seeds, their renders, and the last reference checkpoints.
     window_bytes: int = 32 << 20
-    #: The native fit's line cache (``_core``), per thread: readings of history entries.
-    line_bytes: int = 8 << 20
     #: The ``trim_messages`` drop-in's memo of message counts, per backend. It never keeps a
     #: message alive (entries go with their message); this bounds the entries of live ones.
     trim_bytes: int = 16 << 20
@@ -85,17 +82,9 @@ def set_memory_limits(limits: MemoryLimits | None = None, **changes: int) -> Mem
 
 def on_memory_limits(listener: Callable[[MemoryLimits], None]) -> None:
     """Call ``listener(limits)`` now and whenever the bounds change (for caches that are told
-    rather than read them: the native ones)."""
+    rather than read them)."""
     _listeners.append(listener)
     listener(_limits)
 
-
-def _tell_native(limits: MemoryLimits) -> None:
-    found = native()
-    if found is not None:
-        found._set_line_cache_limit(limits.line_bytes)
-
-
-on_memory_limits(_tell_native)
 
 __all__ = ["DEFAULT_LIMITS", "MemoryLimits", "memory_limits", "on_memory_limits", "set_memory_limits"]

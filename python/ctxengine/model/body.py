@@ -17,7 +17,12 @@ order, which the builder extends build by build: where ``history[i] is
 line.items[i]`` and the line holds a render (and, for a tool result, its
 pointer), that entry is used and the tables are not read for the item. It
 saves a digest-keyed lookup per item; the tables stay the fallback, so a
-stale or short line only costs speed.
+stale or short line only costs speed. ``RenderLine.state`` is the line's own
+memory of what fits read of it (on the Rust backend a ``_core.LineState``
+made by ``ctxengine.core.backends.line_state()``; ``None`` elsewhere): the
+line's owner keeps it with the line, counts its ``nbytes`` and ``clear()``s
+it when it starts the line again. It only ever changes speed: a backend
+ignores a state that is not its own.
 
 How each kind of block enters the fit:
 
@@ -69,11 +74,13 @@ class BodyLimits(NamedTuple):
 
 class RenderLine(NamedTuple):
     """A history line's renders in history order: ``renders[i]`` and ``pointers[i]``
-    (``None``: not held) of the item ``items[i]``; three sequences of one length."""
+    (``None``: not held) of the item ``items[i]``; three sequences of one length, and
+    the fit's opaque ``state`` of the line (``backends.line_state()``)."""
 
     items: Sequence[Any]
     renders: Sequence[Any]
     pointers: Sequence[Any]
+    state: Any = None
 
 
 class BodyInputs(NamedTuple):

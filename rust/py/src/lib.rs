@@ -34,9 +34,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(history::select_history, m)?)?;
     m.add_function(wrap_pyfunction!(history::validate_tool_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(history::shared_prefix, m)?)?;
-    m.add_function(wrap_pyfunction!(assembly::line_cache_stats, m)?)?;
-    m.add_function(wrap_pyfunction!(assembly::forget_line, m)?)?;
-    m.add_function(wrap_pyfunction!(assembly::set_line_cache_limit, m)?)?;
+    m.add_class::<assembly::LineState>()?;
     m.add_function(wrap_pyfunction!(assembly::fit_body, m)?)?;
     m.add_function(wrap_pyfunction!(decode::decode_items, m)?)?;
     m.add_function(wrap_pyfunction!(render::render_items, m)?)?;

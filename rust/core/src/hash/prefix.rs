@@ -39,7 +39,6 @@ impl PrefixStates {
     }
 
     /// Bytes of prefixes held.
-    #[cfg(test)]
     pub fn held_bytes(&self) -> usize {
         self.bytes
     }

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use super::gather::Buffers;
+use super::memo::{KeptBlocks, KeptLimits};
 use crate::arguments::{self, type_name};
 use crate::errors::argument_error;
 use crate::items::{
@@ -91,13 +92,13 @@ const AHEAD: usize = 8;
 /// else its digest key (`None` for an item not canonicalized yet, listed
 /// in the result with the item).
 ///
-/// `cached`: the line's entries a call read before (`line_cache`): the
+/// `cached`: the line's entries a call read before (`line_state`): the
 /// leading history items that are, with their renders and pointers, the
 /// very objects of an entry are read from it (how many: `from_cache`).
 pub fn history<'py>(
     inputs: &Bound<'py, PyAny>,
     line: Option<&super::line::Line<'py>>,
-    cached: &[super::line_cache::Entry],
+    cached: &[super::line_state::Entry],
     types: &mut Types,
     bufs: &mut Buffers,
 ) -> PyResult<HistoryRead<'py>> {
@@ -133,7 +134,7 @@ pub fn history<'py>(
         }
     }
     let from_cache = i;
-    // (What the cache holds needs no pin: the caller holds the cache.)
+    // (What the entries hold needs no pin: the caller holds them.)
     let mut pinned = from_cache;
     let pin = |bufs: &mut Buffers, pinned: &mut usize| {
         bufs.pin_borrowed(py, *pinned);
@@ -308,13 +309,19 @@ fn elements<'py>(
 }
 
 /// The blocks, each of a known kind with rendered items; one history block.
-pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Vec<BlockIn<'py>>> {
+/// `kept`: the line's memo of the last blocks read with it (`memo`).
+pub fn blocks<'py>(
+    inputs: &Bound<'py, PyAny>,
+    types: &mut Types,
+    kept: Option<&mut Option<KeptBlocks>>,
+) -> PyResult<Vec<BlockIn<'py>>> {
     let py = inputs.py();
     let mut out: Vec<BlockIn<'py>> = Vec::new();
     let mut counts = [0usize; 8];
     let all = field(inputs, Path::of("inputs", "blocks"), intern!(py, "blocks"))?;
     const B: &str = "inputs.blocks";
-    if let Some(kept) = super::memo::recall(&all) {
+    let recalled = super::memo::recall(kept.as_ref().and_then(|k| k.as_ref()), &all);
+    if let Some(kept) = recalled {
         // The same tuple as last time: its items' types checked again only.
         for (at, block) in kept.iter().enumerate() {
             for (index, item) in block.items.iter().enumerate() {
@@ -411,17 +418,24 @@ pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Ve
     if counts[1] != 1 {
         return Err(argument_error(py, F, B, "expected one history block"));
     }
-    super::memo::keep(&all, &out);
+    if let Some(kept) = kept {
+        *kept = super::memo::keep(&all, &out);
+    }
     Ok(out)
 }
 
-/// `BodyLimits`.
-pub fn limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
-    if let Some(kept) = super::memo::recall_limits(limits) {
-        return Ok(kept);
+/// `BodyLimits`; `kept`: the line's memo of the last limits read with it.
+pub fn limits(
+    limits: &Bound<'_, PyAny>,
+    kept: Option<&mut Option<KeptLimits>>,
+) -> PyResult<BodyLimits> {
+    if let Some(read) = super::memo::recall_limits(kept.as_ref().and_then(|k| k.as_ref()), limits) {
+        return Ok(read);
     }
     let read = read_limits(limits)?;
-    super::memo::keep_limits(limits, read);
+    if let Some(kept) = kept {
+        *kept = super::memo::keep_limits(limits, read);
+    }
     Ok(read)
 }
 

@@ -1,6 +1,8 @@
 //! `inputs.line` (`RenderLine`): a history line's renders and pointers in
 //! history order, read and checked as the reference checks them; an entry
-//! is taken for history item `i` only when it holds the very item.
+//! is taken for history item `i` only when it holds the very item. Its
+//! `state`, when a `LineState`, holds what calls read of it before (any
+//! other value is not read: the reference ignores it too).
 
 use pyo3::ffi;
 use pyo3::intern;
@@ -8,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 
 use super::inputs::{field, Path, F};
+use super::line_state::LineState;
 use crate::arguments;
 use crate::errors::argument_error;
 use crate::items::Items;
@@ -17,6 +20,7 @@ pub struct Line<'py> {
     items: Items<'py>,
     renders: Items<'py>,
     pointers: Items<'py>,
+    state: Option<Bound<'py, LineState>>,
 }
 
 impl<'py> Line<'py> {
@@ -35,14 +39,9 @@ impl<'py> Line<'py> {
             && self.pointers.ptr(i) == pointer
     }
 
-    /// The line's items sequence when it is a list or a tuple (the object
-    /// a cache of its entries is kept by).
-    pub fn items_object(&self) -> Option<Bound<'py, PyAny>> {
-        match &self.items {
-            Items::List(l) => Some(l.clone().into_any()),
-            Items::Tuple(t) => Some(t.clone().into_any()),
-            Items::Other(_) => None,
-        }
+    /// What calls read of this line before (`RenderLine.state`).
+    pub fn state(&self) -> Option<&Bound<'py, LineState>> {
+        self.state.as_ref()
     }
 
     /// Entry `i` as the line holds it now: item, render, pointer (`None`
@@ -127,9 +126,16 @@ pub fn line<'py>(inputs: &Bound<'py, PyAny>) -> PyResult<Option<Line<'py>>> {
             ),
         ));
     }
+    // (Read as the reference reads it: not at all, but for speed.)
+    let state = value
+        .getattr_opt(intern!(py, "state"))
+        .ok()
+        .flatten()
+        .and_then(|s| s.cast_into::<LineState>().ok());
     Ok(Some(Line {
         items,
         renders,
         pointers,
+        state,
     }))
 }

@@ -1,7 +1,7 @@
-//! The last `inputs.blocks` (and `limits`) read on this thread, kept with
-//! the object it was read from: the builder hands the very same tuple again
-//! while a line's blocks (its limits) do not change, and reading it again
-//! would give the same values.
+//! The last `inputs.blocks` (and `limits`) read with a line, kept in its
+//! state with the object it was read from: the builder hands the very same
+//! tuple again while a line's blocks (its limits) do not change, and
+//! reading it again would give the same values.
 //!
 //! Kept only when nothing in it can change: an exact tuple of blocks of one
 //! type (a tuple subclass, generic attribute access, no instance dict) whose
@@ -10,11 +10,10 @@
 //! (CPython gives a type a new tag whenever an attribute of it or of a base
 //! is set or deleted). The object is held, so its address names it.
 
-use std::cell::RefCell;
-
 use ctxengine_core::body::{BodyLimits, Kind};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyType;
 
 use super::inputs::BlockIn;
 use crate::items::version_of;
@@ -28,84 +27,93 @@ struct Kept {
     max_tokens: Option<i64>,
 }
 
-struct Memo {
+/// Blocks as read, with the tuple they were read from.
+pub struct KeptBlocks {
     source: Py<PyAny>,
-    tp: *mut ffi::PyTypeObject,
+    tp: Py<PyType>,
     version: std::os::raw::c_uint,
     blocks: Vec<Kept>,
 }
 
-struct Limits {
+impl KeptBlocks {
+    /// Their estimated memory (references and structs).
+    pub fn nbytes(&self) -> usize {
+        let refs: usize = self
+            .blocks
+            .iter()
+            .map(|b| b.items.len() + b.ids.len())
+            .sum();
+        std::mem::size_of::<Kept>() * self.blocks.len() + 8 * refs
+    }
+}
+
+/// Limits as read, with the object they were read from.
+pub struct KeptLimits {
     source: Py<PyAny>,
-    tp: *mut ffi::PyTypeObject,
+    tp: Py<PyType>,
     version: std::os::raw::c_uint,
     limits: BodyLimits,
 }
 
-thread_local! {
-    static LAST: RefCell<Option<Memo>> = const { RefCell::new(None) };
-    static LAST_LIMITS: RefCell<Option<Limits>> = const { RefCell::new(None) };
+/// Whether `tp` still has the version tag `version`.
+fn unchanged(tp: &Py<PyType>, version: std::os::raw::c_uint) -> bool {
+    // SAFETY: a live type (held).
+    unsafe { version_of(tp.as_ptr().cast()) == Some(version) }
 }
 
 /// The limits read from `source` last time, when it is the same object and
 /// its type is unchanged.
-pub fn recall_limits(source: &Bound<'_, PyAny>) -> Option<BodyLimits> {
-    LAST_LIMITS.with(|last| {
-        let last = last.borrow();
-        let memo = last.as_ref()?;
-        // SAFETY: the type is held by the kept object.
-        let same = source.is(memo.source.bind(source.py()))
-            && unsafe { version_of(memo.tp) } == Some(memo.version);
-        same.then_some(memo.limits)
-    })
+pub fn recall_limits(kept: Option<&KeptLimits>, source: &Bound<'_, PyAny>) -> Option<BodyLimits> {
+    let kept = kept?;
+    let same = source.is(kept.source.bind(source.py())) && unchanged(&kept.tp, kept.version);
+    same.then_some(kept.limits)
 }
 
-/// Keep `limits`, read from `source`, when it cannot change.
-pub fn keep_limits(source: &Bound<'_, PyAny>, limits: BodyLimits) {
+/// `limits`, read from `source`, to keep when it cannot change.
+pub fn keep_limits(source: &Bound<'_, PyAny>, limits: BodyLimits) -> Option<KeptLimits> {
     // SAFETY: reads of a live object (the GIL is held).
-    let memo = unsafe { plain_tuple(source.as_ptr()) }.map(|(tp, version)| Limits {
+    let (_, version) = unsafe { plain_tuple(source.as_ptr()) }?;
+    Some(KeptLimits {
         source: source.clone().unbind(),
-        tp,
+        tp: source.get_type().unbind(),
         version,
         limits,
-    });
-    let old = LAST_LIMITS.with(|last| last.replace(memo));
-    drop(old);
+    })
 }
 
 /// The blocks read from `source` last time, when it is the same tuple and
 /// its blocks' type is unchanged.
-pub fn recall<'py>(source: &Bound<'py, PyAny>) -> Option<Vec<BlockIn<'py>>> {
+pub fn recall<'py>(
+    kept: Option<&KeptBlocks>,
+    source: &Bound<'py, PyAny>,
+) -> Option<Vec<BlockIn<'py>>> {
     let py = source.py();
-    LAST.with(|last| {
-        let last = last.borrow();
-        let memo = last.as_ref()?;
-        // SAFETY: the type is held by the kept tuple's blocks.
-        if !source.is(memo.source.bind(py)) || unsafe { version_of(memo.tp) } != Some(memo.version)
-        {
-            return None;
-        }
-        Some(
-            memo.blocks
-                .iter()
-                .map(|b| BlockIn {
-                    class: b.class.bind(py).clone(),
-                    kind: b.kind,
-                    items: b.items.iter().map(|i| i.bind(py).clone()).collect(),
-                    ids: b.ids.iter().map(|i| i.bind(py).clone()).collect(),
-                    max_items: b.max_items,
-                    max_tokens: b.max_tokens,
-                })
-                .collect(),
-        )
-    })
+    let kept = kept?;
+    if !source.is(kept.source.bind(py)) || !unchanged(&kept.tp, kept.version) {
+        return None;
+    }
+    Some(
+        kept.blocks
+            .iter()
+            .map(|b| BlockIn {
+                class: b.class.bind(py).clone(),
+                kind: b.kind,
+                items: b.items.iter().map(|i| i.bind(py).clone()).collect(),
+                ids: b.ids.iter().map(|i| i.bind(py).clone()).collect(),
+                max_items: b.max_items,
+                max_tokens: b.max_tokens,
+            })
+            .collect(),
+    )
 }
 
-/// Keep `blocks`, read from `source`, when nothing in them can change.
-pub fn keep(source: &Bound<'_, PyAny>, blocks: &[BlockIn<'_>]) {
-    let memo = unchanging(source).map(|(tp, version)| Memo {
+/// `blocks`, read from `source`, to keep when nothing in them can change.
+pub fn keep(source: &Bound<'_, PyAny>, blocks: &[BlockIn<'_>]) -> Option<KeptBlocks> {
+    let version = unchanging(source)?;
+    let first = source.get_item(0).ok()?;
+    Some(KeptBlocks {
         source: source.clone().unbind(),
-        tp,
+        tp: first.get_type().unbind(),
         version,
         blocks: blocks
             .iter()
@@ -118,14 +126,11 @@ pub fn keep(source: &Bound<'_, PyAny>, blocks: &[BlockIn<'_>]) {
                 max_tokens: b.max_tokens,
             })
             .collect(),
-    });
-    // (Dropped with the GIL held: every call runs inside one from Python.)
-    let old = LAST.with(|last| last.replace(memo));
-    drop(old);
+    })
 }
 
-/// The blocks' one type and its version tag, when the tuple cannot change.
-fn unchanging(source: &Bound<'_, PyAny>) -> Option<(*mut ffi::PyTypeObject, std::os::raw::c_uint)> {
+/// The blocks' one type's version tag, when the tuple cannot change.
+fn unchanging(source: &Bound<'_, PyAny>) -> Option<std::os::raw::c_uint> {
     // SAFETY: type checks and reads of live objects (the GIL is held).
     unsafe {
         let all = source.as_ptr();
@@ -139,7 +144,7 @@ fn unchanging(source: &Bound<'_, PyAny>) -> Option<(*mut ffi::PyTypeObject, std:
                 return None;
             }
         }
-        Some((tp, version))
+        Some(version)
     }
 }
 

@@ -9,10 +9,10 @@
 mod gather;
 mod inputs;
 mod line;
-mod line_cache;
+mod line_state;
 mod memo;
 
-pub use line_cache::{forget_line, line_cache_stats, set_line_cache_limit};
+pub use line_state::LineState;
 
 use ctxengine_core::body::{self, Block, BodyHost, Kind, Part};
 use ctxengine_core::hash::{hex, sha256, PrefixStates};
@@ -26,17 +26,10 @@ use crate::estimator::{Measuring, Resolved, TokenEstimator};
 use crate::items::{Facts, Types};
 use gather::{Buffers, Gather};
 use inputs::{BlockIn, F};
+use line_state::Taken;
 
-/// How far ahead of a cached entry its render is fetched.
+/// How far ahead of a kept entry its render is fetched.
 const RENDER_AHEAD: usize = 8;
-
-/// Stored digest-list prefixes per thread (see `PrefixStates`).
-const BODY_PREFIX_BYTES: usize = 32 << 20;
-
-thread_local! {
-    static BODY_PREFIXES: std::cell::Cell<Option<Box<PrefixStates>>> =
-        std::cell::Cell::new(Some(Box::new(PrefixStates::new(BODY_PREFIX_BYTES))));
-}
 
 /// Region B measured, capped, yielded and cut (`ctxengine.model.body`).
 #[pyfunction]
@@ -50,12 +43,12 @@ pub fn fit_body<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     guard(py, || {
         let mut g = Gather::new(py, Types::new(py)?, Buffers::take());
-        let mut cache = None;
-        let result = fit(py, inputs, limits, estimator, model_id, &mut g, &mut cache);
+        // The line's state, taken out for the call: given back after the
+        // buffers, whose borrowed pointers it may hold alive.
+        let mut state = None;
+        let result = fit(py, inputs, limits, estimator, model_id, &mut g, &mut state);
         g.done();
-        if let Some(cache) = cache {
-            line_cache::put(cache);
-        }
+        drop(state);
         result
     })
 }
@@ -136,17 +129,23 @@ fn fit<'py>(
     estimator: &Bound<'py, PyAny>,
     model_id: &Bound<'py, PyAny>,
     g: &mut Gather<'py>,
-    cache: &mut Option<line_cache::LineCache>,
+    state: &mut Option<Taken<'py>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     // The arguments before any work, the history last: no Python code runs
     // between its scan and the reads of what it borrows (a hostile
     // `inputs` may run some in any other read). Errors are raised in the
     // reference's order.
     let line = line::line(inputs);
+    let held = line.as_ref().ok().and_then(Option::as_ref);
+    // What calls read of the line before (none when another call has it).
+    *state = held.and_then(line::Line::state).and_then(Taken::take);
+    let mut readings = state.as_mut().and_then(Taken::readings);
     let renders = inputs::table(inputs, "renders", pyo3::intern!(py, "renders"));
     let pointers = inputs::table(inputs, "pointers", pyo3::intern!(py, "pointers"));
-    let blocks = inputs::blocks(inputs, &mut g.types);
-    let limits = inputs::limits(limits);
+    let kept = readings.as_deref_mut().map(|r| &mut r.blocks);
+    let blocks = inputs::blocks(inputs, &mut g.types, kept);
+    let kept = readings.as_deref_mut().map(|r| &mut r.limits);
+    let limits = inputs::limits(limits, kept);
     // (This backend's own estimator is one: its type has both methods.)
     let estimator_ok = if estimator.get_type().is(py.get_type::<TokenEstimator>()) {
         Ok(())
@@ -154,12 +153,13 @@ fn fit<'py>(
         arguments::estimator_like(F, estimator)
     };
     let model_id = arguments::string(F, "model_id", model_id);
-    let held = line.as_ref().ok().and_then(Option::as_ref);
-    // The line's cache (`line_cache`), held for the whole call.
-    *cache = held
-        .and_then(line::Line::items_object)
-        .map(|key| line_cache::take(&key));
-    let cached = cache.as_ref().map_or(&[][..], |c| &c.entries[..]);
+    let (cached, prefixes) = match readings.as_deref_mut() {
+        Some(r) => {
+            let (entries, prefixes) = r.parts();
+            (entries, Some(prefixes))
+        }
+        None => (&[][..], None),
+    };
     let inputs::HistoryRead {
         fresh,
         from_cache,
@@ -207,13 +207,13 @@ fn fit<'py>(
         if let Some(ahead) = cached[..from_cache].get(i + RENDER_AHEAD) {
             crate::items::prefetch(ahead.render.as_ptr());
         }
-        // SAFETY: live: the cache holds it (for the whole call; no reference is taken).
+        // SAFETY: live: the entry holds it (for the whole call; no reference is taken).
         let r = unsafe { Borrowed::from_ptr(py, g.bufs.held[i].0) };
         if !pinned && g.may_run_python(Some(&r)) {
             g.bufs.pin_borrowed(py, i + 1);
             pinned = true;
         }
-        g.push_cached(r, e.digest, e.bytes)?;
+        g.push_cached(r, e.digest, e.bytes.as_ptr())?;
     }
     for i in from_cache..g.bufs.keys.len() {
         if let Some(l) = lookahead.as_ref().filter(|_| !pinned) {
@@ -256,27 +256,27 @@ fn fit<'py>(
             model_id,
             known,
         },
+        prefixes,
     )?;
-    if let (Some(cache), Some(line)) = (cache.as_mut(), line.as_ref()) {
-        cache.entries.truncate(from_cache);
-        line_cache::served(from_cache);
-        extend_cache(cache, line, &values, g);
+    if let (Some(r), Some(line)) = (readings, line.as_ref()) {
+        r.keep_served(from_cache);
+        extend_entries(r, line, &values, g);
         // Every entry keeps its render's count as this call measured it
         // (those served keep theirs).
         let (facts, raws) = (g.facts(), &g.bufs.raws);
-        let from = measuring.served.min(cache.entries.len());
-        for (i, e) in cache.entries.iter_mut().enumerate().skip(from) {
+        let from = measuring.served;
+        for (i, e) in r.entries_mut().iter_mut().enumerate().skip(from) {
             e.measured = measuring.tag(facts[i].kind, raws[i]);
         }
     }
     Ok(result)
 }
 
-/// The cache extended by the line entries this call read past it, while
+/// The line's entries extended by those this call read past them, while
 /// they are still the history's items and the line still holds them (a
 /// tuple history only: what was read of it cannot have changed since).
-fn extend_cache<'py>(
-    cache: &mut line_cache::LineCache,
+fn extend_entries<'py>(
+    r: &mut line_state::Readings,
     line: &line::Line<'py>,
     values: &crate::items::Items<'py>,
     g: &mut Gather<'py>,
@@ -286,7 +286,7 @@ fn extend_cache<'py>(
     };
     let py = values.py();
     let n = g.bufs.history.len().min(values.len());
-    for i in cache.entries.len()..n {
+    for i in r.len()..n {
         if g.bufs.held[i].0.is_null() {
             break;
         }
@@ -317,27 +317,27 @@ fn extend_cache<'py>(
             break;
         }
         // SAFETY: a live object (the render holds it).
-        let cj = unsafe { Bound::from_borrowed_ptr(py, cj) }.unbind();
+        let cj = unsafe { Bound::from_borrowed_ptr(py, cj) };
         let history = &g.bufs.history[i];
-        let Some(entry) = line_cache::Entry::new(
+        let Some(entry) = line_state::Entry::new(
             item.unbind(),
             render.unbind(),
             pointer.map(Bound::unbind),
-            cj,
+            &cj,
             history,
         ) else {
             break;
         };
-        cache.entries.push(entry);
+        r.push(entry);
     }
 }
 
-/// How the fit counts: the estimator, the key, and what the line cache's
+/// How the fit counts: the estimator, the key, and what the line state's
 /// entries measured before (one per leading history item it served).
 struct Counting<'a> {
     est: &'a TokenEstimator,
     model_id: &'a str,
-    known: &'a [line_cache::Entry],
+    known: &'a [line_state::Entry],
 }
 
 /// 2. Measure everything in the reference's order, fit, and convert back.
@@ -348,6 +348,7 @@ fn measure_and_fit<'py>(
     limits: &body::BodyLimits,
     pointers: &Bound<'py, PyDict>,
     counting: Counting<'_>,
+    prefixes: Option<&mut PrefixStates>,
 ) -> PyResult<(Bound<'py, PyDict>, Measuring)> {
     let Counting {
         est,
@@ -461,14 +462,10 @@ fn measure_and_fit<'py>(
             Part::Item { block, .. } => blocks[*block].kind == Kind::Summary,
         })
         .count();
-    let body_sha = hex(&BODY_PREFIXES.with(|cell| match cell.take() {
-        Some(mut states) => {
-            let digest = states.sha256(&flat, 32 * leading);
-            cell.set(Some(states));
-            digest
-        }
+    let body_sha = hex(&match prefixes {
+        Some(states) => states.sha256(&flat, 32 * leading),
         None => sha256(&flat),
-    }));
+    });
     let fit = body_fit(
         py,
         [

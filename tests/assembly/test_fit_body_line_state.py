@@ -1,8 +1,9 @@
-"""The Rust binding keeps what it read from a line's entries between calls (its line
-cache): a line kept and changed in place from call to call (grown, shortened, cleared,
-an entry's render or item replaced, the history no longer the line's) gets, call after
-call, the fit of a line read anew: the same body objects, numbers, steps and digest,
-and as many memo lookups as the reference (the same traffic while its memo has room)."""
+"""The Rust binding keeps what it read from a line's entries between calls in the line's
+own state (``RenderLine.state``, a ``_core.LineState``): a line kept and changed in place
+from call to call (grown, shortened, cleared, an entry's render or item replaced, the
+history no longer the line's) gets, call after call, the fit of a line read anew without
+a state: the same body objects, numbers, steps and digest, and as many memo lookups as
+the reference (the same traffic while its memo has room)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ class Line:
 
     def __init__(self) -> None:
         self.history: list[Any] = []
-        self.line = RenderLine([], [], [])
+        self.line = RenderLine([], [], [], core.LineState())
 
     def put(self, items: list[Any]) -> None:
         for item in items:
@@ -50,7 +51,7 @@ class Line:
             self.line.pointers.append(pointer)  # type: ignore[attr-defined]
 
     def change(self, how: str, at: int, more: list[Any]) -> None:
-        items, renders, pointers = self.line
+        items, renders, pointers = self.line[:3]
         n = len(self.history)
         i = at % n if n else 0
         if how == "grow":
@@ -128,7 +129,7 @@ def test_a_line_changed_in_place_fits_as_a_line_read_anew(start: Any, steps: Any
         kept.change(how, at, more)
         both = tables(kept.history)
         got = fit(core, kept.history, kept.line, both, mine, usable)
-        copy = RenderLine(*(list(part) for part in kept.line))
+        copy = RenderLine(*(list(part) for part in kept.line[:3]))  # (no state)
         want = fit(core, kept.history, copy, both, anew, usable)
         spec = fit(ref, kept.history, copy, both, theirs, usable)
         if "orphan" in want:
@@ -144,17 +145,17 @@ def test_a_line_changed_in_place_fits_as_a_line_read_anew(start: Any, steps: Any
         same_memo_traffic(mine, theirs)
 
 
-def test_a_growing_line_is_read_from_the_cache_and_a_changed_one_recovers() -> None:
+def test_a_growing_line_is_read_from_its_state_and_a_changed_one_recovers() -> None:
     """Speed, checked: the entries of earlier calls are served, and after an entry
-    changes the cache holds the new one from the next call on."""
+    changes the state holds the new one from the next call on."""
     est = core.TokenEstimator()
     kept = Line()
     kept.put([UserMessage(f"turn {i}", seq=i + 1) for i in range(6)])
 
     def served() -> int:
-        before = core._line_cache_stats()[2]
+        before = kept.line.state.served
         fit(core, kept.history, kept.line, tables(kept.history), est, 10**6)
-        return int(core._line_cache_stats()[2] - before)
+        return int(kept.line.state.served - before)
 
     assert served() == 0  # a line met for the first time
     kept.put([AssistantMessage("reply", seq=7)])
@@ -210,4 +211,4 @@ def test_a_kept_count_is_served_only_to_the_same_way_of_counting() -> None:
                 got = core.fit_body(inputs=inputs, limits=limits, estimator=mine, model_id=model)
                 want = ref.fit_body(inputs=inputs, limits=limits, estimator=theirs, model_id=model)
                 assert got["body_raw"] == want["body_raw"], (turn, model)
-    assert core._line_cache_stats()[2] > 0  # (the line was served)
+    assert kept.line.state.served > 0  # (the line was served)
