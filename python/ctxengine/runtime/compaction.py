@@ -43,13 +43,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..assembly.blocks import render_summary
-from ..assembly.render_cache import render_item
+from ..assembly.render import render_items
 from ..assembly.request import RenderedItem
 from ..assembly.turn import split_turn
 from ..core.budget import ContextBudget
 from ..core.canonical import canonical_json, payload_hash
 from ..core.estimator import Estimator
 from ..core.history import select_history
+from ..core.slices import SLICE_ITEMS, Steps, batches, finish, finish_async
 from ..errors import CompactionDepthExceeded, ModelValidationError
 from ..model import (
     Checkpoint,
@@ -184,6 +185,22 @@ def _span(item: ConversationItem, trust: TrustLevel) -> ElidedSpan:
     return ElidedSpan(item_id(item), trust, size, item.seq, artifact_ref)
 
 
+def _history_renders(items: Sequence[ConversationItem]) -> list[RenderedItem]:
+    """The history renders of ``items``, in one backend call (not entered in the process's
+    render cache: a long history's renders would evict everything it holds)."""
+    return render_items(items, "history")
+
+
+def _pointers(items: Sequence[ConversationItem]) -> list[str | ElidedSpan]:
+    """What each replaced item leaves in the summary: an excerpt line (trusted text) or an
+    elided pointer."""
+    out: list[str | ElidedSpan] = []
+    for it in items:
+        trust = item_trust(it)
+        out.append(_excerpt(it, trust) if trust in TRUSTED_TEXT else _span(it, trust))
+    return out
+
+
 def _excerpt(item: ConversationItem, trust: TrustLevel) -> str:
     text = " ".join(content_text(item.content).split())  # type: ignore[union-attr]
     if len(text) > EXCERPT_CHARS:
@@ -238,6 +255,51 @@ class StructuredCompactor:
         ``history_budget_tokens`` (a ``Pressure``'s figure) tightens the target
         when the turn has grown into the history budget.
         """
+        return finish(
+            self.compact_steps(
+                checkpoint,
+                budget,
+                reason,
+                model_id=model_id,
+                seed_sequence=seed_sequence,
+                history_budget_tokens=history_budget_tokens,
+            )
+        )
+
+    async def compact_async(
+        self,
+        checkpoint: Checkpoint,
+        budget: ContextBudget,
+        reason: str,
+        *,
+        model_id: str,
+        seed_sequence: int,
+        history_budget_tokens: int | None = None,
+    ) -> tuple[Checkpoint, CompactionResult]:
+        """``compact``, giving the event loop back between slices of a long history
+        (``core.slices``): the same result."""
+        return await finish_async(
+            self.compact_steps(
+                checkpoint,
+                budget,
+                reason,
+                model_id=model_id,
+                seed_sequence=seed_sequence,
+                history_budget_tokens=history_budget_tokens,
+            )
+        )
+
+    def compact_steps(
+        self,
+        checkpoint: Checkpoint,
+        budget: ContextBudget,
+        reason: str,
+        *,
+        model_id: str,
+        seed_sequence: int,
+        history_budget_tokens: int | None = None,
+    ) -> Steps[tuple[Checkpoint, CompactionResult]]:
+        """``compact`` as steps that yield between slices of the history (``core.slices``)."""
         cp = checkpoint
         depth = cp.summary_depth + 1
         if depth > self.max_depth:
@@ -257,8 +319,8 @@ class StructuredCompactor:
         positions = [i for i, it in enumerate(live) if not isinstance(it, ReasoningItem)]
         candidates = [live[i] for i in positions]
 
-        rendered = [render_item(it, "history") for it in candidates]
-        raw = est.raw_estimates(rendered, model_id)
+        rendered = yield from batches(_history_renders, candidates)
+        raw = yield from batches(lambda part: est.raw_estimates(part, model_id), rendered)
         limit = budget.history_tokens
         if history_budget_tokens is not None:
             limit = min(limit, max(0, history_budget_tokens))
@@ -271,21 +333,17 @@ class StructuredCompactor:
         keep_from = positions[cut - 1] + 1 if cut else 0
         retained = live[keep_from:]
 
-        spans: list[ElidedSpan] = []
-        new_lines: list[str] = []
-        for it in replaced:
-            trust = item_trust(it)
-            if trust in TRUSTED_TEXT:
-                new_lines.append(_excerpt(it, trust))
-            else:
-                spans.append(_span(it, trust))
-        new_spans = tuple(spans)
+        pointed = yield from batches(_pointers, replaced)
+        new_lines = [line for line in pointed if isinstance(line, str)]
+        new_spans = tuple(span for span in pointed if isinstance(span, ElidedSpan))
         through = max([floor, *(it.seq for it in replaced if it.seq is not None)])
         source_ids = tuple(
             sorted({*cp.summary_source_event_ids, *(it.seq for it in replaced if it.seq is not None)})
         )
+        yield
         summary = self._summary(cp.compacted_summary, new_lines, through, depth, limit, model_id)
-        listed = self._listed_spans(cp.summary_elided, new_spans)
+        yield
+        listed = yield from self._listed_spans(cp.summary_elided, new_spans)
         compacted = replace(
             cp,
             conversation=(*retained, *turn),
@@ -295,14 +353,17 @@ class StructuredCompactor:
             replaced_through_sequence=through,
             summary_depth=depth,
         )
+        yield
 
         before_blocks: list[RenderedItem] = []
         if cp.compacted_summary is not None or cp.summary_elided:
             before_blocks = render_summary(cp.compacted_summary or "", cp.summary_elided)
-        before_history = [render_item(it, "history") for it in stale if not isinstance(it, ReasoningItem)]
-        tokens_before = est.corrected(
-            sum(est.raw_estimates([*before_blocks, *before_history], model_id)) + sum(raw), model_id
+        stale_live = [it for it in stale if not isinstance(it, ReasoningItem)]
+        before_history = yield from batches(_history_renders, stale_live)
+        before_raw = yield from batches(
+            lambda part: est.raw_estimates(part, model_id), [*before_blocks, *before_history]
         )
+        tokens_before = est.corrected(sum(before_raw) + sum(raw), model_id)
         after_blocks = render_summary(summary, listed)
         tokens_after = est.corrected(
             sum(est.raw_estimates(after_blocks, model_id)) + sum(raw[cut:]), model_id
@@ -363,7 +424,7 @@ class StructuredCompactor:
 
     def _listed_spans(
         self, previous: Sequence[ElidedSpan], new: Sequence[ElidedSpan]
-    ) -> tuple[ElidedSpan, ...]:
+    ) -> Steps[tuple[ElidedSpan, ...]]:
         """The newest ``max_listed_spans`` pointers; older ones folded into one span per trust level."""
         folded: dict[TrustLevel, tuple[int, int, int, int]] = {}  # trust -> (count, first, last, bytes)
 
@@ -372,7 +433,9 @@ class StructuredCompactor:
             folded[trust] = (c + count, min(f, first), max(la, last), s + size)
 
         singles: list[ElidedSpan] = []
-        for span in (*previous, *new):
+        for i, span in enumerate((*previous, *new)):
+            if i and not i % SLICE_ITEMS:
+                yield
             match = _FOLDED_ID.match(span.item_id)
             if match and span.event_id is None:
                 fold(
@@ -385,7 +448,9 @@ class StructuredCompactor:
             else:
                 singles.append(span)
         keep = len(singles) - self.max_listed_spans
-        for span in singles[: max(keep, 0)]:
+        for i, span in enumerate(singles[: max(keep, 0)]):
+            if i and not i % SLICE_ITEMS:
+                yield
             seq = span.event_id if span.event_id is not None else 0
             fold(span.trust, 1, seq, seq, span.byte_length)
         listed = singles[max(keep, 0) :]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..assembly.builder import Pressure
 from ..assembly.overflow import overflow_detail
 from ..assembly.request import ModelRequest
 from ..assembly.session_renders import SessionRenders
@@ -18,7 +19,7 @@ from ..stores.events import Event, Lease, NewEvent, RawCheckpoint
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, carry_payload, carry_visibility
 from .checkpoints import evolve
-from .compaction import CompactionResult
+from .compaction import CompactionResult, StructuredCompactor
 from .seeding import summary_counts
 from .session import ITEM_APPENDED
 
@@ -80,14 +81,7 @@ class Compactions:
                     pressure.capacity_tokens,
                     overflow_detail(pressure, plan.budget, tried),
                 )
-            compacted, result = loop.compactor.compact(
-                current,
-                plan.budget,
-                pressure.reason,
-                model_id=plan.counting_key,
-                seed_sequence=run.seed_sequence,
-                history_budget_tokens=pressure.history_budget_tokens,
-            )
+            compacted, result = await self._compact(current, plan, pressure, run)
             payload = result.to_dict()
             event = NewEvent(
                 session_id=run.session_id,
@@ -105,6 +99,22 @@ class Compactions:
             # Adopted only once both are committed.
             current = evolve(compacted, version=version)
             compactions += 1
+
+    async def _compact(
+        self, current: Checkpoint, plan: ContextPlan, pressure: Pressure, run: RunContext
+    ) -> tuple[Checkpoint, CompactionResult]:
+        """The compactor's answer, in slices that give the event loop back (a compactor whose
+        ``compact`` is its own is called as it is)."""
+        compactor = self.loop.compactor
+        args = (current, plan.budget, pressure.reason)
+        kwargs = {
+            "model_id": plan.counting_key,
+            "seed_sequence": run.seed_sequence,
+            "history_budget_tokens": pressure.history_budget_tokens,
+        }
+        if type(compactor).compact is StructuredCompactor.compact:
+            return await compactor.compact_async(*args, **kwargs)  # type: ignore[arg-type]
+        return compactor.compact(*args, **kwargs)  # type: ignore[arg-type]
 
     async def _commit_compaction(
         self,

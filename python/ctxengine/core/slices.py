@@ -1,0 +1,134 @@
+"""Long work in slices that give the event loop back (issue 37, finding 9; ADR 0016).
+
+A worker serves every session it holds from one event loop. Decoding,
+rendering, counting and compacting are linear in a session's history: well
+under a millisecond for an ordinary turn, hundreds of milliseconds for an
+imported history of 20,000 items that was never compacted, during which no
+other session's request, heartbeat or lease renewal runs.
+
+Such work is written once, as a generator that ``yield``s between slices
+(``Steps``): ``finish`` runs it to its end in one go (the synchronous API, and
+every small input), ``finish_async`` awaits ``asyncio.sleep(0)`` at a yield
+once ``SLICE_SECONDS`` have passed since the loop last ran (so work that
+ends sooner never yields, and an ordinary turn pays one clock read per
+slice). The slices never change what is computed: the steps keep their
+state to themselves and write the caller's state once, at their end.
+``batches`` calls a function that maps each item on its own over
+``SLICE_ITEMS`` items at a time: a native batch call holds the loop to its
+end.
+
+The cyclic collector is paused while long work runs (``collector_paused``, the one
+place that tunes it): a session's window is built of hundreds of thousands of
+acyclic objects, and while the heap grows by them the collector's full passes
+(a walk of every object of the process, 30-70 ms with a 20,000-item window)
+come one after another. When the last long work ends, what it made is moved
+to the oldest generation as it is (``gc.freeze()`` then ``gc.unfreeze()``:
+no walk), where the next full pass finds it in its own time, and the
+collector runs again. A process that froze objects itself, or runs with the
+collector off, is left as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
+from time import perf_counter
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Work that yields (``None``) where the loop may run, and returns ``R``.
+Steps = Generator[None, None, R]
+
+#: Items per call of a batch function (``batches``): about a millisecond of native decoding,
+#: rendering or counting on the Rust backend.
+SLICE_ITEMS = 512
+#: How long sliced work holds the loop before it yields (seconds).
+SLICE_SECONDS = 0.001
+
+
+def finish(steps: Steps[R]) -> R:
+    """Run ``steps`` to the end without yielding; its result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: R = done.value
+            return result
+
+
+async def finish_async(steps: Steps[R]) -> R:
+    """Run ``steps`` to the end, giving the event loop back at a yield once
+    ``SLICE_SECONDS`` have passed since it last ran (the collector paused from then on:
+    ``collector_paused``); its result."""
+    clock = perf_counter
+    until = clock() + SLICE_SECONDS
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: R = done.value
+            return result
+        if clock() >= until:
+            break
+    with collector_paused():
+        while True:
+            await asyncio.sleep(0)
+            until = clock() + SLICE_SECONDS
+            while True:
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    result = done.value
+                    return result
+                if clock() >= until:
+                    break
+
+
+#: Long work running now (``collector_paused``), and whether it paused the collector.
+_paused = 0
+_disabled = False
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic collector paused while long work runs (see the module); the work may
+    await. The first to enter pauses it, the last to leave moves what was made to the oldest
+    generation and starts it again."""
+    global _paused, _disabled
+    if _paused == 0:
+        _disabled = gc.isenabled() and gc.get_freeze_count() == 0
+        if _disabled:
+            gc.disable()
+    _paused += 1
+    try:
+        yield
+    finally:
+        _paused -= 1
+        if _paused == 0 and _disabled:
+            _disabled = False
+            if gc.get_freeze_count() == 0:  # (nobody froze objects meanwhile)
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
+def batches(
+    fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], size: int = SLICE_ITEMS
+) -> Steps[list[R]]:
+    """``fn(items)`` for a ``fn`` that maps each item on its own, ``size`` items a call (one call
+    when there are no more), yielding between calls."""
+    if len(items) <= size:
+        return fn(items)
+    out: list[R] = []
+    for start in range(0, len(items), size):
+        if start:
+            yield
+        out.extend(fn(items[start : start + size]))
+    return out
+
+
+__all__ = ["SLICE_ITEMS", "SLICE_SECONDS", "Steps", "batches", "collector_paused", "finish", "finish_async"]
