@@ -29,6 +29,7 @@ from ..assembly.render_cache import render_item
 from ..core.canonical import canonical_json
 from ..core.decode import decode_stored_items
 from ..core.estimator import Estimator
+from ..core.slices import Steps, batches, collector_paused, finish_async
 from ..errors import ModelValidationError, StoreCorruption
 from ..model import ITEM_TYPES, ConversationItem, Principal, item_from_dict
 from ..stores.events import ItemRow, NewEvent, Store, Visibility
@@ -141,18 +142,38 @@ async def session_history(
 ) -> list[ConversationItem]:
     """The conversation items with ``seq < before_sequence``, in log order; with a
     ``principal``, only the items it may see (``Visibility.allows``)."""
-    rows = await store.events.read_items(session_id, 0, before=before_sequence)
-    if principal is not None:
-        rows = [row for row in rows if row.visibility.allows(principal)]
-    return decode_rows(session_id, rows)
+    rows, items = await read_item_window(store, session_id, 0, before_sequence, None)
+    if principal is None:
+        return items
+    return [item for row, item in zip(rows, items, strict=True) if row.visibility.allows(principal)]
+
+
+#: Sequences one read of item rows covers: a longer range is read a page at a time, each
+#: decoded in slices, so that the event loop runs between them (``core.slices``).
+PAGE = 2048
 
 
 async def read_item_window(
     store: Store, session_id: str, after: int, before: int, counter: str | None
 ) -> tuple[list[ItemRow], list[ConversationItem]]:
-    """The item rows with ``after < sequence < before`` and their items, decoded in one batch."""
-    rows = await store.events.read_items(session_id, after, before=before, counter=counter)
-    return rows, decode_rows(session_id, rows)
+    """The item rows with ``after < sequence < before`` and their items (a long range a
+    ``PAGE`` of sequences at a time, decoded in slices: the same rows and items)."""
+    if before - after <= PAGE + 1:
+        rows = await store.events.read_items(session_id, after, before=before, counter=counter)
+        return rows, await finish_async(decode_steps(session_id, rows))
+    rows, items = [], []
+    with collector_paused():
+        for start in range(after, before - 1, PAGE):
+            end = min(start + PAGE + 1, before)
+            page = await store.events.read_items(session_id, start, before=end, counter=counter)
+            rows.extend(page)
+            items.extend(await finish_async(decode_steps(session_id, page)))
+    return rows, items
+
+
+def decode_steps(session_id: str, rows: Sequence[ItemRow]) -> Steps[list[ConversationItem]]:
+    """``decode_rows`` in slices (``core.slices.batches``)."""
+    return batches(lambda part: decode_rows(session_id, part), rows)
 
 
 def decode_rows(session_id: str, rows: Sequence[ItemRow]) -> list[ConversationItem]:
@@ -176,6 +197,8 @@ __all__ = [
     "item_event",
     "item_payload",
     "logged",
+    "PAGE",
+    "decode_steps",
     "read_item_window",
     "session_history",
 ]

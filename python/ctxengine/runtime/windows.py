@@ -213,10 +213,16 @@ class Windows:
         if window is None or window.counter != counter:
             return
         seqs, rows = window.seqs, window.rows
-        for sequence, raw in tokens.items():
-            i = bisect_left(seqs, sequence)
-            if i < len(seqs) and seqs[i] == sequence and rows[i].tokens is None:
-                rows[i] = rows[i]._replace(tokens=raw)
+        n = len(seqs)
+        i = 0
+        for sequence, raw in sorted(tokens.items()):  # (a merge: both ascend)
+            if i < n and seqs[i] != sequence:
+                i = bisect_left(seqs, sequence, i)
+            if i < n and seqs[i] == sequence:
+                row = rows[i]
+                if row[3] is None:  # ItemRow.tokens
+                    rows[i] = ItemRow(row[0], row[1], row[2], raw)
+                i += 1
 
     # -- carry and state events below a seed ----------------------------------------------
 
