@@ -77,13 +77,13 @@ async def test_the_seed_is_primed_while_version_1_is_written(
     fresh = ScriptedWorker(store, model=SMALL)
     await fresh.planner.current(SID)
     order: list[str] = []
-    prime = loop_runs.prime_seed
+    prime = loop_runs.prime_seed_steps
 
     def primed(*args: object) -> object:
         order.append("prime")
         return prime(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(loop_runs, "prime_seed", primed)
+    monkeypatch.setattr(loop_runs, "prime_seed_steps", primed)
     started = await fresh.loop.pick_up(ce.RunContext("overlapped", SID, seed), PRINCIPAL, owner="w")
     assert order == ["prime"] and await latest_checkpoint(store, "overlapped") == started.checkpoint
     # The request built from it is the same as from a worker that seeded without overlap.
@@ -95,7 +95,7 @@ async def test_the_seed_is_primed_while_version_1_is_written(
     def broken(*_: object) -> object:
         raise RuntimeError("renderer failed")
 
-    monkeypatch.setattr(loop_runs, "prime_seed", broken)
+    monkeypatch.setattr(loop_runs, "prime_seed_steps", broken)
     late = ScriptedWorker(store, model=SMALL)
     await late.planner.current(SID)
     with pytest.raises(RuntimeError, match="renderer failed"):

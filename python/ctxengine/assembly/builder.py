@@ -29,6 +29,7 @@ from ..core.budget import BudgetPolicy, ContextBudget
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
 from ..core.history import validate_tool_pairs
+from ..core.slices import Steps
 from ..errors import ContextError, ContextOverflow
 from ..model import (
     AgentSpec,
@@ -303,6 +304,13 @@ class ContextBuilder:
         read), and return the renders of ``items`` (some of them; seeding primes their stored
         counts by render digest)."""
         self.renders.history(tables, history)
+        return self.renders.renders_of(tables, items)
+
+    def prerender_steps(
+        self, tables: SessionRenders, history: Sequence[ConversationItem], items: Sequence[ConversationItem]
+    ) -> Steps[list[RenderedItem]]:
+        """``prerender`` as steps (``core.slices``): a long history renders in slices."""
+        yield from self.renders.history_steps(tables, history)
         return self.renders.renders_of(tables, items)
 
     def _limits(self, budget: ContextBudget, floor: int, compactable: bool) -> BodyLimits:

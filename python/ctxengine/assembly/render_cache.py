@@ -27,6 +27,7 @@ from typing import Any
 
 from ..core.identity import ByIdentity
 from ..core.memory import memory_limits
+from ..core.slices import Steps, batches, finish
 from ..errors import ArgumentError
 from ..model import ConversationItem, ToolResult
 from .render import POINTER, digest_of, render_conversation, render_items, render_pointer, render_pointers
@@ -221,7 +222,7 @@ class RenderCache:
         renders, pointers = tables.renders, tables.pointers
         before = len(renders) + len(pointers)
         if indices is None and not renders and not pointers:
-            self._first_history(tables, history)  # a line seen for the first time: all of it
+            finish(self._first_history(tables, history))  # a line seen for the first time: all of it
             return
         fresh = []
         order = indices if indices is not None else range(len(history) - 1, -1, -1)
@@ -254,9 +255,19 @@ class RenderCache:
             added += render_bytes(new_pointers)
         self._grew(tables, len(renders) + len(pointers) - before, added)
 
-    def _first_history(self, tables: SessionRenders, history: Sequence[ConversationItem]) -> None:
+    def history_steps(self, tables: SessionRenders, history: Sequence[ConversationItem]) -> Steps[None]:
+        """``history(tables, history)`` as steps (``core.slices``): a line seen for the first
+        time is rendered in slices, and entered at the end (or, when the tables were
+        filled meanwhile, what they lack then)."""
+        if tables.renders or tables.pointers:
+            self.history(tables, history)
+            return
+        yield from self._first_history(tables, history)
+
+    def _first_history(self, tables: SessionRenders, history: Sequence[ConversationItem]) -> Steps[None]:
         """``history`` for empty tables: every item rendered, in one backend call each for
-        renders and pointers (what ``history`` does, without asking the tables per item)."""
+        renders and pointers a slice (what ``history`` does, without asking the tables per
+        item)."""
         digests = [cj[1] if (cj := item._cj) is not None else digest_of(item) for item in history]
         todo = dict(zip(digests, history, strict=True))  # in history order, as the fit reads it
         if len(todo) != len(history):  # equal items: the first of each renders, as in ``history``
@@ -265,13 +276,17 @@ class RenderCache:
                 todo.setdefault(digest, item)
         if not todo:
             return
-        made = render_items(list(todo.values()), "history")
-        tables.renders.update(zip(todo, made, strict=True))
-        added = render_bytes(made)
+        made = yield from batches(lambda part: render_items(part, "history"), list(todo.values()))
         unpointed = {digest: item for digest, item in todo.items() if isinstance(item, ToolResult)}
         new_pointers: list[RenderedItem] = []
         if unpointed:
-            new_pointers = render_pointers(list(unpointed.values()))
+            new_pointers = yield from batches(render_pointers, list(unpointed.values()))
+        if tables.renders or tables.pointers:  # filled while this one rendered: the rest only
+            self.history(tables, history)
+            return
+        tables.renders.update(zip(todo, made, strict=True))
+        added = render_bytes(made)
+        if unpointed:
             tables.pointers.update(zip(unpointed, new_pointers, strict=True))
             added += render_bytes(new_pointers)
         if len(todo) == len(history):  # one render per item, in order: the fit's line as it is

@@ -6,14 +6,16 @@ transaction (one call where the store takes a prediction, ADR 0013).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.canonical import canonical_json
+from ..core.slices import finish_async
 from ..errors import ContextError
 from ..model import Checkpoint, Principal, RunContext, UserMessage
 from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Visibility, interned
 from .checkpoints import checkpoint_from_rows, evolve
-from .seeding import Seed, SeedRead, history_counts, prime_seed, read_seed
+from .seeding import Seed, SeedRead, history_counts, prime_seed_steps, read_seed
 from .session import item_event, logged
 from .window import checkpoint_shell
 from .windows import MARK_TYPES
@@ -39,7 +41,8 @@ class RunStarts:
         self.loop = loop
 
     async def seed(self, run: RunContext, principal: Principal | None) -> Seed:
-        return prime_seed(self.loop.builder, run, await self.read_seed(run, principal))
+        read = await self.read_seed(run, principal)
+        return await finish_async(prime_seed_steps(self.loop.builder, run, read))
 
     async def read_seed(self, run: RunContext, principal: Principal | None) -> SeedRead:
         loop = self.loop
@@ -60,8 +63,14 @@ class RunStarts:
         seed = (
             Seed(read.checkpoint, read.carry, read.counter, ())
             if overlap
-            else prime_seed(loop.builder, run, read)
+            else await finish_async(prime_seed_steps(loop.builder, run, read))
         )
+        # The checkpoint's hash before the write (in slices: a long history hashes a while).
+        built = seed.checkpoint
+        digest, _ = await finish_async(
+            read.window.seed_digest_steps(checkpoint_shell(built), built.conversation)
+        )
+        seed = replace(seed, digest=digest)
 
         async def body(predicted: bool) -> tuple[Lease, Checkpoint, list[Event], list[RawCheckpoint]]:
             return await self.write_first(run, principal, holder, predicted, seed)
@@ -82,7 +91,7 @@ class RunStarts:
             try:
                 # Until the write set is on its way (or the write is done: the ordinary path).
                 await asyncio.wait([write, waiting], return_when=asyncio.FIRST_COMPLETED)
-                prime_seed(loop.builder, run, read)  # renders and counts, meanwhile
+                await finish_async(prime_seed_steps(loop.builder, run, read))  # meanwhile
             except BaseException:
                 await asyncio.wait([write])  # never leave the write's outcome behind
                 raise
@@ -194,8 +203,10 @@ class RunStarts:
             seed = await self.seed(run, principal)
         built = seed.checkpoint
         # The hash of built.to_dict(), continued from this session's previous seed when it can be.
-        window = loop.windows.window(run.session_id)
-        digest, _ = window.seed_digest(checkpoint_shell(built), built.conversation)
+        digest = seed.digest
+        if digest is None:
+            window = loop.windows.window(run.session_id)
+            digest, _ = window.seed_digest(checkpoint_shell(built), built.conversation)
         payload = {
             "run_id": run.run_id,
             "seed_sequence": run.seed_sequence,

@@ -26,6 +26,7 @@ from ..assembly.render import render_items
 from ..assembly.request import RenderedItem
 from ..core import backends
 from ..core.estimator import Estimator
+from ..core.slices import Steps, batches, finish
 from ..errors import ModelValidationError
 from ..model import (
     Checkpoint,
@@ -62,6 +63,8 @@ class Seed:
     carry: Carry | None
     counter: str | None
     backfill: tuple[tuple[int, int], ...]
+    #: The checkpoint's hash (``SessionWindow.seed_digest``), when made before the write.
+    digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +133,19 @@ async def read_seed(
 def prime_seed(builder: ContextBuilder, run: RunContext, read: SeedRead) -> Seed:
     """Render the seed's history into its window's line and prime the memo with the stored
     counts; the counts it had to make are the seed's ``backfill`` (to store with it)."""
+    return finish(prime_seed_steps(builder, run, read))
+
+
+def prime_seed_steps(builder: ContextBuilder, run: RunContext, read: SeedRead) -> Steps[Seed]:
+    """``prime_seed`` as steps (``core.slices``): a long history renders and counts in slices."""
     backfill: tuple[tuple[int, int], ...] = ()
     plan = read.plan
     if plan is not None:
         window = read.window
-        renders = builder.prerender(window.line, read.history, read.fresh_items)
-        backfill = prime_history(builder.estimator, plan.counting_key, read.fresh_rows, renders)
+        renders = yield from builder.prerender_steps(window.line, read.history, read.fresh_items)
+        backfill = yield from prime_history_steps(
+            builder.estimator, plan.counting_key, read.fresh_rows, renders
+        )
         window.primed = max(window.primed, run.seed_sequence - 1)
         if read.carry is not None:
             prime_summary(builder.estimator, plan.counting_key, read.carry, builder)
@@ -156,6 +166,16 @@ def prime_history(
 ) -> tuple[tuple[int, int], ...]:
     """Prime the memo with the stored counts of history items (``renders``: their history
     renders); count the rest and return ``(sequence, raw)`` for them (to be stored)."""
+    return finish(prime_history_steps(estimator, model_id, rows, renders))
+
+
+def prime_history_steps(
+    estimator: Estimator,
+    model_id: str,
+    rows: Sequence[ItemRow],
+    renders: Sequence[RenderedItem],
+) -> Steps[tuple[tuple[int, int], ...]]:
+    """``prime_history`` as steps (``core.slices``): the counts made in slices."""
     if len(rows) != len(renders):
         raise ValueError(f"prime_history: {len(rows)} rows, {len(renders)} renders")
     tokens = [row.tokens for row in rows]
@@ -170,7 +190,9 @@ def prime_history(
         estimator.prime(model_id, RENDERED, digests, cast(list[int], tokens))
     if not missing:
         return ()
-    counted = estimator.raw_estimates([rendered for _, rendered in missing], model_id)
+    counted = yield from batches(
+        lambda part: estimator.raw_estimates(part, model_id), [rendered for _, rendered in missing]
+    )
     return tuple((seq, raw) for (seq, _), raw in zip(missing, counted, strict=True))
 
 
@@ -209,7 +231,9 @@ __all__ = [
     "SeedRead",
     "history_counts",
     "prime_history",
+    "prime_history_steps",
     "prime_seed",
+    "prime_seed_steps",
     "prime_summary",
     "read_seed",
     "summary_counts",

@@ -38,6 +38,7 @@ from ..assembly.session_renders import SessionRenders
 from ..core import backends
 from ..core.canonical import canonical_json
 from ..core.history import shared_prefix
+from ..core.slices import SLICE_ITEMS, Steps, finish
 from ..model import Checkpoint, ConversationItem, Principal
 from ..stores.events import Event, ItemRow, RawCheckpoint, Visibility
 from . import checkpoint_refs as refs
@@ -264,6 +265,10 @@ class SessionWindow:
     def seed_digest(self, shell: dict[str, Any], items: Conversation) -> tuple[str, bool]:
         """``payload_hash({**shell, "conversation": list(items)})``, continued from the last
         seed's hash state when ``items`` extend its conversation (and whether it was)."""
+        return finish(self.seed_digest_steps(shell, items))
+
+    def seed_digest_steps(self, shell: dict[str, Any], items: Conversation) -> Steps[tuple[str, bool]]:
+        """``seed_digest`` as steps (``core.slices``): a chunk of items hashed a step."""
         text = canonical_json({**shell, "conversation": []})
         at = text.index(_MARK) + len(_MARK) - 1  # the first match is the key (strings escape quotes)
         head, tail = text[:at], text[at:]
@@ -274,18 +279,18 @@ class SessionWindow:
         else:
             state = hashlib.sha256(head)
         canonical = backends.active().item_canonical
-        parts = [
-            cached[0] if (cached := item._cj) is not None else canonical(item)[0] for item in items[start:]
-        ]
-        if parts:
-            if start:
+        # Joined a chunk at a time (an update per item costs more than the hashing; one
+        # join of the whole window is a buffer as large as the window).
+        for at in range(start, len(items), DIGEST_CHUNK):
+            if at > start and not (at - start) % SLICE_ITEMS:
+                yield
+            if at:
                 state.update(b",")
-            # Joined a chunk at a time (an update per item costs more than the hashing; one
-            # join of the whole window is a buffer as large as the window).
-            for at in range(0, len(parts), DIGEST_CHUNK):
-                if at:
-                    state.update(b",")
-                state.update(b",".join(parts[at : at + DIGEST_CHUNK]))
+            parts = [
+                cached[0] if (cached := item._cj) is not None else canonical(item)[0]
+                for item in items[at : at + DIGEST_CHUNK]
+            ]
+            state.update(b",".join(parts))
         self.digest = (head, items, state.copy())
         state.update(tail)
         self.continued += start > 0
