@@ -9,13 +9,14 @@ session and sequence instead of ever skipping a row.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, TypeVar
 
 from ..core.canonical import canonical_json
+from ..core.slices import Steps, batches
 from ..errors import (
     CanonicalizationError,
     CheckpointCorruption,
@@ -176,6 +177,17 @@ def decode_event(row: Row) -> Event:
         )
     except ValueError as exc:
         raise StoreCorruption(session_id, sequence, str(exc)) from None
+
+
+def decode_events_steps(rows: Sequence[Row], types: Container[str] | None = None) -> Steps[list[Event]]:
+    """``decode_event`` of each row (of ``types``' events only, when given), in slices
+    (``core.slices``: a long read decoded on the event loop gives it back between them)."""
+
+    def decode(part: Sequence[Row]) -> list[Event]:
+        events = [decode_event(row) for row in part]
+        return events if types is None else [event for event in events if event.type in types]
+
+    return batches(decode, rows)
 
 
 def probe_event(new: NewEvent, text: str, created_at: Any) -> Event:

@@ -25,6 +25,7 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
+from ..core.slices import finish_async
 from ..errors import ModelValidationError, StoreError, StorePredictionMissed
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
@@ -101,7 +102,7 @@ async def _read(
     if types is not None:
         fast, _ = await postgres_items.read_typed(conn, session_id, after, before, types)
         if fast is not None:
-            return [_rows.decode_event(row) for row in fast]
+            return await finish_async(_rows.decode_events_steps(fast))
     return await _read_precise(conn, session_id, after, before, types)
 
 
@@ -113,7 +114,7 @@ async def _read_covering(
     fast, tail = await postgres_items.read_typed(conn, session_id, after, None, types)
     through = max(after, tail or 0)
     if fast is not None:
-        return [_rows.decode_event(row) for row in fast], through
+        return await finish_async(_rows.decode_events_steps(fast)), through
     # A row the fail-closed rule must see: the precise read, bounded by what the first saw.
     return await _read_precise(conn, session_id, after, through + 1, types), through
 
@@ -132,8 +133,9 @@ async def _read_precise(
         sql += " AND (type = ANY(%s) OR NOT (type = ANY(%s)) OR schema_version > %s)"
         params.extend((list(types), list(_rows.KNOWN_TYPES), FORMAT_VERSION))
     sql += " ORDER BY sequence"
-    events = (_rows.decode_event(row) for row in await _fetchall(conn, sql, params))
-    return [event for event in events if types is None or event.type in types]
+    rows = await _fetchall(conn, sql, params)
+    # Decoded in slices: a long read gives the event loop back between them.
+    return await finish_async(_rows.decode_events_steps(rows, types))
 
 
 async def _latest_each(
