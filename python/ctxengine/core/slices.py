@@ -117,10 +117,12 @@ def collector_paused() -> Iterator[None]:
 
 
 def batches(
-    fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], size: int = SLICE_ITEMS
+    fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], size: int | None = None
 ) -> Steps[list[R]]:
-    """``fn(items)`` for a ``fn`` that maps each item on its own, ``size`` items a call (one call
-    when there are no more), yielding between calls."""
+    """``fn(items)`` for a ``fn`` that maps each item on its own, ``size`` (``SLICE_ITEMS``)
+    items a call (one call when there are no more), yielding between calls."""
+    if size is None:
+        size = SLICE_ITEMS
     if len(items) <= size:
         return fn(items)
     out: list[R] = []

@@ -46,11 +46,12 @@ from ..assembly.blocks import render_summary
 from ..assembly.render import render_items
 from ..assembly.request import RenderedItem
 from ..assembly.turn import split_turn
+from ..core import slices
 from ..core.budget import ContextBudget
 from ..core.canonical import canonical_json, payload_hash
 from ..core.estimator import Estimator
 from ..core.history import select_history
-from ..core.slices import SLICE_ITEMS, Steps, batches, finish, finish_async
+from ..core.slices import Steps, batches, finish, finish_async
 from ..errors import CompactionDepthExceeded, ModelValidationError
 from ..model import (
     Checkpoint,
@@ -434,7 +435,7 @@ class StructuredCompactor:
 
         singles: list[ElidedSpan] = []
         for i, span in enumerate((*previous, *new)):
-            if i and not i % SLICE_ITEMS:
+            if i and not i % slices.SLICE_ITEMS:
                 yield
             match = _FOLDED_ID.match(span.item_id)
             if match and span.event_id is None:
@@ -449,7 +450,7 @@ class StructuredCompactor:
                 singles.append(span)
         keep = len(singles) - self.max_listed_spans
         for i, span in enumerate(singles[: max(keep, 0)]):
-            if i and not i % SLICE_ITEMS:
+            if i and not i % slices.SLICE_ITEMS:
                 yield
             seq = span.event_id if span.event_id is not None else 0
             fold(span.trust, 1, seq, seq, span.byte_length)

@@ -35,10 +35,10 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from ..assembly.session_renders import SessionRenders
-from ..core import backends
+from ..core import backends, slices
 from ..core.canonical import canonical_json
 from ..core.history import shared_prefix
-from ..core.slices import SLICE_ITEMS, Steps, finish
+from ..core.slices import Steps, finish
 from ..model import Checkpoint, ConversationItem, Principal
 from ..stores.events import Event, ItemRow, RawCheckpoint, Visibility
 from . import checkpoint_refs as refs
@@ -282,7 +282,7 @@ class SessionWindow:
         # Joined a chunk at a time (an update per item costs more than the hashing; one
         # join of the whole window is a buffer as large as the window).
         for at in range(start, len(items), DIGEST_CHUNK):
-            if at > start and not (at - start) % SLICE_ITEMS:
+            if at > start and not (at - start) % slices.SLICE_ITEMS < DIGEST_CHUNK:
                 yield
             if at:
                 state.update(b",")
