@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .loop import ContextLoop
 
 CHECKPOINT_SEEDED = "run.checkpoint.seeded"
+#: Counts stored per ``put_counts`` call of a seed's backfill.
+COUNTS_PER_CALL = 2_048
 
 
 class StartedRun(NamedTuple):
@@ -231,8 +233,13 @@ class RunStarts:
             )
         stored, _ = await loop.store.events.append_all([event])
         if seed.backfill and seed.counter is not None:
-            await loop.store.events.put_counts(run.session_id, seed.counter, seed.backfill)
-            loop.windows.record_tokens(run.session_id, seed.counter, dict(seed.backfill))
+            # A few thousand a call: each call checks (and, predicted, queues) its counts in
+            # one stretch on the event loop.
+            for at in range(0, len(seed.backfill), COUNTS_PER_CALL):
+                await loop.store.events.put_counts(
+                    run.session_id, seed.counter, seed.backfill[at : at + COUNTS_PER_CALL]
+                )
+            await finish_async(loop.windows.record_tokens(run.session_id, seed.counter, seed.backfill))
         version, written = await loop.writes.write(run, built, "seeded", lease, rows=rows)
         return evolve(built, version=version), stored, written
 

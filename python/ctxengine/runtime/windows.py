@@ -24,7 +24,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..core import slices
 from ..core.memory import memory_limits
+from ..core.slices import Steps
 from ..errors import ArgumentError
 from ..model import ConversationItem, Principal
 from ..stores.events import Event, ItemRow, Store
@@ -207,15 +209,18 @@ class Windows:
         window.hi = sequence - 1
         window.primed = min(window.primed, window.hi)
 
-    def record_tokens(self, session_id: str, counter: str, tokens: dict[int, int]) -> None:
-        """Counts just stored for rows of the window."""
+    def record_tokens(self, session_id: str, counter: str, tokens: Sequence[tuple[int, int]]) -> Steps[None]:
+        """Counts ``(sequence, raw)`` just stored for rows of the window (steps: a seed's
+        backfill may count thousands, ``core.slices``)."""
         window = self._windows.get(session_id)
         if window is None or window.counter != counter:
             return
         seqs, rows = window.seqs, window.rows
         n = len(seqs)
         i = 0
-        for sequence, raw in sorted(tokens.items()):  # (a merge: both ascend)
+        for k, (sequence, raw) in enumerate(sorted(tokens)):  # (a merge: both ascend)
+            if k and not k % slices.SLICE_ITEMS:
+                yield
             if i < n and seqs[i] != sequence:
                 i = bisect_left(seqs, sequence, i)
             if i < n and seqs[i] == sequence:
