@@ -24,11 +24,13 @@ from ctxengine.cli.synthetic import synthetic_session
 from ctxengine.cli.turns import AGENT, PRINCIPAL, START, ScriptedWorker
 from ctxengine.core import slices
 from ctxengine.core.budget import allocate
+from ctxengine.errors import StoreCorruption
 from ctxengine.model import Checkpoint, ResolvedModel, UserMessage, WorkingState
 from ctxengine.model.clock import FixedClock
 from ctxengine.runtime import compaction, session
 from ctxengine.runtime.compaction import StructuredCompactor
 from ctxengine.stores import MemoryStore
+from ctxengine.stores.events import Visibility
 
 #: A window a few hundred items overflow (the first build compacts).
 SMALL = ResolvedModel("bench", "small", 24_000, 1_024, 1_024)
@@ -129,3 +131,27 @@ async def test_a_paged_read_is_the_read_in_one_go(backend: str, monkeypatch: pyt
         assert rows == one
         assert [i.to_dict() for i in items] == [i.to_dict() for i in session.decode_rows("s", one)]
     assert (await session.read_item_window(store, "s", 3, seed, "c"))[0] == whole[0]
+
+
+async def test_a_paged_history_leaves_out_what_the_principal_may_not_see_before_decoding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As one read did: the rows another tenant's principal may see are never decoded (one
+    that would not decode fails only the readers who may see it)."""
+    store = MemoryStore(clock=FixedClock(START))
+    other = ce.Principal("mallory", "other-tenant", frozenset())
+    for i in range(12):
+        visibility = Visibility.tenant("other-tenant") if i % 3 == 0 else Visibility.session()
+        await session.append_item(store, "s", UserMessage(f"m{i}"), visibility=visibility)
+    store._events["s"][3] = (
+        *store._events["s"][3][:3],
+        '{"item": {"kind": "nonsense"}}',
+        *store._events["s"][3][4:],
+    )
+    whole = [i.to_dict() for i in await session.session_history(store, "s", 13, principal=PRINCIPAL)]
+    monkeypatch.setattr(session, "PAGE", 4)
+    monkeypatch.setattr(slices, "SLICE_ITEMS", 2)
+    paged = [i.to_dict() for i in await session.session_history(store, "s", 13, principal=PRINCIPAL)]
+    assert paged == whole and len(whole) == 8
+    with pytest.raises(StoreCorruption):
+        await session.session_history(store, "s", 13, principal=other)

@@ -142,10 +142,8 @@ async def session_history(
 ) -> list[ConversationItem]:
     """The conversation items with ``seq < before_sequence``, in log order; with a
     ``principal``, only the items it may see (``Visibility.allows``)."""
-    rows, items = await read_item_window(store, session_id, 0, before_sequence, None)
-    if principal is None:
-        return items
-    return [item for row, item in zip(rows, items, strict=True) if row.visibility.allows(principal)]
+    _, items = await read_item_window(store, session_id, 0, before_sequence, None, principal)
+    return items
 
 
 #: Sequences one read of item rows covers: a longer range is read a page at a time, each
@@ -154,21 +152,36 @@ PAGE = 2048
 
 
 async def read_item_window(
-    store: Store, session_id: str, after: int, before: int, counter: str | None
+    store: Store,
+    session_id: str,
+    after: int,
+    before: int,
+    counter: str | None,
+    principal: Principal | None = None,
 ) -> tuple[list[ItemRow], list[ConversationItem]]:
-    """The item rows with ``after < sequence < before`` and their items (a long range a
-    ``PAGE`` of sequences at a time, decoded in slices: the same rows and items)."""
+    """The item rows with ``after < sequence < before`` (with a ``principal``: those it may
+    see) and their items (a long range a ``PAGE`` of sequences at a time, decoded in slices:
+    the same rows and items)."""
     if before - after <= PAGE + 1:
-        rows = await store.events.read_items(session_id, after, before=before, counter=counter)
+        rows = _visible(
+            await store.events.read_items(session_id, after, before=before, counter=counter), principal
+        )
         return rows, await finish_async(decode_steps(session_id, rows))
     rows, items = [], []
     with collector_paused():
         for start in range(after, before - 1, PAGE):
             end = min(start + PAGE + 1, before)
             page = await store.events.read_items(session_id, start, before=end, counter=counter)
+            page = _visible(page, principal)
             rows.extend(page)
             items.extend(await finish_async(decode_steps(session_id, page)))
     return rows, items
+
+
+def _visible(rows: list[ItemRow], principal: Principal | None) -> list[ItemRow]:
+    if principal is None:
+        return rows
+    return [row for row in rows if row.visibility.allows(principal)]
 
 
 def decode_steps(session_id: str, rows: Sequence[ItemRow]) -> Steps[list[ConversationItem]]:
