@@ -142,8 +142,10 @@ async def session_history(
 ) -> list[ConversationItem]:
     """The conversation items with ``seq < before_sequence``, in log order; with a
     ``principal``, only the items it may see (``Visibility.allows``)."""
-    _, items = await read_item_window(store, session_id, 0, before_sequence, None, principal)
-    return items
+    # One read (``before_sequence`` need not be an event's: the range may still grow), its
+    # rows decoded in slices.
+    rows = _visible(await store.events.read_items(session_id, 0, before=before_sequence), principal)
+    return await finish_async(decode_steps(session_id, rows))
 
 
 #: Sequences one read of item rows covers: a longer range is read a page at a time, each
@@ -160,8 +162,9 @@ async def read_item_window(
     principal: Principal | None = None,
 ) -> tuple[list[ItemRow], list[ConversationItem]]:
     """The item rows with ``after < sequence < before`` (with a ``principal``: those it may
-    see) and their items (a long range a ``PAGE`` of sequences at a time, decoded in slices:
-    the same rows and items)."""
+    see) and their items. ``before - 1`` must be an existing event's sequence (a seed): the
+    range then never changes, and a long one is read a ``PAGE`` of sequences at a time,
+    decoded in slices (the same rows and items)."""
     if before - after <= PAGE + 1:
         rows = _visible(
             await store.events.read_items(session_id, after, before=before, counter=counter), principal
