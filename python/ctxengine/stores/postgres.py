@@ -86,8 +86,7 @@ async def _fetchone(conn: Conn, sql: str, params: Iterable[Any] = ()) -> tuple[A
 
 async def _fetchall(conn: Conn, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
     cur = await conn.execute(sql, tuple(params))
-    rows: list[tuple[Any, ...]] = await cur.fetchall()
-    return rows
+    return await postgres_items.fetch_rows(cur)
 
 
 async def _append(conn: Conn, new: NewEvent, text: str, created_at: datetime) -> tuple[tuple[Any, ...], bool]:

@@ -6,6 +6,8 @@ like every statement of ``postgres.py``.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -13,6 +15,7 @@ from typing import Any
 
 from psycopg import AsyncConnection
 
+from ..core import slices
 from . import _batch_rows, _rows
 from .events import FORMAT_VERSION
 
@@ -20,6 +23,27 @@ Conn = AsyncConnection[Any]
 _COLS = _rows.EVENT_COLUMN_LIST
 _ITEM_COLS = ", ".join(f"e.{c}" for c in _rows.EVENT_COLUMNS)
 _READ_COLS = ", ".join(f"e.{c}" for c in _batch_rows.ITEM_COLUMNS)
+
+
+#: Rows converted per fetch of a long result (``fetch_rows``).
+FETCH_ROWS = 1024
+
+
+async def fetch_rows(cur: Any) -> list[tuple[Any, ...]]:
+    """``cur.fetchall()``, the driver converting ``FETCH_ROWS`` rows a call and the event loop
+    given back between calls once a slice's time has passed (``core.slices``): the rows of a
+    long history are converted on the loop."""
+    rows: list[tuple[Any, ...]] = []
+    clock = time.perf_counter
+    until = clock() + slices.SLICE_SECONDS
+    while True:
+        part = await cur.fetchmany(FETCH_ROWS)
+        rows.extend(part)
+        if len(part) < FETCH_ROWS:
+            return rows
+        if clock() >= until:
+            await asyncio.sleep(0)
+            until = clock() + slices.SLICE_SECONDS
 
 
 async def read_items(
@@ -47,15 +71,15 @@ async def read_items(
     ]
     if counter is None:
         cur = await conn.execute(sql, params)
-        return await cur.fetchall(), None
+        return await fetch_rows(cur), None
     async with conn.pipeline():
         cur = await conn.execute(sql, params)
         counted = await conn.execute(
             _batch_rows.counts_sql("%s", before),
             _batch_rows.counts_params(session_id, counter, after, before),
         )
-    rows: list[tuple[Any, ...]] = await cur.fetchall()
-    return rows, dict(await counted.fetchall())
+    rows = await fetch_rows(cur)
+    return rows, dict(await fetch_rows(counted))
 
 
 #: The smallest sequence of a row of an unknown type or a newer format in a session (see
@@ -94,7 +118,7 @@ async def read_typed(
     )
     params = _params(session_id, a=after, b=before, **{f"t{i}": t for i, t in enumerate(types)})
     cur = await conn.execute(sql, params)
-    rows = await cur.fetchall()
+    rows = await fetch_rows(cur)
     tail = rows[0][1] if rows else None
     if not rows or not _clean(rows[0][0], before):
         return None, tail
