@@ -13,9 +13,9 @@ once ``SLICE_SECONDS`` have passed since the loop last ran (so work that
 ends sooner never yields, and an ordinary turn pays one clock read per
 slice). The slices never change what is computed: the steps keep their
 state to themselves and write the caller's state once, at their end.
-``batches`` calls a function that maps each item on its own over
-``SLICE_ITEMS`` items at a time: a native batch call holds the loop to its
-end.
+``batches`` calls a function that maps each item on its own over a slice of
+the items at a time (a native batch call holds the loop to its end), as many
+as the last slice took ``SLICE_SECONDS`` for.
 
 The cyclic collector is paused while long work runs (``collector_paused``, the one
 place that tunes it): a session's window is built of hundreds of thousands of
@@ -43,9 +43,11 @@ R = TypeVar("R")
 #: Work that yields (``None``) where the loop may run, and returns ``R``.
 Steps = Generator[None, None, R]
 
-#: Items per call of a batch function (``batches``): about a millisecond of native decoding,
-#: rendering or counting on the Rust backend.
-SLICE_ITEMS = 512
+#: Items of the first call of a batch function (``batches``): a few tenths of a millisecond
+#: of native decoding or rendering, a few milliseconds of exact counting, on the Rust backend.
+SLICE_ITEMS = 256
+#: The most items a call of ``batches`` takes.
+MAX_SLICE_ITEMS = 4096
 #: How long sliced work holds the loop before it yields (seconds).
 SLICE_SECONDS = 0.001
 
@@ -119,18 +121,36 @@ def collector_paused() -> Iterator[None]:
 def batches(
     fn: Callable[[Sequence[T]], list[R]], items: Sequence[T], size: int | None = None
 ) -> Steps[list[R]]:
-    """``fn(items)`` for a ``fn`` that maps each item on its own, ``size`` (``SLICE_ITEMS``)
-    items a call (one call when there are no more), yielding between calls."""
+    """``fn(items)`` for a ``fn`` that maps each item on its own, yielding between calls: the
+    first call takes ``size`` (``SLICE_ITEMS``) items (all of them, and no yield, when there
+    are no more), each next one as many as the last took ``SLICE_SECONDS`` for (an exact
+    count costs ten times a render an item), up to ``MAX_SLICE_ITEMS``."""
     if size is None:
         size = SLICE_ITEMS
     if len(items) <= size:
         return fn(items)
     out: list[R] = []
-    for start in range(0, len(items), size):
+    start = 0
+    while start < len(items):
         if start:
             yield
-        out.extend(fn(items[start : start + size]))
+        began = perf_counter()
+        part = items[start : start + size]
+        out.extend(fn(part))
+        start += len(part)
+        took = perf_counter() - began
+        if took > 0:
+            size = max(1, min(MAX_SLICE_ITEMS, size * 4, int(len(part) * SLICE_SECONDS / took)))
     return out
 
 
-__all__ = ["SLICE_ITEMS", "SLICE_SECONDS", "Steps", "batches", "collector_paused", "finish", "finish_async"]
+__all__ = [
+    "MAX_SLICE_ITEMS",
+    "SLICE_ITEMS",
+    "SLICE_SECONDS",
+    "Steps",
+    "batches",
+    "collector_paused",
+    "finish",
+    "finish_async",
+]
