@@ -319,6 +319,7 @@ class StructuredCompactor:
         live = [it for it in history if not (it.seq is not None and it.seq <= floor)]
         positions = [i for i, it in enumerate(live) if not isinstance(it, ReasoningItem)]
         candidates = [live[i] for i in positions]
+        yield
 
         rendered = yield from batches(_history_renders, candidates)
         raw = yield from batches(lambda part: est.raw_estimates(part, model_id), rendered)
@@ -328,6 +329,7 @@ class StructuredCompactor:
         cut = 0
         if candidates:
             cut = select_history(candidates, floor, int(limit * RETAIN_RATIO), _FixedRaw(est, raw), model_id)  # type: ignore[arg-type]
+        yield
         replaced = candidates[:cut]
         # Everything after the last replaced item stays, reasoning included;
         # reasoning before it belongs to an earlier run and is dropped unread.

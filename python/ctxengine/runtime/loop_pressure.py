@@ -5,6 +5,7 @@ checkpoint committed together and adopted, then measured again.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..assembly.builder import Pressure
@@ -81,8 +82,11 @@ class Compactions:
                     pressure.capacity_tokens,
                     overflow_detail(pressure, plan.budget, tried),
                 )
+            # Each stretch of a compaction gives the loop back (a long history's takes a while).
+            await asyncio.sleep(0)
             compacted, result = await self._compact(current, plan, pressure, run)
             payload = result.to_dict()
+            await asyncio.sleep(0)
             event = NewEvent(
                 session_id=run.session_id,
                 type=CONTEXT_COMPACTED,
@@ -93,9 +97,11 @@ class Compactions:
                 run_id=run.run_id,
             )
             carry = await self._carry_event(run, principal, current, compacted, result, plan)
+            await asyncio.sleep(0)
             events = [event] if carry is None else [event, carry]
             stored, version, rows = await self._commit_compaction(run, lease, current, compacted, events)
             loop.writes.committed(run, rows, stored)
+            await asyncio.sleep(0)
             # Adopted only once both are committed.
             current = evolve(compacted, version=version)
             compactions += 1
