@@ -276,19 +276,21 @@ class RenderCache:
                 todo.setdefault(digest, item)
         if not todo:
             return
+        yield
         made = yield from batches(lambda part: render_items(part, "history"), list(todo.values()))
         unpointed = {digest: item for digest, item in todo.items() if isinstance(item, ToolResult)}
         new_pointers: list[RenderedItem] = []
         if unpointed:
             new_pointers = yield from batches(render_pointers, list(unpointed.values()))
+        yield
+        added = render_bytes(made) + render_bytes(new_pointers)
+        yield
         if tables.renders or tables.pointers:  # filled while this one rendered: the rest only
             self.history(tables, history)
             return
         tables.renders.update(zip(todo, made, strict=True))
-        added = render_bytes(made)
         if unpointed:
             tables.pointers.update(zip(unpointed, new_pointers, strict=True))
-            added += render_bytes(new_pointers)
         if len(todo) == len(history):  # one render per item, in order: the fit's line as it is
             tables.start_line(history, made, new_pointers)
         self._grew(tables, len(tables.renders) + len(tables.pointers), added)

@@ -185,11 +185,13 @@ def prime_history_steps(
         renders = [r for r, raw in zip(renders, tokens, strict=True) if raw is not None]
         tokens = [raw for raw in tokens if raw is not None]
     if tokens:
+        yield
         # The native renderer fills each render's canonical cache: its digest is read, not made.
         digests = [cj[1] if (cj := getattr(r, "_cj", None)) is not None else _digest(r) for r in renders]
         estimator.prime(model_id, RENDERED, digests, cast(list[int], tokens))
     if not missing:
         return ()
+    yield
     counted = yield from batches(
         lambda part: estimator.raw_estimates(part, model_id), [rendered for _, rendered in missing]
     )
