@@ -35,9 +35,11 @@ from storekit import StoreCase
 
 #: Items of the imported history.
 ITEMS = 20_000
-#: The longest a call may hold the loop here (seconds): far above what a slice takes, far
-#: below what the calls held it for in one stretch.
-BOUND = 0.100
+#: The longest a call may hold the loop here (seconds): far above what a slice takes and
+#: what remains in one stretch (10-30 ms on a quiet machine, three to five times that on a
+#: loaded two-core one), far below what the calls held it for in one stretch before the
+#: slices (pick_up 250-340 ms, build_with_pressure 400-650 ms on a quiet machine).
+BOUND = 0.200
 
 
 async def test_the_probe_sees_a_block_and_tells_the_collector_apart() -> None:
@@ -94,5 +96,5 @@ async def test_a_first_exact_build_does_not_hold_the_loop(
     finally:
         await case.close_all()
     assert list(found) == list(FIRST_CALLS)
-    held = {call: block.ms() for call, block in found.items() if block.held >= BOUND / 2}
+    held = {call: block.ms() for call, block in found.items() if block.held >= BOUND / 4}
     assert not held, f"the event loop was held (ms): {held}"
