@@ -41,7 +41,7 @@ INJECTED = migrations.Migration(
 def schema_of(url: str) -> list[tuple[Any, ...]]:
     """The store's tables, columns, indexes and schema-version rows, comparable across runs."""
     if url.startswith("sqlite://"):
-        conn = sqlite3.connect(url[len("sqlite://") :])
+        conn = sqlite3.connect(url[len("sqlite:///") :])
         try:
             objects = conn.execute(
                 "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
@@ -89,7 +89,7 @@ def fresh_url(request: pytest.FixtureRequest, golden_url: tuple[str, str], tmp_p
     """A URL for a brand-new store of the same kind as ``golden_url``."""
     kind, url = golden_url
     if kind == "sqlite":
-        yield f"sqlite://{tmp_path / 'fresh.db'}"
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
         return
     name = f"fresh_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(url, autocommit=True) as conn:
@@ -238,7 +238,7 @@ async def test_revision_3_moves_sqlite_payloads_out_of_the_key_btree(tmp_path: P
     rowid tables (keys in an index of keys only) with the payload as the last column, every
     row copied as it was: the same rows, column by column, before and after."""
     url = goldenkit.sqlite_copy(tmp_path)
-    path = url[len("sqlite://") :]
+    path = url[len("sqlite:///") :]
 
     def rows() -> dict[str, list[tuple[Any, ...]]]:
         conn = sqlite3.connect(path)

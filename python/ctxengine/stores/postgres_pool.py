@@ -19,7 +19,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from ..errors import StoreOpenError
-from .driver_errors import POSTGRES_ERRORS, postgres_error, postgres_open_error
+from .postgres_errors import POSTGRES_ERRORS, postgres_error, postgres_open_error
 
 Conn = AsyncConnection[Any]
 
