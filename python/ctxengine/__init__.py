@@ -13,6 +13,7 @@ The layers behind it (``model``, ``core``, ``stores``, ``plan``,
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from . import phases, providers
@@ -108,6 +109,10 @@ from .stores.events import CheckpointStore, Event, EventLog, Lease, NewEvent, St
 
 if TYPE_CHECKING:
     from .stores.postgres import PostgresStore
+
+# Quiet unless the application configures logging: each layer logs to its own child of this
+# logger (``ctxengine.stores``, ``ctxengine.assembly``, ...; ADR 0017).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

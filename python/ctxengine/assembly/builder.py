@@ -18,12 +18,14 @@ classes whose kind does not yield).
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter, is_
 from typing import Any
 
+from ..core import telemetry
 from ..core.body import BodyBlock, BodyFit, BodyInputs, BodyLimits, RenderLine, fit_body
 from ..core.budget import BudgetPolicy, ContextBudget
 from ..core.canonical import payload_hash
@@ -58,6 +60,8 @@ from .render import digest_of
 from .render_cache import RENDERS, RenderCache, SessionRenders
 from .request import ModelRequest, RenderedItem
 from .turn import merge_reasoning, split_turn
+
+log = logging.getLogger("ctxengine.assembly")
 
 PRESSURE_REASONS = (
     "fits",
@@ -191,8 +195,54 @@ class ContextBuilder:
             raise ContextError(f"plan is for session {plan.session_id!r}, run is in {run.session_id!r}")
         if agent.agent_id != plan.agent_id:
             raise ContextError(f"agent {agent.agent_id!r} does not match the plan's agent {plan.agent_id!r}")
-        prefix, prefix_sha = self._prefix(plan)
-        return self._fit(run, checkpoint, plan, principal, prefix, prefix_sha)
+        with telemetry.span(
+            "ctxengine.build", session_id=run.session_id, run_id=run.run_id, step=run.step, epoch=plan.epoch
+        ) as span:
+            prefix, prefix_sha = self._prefix(plan)
+            assembly = self._fit(run, checkpoint, plan, principal, prefix, prefix_sha)
+            if span.is_recording():
+                telemetry.set_attributes(span, self._build_attributes(assembly, plan))
+        pressure = assembly.pressure
+        telemetry.add("ctxengine.builds")
+        if not pressure.fits:
+            telemetry.add("ctxengine.overflows", reason=pressure.reason, compactable=pressure.compactable)
+            log.debug(
+                "session %r run %r step %d does not fit: %s (%d body tokens)",
+                run.session_id,
+                run.run_id,
+                run.step,
+                pressure.reason,
+                pressure.body_tokens,
+            )
+        return assembly
+
+    def _build_attributes(self, assembly: Assembly, plan: ContextPlan) -> dict[str, Any]:
+        """A build span's outcome: the fit, the cut, and the tokens of each region class (the
+        prefix as the plan counted it; each body class estimated apart, uncorrected)."""
+        p = assembly.pressure
+        by_class: dict[str, list[RenderedItem]] = {}
+        for item in assembly.request.body:
+            by_class.setdefault(item.region_class, []).append(item)
+        counted = {
+            f"tokens.{region}": self.estimator.estimate(items, plan.counting_key)
+            for region, items in by_class.items()
+        }
+        return {
+            "model_id": plan.model_id,
+            "fits": p.fits,
+            "reason": p.reason,
+            "compactable": p.compactable,
+            "history_cut": p.history_cut,
+            "history_budget_tokens": p.history_budget_tokens,
+            "total_tokens": p.total_tokens,
+            "capacity_tokens": p.capacity_tokens,
+            "reserve_tokens": p.reserve_tokens,
+            "body_tokens": p.body_tokens,
+            "tokens.prefix": p.prefix_tokens,
+            **counted,
+            "yield_steps": list(p.yield_steps),
+            "counting": p.counting,
+        }
 
     # -- stages ------------------------------------------------------------------
 

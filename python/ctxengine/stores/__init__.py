@@ -16,10 +16,12 @@ A URL that names no store it could ever open is ``StoreOpenError`` (ADR 0010).
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from ..core import telemetry
 from ..errors import StoreOpenError
 from ..model.clock import Clock
 from ._sql import DEFAULT_STATEMENT_TIMEOUT
@@ -30,6 +32,8 @@ from .sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
+
+log = logging.getLogger("ctxengine.stores")
 
 #: The extra that installs the PostgreSQL driver (psycopg and psycopg-pool).
 POSTGRES_EXTRA = "ctxengine[postgres]"
@@ -99,6 +103,17 @@ async def open_store(url: str, *, clock: Clock | None = None, **options: Any) ->
     if not isinstance(url, str):
         raise StoreOpenError(f"store URL must be a str, got {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    kind = {"postgres": "postgresql"}.get(scheme, scheme)
+    with telemetry.span("ctxengine.store.open", store=kind, read_only=bool(options.get("read_only"))) as span:
+        store = await _open(url, scheme, clock, options)
+        if span.is_recording():
+            telemetry.set_attributes(span, {"store.name": repr(store)})
+    telemetry.add("ctxengine.store.opens", store=kind)
+    log.debug("opened %r", store)
+    return store
+
+
+async def _open(url: str, scheme: str, clock: Clock | None, options: dict[str, Any]) -> Store:
     if scheme == "memory":
         if url.rstrip("/") != "memory:":
             raise StoreOpenError(f"memory store URL {url!r}: expected exactly memory://")
