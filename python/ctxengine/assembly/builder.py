@@ -18,7 +18,6 @@ classes whose kind does not yield).
 
 from __future__ import annotations
 
-import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -58,10 +57,9 @@ from .overflow import overflow_detail
 from .regions import BODY_CLASSES
 from .render import digest_of
 from .render_cache import RENDERS, RenderCache, SessionRenders
+from .report import report_build
 from .request import ModelRequest, RenderedItem
 from .turn import merge_reasoning, split_turn
-
-log = logging.getLogger("ctxengine.assembly")
 
 PRESSURE_REASONS = (
     "fits",
@@ -200,49 +198,8 @@ class ContextBuilder:
         ) as span:
             prefix, prefix_sha = self._prefix(plan)
             assembly = self._fit(run, checkpoint, plan, principal, prefix, prefix_sha)
-            if span.is_recording():
-                telemetry.set_attributes(span, self._build_attributes(assembly, plan))
-        pressure = assembly.pressure
-        telemetry.add("ctxengine.builds")
-        if not pressure.fits:
-            telemetry.add("ctxengine.overflows", reason=pressure.reason, compactable=pressure.compactable)
-            log.debug(
-                "session %r run %r step %d does not fit: %s (%d body tokens)",
-                run.session_id,
-                run.run_id,
-                run.step,
-                pressure.reason,
-                pressure.body_tokens,
-            )
+            report_build(span, run, plan, assembly, self.estimator)
         return assembly
-
-    def _build_attributes(self, assembly: Assembly, plan: ContextPlan) -> dict[str, Any]:
-        """A build span's outcome: the fit, the cut, and the tokens of each region class (the
-        prefix as the plan counted it; each body class estimated apart, uncorrected)."""
-        p = assembly.pressure
-        by_class: dict[str, list[RenderedItem]] = {}
-        for item in assembly.request.body:
-            by_class.setdefault(item.region_class, []).append(item)
-        counted = {
-            f"tokens.{region}": self.estimator.estimate(items, plan.counting_key)
-            for region, items in by_class.items()
-        }
-        return {
-            "model_id": plan.model_id,
-            "fits": p.fits,
-            "reason": p.reason,
-            "compactable": p.compactable,
-            "history_cut": p.history_cut,
-            "history_budget_tokens": p.history_budget_tokens,
-            "total_tokens": p.total_tokens,
-            "capacity_tokens": p.capacity_tokens,
-            "reserve_tokens": p.reserve_tokens,
-            "body_tokens": p.body_tokens,
-            "tokens.prefix": p.prefix_tokens,
-            **counted,
-            "yield_steps": list(p.yield_steps),
-            "counting": p.counting,
-        }
 
     # -- stages ------------------------------------------------------------------
 
