@@ -15,7 +15,7 @@ from typing import Any, NoReturn, cast
 
 from ..core.budget import BudgetPolicy, allocate, check_prefix_class
 from ..core.canonical import payload_hash
-from ..core.estimator import Estimator, TokenEstimator
+from ..core.estimator import Estimator, TokenEstimator, load_tables
 from ..errors import (
     ArgumentError,
     IdempotencyConflict,
@@ -200,8 +200,11 @@ class ContextPlanner:
     ) -> ContextPlan:
         """Return the current plan if its identity matches; otherwise write the next epoch.
 
-        Called after routing, immediately before the first model request of a run.
+        Called after routing, immediately before the first model request of a run. The
+        exact-count tables the model needs are built off the event loop first (``load_tables``).
         """
+        if isinstance(model, ResolvedModel):  # else draft() names the argument
+            await load_tables(self.estimator, model.model_id)
         for _ in range(self._MAX_ATTEMPTS):
             current = await self.current(session_id)
             epoch = 1 if current is None else current.epoch + 1
