@@ -14,7 +14,7 @@ from hidden_imports import run_without
 PROBE = """
 import asyncio, json, threading
 import ctxengine as ce
-from ctxengine.core import backends
+from ctxengine.core import backends, estimator
 
 module = backends.active()
 calls = []
@@ -34,7 +34,12 @@ async def main():
     for session, model_id in (("s1", "gpt-4o"), ("s2", "gpt-4o"), ("s3", "some-local-model")):
         model = ce.ResolvedModel("openai", model_id, 128_000, 16_384, 8_192)
         await planner.plan(session, agent, who, model, (), policy_version="v1")
-    print(json.dumps({"calls": calls, "counting": (await planner.current("s1")).counting}))
+    first = list(calls)
+    # A worker that only reads the plan (ContextLoop picking a run up) builds them too.
+    estimator._LOADED.clear()
+    reader = ce.ContextPlanner(store, estimator=ce.TokenEstimator())
+    plan = await reader.current("s1")
+    print(json.dumps({"calls": first, "reader": calls[len(first):], "counting": plan.counting}))
 
 asyncio.run(main())
 """
@@ -47,6 +52,7 @@ def test_the_first_plan_builds_the_tables_once_on_a_worker_thread(name: str) -> 
     result = json.loads(done.stdout)
     assert result["counting"] == "o200k_base"
     assert result["calls"] == [["o200k_base", False]]
+    assert result["reader"] == [["o200k_base", False]]
 
 
 def test_load_encoding_is_the_same_contract_on_both_backends(backend: str) -> None:

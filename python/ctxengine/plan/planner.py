@@ -86,7 +86,8 @@ class ContextPlanner:
     # -- reading -------------------------------------------------------------
 
     async def current(self, session_id: str) -> ContextPlan | None:
-        """The greatest-epoch plan in the log (scanning only events not seen before)."""
+        """The greatest-epoch plan in the log (scanning only events not seen before). The
+        exact-count tables it counts with are built off the event loop (``load_tables``)."""
         plan, seen = self._cache.get(session_id, (None, 0))
         covering = getattr(self.store.events, "read_covering", None)
         through = seen
@@ -101,6 +102,8 @@ class ContextPlanner:
                 plan = candidate
             seen = max(seen, event.sequence)
         self._remember(session_id, plan, max(seen, through))
+        if plan is not None:  # a worker that picks a run up counts with the plan's tables next
+            await load_tables(self.estimator, plan.model_id)
         return plan
 
     def cached(self, session_id: str) -> ContextPlan | None:
