@@ -125,3 +125,33 @@ def test_without_a_provider_a_span_is_the_shared_no_op() -> None:
         "print(telemetry.enabled())",
     )
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
+
+
+def test_the_global_providers_of_an_application_are_used() -> None:
+    """No ``configure``: the providers the application set through OpenTelemetry's globals."""
+    code = """
+import asyncio
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import ctxengine as ce
+
+spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(spans))
+trace.set_tracer_provider(provider)
+metrics.set_meter_provider(MeterProvider([reader]))
+
+async def main():
+    await (await ce.open_store("memory://")).close()
+
+asyncio.run(main())
+points = reader.get_metrics_data().resource_metrics[0].scope_metrics[0].metrics[0].data.data_points
+print([s.name for s in spans.get_finished_spans()], [dict(p.attributes) for p in points])
+"""
+    done = run_without((), code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['ctxengine.store.open'] [{'ctxengine.store': 'memory'}]"

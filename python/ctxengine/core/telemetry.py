@@ -128,6 +128,10 @@ def _live_meter() -> tuple[Any, Any, dict[str, Any]] | None:
         metrics = sys.modules.get("opentelemetry.metrics")
         if metrics is None:
             return None
+        # No global provider set (as for spans: skip the proxy and its environment lookup).
+        internal = sys.modules.get("opentelemetry.metrics._internal")
+        if getattr(internal, "_METER_PROVIDER", _UNSET) is None:
+            return None
         provider = metrics.get_meter_provider()
         if isinstance(provider, metrics.NoOpMeterProvider):
             return None
