@@ -13,6 +13,9 @@ The layers behind it (``model``, ``core``, ``stores``, ``plan``,
 
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING, Any
+
 from . import phases, providers
 from .assembly.builder import Assembly, ContextBuilder, Pressure
 from .assembly.request import ModelRequest
@@ -30,6 +33,7 @@ from .core.memory import set_memory_limits as set_memory_limits
 from .errors import (
     ArgumentError,
     BackendError,
+    BackendFallbackWarning,
     CanonicalizationError,
     CheckpointCorruption,
     CompactionDepthExceeded,
@@ -100,10 +104,28 @@ from .runtime.working_state import (
     WorkingStateManager,
     carry_working_state,
 )
-from .stores import MemoryStore, PostgresStore, SQLiteStore, open_store
+from .stores import MemoryStore, SQLiteStore, open_store
 from .stores.events import CheckpointStore, Event, EventLog, Lease, NewEvent, Store, Visibility
 
+if TYPE_CHECKING:
+    from .stores.postgres import PostgresStore
+
+# Quiet unless the application configures logging: each layer logs to its own child of this
+# logger (``ctxengine.stores``, ``ctxengine.assembly``, ...; ADR 0017).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
 __version__ = "0.2.0"
+
+
+def __getattr__(name: str) -> Any:
+    # ``PostgresStore`` imports psycopg, which only a PostgreSQL store needs (the postgres
+    # extra): loaded on first use (PEP 562), so ``import ctxengine`` stays without it.
+    if name == "PostgresStore":
+        from .stores import postgres_store_class
+
+        return postgres_store_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The SPEC's public names (sections 1-10). Names public before the layout but not
 # in the SPEC (imported above as ``X as X``: Estimator, RenderedItem, ToolDecision,
@@ -189,6 +211,7 @@ __all__ = [
     # sections 1 and 10: every error (ctxengine.errors)
     "ArgumentError",
     "BackendError",
+    "BackendFallbackWarning",
     "CanonicalizationError",
     "CheckpointCorruption",
     "CompactionDepthExceeded",

@@ -22,6 +22,7 @@ __all__ = [
     "encode_tokens",
     "encoding_ranks_sha256",
     "exact_raw",
+    "load_encoding",
     "decode_items",
     "fit_body",
     "item_canonical",
@@ -79,6 +80,9 @@ def count_tokens(encoding_name: str, text: str) -> int:
 
 def encode_tokens(encoding_name: str, text: str) -> list[int]:
     """The token ids of ``text`` in a public encoding, as ordinary text."""
+
+def load_encoding(encoding_name: str) -> None:
+    """Build a public encoding's tables now (else on first use), with the GIL released."""
 
 def exact_raw(encoding_name: str, kind: str, canonical: bytes) -> int:
     """The exact raw count of a value of ``kind`` whose canonical JSON is ``canonical`` (ADR 0012)."""

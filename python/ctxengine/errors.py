@@ -119,6 +119,13 @@ class BackendError(ContextError, ValueError):
     """An unknown backend name, or the Rust extension is not importable."""
 
 
+class BackendFallbackWarning(ContextError, RuntimeWarning):
+    """A warning, not raised: the Rust extension could not be imported and no backend was
+    asked for, so the pure-Python reference backend runs (the same results, slower). Warned
+    once a process; set ``CTXENGINE_BACKEND=python`` to choose that backend and silence it,
+    or install a built wheel (``make wheel``) for the Rust one."""
+
+
 class PlanIntegrityError(ContextError):
     """A context plan whose tool names, specs and schema hash disagree."""
 
@@ -307,6 +314,7 @@ class WorkingStateLimitExceeded(ContextError):
 __all__ = [
     "ArgumentError",
     "BackendError",
+    "BackendFallbackWarning",
     "CanonicalizationError",
     "CheckpointCorruption",
     "CompactionDepthExceeded",

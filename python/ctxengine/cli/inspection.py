@@ -13,10 +13,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from ..errors import SessionNotFound, StoreCorruption
 from ..model import WorkingState
 from ..plan import PLAN_EVENT_TYPES, ContextPlan
@@ -25,6 +21,7 @@ from ..runtime.loop import CONTEXT_COMPACTED
 from ..runtime.usage import USAGE_REPORTED, Usage, stored_usage
 from ..runtime.working_state import WORKING_STATE_UPDATED, stored_state
 from ..stores.events import Event, Store
+from .console import Console, Table, Text
 from .terminal import visible
 
 #: Working-state facts shown (the newest); the JSON form has them all.

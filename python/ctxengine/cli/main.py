@@ -18,12 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from ..core import backends
 from ..errors import ContextError, ModelValidationError
 from ..stores import DEFAULT_STATEMENT_TIMEOUT
+from .console import RICH, Console
 from .terminal import visible
 
 EXIT_OK = 0
@@ -33,11 +31,13 @@ EXIT_USAGE = 2
 
 @contextmanager
 def _progress(total: int | None, enabled: bool) -> Iterator[Callable[[str], None]]:
-    """A progress bar on stderr (only on a terminal); yields ``advance(description)``."""
+    """A progress bar on stderr (only on a terminal, with rich); yields ``advance(description)``."""
     console = Console(stderr=True)
-    if not enabled or not console.is_terminal:
+    if not enabled or not RICH or not console.is_terminal:
         yield lambda _description: None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("starting", total=total)
@@ -47,6 +47,9 @@ def _progress(total: int | None, enabled: bool) -> Iterator[Callable[[str], None
 
         yield advance
 
+
+#: What ``--store`` takes (three slashes: relative to the working directory; four: absolute).
+_STORE_HELP = "sqlite:///relative.db, sqlite:////absolute/path.db, memory:// or postgresql://..."
 
 #: The ``demo`` flag of each ``DemoConfig`` field.
 _DEMO_FLAGS = {"turns": "--turns", "context_window": "--window", "session_id": "--session"}
@@ -203,9 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the scripted fifty-turn session and check its invariants")
     demo.add_argument("--turns", type=int, default=50, help="turns to run (default 50)")
-    demo.add_argument(
-        "--store", metavar="URL", help="sqlite:///abs/path or postgresql://... (default: a new SQLite file)"
-    )
+    demo.add_argument("--store", metavar="URL", help=_STORE_HELP + " (default: a new SQLite file)")
     demo.add_argument(
         "--backend", choices=backends.BACKENDS, help="core backend (default: CTXENGINE_BACKEND)"
     )
@@ -217,16 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser(
         "inspect", help="show a session's plan, epochs, compactions and events (read-only)"
     )
-    inspect.add_argument(
-        "--store", metavar="URL", required=True, help="sqlite:///abs/path or postgresql://..."
-    )
+    inspect.add_argument("--store", metavar="URL", required=True, help=_STORE_HELP)
     inspect.add_argument("session", metavar="SESSION", help="the session id")
     inspect.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     _add_statement_timeout(inspect)
     inspect.set_defaults(run=_inspect)
 
     migrate = sub.add_parser("migrate", help="apply a store's pending schema migrations (ADR 0009)")
-    migrate.add_argument("store", metavar="URL", help="sqlite:///abs/path or postgresql://...")
+    migrate.add_argument("store", metavar="URL", help=_STORE_HELP)
     migrate.add_argument(
         "--dry-run", action="store_true", help="list what would be applied; open read-only, change nothing"
     )

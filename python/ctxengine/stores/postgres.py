@@ -36,7 +36,6 @@ from ._sql import (
     SqlOps,
     check_statement_timeout,
 )
-from .driver_errors import POSTGRES_ERRORS, postgres_error
 from .events import (
     FORMAT_VERSION,
     Event,
@@ -44,6 +43,7 @@ from .events import (
     RawCheckpoint,
 )
 from .formats import WritePolicy
+from .postgres_errors import POSTGRES_ERRORS, postgres_error
 from .postgres_pool import ConnectFailures, filled
 from .postgres_schema import connection_settings, schema
 from .prediction import Prediction
