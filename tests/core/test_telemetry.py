@@ -155,3 +155,40 @@ print([s.name for s in spans.get_finished_spans()], [dict(p.attributes) for p in
     done = run_without((), code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['ctxengine.store.open'] [{'ctxengine.store': 'memory'}]"
+
+
+async def test_a_turn_with_a_tool_round_trip_and_a_compaction_is_one_span_each(
+    backend: str, recorded: Recorded
+) -> None:
+    """Issue 40, acceptance 5: the spans of one turn of the loop (seed, builds, the tool step's
+    and the final record, the compaction) with their session, run, step and outcome."""
+    from ctxengine.cli.turns import ScriptedWorker
+    from sessionkit import SMALL
+
+    store = await ce.open_store("memory://")
+    worker = ScriptedWorker(store, model=SMALL, tool_every=1)
+    for turn in range(1, 80):
+        recorded.spans.clear()
+        if (await worker.turn("otel", turn)).compactions:
+            break
+    else:
+        raise AssertionError("no compaction in 80 turns")
+    run_id = f"otel-run-{turn}"
+    [seed] = recorded.finished("ctxengine.seed")
+    assert dict(seed.attributes)["ctxengine.run_id"] == run_id
+    assert dict(seed.attributes)["ctxengine.items"] >= 1
+    builds = recorded.finished("ctxengine.build")
+    assert len(builds) >= 3  # the step's builds, one before the compaction and one after
+    [compaction] = recorded.finished("ctxengine.compaction")
+    c = dict(compaction.attributes)
+    assert (c["ctxengine.session_id"], c["ctxengine.run_id"]) == ("otel", run_id)
+    assert c["ctxengine.reason"] == "history_requires_compaction" and c["ctxengine.depth"] >= 1
+    assert c["ctxengine.replaced_through_sequence"] > 0 and c["ctxengine.version"] > 1
+    records = recorded.finished("ctxengine.record")
+    assert [dict(r.attributes)["ctxengine.items"] for r in records] == [2, 1]  # the pair, the answer
+    assert all(dict(r.attributes)["ctxengine.version"] > c["ctxengine.version"] for r in records[1:])
+    # The build that did not fit counted an overflow, the compaction a compaction.
+    counters = recorded.counters()
+    assert sum(v for _, v in counters["ctxengine.compactions"]) >= 1
+    assert sum(v for _, v in counters["ctxengine.overflows"]) >= 1
+    await store.close()

@@ -26,7 +26,7 @@ from typing import Any, Final, Protocol
 
 #: The instrumentation scope's name (the tracer's and the meter's).
 SCOPE: Final = "ctxengine"
-_VERSION: Final = "0.1.0"
+_VERSION: Final = "0.2.0"
 
 
 class SpanLike(Protocol):
