@@ -24,6 +24,7 @@ __all__ = [
     "decode_items",
     "fit_body",
     "item_canonical",
+    "item_schema",
     "langchain_trim",
     "mappings_cut",
     "openai_chat_cut",
@@ -34,6 +35,7 @@ __all__ = [
     "shared_prefix",
     "validate_tool_pairs",
     "_forget_line",
+    "_schema_tables",
     "_line_cache_stats",
     "_set_line_cache_limit",
 ]
@@ -51,6 +53,12 @@ def payload_hash(value: object) -> str:
 
 def item_canonical(item: object) -> tuple[bytes, bytes]:
     """``(canonical_bytes, sha256_digest)`` of an item's ``to_dict()``, cached in its ``_cj`` slot."""
+
+def item_schema() -> str:
+    """The item schema (``rust/core/src/schema.rs``) as JSON text: ``ctxengine/model/schema.json``."""
+
+def _schema_tables() -> list[tuple[str, str, list[str]]]:
+    """``(table, kind, dict keys)`` of each hand-written Rust item table (for the schema test)."""
 
 def allocate_tokens(
     context_window: int,
