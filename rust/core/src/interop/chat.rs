@@ -223,8 +223,8 @@ fn measure<V: Value>(
 /// assistant message of tool calls alone, which merges with an assistant
 /// message right before it), or `None` off the fast path.
 #[allow(clippy::too_many_arguments)]
-fn message<'v, V: Value>(
-    msg: &'v V,
+fn message<V: Value>(
+    msg: &V,
     i: usize,
     profile: Profile,
     opts: &ChatOptions<'_>,
