@@ -14,6 +14,7 @@
 //!   the pair-safe window inside it, and the message-index form of the cut.
 
 pub mod chat;
+pub mod generations;
 pub mod items;
 pub mod json;
 pub mod mappings;
