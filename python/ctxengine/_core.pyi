@@ -34,8 +34,8 @@ __all__ = [
     "select_history",
     "shared_prefix",
     "validate_tool_pairs",
-    "_forget_line",
     "_schema_tables",
+    "_forget_line",
     "_line_cache_stats",
     "_set_line_cache_limit",
 ]
