@@ -26,6 +26,7 @@ __all__ = [
     "decode_items",
     "fit_body",
     "item_canonical",
+    "item_schema",
     "langchain_trim",
     "mappings_cut",
     "openai_chat_cut",
@@ -35,6 +36,7 @@ __all__ = [
     "select_history",
     "shared_prefix",
     "validate_tool_pairs",
+    "_schema_tables",
 ]
 
 __version__: str
@@ -50,6 +52,12 @@ def payload_hash(value: object) -> str:
 
 def item_canonical(item: object) -> tuple[bytes, bytes]:
     """``(canonical_bytes, sha256_digest)`` of an item's ``to_dict()``, cached in its ``_cj`` slot."""
+
+def item_schema() -> str:
+    """The item schema (``rust/core/src/schema.rs``) as JSON text: ``ctxengine/model/schema.json``."""
+
+def _schema_tables() -> list[tuple[str, str, list[str]]]:
+    """``(table, kind, dict keys)`` of each hand-written Rust item table (for the schema test)."""
 
 def allocate_tokens(
     context_window: int,

@@ -18,6 +18,7 @@ pub mod estimate;
 pub mod hash;
 pub mod interop;
 pub mod pointer;
+pub mod schema;
 pub mod tokenize;
 
 pub use error::{CoreError, CoreResult};

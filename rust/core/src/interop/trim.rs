@@ -2,7 +2,7 @@
 //! pair-safe window inside its result, and the message-index cut.
 //! `python/ctxengine/reference/interop.py` is the same, line for line.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// No id (a LangChain tool call whose `id` is `None`): never pairs.
 pub const NO_ID: u32 = u32::MAX;
@@ -196,6 +196,95 @@ pub fn message_cut(cut: usize, owners: &[usize], result_of: &[usize]) -> usize {
     }
 }
 
+/// Call ids a message makes, and the call it answers (`None`: no id).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pairing {
+    pub calls: Vec<Option<String>>,
+    pub result: Option<String>,
+}
+
+/// A memo entry's estimated memory beside what its count measures: the
+/// entry, its weak reference and callback, the pairing.
+pub const ENTRY_OBJECTS: usize = 256;
+
+/// The memory a message's memo entry is estimated to hold: `ENTRY_OBJECTS`,
+/// its call ids, and four bytes a token of its count (the text the
+/// approximate count measured).
+pub fn entry_size(count: i64, pairing: Option<&Pairing>) -> usize {
+    let ids = pairing.map_or(0, |p| {
+        p.calls
+            .iter()
+            .map(|c| c.as_ref().map_or(8, |s| s.len() + 24))
+            .sum::<usize>()
+            + p.result.as_ref().map_or(0, |s| s.len() + 24)
+    });
+    ENTRY_OBJECTS + ids + 4 * count.max(0) as usize
+}
+
+/// A message test (`end_on` / `start_on`) by index.
+pub type Test<'a, E> = &'a mut dyn FnMut(usize) -> Result<bool, E>;
+
+/// `trim_messages` with the pair-safe window inside its result: `(system_kept,
+/// start, end)` over each message's count and pairing (`strategy` "first"
+/// when `first`; `first_is_system` when message 0 is a `SystemMessage`).
+#[allow(clippy::too_many_arguments)]
+pub fn pair_safe_trim<E>(
+    counts: &[i64],
+    pairings: &[Option<&Pairing>],
+    max_tokens: i64,
+    first: bool,
+    first_is_system: bool,
+    include_system: bool,
+    mut end_on: Option<Test<'_, E>>,
+    mut start_on: Option<Test<'_, E>>,
+) -> Result<(bool, usize, usize), E> {
+    let (system, a, b) = lc_window(
+        counts,
+        max_tokens,
+        first,
+        first_is_system,
+        include_system,
+        end_on.as_deref_mut().map(|f| f as Test<'_, E>),
+        start_on.as_deref_mut().map(|f| f as Test<'_, E>),
+    )?;
+    // Intern the window's ids; a message without pairing has none.
+    let (lo, hi) = if first { (0, b) } else { (a, b) };
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut flat: Vec<u32> = Vec::new();
+    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(hi - lo);
+    let mut results: Vec<Option<u32>> = vec![None; hi];
+    for (i, pairing) in pairings.iter().enumerate().take(hi).skip(lo) {
+        let start = flat.len();
+        if let Some(p) = pairing {
+            for id in &p.calls {
+                let v = match id {
+                    Some(s) => {
+                        let next = ids.len() as u32;
+                        *ids.entry(s.as_str()).or_insert(next)
+                    }
+                    None => NO_ID,
+                };
+                flat.push(v);
+            }
+            if let Some(r) = &p.result {
+                let next = ids.len() as u32;
+                results[i] = Some(*ids.entry(r.as_str()).or_insert(next));
+            }
+        }
+        spans.push((start, flat.len()));
+    }
+    let mut calls: Vec<&[u32]> = vec![&[]; hi];
+    for (k, &(s, e)) in spans.iter().enumerate() {
+        calls[lo + k] = &flat[s..e];
+    }
+    if first {
+        let e = safe_prefix(&calls, &results, b, end_on)?;
+        return Ok((false, 0, e));
+    }
+    let s = safe_suffix(&calls, &results, a, b, start_on)?;
+    Ok((system, s, b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +324,29 @@ mod tests {
             safe_prefix::<Infallible>(&calls, &results, 1, None).unwrap(),
             0
         );
+    }
+
+    #[test]
+    fn the_trim_keeps_pairs_whole() {
+        // 0 system; 1 call a; 2 result a; 3 user
+        let call = Pairing {
+            calls: vec![Some("a".into())],
+            result: None,
+        };
+        let result = Pairing {
+            calls: vec![],
+            result: Some("a".into()),
+        };
+        let pairings = [None, Some(&call), Some(&result), None];
+        let counts = [1, 1, 1, 1];
+        let trim = |max, first| {
+            pair_safe_trim::<Infallible>(&counts, &pairings, max, first, true, true, None, None)
+                .unwrap()
+        };
+        assert_eq!(trim(10, false), (true, 1, 4));
+        assert_eq!(trim(3, false), (true, 3, 4)); // room for 2: the result alone is not kept
+        assert_eq!(trim(2, true), (false, 0, 1)); // a prefix that ends inside the pair
+        assert_eq!(entry_size(2, Some(&call)), ENTRY_OBJECTS + 25 + 8);
     }
 
     #[test]
