@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -87,14 +88,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from ..core.prompt_cache import PriceTable
     from ..stores import open_store
     from .inspection import inspect_session, print_summary
+
+    prices = PriceTable(args.input_price, args.cached_read_price, args.cache_write_price)
 
     async def read() -> dict[str, object] | None:
         # Read-only: a missing file is an error, an older schema is read as it is, nothing is written.
         store = await open_store(args.store, read_only=True, statement_timeout=args.statement_timeout)
         try:
-            summary = await inspect_session(store, args.session)
+            summary = await inspect_session(store, args.session, prices=prices)
         finally:
             await store.close()
         if args.json:
@@ -190,6 +194,42 @@ def _seconds(text: str) -> float | None:
     return seconds or None
 
 
+def _price(text: str) -> float:
+    """A price flag: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite price >= 0")
+    return value
+
+
+def _add_prices(parser: argparse.ArgumentParser) -> None:
+    """The price table of an effective input cost (ADR 0020)."""
+    parser.add_argument(
+        "--input-price",
+        type=_price,
+        default=1.0,
+        metavar="PRICE",
+        help="price of an uncached input token (default 1: costs read as input-token equivalents)",
+    )
+    parser.add_argument(
+        "--cached-read-price",
+        type=_price,
+        default=0.1,
+        metavar="RATIO",
+        help="a cached input token's price as a multiple of the input price (default 0.1)",
+    )
+    parser.add_argument(
+        "--cache-write-price",
+        type=_price,
+        default=1.25,
+        metavar="RATIO",
+        help="a cache-write token's price as a multiple of the input price (default 1.25, Anthropic)",
+    )
+
+
 def _add_statement_timeout(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--statement-timeout",
@@ -221,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--store", metavar="URL", required=True, help=_STORE_HELP)
     inspect.add_argument("session", metavar="SESSION", help="the session id")
     inspect.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    _add_prices(inspect)
     _add_statement_timeout(inspect)
     inspect.set_defaults(run=_inspect)
 
