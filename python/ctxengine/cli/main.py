@@ -143,7 +143,29 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(sizes)))
 
 
+def _bench_cache(args: argparse.Namespace) -> int:
+    """``ctxengine bench --cache``: the prompt-cache workloads alone (issue 39)."""
+    from .bench_cache import CacheSettings, cache_markdown, run_cache
+
+    results = run_cache(CacheSettings.for_run(args.quick, peers=not args.no_peers))
+    report = results.to_dict()
+    section = "\n".join(cache_markdown(results)) + "\n"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cache.md").write_text(section)
+    (out / "cache.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if args.json:
+        print(json.dumps(report, sort_keys=True))
+        return EXIT_OK
+    print(section)
+    Console().print(f"wrote cache markdown: {out / 'cache.md'}")
+    Console().print(f"wrote cache json: {out / 'cache.json'}")
+    return EXIT_OK
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.cache:
+        return _bench_cache(args)
     from .bench import DEFAULT_SIZES, Settings, run_bench
     from .bench_report import markdown, write_outputs
     from .bench_runtime import RuntimeSettings, run_runtime, runtime_markdown
@@ -287,6 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runtime.add_argument(
         "--runtime-only", action="store_true", help="only the runtime section (issue 13 acceptance)"
+    )
+    runtime.add_argument(
+        "--cache",
+        action="store_true",
+        help="only the prompt-cache workloads: a long run and a session on a 32k window, "
+        "cached fraction and effective cost per provider rule against trim_messages (issue 39)",
     )
     bench.add_argument("--json", action="store_true", help="print the results as one JSON object")
     bench.set_defaults(run=_bench)
