@@ -29,8 +29,8 @@ def test_the_shared_prefix_is_with_any_earlier_request_and_openai_counts_it_in_s
     # 600 shared: below OpenAI's 1,024 -> nothing.
     assert (third.shared, third.ceiling, third.openai) == (600, 600, 0)
     fourth = add(sim, "abce", [600, 600, 300, 50])
-    # The prefix it shares is with the second request, not the previous one.
-    assert (fourth.shared, fourth.ceiling, fourth.openai) == (1_500, 1_500, 1_408)
+    # The prefix it shares is with the second request, not the previous one (which held a only).
+    assert (fourth.shared, fourth.ceiling, fourth.openai, fourth.previous) == (1_500, 1_500, 1_408, 600)
 
 
 def test_the_ceiling_counts_units_seen_anywhere_before_not_only_the_prefix() -> None:
@@ -187,6 +187,7 @@ def test_every_rule_stays_under_the_ceiling(
         total = sum(n for n, _ in units)
         assert got.total == total
         assert 0 <= got.shared <= got.ceiling <= total
+        assert 0 <= got.previous <= got.ceiling
         for cached in (got.openai, got.vllm, got.anthropic_read):
             assert 0 <= cached <= got.shared
         assert got.vllm <= max(0, total - 1)

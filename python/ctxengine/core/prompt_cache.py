@@ -25,6 +25,8 @@ would serve a little more). Each provider's rule applies to it:
 
 The **ceiling** is every token of the request whose unit was in an earlier request of the
 session: no prefix rule can serve more, so ``cached <= ceiling <= total`` for each rule.
+``previous`` counts only the units of the request just before (issue 39's first wording of
+the ceiling); a rule can exceed it when a request shares more with an older one.
 """
 
 from __future__ import annotations
@@ -88,12 +90,15 @@ class RequestCache:
     anthropic_read: int
     anthropic_write: int
     vllm: int
+    #: Tokens of units that were in the request just before.
+    previous: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {
             "total": self.total,
             "shared": self.shared,
             "ceiling": self.ceiling,
+            "previous": self.previous,
             "openai": self.openai,
             "anthropic_read": self.anthropic_read,
             "anthropic_write": self.anthropic_write,
@@ -139,6 +144,7 @@ class PromptCacheSimulator:
         self.vllm_block = vllm_block
         self._root = _Node()
         self._seen: set[Hashable] = set()
+        self._previous: frozenset[Hashable] = frozenset()
 
     def add(
         self, tokens: Sequence[int], digests: Sequence[Hashable], breakpoints: Iterable[int] = ()
@@ -182,6 +188,7 @@ class PromptCacheSimulator:
         shared_units = len(nodes)
         shared = through[shared_units - 1] if shared_units else 0
         ceiling = sum(n for n, d in zip(tokens, digests, strict=True) if d in self._seen)
+        previous = sum(n for n, d in zip(tokens, digests, strict=True) if d in self._previous)
         read, write = self._anthropic(marks, nodes, through)
         # Extend the tree with the rest of the request, then mark this request's entries.
         for digest in digests[shared_units:]:
@@ -193,9 +200,10 @@ class PromptCacheSimulator:
             if through[b] >= self.anthropic_min:
                 nodes[b].entry = True
         self._seen.update(digests)
+        self._previous = frozenset(digests)
         openai = shared // self.openai_step * self.openai_step if shared >= self.openai_min else 0
         vllm = min(shared, total - 1) // self.vllm_block * self.vllm_block if total else 0
-        return RequestCache(total, shared, ceiling, openai, read, write, vllm)
+        return RequestCache(total, shared, ceiling, openai, read, write, vllm, previous)
 
     def _anthropic(self, marks: list[int], shared: list[_Node], through: list[int]) -> tuple[int, int]:
         """Anthropic's read (the longest earlier entry within a breakpoint's lookback) and write."""
