@@ -226,10 +226,18 @@ class ContextLoop:
         return recorded
 
     async def report_usage(
-        self, run: RunContext, request: ModelRequest, actual: int, *, principal: Principal | None = None
+        self,
+        run: RunContext,
+        request: ModelRequest,
+        actual: int,
+        *,
+        principal: Principal | None = None,
+        cached_read: int | None = None,
+        cache_write: int | None = None,
     ) -> None:
         """After a model response: reconcile the estimator with the provider's count of
-        ``request`` and record both for ``ctxengine inspect`` (``runtime.usage``)."""
+        ``request`` and record both for ``ctxengine inspect`` (``runtime.usage``), with the
+        input tokens its prompt cache served and wrote when given (ADR 0020)."""
         with telemetry.span(
             "ctxengine.usage",
             session_id=run.session_id,
@@ -238,7 +246,16 @@ class ContextLoop:
             estimated=request.metadata.get("total_tokens"),
             actual=actual,
         ):
-            await report_usage(self.store, self.estimator, run, request, actual, principal=principal)
+            await report_usage(
+                self.store,
+                self.estimator,
+                run,
+                request,
+                actual,
+                principal=principal,
+                cached_read=cached_read,
+                cache_write=cache_write,
+            )
 
     # -- working state ---------------------------------------------------------------
 
