@@ -18,6 +18,7 @@ pub mod estimate;
 pub mod hash;
 pub mod interop;
 pub mod pointer;
+pub mod render;
 pub mod schema;
 pub mod tokenize;
 
