@@ -74,6 +74,7 @@ impl<'py> Class<'py> {
 /// bytes, a tuple of such, or an instance this module made untracked.
 fn atomic(value: &Bound<'_, PyAny>) -> bool {
     let p = value.as_ptr();
+    // SAFETY: `p` is borrowed from `value`, alive for the call; the checks read its type's flags.
     unsafe {
         if ffi::PyUnicode_CheckExact(p) != 0
             || ffi::PyLong_Check(p) != 0
@@ -396,6 +397,7 @@ pub fn decode_items<'py>(
 /// A bytes object holding the pieces joined, written in place (no copy in between).
 fn joined<'py>(py: Python<'py>, bytes: &Canonical<'_>) -> PyResult<Bound<'py, PyBytes>> {
     let n = bytes.len();
+    // SAFETY: a new bytes object of `n` uninitialized bytes, filled below before anyone sees it.
     unsafe {
         let obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as ffi::Py_ssize_t);
         let obj = Bound::from_owned_ptr_or_err(py, obj)?;
@@ -412,6 +414,8 @@ fn joined<'py>(py: Python<'py>, bytes: &Canonical<'_>) -> PyResult<Bound<'py, Py
 /// The tuple `(a, b)`.
 fn pair<'py>(a: Bound<'py, PyBytes>, b: Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
     let py = a.py();
+    // SAFETY: `PyTuple_New` returns a new reference (or null, an error); its slots are filled
+    // below.
     unsafe {
         let t = Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(2))?;
         // SAFETY: a fresh 2-tuple; each slot takes over one new reference.

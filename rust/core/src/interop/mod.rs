@@ -10,9 +10,11 @@
 //! - [`mappings`]: the cut over items' dict forms, shaped by the item schema.
 //! - [`items`]: the canonical bytes of ctxengine items written from their
 //!   fields, so a foreign message is measured without building the item.
+//! - [`approximate`]: LangChain's approximate token count of one message.
 //! - [`trim`]: LangChain's `trim_messages` over additive per-message counts,
 //!   the pair-safe window inside it, and the message-index form of the cut.
 
+pub mod approximate;
 pub mod chat;
 pub mod generations;
 pub mod items;
