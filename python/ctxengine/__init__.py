@@ -6,9 +6,10 @@ assembled under an absolute token budget. The hot core runs in Rust
 (``ctxengine.reference``); see ``use_backend``.
 
 This module is the public face: ``__all__`` holds the SPEC's public names.
-The layers behind it (``model``, ``core``, ``stores``, ``plan``,
-``assembly``, ``runtime``, ``phases``, ``providers``) are described in
-``adr/0006-layer-map.md``.
+It leads with the session API (``Engine``, ``Session``, ``Turn``: an agent
+loop in a few lines, ``ctxengine.engine``); the layers behind it (``model``,
+``core``, ``stores``, ``plan``, ``assembly``, ``runtime``, ``phases``,
+``providers``) are the advanced layer, described in ``adr/0006-layer-map.md``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .core.history import select_history, validate_tool_pairs
 from .core.memory import MemoryLimits as MemoryLimits
 from .core.memory import memory_limits as memory_limits
 from .core.memory import set_memory_limits as set_memory_limits
+from .engine import Engine, Session, Turn, register_model
 from .errors import (
     ArgumentError,
     BackendError,
@@ -53,6 +55,7 @@ from .errors import (
     PolicyError,
     ProjectionContractError,
     ProtocolStateError,
+    RunNotFound,
     SessionNotFound,
     StaleConfirmation,
     StatementTimeout,
@@ -60,6 +63,7 @@ from .errors import (
     StoreError,
     StoreOpenError,
     StoreUnavailable,
+    TurnStateError,
     UndeclaredRegionClass,
     UnsupportedFormat,
     WorkingStateLimitExceeded,
@@ -132,6 +136,11 @@ def __getattr__(name: str) -> Any:
 # check_prefix_class, item_from_dict) and ``__version__`` stay importable from
 # here without being star-exported (ADR 0006).
 __all__ = [
+    # the session API (issue 41): the front door; everything below is the advanced layer
+    "Engine",
+    "Session",
+    "Turn",
+    "register_model",
     # section 1: one engine, two backends
     "backend",
     "use_backend",
@@ -231,6 +240,7 @@ __all__ = [
     "PolicyError",
     "ProjectionContractError",
     "ProtocolStateError",
+    "RunNotFound",
     "SessionNotFound",
     "StaleConfirmation",
     "StatementTimeout",
@@ -238,6 +248,7 @@ __all__ = [
     "StoreError",
     "StoreOpenError",
     "StoreUnavailable",
+    "TurnStateError",
     "UndeclaredRegionClass",
     "UnsupportedFormat",
     "WorkingStateLimitExceeded",
