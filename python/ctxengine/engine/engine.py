@@ -30,6 +30,7 @@ from ..model.clock import Clock
 from ..plan import ContextPlan, ContextPlanner
 from ..runtime.compaction import StructuredCompactor
 from ..runtime.loop import ContextLoop
+from ..runtime.usage import USAGE_REPORTED, stored_usage
 from ..stores import open_store
 from ..stores.events import Store
 from .messages import user_message
@@ -126,6 +127,8 @@ class Engine:
             estimator=estimator,
         )
         self._owns_store = owns_store
+        #: Sessions whose provider usage this engine's estimator holds (``calibrate``).
+        self._calibrated: set[str] = set()
 
     @classmethod
     def open(cls, store: str | Store, *, model: str | ResolvedModel, **config: Any) -> Opening:
@@ -154,10 +157,27 @@ class Engine:
         the store has no such run. ``session_id`` is needed only for runs whose checkpoints
         were written with ``CTXENGINE_WRITE_FORMAT`` pinned below 3."""
         found = await find_run(self.store, run_id, self.owner, session_id=session_id)
+        await self.calibrate(found.run.session_id)
         done = found.trigger == "final_completion"
         pending = () if done else open_calls(found.checkpoint, found.run.seed_sequence)
         who = principal or self.principal
         return Turn(self, found.run, found.lease, found.checkpoint, who, pending=pending, done=done)
+
+    async def calibrate(self, session_id: str) -> None:
+        """Reconcile the estimator with the usage the session's log records (``report_usage``'s
+        events), once per session and engine, unless this engine served the session already.
+
+        A request's budget is counted through the estimator's corrections (ADR 0012), which a
+        worker learns from the usage it reports. A run resumed in a fresh process learns the
+        session's so far from the log, so that it builds the requests the worker it replaces
+        would have built, had that worker served only this session."""
+        if session_id in self._calibrated:
+            return
+        self._calibrated.add(session_id)
+        for event in await self.store.events.read(session_id, types=(USAGE_REPORTED,)):
+            usage = stored_usage(event)
+            if usage.estimated > 0:
+                self.estimator.reconcile(f"{usage.model_id}#{usage.counting}", usage.estimated, usage.actual)
 
     async def plan(self, session_id: str, principal: Principal) -> ContextPlan:
         """The session's plan for this agent (written once per epoch; the same identity reads it)."""
@@ -240,6 +260,7 @@ class Session:
                 "record each with tool_result() (and the model's answer) before the next turn",
             )
         engine = self.engine
+        engine._calibrated.add(self.session_id)  # it learns this session's usage as it goes
         message = user_message(message, self.principal.principal_id)
         run_id = run_id or uuid.uuid4().hex
         await engine.plan(self.session_id, self.principal)

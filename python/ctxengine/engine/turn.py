@@ -60,6 +60,9 @@ class Turn:
         self.principal = principal
         self._pending: dict[str, ToolCall] = {c.call_id: c for c in pending}
         self._request: ModelRequest | None = None
+        #: The last request built (its ``metadata`` holds the token figures), kept after its
+        #: response is recorded; ``None`` before the first.
+        self.last_request: ModelRequest | None = None
         self._planned = planned
         self.done = done
 
@@ -111,7 +114,7 @@ class Turn:
         request, self.checkpoint = await engine.loop.build_with_pressure(
             self.run, self.checkpoint, engine.agent, self.principal, lease=self.lease
         )
-        self._request = request
+        self._request = self.last_request = request
         return request
 
     async def request(self, wire: str | None = None, *, model: str | None = None) -> dict[str, Any]:
@@ -138,9 +141,11 @@ class Turn:
                 self.run_id, "record()", state, "record a response to a request built by request()"
             )
         reply = read_reply(response)
-        calls = reply.calls
         asked = self.run
-        await self._step(reply.items, "model_response" if calls else "final_completion")
+        await self._step(reply.items, "model_response" if reply.calls else "final_completion")
+        # The calls as the log holds them (with their sequences), as a resumed turn finds them.
+        logged = self.checkpoint.conversation[len(self.checkpoint.conversation) - len(reply.items) :]
+        calls = tuple(i for i in logged if isinstance(i, ToolCall))
         self._request = None
         self._pending = {c.call_id: c for c in calls}
         self.done = not calls
