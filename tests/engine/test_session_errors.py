@@ -106,7 +106,7 @@ async def test_an_unknown_run_id_is_run_not_found(tmp_path: object) -> None:
         await ce.write_checkpoint(agent.store, "raw", ce.Checkpoint("raw"), trigger="seeded", lease=lease)
         with pytest.raises(ce.RunNotFound, match="session_id="):
             await agent.resume("raw")
-        with pytest.raises(ce.RunNotFound, match="holds no run.checkpoint.seeded"):
+        with pytest.raises(ce.RunNotFound, match=r"holds no run\.checkpoint\.seeded"):
             await agent.resume("raw", session_id="s1")
 
 
@@ -134,7 +134,7 @@ async def test_configuration_errors_name_the_argument() -> None:
         await Engine.open("memory://", model="gpt-99")
     with pytest.raises(ce.ModelValidationError, match=r"tools\[1\]"):
         await Engine.open("memory://", model="gpt-4o", tools=[{"name": "ok", "description": ""}, {"name": 3}])
-    with pytest.raises(ce.PolicyError, match="history.nope"):
+    with pytest.raises(ce.PolicyError, match=r"history\.nope"):
         await Engine.open("memory://", model="gpt-4o", policy={"history": {"nope": 1}})
     async with engine("memory://") as agent:
         turn = await agent.session("s1").turn("hi")
