@@ -10,9 +10,9 @@ the same requests get the same responses. Usage reports the body's size as input
 for about half the bodies (by their hash), half of them as cached.
 
 ``serve()`` puts the same model behind HTTP (``/v1/chat/completions``, ``/v1/responses``,
-``/v1/messages``), so the real ``openai`` and ``anthropic`` clients can be pointed at it with
-``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL``: the README's and the guide's loops run as
-written.
+``/v1/messages``), calling the tools the user's text names, so the real ``openai`` and
+``anthropic`` clients can be pointed at it with ``OPENAI_BASE_URL`` and ``ANTHROPIC_BASE_URL``:
+the README's and the guide's loops run as written.
 """
 
 from __future__ import annotations
@@ -108,8 +108,10 @@ def arguments_for(schema: dict[str, Any], seed: str) -> dict[str, Any]:
 class ScriptedModel:
     """Deterministic responses in each provider's shape (see the module docstring)."""
 
-    def __init__(self, *, reasoning: bool = True, answer_bytes: int = 0) -> None:
+    def __init__(self, *, reasoning: bool = True, answer_bytes: int = 0, mentions: bool = False) -> None:
         self.reasoning = reasoning
+        #: Call the tools whose names the user's text mentions (instead of the hash's choice).
+        self.mentions = mentions
         #: Extra bytes of text in each final answer (to fill small windows).
         self.answer_bytes = answer_bytes
         self.requests: list[tuple[str, dict[str, Any]]] = []
@@ -119,7 +121,11 @@ class ScriptedModel:
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         user, outputs = _last_turn(body, wire)
         tools = _tools(body, wire)
+        if self.mentions:
+            tools = [t for t in tools if t[0].lower() in user.lower()]
         want = int(hashlib.sha256(user.encode()).hexdigest()[:2], 16) % 3 if tools else 0
+        if self.mentions:
+            want = len(tools)
         if outputs or want == 0:
             said = "; ".join(outputs) if outputs else f"you said {user[:60]!r}"
             filler = (" " + digest) * (self.answer_bytes // 65) if self.answer_bytes else ""
@@ -259,7 +265,7 @@ _PATHS = {
 def serve(model: ScriptedModel | None = None) -> Iterator[dict[str, str]]:
     """Run ``model`` behind HTTP on a free loopback port; yields the environment that points
     the ``openai`` and ``anthropic`` clients at it."""
-    scripted = model if model is not None else ScriptedModel(reasoning=False)
+    scripted = model if model is not None else ScriptedModel(reasoning=False, mentions=True)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
