@@ -14,6 +14,7 @@ loop in a few lines, ``ctxengine.engine``); the layers behind it (``model``,
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,6 @@ from .core.history import select_history, validate_tool_pairs
 from .core.memory import MemoryLimits as MemoryLimits
 from .core.memory import memory_limits as memory_limits
 from .core.memory import set_memory_limits as set_memory_limits
-from .engine import Engine, Session, Turn, register_model
 from .errors import (
     ArgumentError,
     BackendError,
@@ -112,6 +112,7 @@ from .stores import MemoryStore, SQLiteStore, open_store
 from .stores.events import CheckpointStore, Event, EventLog, Lease, NewEvent, Store, Visibility
 
 if TYPE_CHECKING:
+    from .engine import Engine, Session, Turn, register_model
     from .stores.postgres import PostgresStore
 
 # Quiet unless the application configures logging: each layer logs to its own child of this
@@ -121,6 +122,10 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 __version__ = "0.2.0"
 
 
+#: The session API, loaded on first use: it brings the foreign formats (``interop``) with it.
+_ENGINE_NAMES = frozenset({"Engine", "Session", "Turn", "register_model"})
+
+
 def __getattr__(name: str) -> Any:
     # ``PostgresStore`` imports psycopg, which only a PostgreSQL store needs (the postgres
     # extra): loaded on first use (PEP 562), so ``import ctxengine`` stays without it.
@@ -128,6 +133,9 @@ def __getattr__(name: str) -> Any:
         from .stores import postgres_store_class
 
         return postgres_store_class()
+    if name in _ENGINE_NAMES or name == "engine":
+        engine = importlib.import_module(".engine", __name__)
+        return engine if name == "engine" else getattr(engine, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -133,3 +133,16 @@ def test_an_empty_assistant_text_beside_tool_calls_is_left_out() -> None:
         }
     )
     assert [type(i).__name__ for i in reply.items] == ["ToolCall"] and reply.usage is None
+
+
+def test_import_ctxengine_loads_the_session_api_on_first_use() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ctxengine as ce; assert 'ctxengine.engine' not in sys.modules; "
+        "assert 'ctxengine.interop' not in sys.modules; ce.engine.MODELS; ce.Engine; "
+        "assert 'ctxengine.engine' in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
