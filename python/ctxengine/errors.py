@@ -297,6 +297,26 @@ class SessionNotFound(ContextError, LookupError):
         self.session_id = session_id
 
 
+class RunNotFound(ContextError, LookupError):
+    """No run of ``run_id`` to resume in this store; ``reason`` says what is missing."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"run {run_id!r}: {reason}")
+        self.run_id = run_id
+        self.reason = reason
+
+
+class TurnStateError(ContextError):
+    """A session-API call the turn is not ready for: ``run_id`` names the turn's run, ``call``
+    the method, ``state`` where the turn stands (``"awaiting request"``, ``"finished"``)."""
+
+    def __init__(self, run_id: str, call: str, state: str, hint: str) -> None:
+        super().__init__(f"run {run_id!r}: {call} while the turn is {state}: {hint}")
+        self.run_id = run_id
+        self.call = call
+        self.state = state
+
+
 class WorkingStateLimitExceeded(ContextError):
     """A working-state transition that would break a cap: ``field`` would hold ``attempted``
     (entries or tokens) where ``limit`` is the most allowed. Nothing is evicted to make room."""
@@ -334,6 +354,7 @@ __all__ = [
     "PolicyError",
     "ProjectionContractError",
     "ProtocolStateError",
+    "RunNotFound",
     "SessionNotFound",
     "StaleConfirmation",
     "StatementTimeout",
@@ -342,6 +363,7 @@ __all__ = [
     "StoreOpenError",
     "StorePredictionMissed",
     "StoreUnavailable",
+    "TurnStateError",
     "UndeclaredRegionClass",
     "UnsupportedFormat",
     "WorkingStateLimitExceeded",
