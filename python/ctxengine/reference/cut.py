@@ -105,8 +105,10 @@ def cut_after_pairs(
     history_tokens: int,
     measured: Sequence[int],
     corrected: Callable[[int], int],
+    not_before: int = 0,
 ) -> int:
-    """Steps 2-4 of the cut (ADR 0001), once the pairs are known valid."""
+    """Steps 2-4 of the cut (ADR 0001), once the pairs are known valid; the cut is at least
+    ``not_before`` (a foreign history's last orphan is before it, ADR 0019)."""
     count = len(values)
     # The smallest c whose suffix fits; suffix sums only grow going backwards.
     fit = count
@@ -129,7 +131,7 @@ def cut_after_pairs(
                 break
 
     # Never split a tool pair: move the cut past the latest result it would orphan.
-    cut = max(fit, floor_bound)
+    cut = max(fit, floor_bound, not_before)
     reach = -1  # the latest result index of any call before the current position
     for index in range(count):
         if index == cut:

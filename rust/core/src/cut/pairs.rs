@@ -189,3 +189,46 @@ impl<'a, 'b> PairValidator<'a, 'b> {
         Ok(())
     }
 }
+
+/// A foreign history's items paired by position with orphans allowed (ADR
+/// 0019): for each item the index of its call's result ([`NO_RESULT`] for
+/// non-calls and calls never answered), and the index after the last
+/// orphan (0 if none). Orphans: a result without an open call for its id,
+/// a call superseded by a later call with its id while open, and a call
+/// never answered, except in the last message holding calls when only tool
+/// results follow that message (the open pair). `owners[k]` is the message
+/// of item `k`.
+pub fn pair_foreign(roles: &[ToolRole<'_>], owners: &[usize]) -> (Vec<usize>, usize) {
+    let mut result_of = vec![NO_RESULT; roles.len()];
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    let mut bound = 0;
+    let mut last_call = None;
+    for (i, role) in roles.iter().enumerate() {
+        match *role {
+            ToolRole::Other => {}
+            ToolRole::Call(id) => {
+                if let Some(earlier) = open.insert(id, i) {
+                    bound = bound.max(earlier + 1);
+                }
+                last_call = Some(i);
+            }
+            ToolRole::Result(id) => match open.remove(id) {
+                Some(call) => result_of[call] = i,
+                None => bound = i + 1,
+            },
+        }
+    }
+    if let Some(last) = last_call.filter(|_| !open.is_empty()) {
+        let message = owners[last];
+        let tail_ok = roles
+            .iter()
+            .zip(owners)
+            .all(|(r, &o)| o <= message || matches!(r, ToolRole::Result(_)));
+        for &i in open.values() {
+            if !(tail_ok && owners[i] == message) {
+                bound = bound.max(i + 1);
+            }
+        }
+    }
+    (result_of, bound)
+}
