@@ -18,7 +18,7 @@ use super::value::Value;
 use crate::calibrate::{apply, Ratio};
 use crate::cut::{self, ToolRole};
 use crate::estimate::Profile;
-use crate::{CoreError, CoreResult};
+use crate::CoreResult;
 
 /// The converter's options (`openai_chat.to_items`' provenance).
 #[derive(Debug, Clone, Copy)]
@@ -331,7 +331,7 @@ fn message<V: Value>(
 
 /// The cut over Chat messages (see `ctxengine.reference.interop`'s
 /// `openai_chat_cut`) as a message index, or the message the reference
-/// must take from. A pairing error names the message, not the item.
+/// must take from. Orphans fall before the cut ([`cut::pair_foreign`]).
 pub fn chat_cut<V: Value>(
     messages: impl IntoIterator<Item = V>,
     opts: &ChatOptions<'_>,
@@ -350,18 +350,8 @@ pub fn chat_cut<V: Value>(
             Role::Result(id) => ToolRole::Result(id),
         })
         .collect();
-    let result_of = cut::validate_tool_pairs(&roles).map_err(|e| match e {
-        CoreError::OrphanedToolPair {
-            call_id,
-            index,
-            reason,
-        } => {
-            let past_end = m.owners.last().map_or(0, |&o| o + 1);
-            let message = m.owners.get(index).copied().unwrap_or(past_end);
-            CoreError::orphan(&call_id, message, &reason)
-        }
-        e => e,
-    })?;
+    // Orphans fall before the cut (ADR 0019): no pairing error here.
+    let (result_of, not_before) = cut::pair_foreign(&roles, &m.owners);
     let factor = args.factor;
     let c = cut::cut_after_validation(
         &m.raws,
@@ -370,6 +360,7 @@ pub fn chat_cut<V: Value>(
         args.summary_floor,
         args.history_tokens as i128,
         |s| apply(s, factor),
+        not_before,
     )?;
     Ok(Cut::At(message_cut(c, &m.owners, &result_of)))
 }
@@ -464,14 +455,14 @@ mod tests {
     }
 
     #[test]
-    fn an_orphan_names_its_message() {
-        let text = "[{\"content\":\"x\",\"role\":\"user\"},{\"content\":\"r\",\"role\":\"tool\",\"tool_call_id\":\"c9\"}]";
-        match cut(text, 10) {
-            Err(CoreError::OrphanedToolPair { call_id, index, .. }) => {
-                assert_eq!((call_id.as_str(), index), ("c9", 1));
-            }
-            other => panic!("{other:?}"),
-        }
+    fn orphans_fall_before_the_cut() {
+        // user, ghost result, user: the cut follows the ghost (ADR 0019)
+        let text = concat!(
+            "[{\"content\":\"x\",\"role\":\"user\"},",
+            "{\"content\":\"r\",\"role\":\"tool\",\"tool_call_id\":\"c9\"},",
+            "{\"content\":\"y\",\"role\":\"user\"}]"
+        );
+        assert_eq!(cut(text, 1000).unwrap(), Cut::At(2));
     }
 
     #[test]

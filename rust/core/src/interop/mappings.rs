@@ -112,6 +112,7 @@ pub fn mappings_cut<V: Value>(
         args.summary_floor,
         args.history_tokens as i128,
         |s| apply(s, factor),
+        0,
     )?;
     Ok(Cut::At(c))
 }
