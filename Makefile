@@ -2,14 +2,17 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 export CTXENGINE_REQUIRE_POSTGRES ?= 1
+# tests/test_wheel.py installs dist/'s wheel into a fresh venv; under make it must find one.
+export CTXENGINE_REQUIRE_WHEEL ?= 1
 
-.PHONY: help demo test bench docs install system-deps lint cargo-test pytest clean
+.PHONY: help demo test bench docs install system-deps lint cargo-test pytest clean wheel wheels sdist
 
 help:
 	@echo "make demo   install, then run the demo on the embedded SQLite store"
 	@echo "make test   install, cargo test, lints, then pytest under both backends"
 	@echo "make bench  release build, benchmarks, ratios; ctxengine bench tables and plot in bench-out/"
 	@echo "make docs   the user guide (mkdocs-material + mkdocstrings) into site/, strict, offline"
+	@echo "make wheel  the wheel for this Python into dist/ (make wheels: every supported Python found; make sdist)"
 
 # PostgreSQL server binaries for the integration suite (the harness starts a
 # private server on a temp dir and a free port; nothing listens system-wide).
@@ -24,6 +27,21 @@ system-deps:
 # its test extras, editable so python/ is what runs.
 install: system-deps
 	$(PIP) install -q --disable-pip-version-check -e '.[test]'
+
+# A wheel for $(PYTHON) in dist/: version-specific (cp311, ...), not abi3, because the binding
+# reads CPython internals the limited API does not offer (ADR 0017). Release profile, so after
+# `make install` only the binding is compiled again, not the core.
+wheel:
+	rm -f dist/ctxengine-*.whl
+	$(PYTHON) -m maturin build --release --locked --out dist --interpreter $(PYTHON)
+
+# One wheel per supported interpreter (requires-python) that maturin finds on this machine.
+wheels:
+	$(PYTHON) -m maturin build --release --locked --out dist --find-interpreter
+
+# The source distribution: installs with pip where a Rust toolchain is on PATH.
+sdist:
+	$(PYTHON) -m maturin sdist --out dist
 
 demo: install
 	$(PYTHON) -m ctxengine demo
@@ -42,7 +60,7 @@ lint:
 pytest:
 	$(PYTHON) -m pytest -q
 
-test: install cargo-test lint pytest
+test: install wheel cargo-test lint pytest
 
 # The peers extra (LangChain, matplotlib) lets `ctxengine bench` compare and plot.
 bench: system-deps

@@ -41,7 +41,7 @@ async def _cold_current(url: str) -> int:
 
 
 def bench_cold_current_10k_events_sqlite(benchmark: Any, tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 'plans.db'}"
+    url = f"sqlite:///{tmp_path / 'plans.db'}"
     asyncio.run(_fill(url))
     epoch = benchmark(lambda: asyncio.run(_cold_current(url)))
     assert epoch == 2

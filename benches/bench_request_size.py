@@ -39,7 +39,7 @@ def requests(tmp_path_factory: pytest.TempPathFactory) -> dict[int, ModelRequest
     path: Path = tmp_path_factory.mktemp("wire") / "wire.db"
 
     async def take() -> dict[int, ModelRequest]:
-        store = await open_store(f"sqlite://{path}")
+        store = await open_store(f"sqlite:///{path}")
         try:
             worker = ScriptedWorker(store)
             build = worker.loop.build_with_pressure

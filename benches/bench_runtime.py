@@ -143,7 +143,7 @@ def first_1k(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from ctxengine.cli.bench_first import build_fixture
 
     path = tmp_path_factory.mktemp("first") / "first.db"
-    return asyncio.run(build_fixture(f"sqlite://{path}", "first-1k", 1_000))
+    return asyncio.run(build_fixture(f"sqlite:///{path}", "first-1k", 1_000))
 
 
 def bench_first_request_new_worker_1k(benchmark: Any, first_1k: Any) -> None:
@@ -175,7 +175,7 @@ def bench_warm_turn_sqlite(benchmark: Any, tmp_path: Path) -> None:
     from ctxengine.cli.turns import ScriptedWorker
 
     loop = asyncio.new_event_loop()
-    store = loop.run_until_complete(ce.open_store(f"sqlite://{tmp_path / 'turns.db'}"))
+    store = loop.run_until_complete(ce.open_store(f"sqlite:///{tmp_path / 'turns.db'}"))
     worker = ScriptedWorker(store)
     turns = iter(range(1, 1_000_000))
     for _ in range(20):

@@ -49,7 +49,7 @@ async def worker_part(sessions: int, turns: int) -> None:
     from ctxengine.stores import open_store
 
     with tempfile.TemporaryDirectory() as folder:
-        store = await open_store(f"sqlite://{Path(folder) / 'rss.db'}")
+        store = await open_store(f"sqlite:///{Path(folder) / 'rss.db'}")
         try:
             worker = ScriptedWorker(store, tool_every=2)
             started = time.perf_counter()

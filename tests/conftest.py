@@ -86,7 +86,7 @@ def store_case_factory(
             return StoreCase("memory", "memory://")
         if kind == "sqlite":
             path = str(tmp_path_factory.mktemp("sqlite") / "events.db")
-            return StoreCase("sqlite", f"sqlite://{path}", sqlite_path=path)
+            return StoreCase("sqlite", f"sqlite:///{path}", sqlite_path=path)
         if kind == "postgres":
             base = request.getfixturevalue("postgres_dsn")
             schema = f"t_{uuid.uuid4().hex[:16]}"

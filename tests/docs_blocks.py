@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
+#: The pages that open a PostgreSQL store (``CTXENGINE_DSN``): run against the harness's server.
+POSTGRES_PAGES = ("postgres.md", "quickstart.md")
 FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 

@@ -155,11 +155,14 @@ def fresh(item: Any) -> Any:
 
 
 @st.composite
-def sessions(draw: st.DrawFn, max_turns: int = 10) -> list[Any]:
+def sessions(draw: st.DrawFn, max_turns: int = 10, reuse_ids: bool = False) -> list[Any]:
     """User turns with tool calls, results and an assistant reply; seq rises, sometimes None.
 
-    Sometimes a turn's calls are issued together and answered out of order.
+    Sometimes a turn's calls are issued together and answered out of order. With
+    ``reuse_ids`` call ids come from a pool of four, so an id recurs once its earlier pair
+    is complete (never while it is open), as real agents' histories do (ADR 0019).
     """
+    pool = ["call_1", "call_2", "call_3", "call_4"]
     out: list[Any] = []
     seq = draw(st.integers(0, 3))
     call_number = 0
@@ -176,11 +179,12 @@ def sessions(draw: st.DrawFn, max_turns: int = 10) -> list[Any]:
     for _ in range(draw(st.integers(0, max_turns))):
         out.append(UserMessage(filler("user asks "), seq=next_seq()))
         calls = []
-        for _ in range(draw(st.integers(0, 3))):
+        # Calls issued together are open together: distinct ids among them.
+        together = draw(st.permutations(pool))[:3] if reuse_ids else []
+        for k in range(draw(st.integers(0, 3))):
             call_number += 1
-            calls.append(
-                ToolCall(f"call_{call_number}", "search", {"q": filler("query "), "n": call_number}, seq=None)
-            )
+            call_id = together[k] if reuse_ids else f"call_{call_number}"
+            calls.append(ToolCall(call_id, "search", {"q": filler("query "), "n": call_number}, seq=None))
         interleave = len(calls) > 1 and draw(st.booleans())
         if interleave:
             for call in calls:

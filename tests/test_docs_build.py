@@ -23,3 +23,14 @@ def test_the_guide_builds_without_warnings(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "site" / "index.html").exists()
+    # The API reference is rendered from the docstrings, not left as the page's ``:::`` lines
+    # (which a build without mkdocstrings' Python handler shows as nothing; issue 40).
+    reference = (tmp_path / "site" / "reference" / "index.html").read_text()
+    assert ":::" not in reference
+    for name in (
+        "ctxengine.runtime.loop.ContextLoop",
+        "ctxengine.stores.open_store",
+        "ctxengine.core.telemetry.span",
+    ):
+        assert f'id="{name}"' in reference, name
+    assert reference.count("doc-heading") > 100

@@ -33,9 +33,12 @@ ENGINE = (
     "assembly",
     "runtime",
     "phases",
+    "engine",
 )
 # Leaf renderers: built on assembly's ModelRequest; no engine layer imports them.
 PROVIDERS_MAY_IMPORT = frozenset({"errors", "model", "core", "assembly", "providers"})
+# The session API renders requests for the wire: the one engine layer that imports providers.
+IMPORTS_PROVIDERS = frozenset({"engine"})
 # The public face (ctxengine/__init__.py) sits above the engine, below cli.
 FACE = frozenset({"face"})
 
@@ -113,7 +116,7 @@ def may_import(importer: str, imported: str) -> bool:
     if importer == "providers":
         return imported in PROVIDERS_MAY_IMPORT
     if imported == "providers":
-        return False
+        return importer in IMPORTS_PROVIDERS
     return ENGINE.index(imported) < ENGINE.index(importer)
 
 
@@ -146,6 +149,7 @@ def test_the_checker_catches_an_upward_and_a_cli_import(tmp_path: Path) -> None:
     assert not may_import("stores", "plan")
     assert not may_import("runtime", "cli")
     assert not may_import("phases", "providers")
+    assert not may_import("runtime", "engine") and may_import("engine", "providers")
     assert not may_import("providers", "runtime")
     assert not may_import("model", "face")
     assert may_import("runtime", "assembly") and may_import("cli", "runtime") and may_import("main", "cli")

@@ -6,12 +6,17 @@ assembled under an absolute token budget. The hot core runs in Rust
 (``ctxengine.reference``); see ``use_backend``.
 
 This module is the public face: ``__all__`` holds the SPEC's public names.
-The layers behind it (``model``, ``core``, ``stores``, ``plan``,
-``assembly``, ``runtime``, ``phases``, ``providers``) are described in
-``adr/0006-layer-map.md``.
+It leads with the session API (``Engine``, ``Session``, ``Turn``: an agent
+loop in a few lines, ``ctxengine.engine``); the layers behind it (``model``,
+``core``, ``stores``, ``plan``, ``assembly``, ``runtime``, ``phases``,
+``providers``) are the advanced layer, described in ``adr/0006-layer-map.md``.
 """
 
 from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any
 
 from . import phases, providers
 from .assembly.builder import Assembly, ContextBuilder, Pressure
@@ -30,6 +35,7 @@ from .core.memory import set_memory_limits as set_memory_limits
 from .errors import (
     ArgumentError,
     BackendError,
+    BackendFallbackWarning,
     CanonicalizationError,
     CheckpointCorruption,
     CompactionDepthExceeded,
@@ -49,6 +55,7 @@ from .errors import (
     PolicyError,
     ProjectionContractError,
     ProtocolStateError,
+    RunNotFound,
     SessionNotFound,
     StaleConfirmation,
     StatementTimeout,
@@ -56,6 +63,7 @@ from .errors import (
     StoreError,
     StoreOpenError,
     StoreUnavailable,
+    TurnStateError,
     UndeclaredRegionClass,
     UnsupportedFormat,
     WorkingStateLimitExceeded,
@@ -100,16 +108,47 @@ from .runtime.working_state import (
     WorkingStateManager,
     carry_working_state,
 )
-from .stores import MemoryStore, PostgresStore, SQLiteStore, open_store
+from .stores import MemoryStore, SQLiteStore, open_store
 from .stores.events import CheckpointStore, Event, EventLog, Lease, NewEvent, Store, Visibility
 
+if TYPE_CHECKING:
+    from .engine import Engine, Session, Turn, register_model
+    from .stores.postgres import PostgresStore
+
+# Quiet unless the application configures logging: each layer logs to its own child of this
+# logger (``ctxengine.stores``, ``ctxengine.assembly``, ...; ADR 0017).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
 __version__ = "0.2.0"
+
+
+#: The session API, loaded on first use: it brings the foreign formats (``interop``) with it.
+_ENGINE_NAMES = frozenset({"Engine", "Session", "Turn", "register_model"})
+
+
+def __getattr__(name: str) -> Any:
+    # ``PostgresStore`` imports psycopg, which only a PostgreSQL store needs (the postgres
+    # extra): loaded on first use (PEP 562), so ``import ctxengine`` stays without it.
+    if name == "PostgresStore":
+        from .stores import postgres_store_class
+
+        return postgres_store_class()
+    if name in _ENGINE_NAMES or name == "engine":
+        engine = importlib.import_module(".engine", __name__)
+        return engine if name == "engine" else getattr(engine, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The SPEC's public names (sections 1-10). Names public before the layout but not
 # in the SPEC (imported above as ``X as X``: Estimator, RenderedItem, ToolDecision,
 # check_prefix_class, item_from_dict) and ``__version__`` stay importable from
 # here without being star-exported (ADR 0006).
 __all__ = [
+    # the session API (issue 41): the front door; everything below is the advanced layer
+    "Engine",
+    "Session",
+    "Turn",
+    "register_model",
     # section 1: one engine, two backends
     "backend",
     "use_backend",
@@ -189,6 +228,7 @@ __all__ = [
     # sections 1 and 10: every error (ctxengine.errors)
     "ArgumentError",
     "BackendError",
+    "BackendFallbackWarning",
     "CanonicalizationError",
     "CheckpointCorruption",
     "CompactionDepthExceeded",
@@ -208,6 +248,7 @@ __all__ = [
     "PolicyError",
     "ProjectionContractError",
     "ProtocolStateError",
+    "RunNotFound",
     "SessionNotFound",
     "StaleConfirmation",
     "StatementTimeout",
@@ -215,6 +256,7 @@ __all__ = [
     "StoreError",
     "StoreOpenError",
     "StoreUnavailable",
+    "TurnStateError",
     "UndeclaredRegionClass",
     "UnsupportedFormat",
     "WorkingStateLimitExceeded",

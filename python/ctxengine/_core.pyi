@@ -22,9 +22,11 @@ __all__ = [
     "encode_tokens",
     "encoding_ranks_sha256",
     "exact_raw",
+    "load_encoding",
     "decode_items",
     "fit_body",
     "item_canonical",
+    "item_schema",
     "langchain_trim",
     "mappings_cut",
     "openai_chat_cut",
@@ -34,6 +36,7 @@ __all__ = [
     "select_history",
     "shared_prefix",
     "validate_tool_pairs",
+    "_schema_tables",
 ]
 
 __version__: str
@@ -49,6 +52,12 @@ def payload_hash(value: object) -> str:
 
 def item_canonical(item: object) -> tuple[bytes, bytes]:
     """``(canonical_bytes, sha256_digest)`` of an item's ``to_dict()``, cached in its ``_cj`` slot."""
+
+def item_schema() -> str:
+    """The item schema (``rust/core/src/schema.rs``) as JSON text: ``ctxengine/model/schema.json``."""
+
+def _schema_tables() -> list[tuple[str, str, list[str]]]:
+    """``(table, kind, dict keys)`` of each hand-written Rust item table (for the schema test)."""
 
 def allocate_tokens(
     context_window: int,
@@ -79,6 +88,9 @@ def count_tokens(encoding_name: str, text: str) -> int:
 
 def encode_tokens(encoding_name: str, text: str) -> list[int]:
     """The token ids of ``text`` in a public encoding, as ordinary text."""
+
+def load_encoding(encoding_name: str) -> None:
+    """Build a public encoding's tables now (else on first use), with the GIL released."""
 
 def exact_raw(encoding_name: str, kind: str, canonical: bytes) -> int:
     """The exact raw count of a value of ``kind`` whose canonical JSON is ``canonical`` (ADR 0012)."""

@@ -119,6 +119,13 @@ class BackendError(ContextError, ValueError):
     """An unknown backend name, or the Rust extension is not importable."""
 
 
+class BackendFallbackWarning(ContextError, RuntimeWarning):
+    """A warning, not raised: the Rust extension could not be imported and no backend was
+    asked for, so the pure-Python reference backend runs (the same results, slower). Warned
+    once a process; set ``CTXENGINE_BACKEND=python`` to choose that backend and silence it,
+    or install a built wheel (``make wheel``) for the Rust one."""
+
+
 class PlanIntegrityError(ContextError):
     """A context plan whose tool names, specs and schema hash disagree."""
 
@@ -290,6 +297,26 @@ class SessionNotFound(ContextError, LookupError):
         self.session_id = session_id
 
 
+class RunNotFound(ContextError, LookupError):
+    """No run of ``run_id`` to resume in this store; ``reason`` says what is missing."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        super().__init__(f"run {run_id!r}: {reason}")
+        self.run_id = run_id
+        self.reason = reason
+
+
+class TurnStateError(ContextError):
+    """A session-API call the turn is not ready for: ``run_id`` names the turn's run, ``call``
+    the method, ``state`` where the turn stands (``"awaiting request"``, ``"finished"``)."""
+
+    def __init__(self, run_id: str, call: str, state: str, hint: str) -> None:
+        super().__init__(f"run {run_id!r}: {call} while the turn is {state}: {hint}")
+        self.run_id = run_id
+        self.call = call
+        self.state = state
+
+
 class WorkingStateLimitExceeded(ContextError):
     """A working-state transition that would break a cap: ``field`` would hold ``attempted``
     (entries or tokens) where ``limit`` is the most allowed. Nothing is evicted to make room."""
@@ -307,6 +334,7 @@ class WorkingStateLimitExceeded(ContextError):
 __all__ = [
     "ArgumentError",
     "BackendError",
+    "BackendFallbackWarning",
     "CanonicalizationError",
     "CheckpointCorruption",
     "CompactionDepthExceeded",
@@ -326,6 +354,7 @@ __all__ = [
     "PolicyError",
     "ProjectionContractError",
     "ProtocolStateError",
+    "RunNotFound",
     "SessionNotFound",
     "StaleConfirmation",
     "StatementTimeout",
@@ -334,6 +363,7 @@ __all__ = [
     "StoreOpenError",
     "StorePredictionMissed",
     "StoreUnavailable",
+    "TurnStateError",
     "UndeclaredRegionClass",
     "UnsupportedFormat",
     "WorkingStateLimitExceeded",

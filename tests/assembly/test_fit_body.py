@@ -51,7 +51,7 @@ def tables(
 
 @st.composite
 def bodies(draw: st.DrawFn) -> dict[str, Any]:
-    history = draw(sessions(max_turns=6))
+    history = draw(sessions(max_turns=6, reuse_ids=draw(st.booleans())))
     size = st.integers(0, 300)
     turn: list[RenderedItem] = []
     if draw(st.booleans()):

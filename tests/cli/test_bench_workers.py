@@ -54,7 +54,7 @@ def test_the_load_stops_when_told_or_at_its_bound(tmp_path: Path) -> None:
 
 
 def test_two_workers_on_sqlite_lose_and_duplicate_nothing(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 'workers.db'}"
+    url = f"sqlite:///{tmp_path / 'workers.db'}"
     result = run_workers(url, 2, sessions=1, turns=4, tag="t")
     assert (result.workers, result.turns, result.lost, result.duplicated) == (2, 4, 0, 0)
     assert result.steps >= 2 * 4 and result.steps_per_s > 0

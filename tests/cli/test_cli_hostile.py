@@ -67,7 +67,7 @@ def version_rows(path: Path) -> list[tuple[object, ...]]:
 
 def new_store(path: Path) -> None:
     async def create() -> None:
-        store = await open_store(f"sqlite://{path}")
+        store = await open_store(f"sqlite:///{path}")
         await store.close()
 
     asyncio.run(create())
@@ -102,7 +102,7 @@ def runaway_store(path: Path, revision: int) -> None:
 
 def test_inspect_of_a_mistyped_path_is_an_error_and_creates_nothing(tmp_path: Path) -> None:
     typo = tmp_path / "typo.db"
-    done = cli("inspect", "--store", f"sqlite://{typo}", "s")
+    done = cli("inspect", "--store", f"sqlite:///{typo}", "s")
     assert done.returncode == 2, done.stderr
     assert "StoreOpenError" in done.stderr and "no such file" in done.stderr
     assert "Traceback" not in done.stderr
@@ -113,7 +113,7 @@ def test_inspect_reads_an_older_store_as_it_is_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = goldenkit.sqlite_copy(tmp_path)  # revision 1: every migration is pending
-    path = Path(url[len("sqlite://") :])
+    path = Path(url[len("sqlite:///") :])
     before, rows = path.read_bytes(), version_rows(path)
     assert main(["inspect", "--store", url, GOLDEN_SESSION, "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -124,7 +124,7 @@ def test_inspect_reads_an_older_store_as_it_is_and_writes_nothing(
 
 def test_migrate_dry_run_creates_no_file(tmp_path: Path) -> None:
     missing = tmp_path / "new.db"
-    done = cli("migrate", f"sqlite://{missing}", "--dry-run")
+    done = cli("migrate", f"sqlite:///{missing}", "--dry-run")
     assert done.returncode == 2 and "StoreOpenError" in done.stderr, done.stderr
     assert "would apply" not in done.stdout
     assert list(tmp_path.iterdir()) == []
@@ -138,8 +138,8 @@ def test_migrate_dry_run_refuses_a_foreign_database_untouched(tmp_path: Path) ->
     conn.close()
     before = foreign.read_bytes()
     for args in (
-        ("migrate", f"sqlite://{foreign}", "--dry-run"),
-        ("inspect", "--store", f"sqlite://{foreign}", "s"),
+        ("migrate", f"sqlite:///{foreign}", "--dry-run"),
+        ("inspect", "--store", f"sqlite:///{foreign}", "s"),
     ):
         done = cli(*args)
         assert done.returncode == 2, done
@@ -153,7 +153,7 @@ def test_migrate_dry_run_refuses_a_foreign_database_untouched(tmp_path: Path) ->
 
 def test_migrate_dry_run_reports_an_older_store_without_writing(tmp_path: Path) -> None:
     url = goldenkit.sqlite_copy(tmp_path)
-    path = Path(url[len("sqlite://") :])
+    path = Path(url[len("sqlite:///") :])
     before = path.read_bytes()
     done = cli("migrate", url, "--dry-run")
     assert done.returncode == 0, done.stderr
@@ -183,8 +183,8 @@ def test_inspect_reads_a_store_on_a_read_only_mount(tmp_path: Path) -> None:
     new_store(source / "fresh.db")  # a WAL store, closed cleanly: no -shm file to read it with
     script = (
         f"mount --bind {source} {mount} && mount -o remount,bind,ro {mount} && "
-        f"{sys.executable} -m ctxengine inspect --store sqlite://{mount}/golden.db {GOLDEN_SESSION} "
-        f"--json && {sys.executable} -m ctxengine migrate --dry-run sqlite://{mount}/fresh.db"
+        f"{sys.executable} -m ctxengine inspect --store sqlite:///{mount}/golden.db {GOLDEN_SESSION} "
+        f"--json && {sys.executable} -m ctxengine migrate --dry-run sqlite:///{mount}/fresh.db"
     )
     done = subprocess.run(
         ["unshare", "-m", "sh", "-c", script],
@@ -245,7 +245,7 @@ def test_inspect_shows_control_characters_of_model_text(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "2000")  # no wrapping inside an escape
-    url = f"sqlite://{tmp_path / 'hostile.db'}"
+    url = f"sqlite:///{tmp_path / 'hostile.db'}"
     asyncio.run(_hostile_session(url))
     assert main(["inspect", "--store", url, "hostile"]) == 0
     out = capsys.readouterr().out
@@ -282,7 +282,7 @@ def test_visible_text_holds_no_control_and_reads_back(text: str) -> None:
 
 
 def test_error_messages_show_control_characters(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 'e.db'}"
+    url = f"sqlite:///{tmp_path / 'e.db'}"
     new_store(tmp_path / "e.db")
     assert main(["inspect", "--store", url, "no\x1b]0;x\x07such"]) == 2
     err = capsys.readouterr().err
@@ -296,7 +296,7 @@ def test_error_messages_show_control_characters(capsys: pytest.CaptureFixture[st
 def test_inspect_interrupts_an_infinite_view(tmp_path: Path) -> None:
     path = tmp_path / "runaway.db"
     runaway_store(path, migrations.latest_revision())
-    done = cli("inspect", "--store", f"sqlite://{path}", "s", "--statement-timeout", "0.5")
+    done = cli("inspect", "--store", f"sqlite:///{path}", "s", "--statement-timeout", "0.5")
     assert done.returncode == 2, done.stderr
     assert "StatementTimeout" in done.stderr and "0.5 s" in done.stderr
     assert "Traceback" not in done.stderr
@@ -307,10 +307,10 @@ def test_an_older_crafted_store_neither_hangs_inspect_nor_the_dry_run(tmp_path: 
     rolled them back): both copied rows out of the view that never ends."""
     path = tmp_path / "runaway.db"
     runaway_store(path, migrations.BASE_REVISION)
-    dry = cli("migrate", f"sqlite://{path}", "--dry-run", "--statement-timeout", "0.5")
+    dry = cli("migrate", f"sqlite:///{path}", "--dry-run", "--statement-timeout", "0.5")
     assert dry.returncode == 0, dry.stderr
     assert f"would apply migration {migrations.describe(migrations.MIGRATIONS[0])}" in dry.stdout
-    done = cli("inspect", "--store", f"sqlite://{path}", "s", "--statement-timeout", "0.5")
+    done = cli("inspect", "--store", f"sqlite:///{path}", "s", "--statement-timeout", "0.5")
     assert done.returncode == 2 and "StatementTimeout" in done.stderr, done.stderr
 
 
@@ -319,7 +319,7 @@ def test_a_trigger_that_never_ends_stops_the_migration_not_inspect(tmp_path: Pat
     migrated) hung in it; now inspect and the dry run write nothing, and a real migrate stops
     at the statement timeout with nothing applied."""
     url = goldenkit.sqlite_copy(tmp_path)
-    path = Path(url[len("sqlite://") :])
+    path = Path(url[len("sqlite:///") :])
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute(f"CREATE VIEW spin AS {INFINITE} SELECT n FROM r WHERE n < 0")
     conn.execute("CREATE TABLE junk (n INTEGER)")
@@ -345,7 +345,7 @@ def test_a_trigger_that_never_ends_stops_the_migration_not_inspect(tmp_path: Pat
 
 @pytest.mark.parametrize("tail", ["a%00b.db", "a%ffb.db"])
 def test_a_url_whose_path_cannot_be_a_file_is_a_bad_url(tmp_path: Path, tail: str) -> None:
-    done = cli("inspect", "--store", f"sqlite://{tmp_path}/{tail}", "s")
+    done = cli("inspect", "--store", f"sqlite:///{tmp_path}/{tail}", "s")
     assert done.returncode == 2, done.stderr
     assert "StoreOpenError" in done.stderr and "URL" in done.stderr
     assert "Traceback" not in done.stderr
@@ -366,7 +366,7 @@ def test_demo_arguments_that_cannot_run_are_usage_errors(
     args: list[str], flag: str, needle: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main(["demo", "--store", f"sqlite://{tmp_path / 'd.db'}", *args])
+        main(["demo", "--store", f"sqlite:///{tmp_path / 'd.db'}", *args])
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert f"argument {flag}:" in err and needle in err and "usage:" in err
@@ -377,7 +377,7 @@ def test_the_smallest_window_is_accepted_and_one_below_is_not(tmp_path: Path) ->
     check_config(DemoConfig(context_window=minimum_window()))
     with pytest.raises(ModelValidationError, match="context_window"):
         asyncio.run(
-            run_demo(DemoConfig(context_window=minimum_window() - 1, store_url=f"sqlite://{tmp_path}/d.db"))
+            run_demo(DemoConfig(context_window=minimum_window() - 1, store_url=f"sqlite:///{tmp_path}/d.db"))
         )
     assert list(tmp_path.iterdir()) == []
 

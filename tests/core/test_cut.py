@@ -48,7 +48,7 @@ def valid_cut(items: list[Any], c: int, floor: int, budget: int, est: Any) -> bo
 
 @st.composite
 def cut_cases(draw: st.DrawFn) -> tuple[list[Any], int, int, list[tuple[str, int, int]]]:
-    items = draw(sessions())
+    items = draw(sessions(reuse_ids=draw(st.booleans())))
     seqs = [item.seq for item in items if item.seq is not None]
     floor = draw(st.one_of(st.just(-1), st.integers(-1, max(seqs, default=0) + 1)))
     steps = draw(reconciles)
@@ -91,9 +91,9 @@ def test_valid_pairs_pass(backend: str) -> None:
         ([ToolCall("a", "f", {}), ToolCall("a", "f", {}), ToolResult("a", "r")], "a", 1),
         # a result after its call was already answered
         ([ToolCall("a", "f", {}), ToolResult("a", "r"), ToolResult("a", "r")], "a", 2),
-        # a call id reused after its pair closed is still a duplicate
+        # a call id reused after its pair closed opens a new pair (ADR 0019), left open here
         (
-            [ToolCall("a", "f", {}), ToolResult("a", "r"), ToolCall("a", "f", {}), ToolResult("a", "r")],
+            [ToolCall("a", "f", {}), ToolResult("a", "r"), ToolCall("a", "f", {}), UserMessage("q")],
             "a",
             2,
         ),

@@ -210,9 +210,9 @@ async def main() -> None:
     os.chmod(work, 0o755)
     sqlite_path = work / "store.db"
     captured: list[dict[str, Any]] = []
-    facts, runs = await fill(f"sqlite://{sqlite_path}", captured)
+    facts, runs = await fill(f"sqlite:///{sqlite_path}", captured)
     sessions = [DEMO_SESSION, OPENAI_SESSION, EXTRA_SESSION]
-    store = await ce.open_store(f"sqlite://{sqlite_path}")
+    store = await ce.open_store(f"sqlite:///{sqlite_path}")
     try:
         expected = await expectations(store, sessions, runs)
     finally:

@@ -64,7 +64,7 @@ def sqlite_copy(directory: Path) -> str:
     """A fresh copy of the SQLite fixture; returns its store URL."""
     path = directory / "golden.db"
     path.write_bytes(lzma.decompress((HERE / "store-sqlite.db.xz").read_bytes()))
-    return f"sqlite://{path}"
+    return f"sqlite:///{path}"
 
 
 @contextmanager

@@ -19,7 +19,7 @@ SESSION = "demo-inspect"
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, DemoRecord]:
-    url = f"sqlite://{tmp_path_factory.mktemp('inspect') / 'demo.db'}"
+    url = f"sqlite:///{tmp_path_factory.mktemp('inspect') / 'demo.db'}"
     record = asyncio.run(run_demo(DemoConfig(store_url=url, session_id=SESSION)))
     assert not [c for c in check(record) if c.failed]
     return url, record

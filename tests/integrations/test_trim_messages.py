@@ -12,8 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import ctxengine as ce
-from ctxengine.errors import OrphanedToolPair
 from ctxengine.integrations.langchain import trim_messages
 
 lc = pytest.importorskip("langchain_core.messages")
@@ -43,7 +41,9 @@ def histories(draw: st.DrawFn) -> list[BaseMessage]:
     if draw(st.booleans()):
         out.append(SystemMessage(draw(words)))
     n = 0
-    for turn in draw(st.lists(st.sampled_from(["human", "ai", "calls", "calls", "stray"]), max_size=14)):
+    for turn in draw(
+        st.lists(st.sampled_from(["human", "ai", "calls", "calls", "stray", "reuse"]), max_size=14)
+    ):
         if turn == "human":
             out.append(HumanMessage(draw(words), name=draw(st.none() | st.just("bob"))))
         elif turn == "ai":
@@ -60,9 +60,12 @@ def histories(draw: st.DrawFn) -> list[BaseMessage]:
             answered = calls if draw(st.integers(0, 9)) else calls[:-1]  # now and then one is never answered
             for c in answered:
                 out.append(ToolMessage(draw(words), tool_call_id=c["id"], name="search"))
-        else:  # a result whose call is not in the history at all
+        elif turn == "stray":  # a result whose call is not in the history at all
             n += 1
             out.append(ToolMessage(draw(words), tool_call_id=f"ghost{n}"))
+        else:  # a call id reused once its pair is complete (ADR 0019)
+            reused = {"name": "search", "args": {"q": draw(words)}, "id": "c1", "type": "tool_call"}
+            out += [AIMessage("", tool_calls=[reused]), ToolMessage(draw(words), tool_call_id="c1")]
     return out
 
 
@@ -98,19 +101,29 @@ def options(draw: st.DrawFn) -> dict[str, Any]:
     return opts
 
 
-def orphan_free(messages: list[BaseMessage]) -> bool:
-    """Independent oracle: the messages as ctxengine items pass ``validate_tool_pairs``."""
-    items: list[Any] = []
-    for m in messages:
+def orphan_free(kept: list[BaseMessage], history: list[BaseMessage]) -> bool:
+    """Independent oracle of ADR 0019's rule: ``kept`` pairs by position (a result answers
+    the nearest earlier open call with its id, and no id is reused while open), and a call
+    it leaves open is one of the history's open pair: in its last message with tool calls,
+    never answered, only tool results after that message."""
+    open_calls: dict[str, BaseMessage] = {}
+    for m in kept:
         if isinstance(m, AIMessage):
-            items += [ce.ToolCall(c["id"], c["name"], c["args"]) for c in m.tool_calls]
-        elif isinstance(m, ToolMessage):
-            items.append(ce.ToolResult(m.tool_call_id, "r"))
-    try:
-        ce.validate_tool_pairs(items)
-    except OrphanedToolPair:
-        return False
-    return True
+            for c in m.tool_calls:
+                if c["id"] in open_calls:
+                    return False
+                open_calls[c["id"]] = m
+        elif isinstance(m, ToolMessage) and open_calls.pop(m.tool_call_id, None) is None:
+            return False
+    if not open_calls:
+        return True
+    last = max(k for k, m in enumerate(history) if isinstance(m, AIMessage) and m.tool_calls)
+    after = history[last + 1 :]
+    return (
+        all(m is history[last] for m in open_calls.values())
+        and all(isinstance(m, ToolMessage) for m in after)
+        and not any(m.tool_call_id in open_calls for m in after if isinstance(m, ToolMessage))
+    )
 
 
 def same(a: list[BaseMessage], b: list[BaseMessage]) -> bool:
@@ -124,10 +137,10 @@ def test_equals_langchain_or_is_the_pair_safe_part(
 ) -> None:
     theirs = lc_trim(messages, **opts)
     ours = trim_messages(messages, **opts)
-    if orphan_free(theirs):
+    if orphan_free(theirs, messages):
         assert same(ours, theirs)
         return
-    assert orphan_free(ours)
+    assert orphan_free(ours, messages)
     head = 1 if opts.get("include_system") and theirs and isinstance(theirs[0], SystemMessage) else 0
     assert same(ours[:head], theirs[:head])
     body, their_body = ours[head:], theirs[head:]
@@ -145,12 +158,12 @@ def test_warm_calls_match_cold_ones(backend: str, messages: list[BaseMessage], o
     assert same(trim_messages(messages, **opts), first)
     messages.append(HumanMessage("one more"))
     assert same(trim_messages(messages, **opts), lc_trim(messages, **opts)) or not orphan_free(
-        lc_trim(messages, **opts)
+        lc_trim(messages, **opts), messages
     )
     messages[0] = messages[0].model_copy(update={"content": "changed"})
     again = trim_messages(messages, **opts)
     theirs = lc_trim(messages, **opts)
-    assert same(again, theirs) or not orphan_free(theirs)
+    assert same(again, theirs) or not orphan_free(theirs, messages)
 
 
 def test_runnable_without_messages(backend: str) -> None:
@@ -180,11 +193,11 @@ def test_orphans_langchain_keeps_are_dropped(backend: str) -> None:
     ]
     # The last three messages fit: LangChain keeps a result whose call it cut.
     opts: dict[str, Any] = {"max_tokens": 3, "token_counter": len}
-    assert not orphan_free(lc_trim(history, **opts))
+    assert not orphan_free(lc_trim(history, **opts), history)
     assert same(trim_messages(history, **opts), history[3:])
     # end_on="ai" cuts the result off a call: the longest prefix ending on "ai" without it is empty.
     first: dict[str, Any] = {"max_tokens": 100, "token_counter": len, "strategy": "first", "end_on": "ai"}
-    assert not orphan_free(lc_trim(history[:3], **first))
+    assert not orphan_free(lc_trim(history[:3], **first), history[:3])
     assert trim_messages(history[:3], **first) == []
 
 

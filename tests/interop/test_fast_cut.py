@@ -92,8 +92,10 @@ def test_orphans_name_the_message() -> None:
     for name in backends.BACKENDS:
         ce.use_backend(name)
         with pytest.raises(OrphanedToolPair) as info:
-            openai_chat.select_history(messages, 0, 100, ce.TokenEstimator(), "m")
+            openai_chat.select_history(messages, 0, 100, ce.TokenEstimator(), "m", strict=True)
         assert info.value.index == 1
+        # By default the unanswered last call is the open pair, kept (ADR 0019).
+        assert openai_chat.select_history(messages, 0, 100, ce.TokenEstimator(), "m") == 0
     ce.use_backend("rust")
 
 

@@ -81,7 +81,7 @@ def _acks(out: str) -> list[tuple[str, int]]:
 
 async def test_sigkill_a_sqlite_writer_25_times(tmp_path: Path) -> None:
     path = tmp_path / "killed.db"
-    url = f"sqlite://{path}"
+    url = f"sqlite:///{path}"
     await (await open_store(url)).close()  # the schema exists before the first kill
     rng = random.Random(11)
     acked: dict[str, set[int]] = {}

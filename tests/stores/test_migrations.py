@@ -42,7 +42,7 @@ INJECTED = migrations.Migration(
 def schema_of(url: str) -> list[tuple[Any, ...]]:
     """The store's tables, columns, indexes and schema-version rows, comparable across runs."""
     if url.startswith("sqlite://"):
-        conn = sqlite3.connect(url[len("sqlite://") :])
+        conn = sqlite3.connect(url[len("sqlite:///") :])
         try:
             objects = conn.execute(
                 "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
@@ -95,7 +95,7 @@ def fresh_url(request: pytest.FixtureRequest, golden_url: tuple[str, str], tmp_p
     """A URL for a brand-new store of the same kind as ``golden_url``."""
     kind, url = golden_url
     if kind == "sqlite":
-        yield f"sqlite://{tmp_path / 'fresh.db'}"
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
         return
     name = f"fresh_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(url, autocommit=True) as conn:
@@ -256,7 +256,7 @@ def rows_of(url: str) -> dict[str, list[tuple[Any, ...]]]:
         "leases": "SELECT run_id, owner, epoch FROM ctxengine_checkpoint_leases ORDER BY run_id",
     }
     if url.startswith("sqlite://"):
-        conn = sqlite3.connect(url[len("sqlite://") :])
+        conn = sqlite3.connect(url[len("sqlite:///") :])
         try:
             return {name: conn.execute(sql).fetchall() for name, sql in queries.items()}
         finally:
@@ -282,7 +282,7 @@ async def test_sqlite_payloads_move_out_of_the_key_btree(tmp_path: Path) -> None
     index of keys only) with the payload as the last column (ADR 0011)."""
     url = goldenkit.sqlite_copy(tmp_path)
     await migrate_store(url)
-    conn = sqlite3.connect(url[len("sqlite://") :])
+    conn = sqlite3.connect(url[len("sqlite:///") :])
     try:
         for table in ("ctxengine_events", "ctxengine_checkpoints"):
             (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
@@ -320,7 +320,7 @@ async def test_a_new_store_is_created_at_the_current_schema_in_one_step(
 def set_revision(url: str, revision: int) -> None:
     sql = "UPDATE ctxengine_schema_version SET version = {mark} WHERE component = 'store.revision'"
     if url.startswith("sqlite://"):
-        conn = sqlite3.connect(url[len("sqlite://") :])
+        conn = sqlite3.connect(url[len("sqlite:///") :])
         try:
             conn.execute(sql.format(mark="?"), (revision,))
             conn.commit()

@@ -54,7 +54,7 @@ def insert_row(url: str, **fields: Any) -> None:
     values = tuple(row[c] for c in EVENT_COLUMNS)
     cols = ", ".join(EVENT_COLUMNS)
     if url.startswith("sqlite://"):
-        conn = sqlite3.connect(url[len("sqlite://") :])
+        conn = sqlite3.connect(url[len("sqlite:///") :])
         with conn:
             conn.execute(
                 f"INSERT INTO ctxengine_events ({cols}) VALUES ({', '.join('?' * len(values))})", values
@@ -159,7 +159,7 @@ async def test_a_deployment_pinned_to_format_1_writes_what_format_1_readers_read
     from ctxengine.phases import ProtocolController
 
     pinned = await ce.open_store(
-        f"sqlite://{tmp_path / 'pinned.db'}", write_policy=WritePolicy(max_version=1)
+        f"sqlite:///{tmp_path / 'pinned.db'}", write_policy=WritePolicy(max_version=1)
     )
     try:
         ctl = ProtocolController(pinned)
@@ -172,7 +172,7 @@ async def test_a_deployment_pinned_to_format_1_writes_what_format_1_readers_read
         assert len(await pinned.events.read("task")) == 1
     finally:
         await pinned.close()
-    unpinned = await ce.open_store(f"sqlite://{tmp_path / 'pinned.db'}")
+    unpinned = await ce.open_store(f"sqlite:///{tmp_path / 'pinned.db'}")
     try:
         ctl = ProtocolController(unpinned)
         assert ctl.protocol_version == 2

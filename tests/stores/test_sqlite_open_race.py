@@ -75,7 +75,7 @@ def test_processes_opening_a_new_store_at_once_all_open_it(tmp_path: Path) -> No
     env = _env()
     for round_ in range(6):
         go = tmp_path / f"go-{round_}"
-        url = f"sqlite://{tmp_path / f'race-{round_}.db'}"
+        url = f"sqlite:///{tmp_path / f'race-{round_}.db'}"
         procs = [
             subprocess.Popen(
                 [sys.executable, "-c", OPEN, url, str(go)],

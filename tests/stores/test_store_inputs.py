@@ -55,7 +55,7 @@ async def test_bad_arguments_are_typed_errors_on_every_store(store: Store, call:
 
 async def test_a_locked_sqlite_file_is_store_unavailable_after_its_bounded_wait(tmp_path: Path) -> None:
     path = tmp_path / "locked.db"
-    store = await open_store(f"sqlite://{path}", busy_timeout=0.2)
+    store = await open_store(f"sqlite:///{path}", busy_timeout=0.2)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
@@ -85,7 +85,7 @@ async def test_an_unreachable_postgres_is_store_unavailable_within_its_timeout()
 @pytest.mark.parametrize("cache_kib", [0, 15, -256, 2.5, True, "256", 1 << 23])
 async def test_a_bad_sqlite_page_cache_size_is_refused(tmp_path: Path, cache_kib: object) -> None:
     with pytest.raises(ModelValidationError, match="cache_kib"):
-        await open_store(f"sqlite://{tmp_path / 'c.db'}", cache_kib=cache_kib)
+        await open_store(f"sqlite:///{tmp_path / 'c.db'}", cache_kib=cache_kib)
 
 
 @pytest.mark.parametrize(("cache_kib", "pages"), [(None, -256), (64, -64), (4096, -4096)])
@@ -95,7 +95,7 @@ async def test_the_sqlite_page_cache_is_the_size_asked(
     """A connection's page cache (``PRAGMA cache_size``, negative: KiB) is small by default,
     so that a long scan recycles its pages instead of growing the worker's memory."""
     options = {} if cache_kib is None else {"cache_kib": cache_kib}
-    store = await open_store(f"sqlite://{tmp_path / 'c.db'}", **options)
+    store = await open_store(f"sqlite:///{tmp_path / 'c.db'}", **options)
     try:
         conn = store._conn  # type: ignore[attr-defined]
         asked = await store._run(lambda: conn.execute("PRAGMA cache_size").fetchone())  # type: ignore[attr-defined]

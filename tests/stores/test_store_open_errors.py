@@ -99,7 +99,7 @@ async def test_a_sqlite_path_that_can_never_be_a_store_is_a_permanent_error(
     before = sorted(p.name for p in tmp_path.iterdir())
     start = time.monotonic()
     with pytest.raises(StoreError) as err:
-        await open_store(f"sqlite://{path}", read_only=read_only, busy_timeout=5.0)
+        await open_store(f"sqlite:///{path}", read_only=read_only, busy_timeout=5.0)
     assert_permanent(err)
     assert time.monotonic() - start < 5.0  # not a busy wait, not a retry
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing created
@@ -109,9 +109,9 @@ async def test_another_applications_database_is_left_as_it_was(tmp_path: Path) -
     path = _foreign(tmp_path)
     before = path.read_bytes()
     with pytest.raises(StoreOpenError, match="not a ctxengine store"):
-        await open_store(f"sqlite://{path}")
+        await open_store(f"sqlite:///{path}")
     with pytest.raises(StoreOpenError, match="not a ctxengine store"):
-        await migrate_store(f"sqlite://{path}", dry_run=True)
+        await migrate_store(f"sqlite:///{path}", dry_run=True)
     assert path.read_bytes() == before
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
@@ -120,18 +120,18 @@ async def test_another_applications_database_is_left_as_it_was(tmp_path: Path) -
 
 async def test_a_read_only_open_creates_nothing(tmp_path: Path) -> None:
     with pytest.raises(StoreOpenError, match="no such file"):
-        await open_store(f"sqlite://{tmp_path / 'typo.db'}", read_only=True)
+        await open_store(f"sqlite:///{tmp_path / 'typo.db'}", read_only=True)
     empty = tmp_path / "empty.db"
     empty.touch()
     with pytest.raises(StoreOpenError, match="holds no ctxengine store"):
-        await open_store(f"sqlite://{empty}", read_only=True)
+        await open_store(f"sqlite:///{empty}", read_only=True)
     with pytest.raises(StoreOpenError, match="holds no ctxengine store"):
-        await migrate_store(f"sqlite://{empty}", dry_run=True)
+        await migrate_store(f"sqlite:///{empty}", dry_run=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db"] and empty.stat().st_size == 0
 
 
 async def test_a_read_only_store_reads_and_refuses_to_write(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 's.db'}"
+    url = f"sqlite:///{tmp_path / 's.db'}"
     store = await open_store(url)
     await store.events.append(NewEvent("s", CONTEXT_COMPACTED, {"reason": "x"}, "k1"))
     await store.close()
@@ -146,7 +146,9 @@ async def test_a_read_only_store_reads_and_refuses_to_write(tmp_path: Path) -> N
         await reader.close()
 
 
-@pytest.mark.parametrize("url", ["sqlite:///tmp/a%00b.db", "sqlite:///tmp/a%ffb.db", "sqlite://relative.db"])
+@pytest.mark.parametrize(
+    "url", ["sqlite:////tmp/a%00b.db", "sqlite:////tmp/a%ffb.db", "sqlite://relative.db"]
+)
 async def test_a_bad_sqlite_url_is_a_permanent_error(url: str) -> None:
     with pytest.raises(StoreError) as err:
         await open_store(url)
@@ -156,14 +158,14 @@ async def test_a_bad_sqlite_url_is_a_permanent_error(url: str) -> None:
 async def test_a_locked_file_stays_transient(tmp_path: Path) -> None:
     """Another process holding the file's lock: "not now", a retry gets past it."""
     path = tmp_path / "s.db"
-    store = await open_store(f"sqlite://{path}")
+    store = await open_store(f"sqlite:///{path}")
     await store.close()
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("PRAGMA journal_mode = DELETE")
     holder.execute("BEGIN EXCLUSIVE")
     try:
         with pytest.raises(StoreUnavailable) as err:
-            await open_store(f"sqlite://{path}", busy_timeout=0.2)
+            await open_store(f"sqlite:///{path}", busy_timeout=0.2)
         assert err.value.retryable
     finally:
         holder.execute("ROLLBACK")
@@ -225,15 +227,15 @@ def test_a_read_only_directory_is_a_permanent_error_for_a_writer_only(tmp_path: 
     mount = tmp_path / "ro" if os.geteuid() == 0 else source
     mount.mkdir(exist_ok=True)
     found = _open_in_read_only_directory(
-        source, mount, f"sqlite://{mount / 'new.db'}", "rw", f"sqlite://{mount / 's.db'}", "rw",
-        f"sqlite://{mount / 's.db'}", "ro",
+        source, mount, f"sqlite:///{mount / 'new.db'}", "rw", f"sqlite:///{mount / 's.db'}", "rw",
+        f"sqlite:///{mount / 's.db'}", "ro",
     )  # fmt: skip
     assert found == ["StoreOpenError False", "StoreOpenError False", "opened 1"]
     assert sorted(p.name for p in source.iterdir()) == ["s.db"]
 
 
 async def _one_event_store(path: Path) -> None:
-    store = await open_store(f"sqlite://{path}")
+    store = await open_store(f"sqlite:///{path}")
     await store.events.append(NewEvent("s", CONTEXT_COMPACTED, {"reason": "x"}, "k1"))
     await store.close()
     conn = sqlite3.connect(path)
@@ -247,7 +249,7 @@ async def _one_event_store(path: Path) -> None:
 
 async def test_an_infinite_sqlite_view_ends_at_the_statement_timeout(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    store = await open_store(f"sqlite://{path}")
+    store = await open_store(f"sqlite:///{path}")
     await store.close()
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("DROP TABLE ctxengine_events")
@@ -259,7 +261,7 @@ async def test_an_infinite_sqlite_view_ends_at_the_statement_timeout(tmp_path: P
     )
     conn.close()
     for read_only in (True, False):
-        store = await open_store(f"sqlite://{path}", read_only=read_only, statement_timeout=0.3)
+        store = await open_store(f"sqlite:///{path}", read_only=read_only, statement_timeout=0.3)
         try:
             start = time.monotonic()
             with pytest.raises(StatementTimeout) as err:

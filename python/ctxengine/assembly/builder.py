@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from operator import attrgetter, is_
 from typing import Any
 
+from ..core import telemetry
 from ..core.body import BodyBlock, BodyFit, BodyInputs, BodyLimits, RenderLine, fit_body
 from ..core.budget import BudgetPolicy, ContextBudget
 from ..core.canonical import payload_hash
@@ -57,6 +58,7 @@ from .overflow import overflow_detail
 from .regions import BODY_CLASSES
 from .render import digest_of
 from .render_cache import RENDERS, RenderCache, SessionRenders
+from .report import report_build
 from .request import ModelRequest, RenderedItem
 from .turn import merge_reasoning, split_turn
 
@@ -196,8 +198,13 @@ class ContextBuilder:
             raise ContextError(f"plan is for session {plan.session_id!r}, run is in {run.session_id!r}")
         if agent.agent_id != plan.agent_id:
             raise ContextError(f"agent {agent.agent_id!r} does not match the plan's agent {plan.agent_id!r}")
-        prefix, prefix_sha = self._prefix(plan)
-        return self._fit(run, checkpoint, plan, principal, prefix, prefix_sha, line)
+        with telemetry.span(
+            "ctxengine.build", session_id=run.session_id, run_id=run.run_id, step=run.step, epoch=plan.epoch
+        ) as span:
+            prefix, prefix_sha = self._prefix(plan)
+            assembly = self._fit(run, checkpoint, plan, principal, prefix, prefix_sha, line)
+            report_build(span, run, plan, assembly, self.estimator)
+        return assembly
 
     # -- stages ------------------------------------------------------------------
 

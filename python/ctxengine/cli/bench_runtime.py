@@ -190,7 +190,7 @@ def run_runtime(settings: RuntimeSettings, progress: Callable[[str], None] | Non
         say("runtime: decode rate")
         results.decode = decode_rate()
         say("runtime: first request, SQLite")
-        results.first["sqlite"] = _first(lambda n: f"sqlite://{root / f'first-{n}.db'}", settings, say)
+        results.first["sqlite"] = _first(lambda n: f"sqlite:///{root / f'first-{n}.db'}", settings, say)
         bin_dir = postgres_bin() if settings.postgres else None
         if bin_dir is not None:
             server = PostgresServer(bin_dir, Path(tempfile.mkdtemp(prefix="ctxengine-pg-")), durable=True)
@@ -199,9 +199,9 @@ def run_runtime(settings: RuntimeSettings, progress: Callable[[str], None] | Non
             dsn = server.dsn
             results.first["postgresql"] = _first(lambda n: dsn, settings, say)
         say(f"runtime: a {settings.long_turns}-turn session")
-        results.long_session = asyncio.run(long_session(f"sqlite://{root / 'long.db'}", settings.long_turns))
+        results.long_session = asyncio.run(long_session(f"sqlite:///{root / 'long.db'}", settings.long_turns))
         say("runtime: equal windows")
-        equal = f"sqlite://{root / 'equal.db'}"
+        equal = f"sqlite:///{root / 'equal.db'}"
         results.equal_windows = asyncio.run(equal_windows(equal, *settings.equal))
         if server is not None:
             for n in settings.workers:
@@ -210,7 +210,7 @@ def run_runtime(settings: RuntimeSettings, progress: Callable[[str], None] | Non
                 ran = run_workers(server.dsn, n, turns=settings.turns, tag=tag, data_dir=server.data)
                 results.workers.append(ran)
         say("runtime: one writer on SQLite")
-        writer = f"sqlite://{root / 'writer.db'}"
+        writer = f"sqlite:///{root / 'writer.db'}"
         results.sqlite_writer = run_workers(writer, 1, turns=settings.turns, tag="sqlite")
     finally:
         if server is not None:

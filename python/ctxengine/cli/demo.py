@@ -417,7 +417,7 @@ def _metadata_date(item: RenderedItem) -> str:
 
 def default_store_url() -> str:
     directory = Path(tempfile.mkdtemp(prefix="ctxengine-demo-"))
-    return f"sqlite://{directory / 'demo.db'}"
+    return f"sqlite:///{directory / 'demo.db'}"
 
 
 async def run_demo(config: DemoConfig, *, on_turn: Callable[[TurnRecord], None] | None = None) -> DemoRecord:

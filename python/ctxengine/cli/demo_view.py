@@ -1,13 +1,11 @@
-"""The demo's human report (rich): budget use per turn, the summary, and the checks."""
+"""The demo's human report: budget use per turn, the summary, and the checks (rich, or plain
+text without the cli extra: ``console``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
+from .console import Console, Table, escape
 from .demo_checks import Check
 
 BAR_WIDTH = 24

@@ -13,10 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
+from ..core.prompt_cache import PriceTable
 from ..errors import SessionNotFound, StoreCorruption
 from ..model import WorkingState
 from ..plan import PLAN_EVENT_TYPES, ContextPlan
@@ -25,6 +22,7 @@ from ..runtime.loop import CONTEXT_COMPACTED
 from ..runtime.usage import USAGE_REPORTED, Usage, stored_usage
 from ..runtime.working_state import WORKING_STATE_UPDATED, stored_state
 from ..stores.events import Event, Store
+from .console import Console, Table, Text
 from .terminal import visible
 
 #: Working-state facts shown (the newest); the JSON form has them all.
@@ -68,6 +66,29 @@ class SessionSummary:
     working_state: WorkingState | None = None
     working_state_sequence: int | None = None
     usage: list[Usage] = field(default_factory=list)
+    prices: PriceTable = field(default_factory=PriceTable)
+
+    def cache(self) -> dict[str, Any]:
+        """The session's input tokens, what the provider's cache served and wrote of them, and
+        their effective cost under ``prices`` (a request that reported no cache counts is all
+        uncached input; the cached fraction is of the requests that reported them)."""
+        reported = [u for u in self.usage if u.cached_read is not None]
+        read = sum(u.cached_read or 0 for u in reported)
+        of = sum(u.actual for u in reported)
+        p = self.prices
+        return {
+            "prices": {"input": p.input, "cached_read": p.cached_read, "cache_write": p.cache_write},
+            "requests": len(self.usage),
+            "reported": len(reported),
+            "input_tokens": sum(u.actual for u in self.usage),
+            "cached_read": read,
+            "cache_write": sum(u.cache_write or 0 for u in reported),
+            "cached_fraction": read / of if of else None,
+            "effective_input_cost": sum(
+                p.cost(u.actual, u.cached_read or 0, u.cache_write or 0) for u in self.usage
+            ),
+            "uncached_input_cost": p.cost(sum(u.actual for u in self.usage)),
+        }
 
     @property
     def plan(self) -> ContextPlan | None:
@@ -113,6 +134,7 @@ class SessionSummary:
             },
             "working_state": None if self.working_state is None else self.working_state.to_dict(),
             "usage": [u.to_dict() for u in self.usage],
+            "cache": self.cache(),
         }
 
 
@@ -139,12 +161,17 @@ def _compaction_fields(event: Event) -> Compaction:
     )
 
 
-async def inspect_session(store: Store, session_id: str) -> SessionSummary:
-    """Summarize ``session_id``'s log; ``SessionNotFound`` when it has no events."""
+async def inspect_session(
+    store: Store, session_id: str, *, prices: PriceTable | None = None
+) -> SessionSummary:
+    """Summarize ``session_id``'s log; ``SessionNotFound`` when it has no events. ``prices``
+    prices the session's input (default: ``PriceTable()``, input-token equivalents)."""
     events = await store.events.read(session_id)
     if not events:
         raise SessionNotFound(session_id)
     summary = SessionSummary(session_id, last_sequence=events[-1].sequence)
+    if prices is not None:
+        summary.prices = prices
     runs: set[str] = set()
     for event in events:
         summary.counts[event.type] += 1
@@ -263,7 +290,17 @@ def _usage_table(summary: SessionSummary) -> Table:
             f"; actual/estimate mean {sum(ratios) / len(ratios):.3f}, p95 {p95:.3f}, max {ratios[-1]:.3f}"
         )
     table = Table(title=title + ")", title_justify="left")
-    for column in ("event", "run", "step", "epoch", "counting", "estimated", "actual", "actual/estimate"):
+    for column in (
+        "event",
+        "run",
+        "step",
+        "epoch",
+        "counting",
+        "estimated",
+        "actual",
+        "actual/estimate",
+        "cached",
+    ):
         table.add_column(column, justify="left" if column in ("run", "counting") else "right")
     for u in usage[-SHOWN_USAGE:]:
         table.add_row(
@@ -275,7 +312,32 @@ def _usage_table(summary: SessionSummary) -> Table:
             f"{u.estimated:,}",
             f"{u.actual:,}",
             f"{u.ratio:.3f}",
+            "-" if u.cached_read is None else f"{u.cached_read:,}",
         )
+    return table
+
+
+def _amount(value: float) -> str:
+    """A cost: grouped with cents from 1 up (token equivalents, dollars), significant digits below."""
+    return f"{value:,.2f}" if value >= 1 else f"{value:.6g}"
+
+
+def _cache_table(summary: SessionSummary) -> Table:
+    """The provider's prompt cache over the session's reported requests, and what it saved."""
+    c = summary.cache()
+    p = summary.prices
+    title = f"Prompt cache (input price {p.input:g}; cached read {p.cached_read:g}x, "
+    title += f"cache write {p.cache_write:g}x)"
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    fraction = c["cached_fraction"]
+    table.add_row("requests with cache counts", f"{c['reported']} of {c['requests']}")
+    table.add_row("input tokens", f"{c['input_tokens']:,}")
+    table.add_row("cached read / cache write", f"{c['cached_read']:,} / {c['cache_write']:,}")
+    table.add_row("cached", "-" if fraction is None else f"{100 * fraction:.1f}%")
+    table.add_row("effective input cost", _amount(c["effective_input_cost"]))
+    table.add_row("cost with nothing cached", _amount(c["uncached_input_cost"]))
     return table
 
 
@@ -303,6 +365,7 @@ def print_summary(summary: SessionSummary, console: Console) -> None:
         _compactions_table(summary),
         _state_table(summary),
         _usage_table(summary),
+        _cache_table(summary),
         _counts_table(summary),
     ):
         console.print(table)

@@ -12,18 +12,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from ..core import backends
 from ..errors import ContextError, ModelValidationError
 from ..stores import DEFAULT_STATEMENT_TIMEOUT
+from .console import RICH, Console
 from .terminal import visible
 
 EXIT_OK = 0
@@ -33,11 +32,13 @@ EXIT_USAGE = 2
 
 @contextmanager
 def _progress(total: int | None, enabled: bool) -> Iterator[Callable[[str], None]]:
-    """A progress bar on stderr (only on a terminal); yields ``advance(description)``."""
+    """A progress bar on stderr (only on a terminal, with rich); yields ``advance(description)``."""
     console = Console(stderr=True)
-    if not enabled or not console.is_terminal:
+    if not enabled or not RICH or not console.is_terminal:
         yield lambda _description: None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("starting", total=total)
@@ -47,6 +48,9 @@ def _progress(total: int | None, enabled: bool) -> Iterator[Callable[[str], None
 
         yield advance
 
+
+#: What ``--store`` takes (three slashes: relative to the working directory; four: absolute).
+_STORE_HELP = "sqlite:///relative.db, sqlite:////absolute/path.db, memory:// or postgresql://..."
 
 #: The ``demo`` flag of each ``DemoConfig`` field.
 _DEMO_FLAGS = {"turns": "--turns", "context_window": "--window", "session_id": "--session"}
@@ -84,14 +88,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from ..core.prompt_cache import PriceTable
     from ..stores import open_store
     from .inspection import inspect_session, print_summary
+
+    prices = PriceTable(args.input_price, args.cached_read_price, args.cache_write_price)
 
     async def read() -> dict[str, object] | None:
         # Read-only: a missing file is an error, an older schema is read as it is, nothing is written.
         store = await open_store(args.store, read_only=True, statement_timeout=args.statement_timeout)
         try:
-            summary = await inspect_session(store, args.session)
+            summary = await inspect_session(store, args.session, prices=prices)
         finally:
             await store.close()
         if args.json:
@@ -136,7 +143,29 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(sizes)))
 
 
+def _bench_cache(args: argparse.Namespace) -> int:
+    """``ctxengine bench --cache``: the prompt-cache workloads alone (issue 39)."""
+    from .bench_cache import CacheSettings, cache_markdown, run_cache
+
+    results = run_cache(CacheSettings.for_run(args.quick, peers=not args.no_peers))
+    report = results.to_dict()
+    section = "\n".join(cache_markdown(results)) + "\n"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cache.md").write_text(section)
+    (out / "cache.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    if args.json:
+        print(json.dumps(report, sort_keys=True))
+        return EXIT_OK
+    print(section)
+    Console().print(f"wrote cache markdown: {out / 'cache.md'}")
+    Console().print(f"wrote cache json: {out / 'cache.json'}")
+    return EXIT_OK
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.cache:
+        return _bench_cache(args)
     from .bench import DEFAULT_SIZES, Settings, run_bench
     from .bench_report import markdown, write_outputs
     from .bench_runtime import RuntimeSettings, run_runtime, runtime_markdown
@@ -187,6 +216,42 @@ def _seconds(text: str) -> float | None:
     return seconds or None
 
 
+def _price(text: str) -> float:
+    """A price flag: a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite price >= 0")
+    return value
+
+
+def _add_prices(parser: argparse.ArgumentParser) -> None:
+    """The price table of an effective input cost (ADR 0020)."""
+    parser.add_argument(
+        "--input-price",
+        type=_price,
+        default=1.0,
+        metavar="PRICE",
+        help="price of an uncached input token (default 1: costs read as input-token equivalents)",
+    )
+    parser.add_argument(
+        "--cached-read-price",
+        type=_price,
+        default=0.1,
+        metavar="RATIO",
+        help="a cached input token's price as a multiple of the input price (default 0.1)",
+    )
+    parser.add_argument(
+        "--cache-write-price",
+        type=_price,
+        default=1.25,
+        metavar="RATIO",
+        help="a cache-write token's price as a multiple of the input price (default 1.25, Anthropic)",
+    )
+
+
 def _add_statement_timeout(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--statement-timeout",
@@ -203,9 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the scripted fifty-turn session and check its invariants")
     demo.add_argument("--turns", type=int, default=50, help="turns to run (default 50)")
-    demo.add_argument(
-        "--store", metavar="URL", help="sqlite:///abs/path or postgresql://... (default: a new SQLite file)"
-    )
+    demo.add_argument("--store", metavar="URL", help=_STORE_HELP + " (default: a new SQLite file)")
     demo.add_argument(
         "--backend", choices=backends.BACKENDS, help="core backend (default: CTXENGINE_BACKEND)"
     )
@@ -217,16 +280,15 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser(
         "inspect", help="show a session's plan, epochs, compactions and events (read-only)"
     )
-    inspect.add_argument(
-        "--store", metavar="URL", required=True, help="sqlite:///abs/path or postgresql://..."
-    )
+    inspect.add_argument("--store", metavar="URL", required=True, help=_STORE_HELP)
     inspect.add_argument("session", metavar="SESSION", help="the session id")
     inspect.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    _add_prices(inspect)
     _add_statement_timeout(inspect)
     inspect.set_defaults(run=_inspect)
 
     migrate = sub.add_parser("migrate", help="apply a store's pending schema migrations (ADR 0009)")
-    migrate.add_argument("store", metavar="URL", help="sqlite:///abs/path or postgresql://...")
+    migrate.add_argument("store", metavar="URL", help=_STORE_HELP)
     migrate.add_argument(
         "--dry-run", action="store_true", help="list what would be applied; open read-only, change nothing"
     )
@@ -247,6 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runtime.add_argument(
         "--runtime-only", action="store_true", help="only the runtime section (issue 13 acceptance)"
+    )
+    runtime.add_argument(
+        "--cache",
+        action="store_true",
+        help="only the prompt-cache workloads: a long run and a session on a 32k window, "
+        "cached fraction and effective cost per provider rule against trim_messages (issue 39)",
     )
     bench.add_argument("--json", action="store_true", help="print the results as one JSON object")
     bench.set_defaults(run=_bench)

@@ -93,6 +93,18 @@ def _pairing(messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     return calls, results
 
 
+def _after(messages: list[Any], body: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The calls and results of the messages after ``body``'s last one in ``messages`` (found
+    by identity; a partial copy is followed by a message that is no tool result, so a call
+    left open in it is no open pair)."""
+    if not body:
+        return [], []
+    for k in range(len(messages) - 1, -1, -1):
+        if messages[k] is body[-1]:
+            return _pairing(messages[k + 1 :])
+    return [None], [None]
+
+
 def _pair_safe(
     messages: list[Any], result: list[Any], strategy: str, start_on: Any, end_on: Any, include_system: bool
 ) -> list[Any]:
@@ -109,16 +121,14 @@ def _pair_safe(
     head = 1 if kept_system else 0
     body = result[head:]
     calls, results = _pairing(body)
+    later_calls, later_results = _after(messages, body)
+    reach = reference.message_reach(calls + later_calls, results + later_results, 0)
     if strategy == "first":
         end_ok = _type_check(end_on)
-        e = reference.safe_prefix(
-            calls, results, len(body), None if end_ok is None else lambda i: end_ok(body[i])
-        )
+        e = reference.safe_prefix(reach, len(body), None if end_ok is None else lambda i: end_ok(body[i]))
         return result[: head + e]
     start_ok = _type_check(start_on)
-    s = reference.safe_suffix(
-        calls, results, 0, len(body), None if start_ok is None else lambda i: start_ok(body[i])
-    )
+    s = reference.safe_suffix(reach, 0, len(body), None if start_ok is None else lambda i: start_ok(body[i]))
     return result[:head] + body[s:]
 
 
@@ -144,8 +154,16 @@ def trim_messages(
     the longest pair-safe part of it instead: with ``strategy="last"`` a shorter
     suffix (that still starts on ``start_on``), with ``"first"`` a shorter prefix
     (that still ends on ``end_on``); a system message kept by ``include_system`` is
-    kept as LangChain keeps it. A suffix that must begin after an unanswered call is
-    empty.
+    kept as LangChain keeps it.
+
+    Orphans already in ``messages`` follow the rule ``openai_chat.select_history``
+    follows (docs/interop.md, ADR 0019): pairs pair by position (a ``ToolMessage``
+    answers the nearest earlier open call with its id, so an id may recur once its pair
+    is complete); a result without an open call, a call never answered and a call
+    superseded while open are orphans, and the result starts after the last one (a
+    suffix that must begin after an orphan near the end is short, or empty); the calls
+    of the last ``AIMessage`` with tool calls, followed only by tool results, are the
+    open pair and are kept unanswered.
 
     ``token_counter=count_tokens_approximately`` (or ``"approximate"``) and
     ``token_counter=len`` are recognised and counted by ctxengine, once per message

@@ -30,9 +30,10 @@ def openai_chat_cut(
     seq_field: str | None,
     first_seq: int | None,
     tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
+    strict: bool = False,
 ) -> int:
     trust = TrustLevel(tool_trust)
-    if active_name() == "rust":
+    if active_name() == "rust" and not strict:  # the strict check is the reference's
         from .._core import openai_chat_cut
 
         cut: int = openai_chat_cut(
@@ -49,7 +50,7 @@ def openai_chat_cut(
     items, owners = openai_chat._convert(p, messages)
     check_groups(p, owners, openai_chat.groups(items), len(items))
     return message_cut.items_cut(
-        items, owners, len(messages), summary_floor, history_tokens, estimator, model_id
+        items, owners, len(messages), summary_floor, history_tokens, estimator, model_id, strict=strict
     )
 
 

@@ -270,11 +270,21 @@ def select_history(
     seq_field: str | None = None,
     first_seq: int | None = 1,
     tool_trust: TrustLevel | str = TrustLevel.EXTERNAL_UNTRUSTED,
+    strict: bool = False,
 ) -> int:
     """The cut as a message index: ``messages[cut:]`` is the largest suffix whose items fit
     (the same estimates and rules as ``ce.select_history`` over ``to_items(messages)``),
     moved later to a message boundary if it fell inside one. Runs on the active backend;
-    the Rust backend converts and measures without building items."""
+    the Rust backend converts and measures without building items.
+
+    Orphans follow the rule the ``trim_messages`` drop-in follows (docs/interop.md, ADR
+    0019): tool pairs pair by position (a ``tool`` message answers the nearest earlier open
+    call with its id, so an id may recur once its pair is complete); a result without an
+    open call, a call never answered and a call superseded while open are orphans, and the
+    cut falls after the last one; the calls of the last assistant message with
+    ``tool_calls``, followed only by ``tool`` messages, are the open pair and are kept
+    unanswered. ``strict=True`` raises ``OrphanedToolPair`` (naming the message) for any
+    orphan, the open pair included."""
     from . import fast
 
     return fast.openai_chat_cut(
@@ -286,6 +296,7 @@ def select_history(
         seq_field=seq_field,
         first_seq=first_seq,
         tool_trust=tool_trust,
+        strict=strict,
     )
 
 

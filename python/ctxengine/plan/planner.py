@@ -15,7 +15,7 @@ from typing import Any, NoReturn, cast
 
 from ..core.budget import BudgetPolicy, allocate, check_prefix_class
 from ..core.canonical import payload_hash
-from ..core.estimator import Estimator, TokenEstimator
+from ..core.estimator import Estimator, TokenEstimator, load_tables
 from ..errors import (
     ArgumentError,
     IdempotencyConflict,
@@ -86,7 +86,8 @@ class ContextPlanner:
     # -- reading -------------------------------------------------------------
 
     async def current(self, session_id: str) -> ContextPlan | None:
-        """The greatest-epoch plan in the log (scanning only events not seen before)."""
+        """The greatest-epoch plan in the log (scanning only events not seen before). The
+        exact-count tables it counts with are built off the event loop (``load_tables``)."""
         plan, seen = self._cache.get(session_id, (None, 0))
         covering = getattr(self.store.events, "read_covering", None)
         through = seen
@@ -101,6 +102,8 @@ class ContextPlanner:
                 plan = candidate
             seen = max(seen, event.sequence)
         self._remember(session_id, plan, max(seen, through))
+        if plan is not None:  # a worker that picks a run up counts with the plan's tables next
+            await load_tables(self.estimator, plan.model_id)
         return plan
 
     def cached(self, session_id: str) -> ContextPlan | None:
@@ -200,8 +203,11 @@ class ContextPlanner:
     ) -> ContextPlan:
         """Return the current plan if its identity matches; otherwise write the next epoch.
 
-        Called after routing, immediately before the first model request of a run.
+        Called after routing, immediately before the first model request of a run. The
+        exact-count tables the model needs are built off the event loop first (``load_tables``).
         """
+        if isinstance(model, ResolvedModel):  # else draft() names the argument
+            await load_tables(self.estimator, model.model_id)
         for _ in range(self._MAX_ATTEMPTS):
             current = await self.current(session_id)
             epoch = 1 if current is None else current.epoch + 1

@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..assembly.request import ModelRequest, RenderedItem
+from .pairs import wire_call_ids
 
 # Used only when a cut history would otherwise open with the assistant.
 OPENING_USER_TEXT = "[earlier conversation omitted]"
 
 
-def _block(item: RenderedItem) -> tuple[str, dict[str, Any]] | None:
+def _block(item: RenderedItem, call_id: str | None) -> tuple[str, dict[str, Any]] | None:
     if item.reasoning is not None:
         if item.provider != "anthropic":
             return None
@@ -25,14 +26,14 @@ def _block(item: RenderedItem) -> tuple[str, dict[str, Any]] | None:
     if item.is_tool_call:
         return "assistant", {
             "type": "tool_use",
-            "id": item.call_id,
+            "id": call_id,
             "name": item.name,
             "input": dict(item.arguments or {}),
         }
     if item.is_tool_result:
         block: dict[str, Any] = {
             "type": "tool_result",
-            "tool_use_id": item.call_id,
+            "tool_use_id": call_id,
             "content": item.text or "",
         }
         if item.is_error:
@@ -50,8 +51,8 @@ def to_anthropic_messages(request: ModelRequest, *, model: str) -> dict[str, Any
             block["cache_control"] = {"type": "ephemeral"}
         system.append(block)
     messages: list[dict[str, Any]] = []
-    for item in request.body:
-        made = _block(item)
+    for item, call_id in zip(request.body, wire_call_ids(request.body), strict=True):
+        made = _block(item, call_id)
         if made is None:
             continue
         role, content = made

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ..assembly.request import ModelRequest, RenderedItem
+from .pairs import wire_call_ids
 
 
 def _arguments(item: RenderedItem) -> str:
@@ -18,12 +19,12 @@ def to_openai_chat(request: ModelRequest, *, model: str) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": item.text or ""} for item in request.prefix
     ]
-    for item in request.body:
+    for item, call_id in zip(request.body, wire_call_ids(request.body), strict=True):
         if item.reasoning is not None:
             continue
         if item.is_tool_call:
             call = {
-                "id": item.call_id,
+                "id": call_id,
                 "type": "function",
                 "function": {"name": item.name, "arguments": _arguments(item)},
             }
@@ -35,7 +36,7 @@ def to_openai_chat(request: ModelRequest, *, model: str) -> dict[str, Any]:
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif item.is_tool_result:
-            messages.append({"role": "tool", "tool_call_id": item.call_id, "content": item.text or ""})
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": item.text or ""})
         else:
             messages.append({"role": item.role, "content": item.text or ""})
     body: dict[str, Any] = {
@@ -59,7 +60,7 @@ def to_openai_responses(request: ModelRequest, *, model: str) -> dict[str, Any]:
     items: list[dict[str, Any]] = [
         {"type": "message", "role": "system", "content": item.text or ""} for item in request.prefix
     ]
-    for item in request.body:
+    for item, call_id in zip(request.body, wire_call_ids(request.body), strict=True):
         if item.reasoning is not None:
             if item.provider == "openai":
                 items.append(dict(item.reasoning))
@@ -68,13 +69,13 @@ def to_openai_responses(request: ModelRequest, *, model: str) -> dict[str, Any]:
             items.append(
                 {
                     "type": "function_call",
-                    "call_id": item.call_id,
+                    "call_id": call_id,
                     "name": item.name,
                     "arguments": _arguments(item),
                 }
             )
         elif item.is_tool_result:
-            items.append({"type": "function_call_output", "call_id": item.call_id, "output": item.text or ""})
+            items.append({"type": "function_call_output", "call_id": call_id, "output": item.text or ""})
         else:
             items.append({"type": "message", "role": item.role, "content": item.text or ""})
     body: dict[str, Any] = {"model": model, "input": items, "max_output_tokens": request.max_output_tokens}

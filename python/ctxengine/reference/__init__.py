@@ -15,7 +15,14 @@ from .cut import select_history, shared_prefix, validate_tool_pairs
 from .decode import decode_items
 from .estimate import TokenEstimator
 from .render import render_items, render_pointers
-from .tokenize import count_tokens, counting_method, encode_tokens, encoding_ranks_sha256, exact_raw
+from .tokenize import (
+    count_tokens,
+    counting_method,
+    encode_tokens,
+    encoding_ranks_sha256,
+    exact_raw,
+    load_encoding,
+)
 
 __all__ = [
     "TokenEstimator",
@@ -24,6 +31,7 @@ __all__ = [
     "count_tokens",
     "counting_method",
     "encode_tokens",
+    "load_encoding",
     "encoding_ranks_sha256",
     "exact_raw",
     "decode_items",

@@ -23,25 +23,32 @@ from .arguments import (
     estimator_raws,
 )
 
+#: The pairing errors' reasons, as ``rust/core/src/cut/pairs.rs`` words them.
+REASON_DUPLICATE_CALL = "tool call id reused while its earlier call is still open"
+REASON_RESULT_WITHOUT_CALL = "tool result without an earlier unanswered call"
+REASON_CALL_WITHOUT_RESULT = "tool call never answered"
+
 
 def _pair_ends(roles: Sequence[tuple[int, Any]]) -> dict[int, int]:
-    """Map each tool call's index to its result's index; raise on the first orphan."""
-    called: set[str] = set()
-    unanswered: dict[str, int] = {}  # call_id -> index, in index order
+    """Map each tool call's index to its result's index; raise on the first orphan.
+
+    Pairs by position (ADR 0019): a result answers the nearest earlier open call with its
+    id, and a call id may be reused once its earlier pair is complete (never while open)."""
+    unanswered: dict[str, int] = {}  # call_id -> index of its open call, in index order
     ends: dict[int, int] = {}
     for index, (role, call_id) in enumerate(roles):
         if role == CALL:
-            if call_id in called:
-                raise OrphanedToolPair(call_id, index, "duplicate tool call id")
-            called.add(call_id)
+            if call_id in unanswered:
+                raise OrphanedToolPair(call_id, index, REASON_DUPLICATE_CALL)
             unanswered[call_id] = index
         elif role == RESULT:
             call_index = unanswered.pop(call_id, None)
             if call_index is None:
-                raise OrphanedToolPair(call_id, index, "tool result without an earlier unanswered call")
+                raise OrphanedToolPair(call_id, index, REASON_RESULT_WITHOUT_CALL)
             ends[call_index] = index
-    for call_id, call_index in unanswered.items():  # the lowest index comes first
-        raise OrphanedToolPair(call_id, call_index, "tool call never answered")
+    if unanswered:  # the lowest index comes first
+        call_id, call_index = min(unanswered.items(), key=lambda entry: entry[1])
+        raise OrphanedToolPair(call_id, call_index, REASON_CALL_WITHOUT_RESULT)
     return ends
 
 
@@ -98,8 +105,10 @@ def cut_after_pairs(
     history_tokens: int,
     measured: Sequence[int],
     corrected: Callable[[int], int],
+    not_before: int = 0,
 ) -> int:
-    """Steps 2-4 of the cut (ADR 0001), once the pairs are known valid."""
+    """Steps 2-4 of the cut (ADR 0001), once the pairs are known valid; the cut is at least
+    ``not_before`` (a foreign history's last orphan is before it, ADR 0019)."""
     count = len(values)
     # The smallest c whose suffix fits; suffix sums only grow going backwards.
     fit = count
@@ -122,7 +131,7 @@ def cut_after_pairs(
                 break
 
     # Never split a tool pair: move the cut past the latest result it would orphan.
-    cut = max(fit, floor_bound)
+    cut = max(fit, floor_bound, not_before)
     reach = -1  # the latest result index of any call before the current position
     for index in range(count):
         if index == cut:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import CanonicalizationError
+from ..model import schema
 from .canonical import canonical_json, item_canonical
 
 REASON_NOT_CANONICAL = "payload is not canonical JSON"
@@ -25,20 +26,9 @@ REASON_ITEM_PREFIX = "conversation item does not decode: "
 
 _TYPE_NAMES = {type(None): "NoneType", bool: "bool", int: "int", float: "float", str: "str"}
 _TYPE_NAMES.update({list: "list", dict: "dict"})
-TRUST_VALUES = (
-    "platform",
-    "trusted_configuration",
-    "user",
-    "internal_tool",
-    "external_untrusted",
-    "memory",
-    "knowledge",
-)
+TRUST_VALUES = schema.TRUST_LEVELS
 _DEFAULT_TRUST = {
-    "system_message": "platform",
-    "user_message": "user",
-    "assistant_message": "external_untrusted",
-    "tool_result": "internal_tool",
+    kind: schema.default_trust(kind) for kind, spec in schema.ITEMS.items() if spec.field("trust")
 }
 
 
@@ -165,15 +155,8 @@ def _fields(
     raise _Bad("ConversationItem", "type", "unknown item type")
 
 
-#: The slots each kind's decoder fills itself (constructor fields, ``seq``, ``_cj``).
-FIELDS = {
-    "system_message": ("content", "trust", "seq", "_cj"),
-    "user_message": ("content", "trust", "principal_id", "seq", "_cj"),
-    "assistant_message": ("content", "trust", "seq", "_cj"),
-    "tool_call": ("call_id", "name", "arguments", "seq", "_cj"),
-    "tool_result": ("call_id", "content", "is_error", "trust", "seq", "_cj"),
-    "reasoning": ("provider", "payload", "seq", "_cj"),
-}
+#: The slots each kind's decoder fills itself: the schema's fields (constructor order), ``_cj``.
+FIELDS = {kind: (*spec.names, "_cj") for kind, spec in schema.ITEMS.items()}
 
 
 def _other_slots(cls: type[Any], kind: str) -> tuple[str, ...]:

@@ -90,75 +90,85 @@ def lc_window(
     return system, a, b
 
 
+def message_reach(
+    calls: Sequence[Sequence[str | None] | None], results: Sequence[str | None], start: int
+) -> tuple[list[int], list[int], list[bool]]:
+    """``(lo, hi, orphan)`` of messages ``start..n`` of a foreign history, paired by position
+    (ADR 0019): a result answers the nearest earlier open call with its id. ``lo[i]`` and
+    ``hi[i]`` are the first and last message that message ``i`` pairs with (itself
+    included); ``orphan[i]`` marks a message no window may hold: a result without an open
+    call, a call superseded by a later call with its id while open, a call without an id,
+    or a call never answered, except in the last message holding calls when only tool
+    results follow it (the open pair, kept). ``calls[i]`` are message ``i``'s call ids,
+    ``results[i]`` the call it answers; messages before ``start`` are not looked at."""
+    n = len(results)
+    lo, hi, orphan = list(range(n)), list(range(n)), [False] * n
+    open_calls: dict[str, int] = {}
+    never: list[int] = []
+    last_calls = -1
+    for i in range(start, n):
+        ids = calls[i]
+        if ids:
+            last_calls = i
+            for call_id in ids:
+                if call_id is None:
+                    never.append(i)
+                    continue
+                earlier = open_calls.get(call_id)
+                if earlier is not None:
+                    orphan[earlier] = True
+                open_calls[call_id] = i
+        answered = results[i]
+        if answered is not None:
+            call = open_calls.pop(answered, None)
+            if call is None:
+                orphan[i] = True
+            else:
+                lo[i] = min(lo[i], call)
+                hi[call] = max(hi[call], i)
+    tail_ok = all(results[j] is not None for j in range(last_calls + 1, n))
+    for i in [*open_calls.values(), *never]:
+        if not (tail_ok and i == last_calls):
+            orphan[i] = True
+    return lo, hi, orphan
+
+
 def safe_suffix(
-    calls: Sequence[Sequence[str | None] | None],
-    results: Sequence[str | None],
+    reach: tuple[list[int], list[int], list[bool]],
     a: int,
     b: int,
     start_ok: Callable[[int], bool] | None,
 ) -> int:
-    """The smallest ``s >= a`` whose ``[s, b)`` splits no tool pair (and starts where
-    ``start_ok`` allows, unless empty); ``b`` when there is none.
-
-    A window is pair-safe when its call ids are distinct, its result ids are distinct,
-    every result's call is earlier in it and every call's result later in it.
-    ``calls[i]`` are message ``i``'s call ids, ``results[i]`` the call it answers."""
+    """The smallest ``s >= a`` whose ``[s, b)`` holds no orphan and splits no tool pair (and
+    starts where ``start_ok`` allows, unless empty); ``b`` when there is none. ``reach`` is
+    ``message_reach`` of the messages from ``a`` on."""
+    lo, hi, orphan = reach
     best = b
-    needed: set[str] = set()
-    seen_results: set[str] = set()
-    seen_calls: set[str] = set()
+    low = b  # the first message any of [s, b) pairs with
     for s in range(b - 1, a - 1, -1):
-        result = results[s]
-        if result is not None:
-            if result in seen_results:
-                break
-            seen_results.add(result)
-            needed.add(result)
-        ids = calls[s]
-        if ids:
-            broken = False
-            for call_id in ids:
-                if call_id is None or call_id in seen_calls or call_id not in needed:
-                    broken = True
-                    break
-                seen_calls.add(call_id)
-                needed.discard(call_id)
-            if broken:
-                break
-        if not needed and (start_ok is None or start_ok(s)):
+        if orphan[s] or hi[s] >= b:
+            break
+        low = min(low, lo[s])
+        if low >= s and (start_ok is None or start_ok(s)):
             best = s
     return best
 
 
 def safe_prefix(
-    calls: Sequence[Sequence[str | None] | None],
-    results: Sequence[str | None],
+    reach: tuple[list[int], list[int], list[bool]],
     e: int,
     end_ok: Callable[[int], bool] | None,
 ) -> int:
-    """The largest ``e2 <= e`` whose ``[0, e2)`` splits no tool pair (and ends where ``end_ok``
-    allows, unless empty)."""
+    """The largest ``e2 <= e`` whose ``[0, e2)`` holds no orphan and splits no tool pair (and
+    ends where ``end_ok`` allows, unless empty). ``reach`` is ``message_reach`` from 0."""
+    _, hi, orphan = reach
     best = 0
-    open_calls: set[str] = set()
-    seen_calls: set[str] = set()
+    high = -1  # the last message any of [0, i] pairs with
     for i in range(e):
-        ids = calls[i]
-        if ids:
-            broken = False
-            for call_id in ids:
-                if call_id is None or call_id in seen_calls:
-                    broken = True
-                    break
-                seen_calls.add(call_id)
-                open_calls.add(call_id)
-            if broken:
-                break
-        result = results[i]
-        if result is not None:
-            if result not in open_calls:
-                break
-            open_calls.discard(result)
-        if not open_calls and (end_ok is None or end_ok(i)):
+        if orphan[i]:
+            break
+        high = max(high, hi[i])
+        if high <= i and (end_ok is None or end_ok(i)):
             best = i + 1
     return best
 
@@ -425,9 +435,11 @@ def trim(
         end_on=end_at,
         start_on=start_at,
     )
+    # Pairs are read from the window's start to the history's end: whether a call is
+    # answered after the window, or never (the open pair), decides what the window may hold.
     if strategy == "first":
-        return False, 0, safe_prefix(calls, results, b, end_at)
-    return system, safe_suffix(calls, results, a, b, start_at), b
+        return False, 0, safe_prefix(message_reach(calls, results, 0), b, end_at)
+    return system, safe_suffix(message_reach(calls, results, a), a, b, start_at), b
 
 
 __all__ = [
@@ -439,6 +451,7 @@ __all__ = [
     "LangChainCounter",
     "approximate_count",
     "lc_window",
+    "message_reach",
     "safe_prefix",
     "safe_suffix",
     "trim",

@@ -141,6 +141,11 @@ def count_tokens(encoding_name: str, text: str) -> int:
     return len(_encoding(name).encode_ordinary(check_str("count_tokens", "text", text)))
 
 
+def load_encoding(encoding_name: str) -> None:
+    """Build an encoding's tables now (else on first use)."""
+    _encoding(_encoding_arg("load_encoding", encoding_name))
+
+
 def encode_tokens(encoding_name: str, text: str) -> list[int]:
     """The token ids of ``text`` in an encoding, as ordinary text."""
     name = _encoding_arg("encode_tokens", encoding_name)
@@ -297,6 +302,7 @@ __all__ = [
     "encode_tokens",
     "encoding_ranks_sha256",
     "exact_raw",
+    "load_encoding",
     "ranks",
     "raw_count",
     "resolve",

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..assembly.builder import ContextBuilder
 from ..assembly.request import ModelRequest
+from ..core import telemetry
 from ..core.estimator import Estimator
 from ..errors import ModelValidationError
 from ..model import AgentSpec, Checkpoint, ConversationItem, Principal, RunContext, TrustLevel, UserMessage
@@ -46,6 +47,19 @@ from .steps import StateUpdate
 from .usage import report_usage
 from .windows import Windows
 from .working_state import WorkingStateManager
+
+
+def _seeded(span: telemetry.SpanLike, checkpoint: Checkpoint) -> None:
+    """A seed span's outcome: version 1's size and where its carry left off."""
+    if span.is_recording():
+        telemetry.set_attributes(
+            span,
+            {
+                "items": len(checkpoint.conversation),
+                "replaced_through_sequence": checkpoint.replaced_through_sequence,
+                "carried": checkpoint.compacted_summary is not None,
+            },
+        )
 
 
 class ContextLoop:
@@ -111,16 +125,19 @@ class ContextLoop:
         The same as ``append_item`` + ``pick_up``, with one commit instead of two.
         ``derivation_key`` makes a retry append nothing new.
         """
-        return await self.runs.start(
-            session_id,
-            run_id,
-            message,
-            principal,
-            owner=owner,
-            derivation_key=derivation_key,
-            visibility=visibility,
-            max_output_tokens=max_output_tokens,
-        )
+        with telemetry.span("ctxengine.seed", session_id=session_id, run_id=run_id, step=0) as span:
+            started = await self.runs.start(
+                session_id,
+                run_id,
+                message,
+                principal,
+                owner=owner,
+                derivation_key=derivation_key,
+                visibility=visibility,
+                max_output_tokens=max_output_tokens,
+            )
+            _seeded(span, started.checkpoint)
+        return started
 
     async def pick_up(self, run: RunContext, principal: Principal | None, *, owner: str) -> StartedRun:
         """Claim ``run`` for ``owner`` and write its version 1 (built from the log), in one
@@ -135,7 +152,9 @@ class ContextLoop:
         Counts this worker had to compute (none were stored) are stored in the
         same transaction.
         """
-        lease, checkpoint = await self.runs.seed_commit(run, principal, owner)
+        with telemetry.span("ctxengine.seed", session_id=run.session_id, run_id=run.run_id, step=0) as span:
+            lease, checkpoint = await self.runs.seed_commit(run, principal, owner)
+            _seeded(span, checkpoint)
         return StartedRun(run, lease, checkpoint)
 
     async def _seed_checkpoint(
@@ -190,23 +209,53 @@ class ContextLoop:
         items' raw token counts are stored with them. A terminal trigger prunes the
         run's earlier checkpoint versions (``prune_finished``).
         """
-        return await self.steps.record(
-            run,
-            checkpoint,
-            items,
-            lease=lease,
-            trigger=trigger,
-            state_updates=state_updates,
-            principal=principal,
-            visibility=visibility,
-        )
+        with telemetry.span(
+            "ctxengine.record", session_id=run.session_id, run_id=run.run_id, step=run.step, items=len(items)
+        ) as span:
+            recorded = await self.steps.record(
+                run,
+                checkpoint,
+                items,
+                lease=lease,
+                trigger=trigger,
+                state_updates=state_updates,
+                principal=principal,
+                visibility=visibility,
+            )
+            span.set_attribute("ctxengine.version", recorded.version)
+        return recorded
 
     async def report_usage(
-        self, run: RunContext, request: ModelRequest, actual: int, *, principal: Principal | None = None
+        self,
+        run: RunContext,
+        request: ModelRequest,
+        actual: int,
+        *,
+        principal: Principal | None = None,
+        cached_read: int | None = None,
+        cache_write: int | None = None,
     ) -> None:
         """After a model response: reconcile the estimator with the provider's count of
-        ``request`` and record both for ``ctxengine inspect`` (``runtime.usage``)."""
-        await report_usage(self.store, self.estimator, run, request, actual, principal=principal)
+        ``request`` and record both for ``ctxengine inspect`` (``runtime.usage``), with the
+        input tokens its prompt cache served and wrote when given (ADR 0020)."""
+        with telemetry.span(
+            "ctxengine.usage",
+            session_id=run.session_id,
+            run_id=run.run_id,
+            step=run.step,
+            estimated=request.metadata.get("total_tokens"),
+            actual=actual,
+        ):
+            await report_usage(
+                self.store,
+                self.estimator,
+                run,
+                request,
+                actual,
+                principal=principal,
+                cached_read=cached_read,
+                cache_write=cache_write,
+            )
 
     # -- working state ---------------------------------------------------------------
 

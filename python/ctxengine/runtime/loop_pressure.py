@@ -6,12 +6,14 @@ checkpoint committed together and adopted, then measured again.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from ..assembly.builder import Pressure
 from ..assembly.overflow import overflow_detail
 from ..assembly.request import ModelRequest
 from ..assembly.session_renders import SessionRenders
+from ..core import telemetry
 from ..core.canonical import payload_hash
 from ..errors import ContextError, ContextOverflow
 from ..model import AgentSpec, Checkpoint, Principal, RunContext
@@ -26,6 +28,8 @@ from .session import ITEM_APPENDED
 
 if TYPE_CHECKING:
     from .loop import ContextLoop
+
+log = logging.getLogger("ctxengine.runtime")
 
 CONTEXT_COMPACTED = "context.compacted"
 #: Compactions one ``build_with_pressure`` call may perform before giving up.
@@ -82,9 +86,31 @@ class Compactions:
                     pressure.capacity_tokens,
                     overflow_detail(pressure, plan.budget, tried),
                 )
+            current = await self._compact(run, current, plan, pressure, principal, lease)
+            compactions += 1
+
+    async def _compact(
+        self,
+        run: RunContext,
+        current: Checkpoint,
+        plan: ContextPlan,
+        pressure: Pressure,
+        principal: Principal,
+        lease: Lease,
+    ) -> Checkpoint:
+        """Compact ``current``, commit the compaction's events and checkpoint, and return the
+        compacted checkpoint (adopted only once both are committed)."""
+        loop = self.loop
+        with telemetry.span(
+            "ctxengine.compaction",
+            session_id=run.session_id,
+            run_id=run.run_id,
+            step=run.step,
+            reason=pressure.reason,
+        ) as span:
             # Each stretch of a compaction gives the loop back (a long history's takes a while).
             await asyncio.sleep(0)
-            compacted, result = await self._compact(current, plan, pressure, run)
+            compacted, result = await self._compactor_answer(current, plan, pressure, run)
             payload = result.to_dict()
             await asyncio.sleep(0)
             event = NewEvent(
@@ -102,11 +128,28 @@ class Compactions:
             stored, version, rows = await self._commit_compaction(run, lease, current, compacted, events)
             loop.writes.committed(run, rows, stored)
             await asyncio.sleep(0)
-            # Adopted only once both are committed.
-            current = evolve(compacted, version=version)
-            compactions += 1
+            if span.is_recording():
+                telemetry.set_attributes(
+                    span,
+                    {
+                        "replaced_through_sequence": result.replaced_through_sequence,
+                        "depth": result.depth,
+                        "version": version,
+                        "carried": carry is not None,
+                    },
+                )
+        telemetry.add("ctxengine.compactions", reason=pressure.reason)
+        log.debug(
+            "session %r run %r step %d compacted through %d (%s)",
+            run.session_id,
+            run.run_id,
+            run.step,
+            result.replaced_through_sequence,
+            pressure.reason,
+        )
+        return evolve(compacted, version=version)
 
-    async def _compact(
+    async def _compactor_answer(
         self, current: Checkpoint, plan: ContextPlan, pressure: Pressure, run: RunContext
     ) -> tuple[Checkpoint, CompactionResult]:
         """The compactor's answer, in slices that give the event loop back (a compactor whose

@@ -15,6 +15,7 @@ from ..errors import ContextError
 from ..model import Checkpoint, Principal, RunContext, UserMessage
 from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Visibility, interned
 from .checkpoints import checkpoint_from_rows, evolve
+from .pairs import check_new_pairs
 from .seeding import Seed, SeedRead, history_counts, prime_seed_steps, read_seed
 from .session import item_event, logged
 from .window import checkpoint_shell
@@ -118,6 +119,8 @@ class RunStarts:
     ) -> StartedRun:
         """``ContextLoop.start_run``."""
         loop = self.loop
+        # A run's turn starts empty (its history holds whole pairs): a result cannot open it.
+        check_new_pairs((), [message], "start_run", "message")
         plan = await loop.writes.plan_or_none(session_id)
         new, restored = item_event(
             session_id, message, principal=principal, derivation_key=derivation_key, visibility=visibility

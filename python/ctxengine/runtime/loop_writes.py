@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..core.encoding_tables import load_encoding
 from ..model import Checkpoint, ConversationItem, RunContext
 from ..plan import ContextPlan
 from ..stores.events import Event, ItemRow, Lease, RawCheckpoint
@@ -31,13 +30,8 @@ class RunWrites:
         return self.loop.windows.window(run.session_id).run(run.run_id)
 
     async def plan_or_none(self, session_id: str) -> ContextPlan | None:
-        """The session's plan, its counting method's tokenizer table loaded (off the event
-        loop, the first time: ``core.encoding_tables``)."""
         planner = self.loop.planner
-        plan = planner.cached(session_id) or await planner.current(session_id)
-        if plan is not None:
-            await load_encoding(plan.counting_method)
-        return plan
+        return planner.cached(session_id) or await planner.current(session_id)
 
     async def write(
         self,

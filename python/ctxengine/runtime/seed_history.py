@@ -5,11 +5,11 @@ Two seeds of a session in a row (a worker taking its turns) read the same window
 the later one a few items longer. What the earlier one made of it stays true for
 the same leading items: visibility is decided per class, and ``whole_pairs``
 decides an item by the items before it, except a call still open at the end
-(its result may come later). The window keeps (``View``) the history of
-the leading items it covered when no call was open there, the call ids answered
-in them and each visibility class's decision (the window drops it whenever its
-rows change other than by growing); when the next seed's principal decides every
-class as before, it runs the pairing over the new items only. Anything else takes
+(its result may come later). The window keeps (``View``) the history of the
+leading items it covered, the calls left open there and each visibility class's
+decision (the window drops it whenever its rows change other than by growing);
+when the next seed's principal decides every class as before, it runs the
+pairing over the new items only. Anything else takes
 the whole computation, which is the specification: a property test compares the
 two on random windows.
 """
@@ -39,43 +39,41 @@ def whole_pairs(items: list[ConversationItem]) -> tuple[ConversationItem, ...]:
     with contextlib.suppress(OrphanedToolPair):
         backends.active().validate_tool_pairs(items)
         return tuple(items)  # every pair whole (the common case): nothing to leave out
-    return tuple(_pairing(items, set(), set()).kept)
+    return tuple(_pairing(items, set()).kept)
 
 
 class _Pairing(NamedTuple):
     kept: list[ConversationItem]
-    #: Call ids answered among the items.
-    answered: set[str]
     #: Calls left open among the items (left out: their result may come later).
     open: set[str]
     #: A result answered a call ``still_open`` from before (left out there, kept now).
     reopened: bool
 
 
-def _pairing(items: Sequence[ConversationItem], answered: set[str], still_open: set[str]) -> _Pairing:
-    """``whole_pairs`` of ``items`` after items that answered the calls ``answered`` and left
-    the calls ``still_open`` open (the earlier items' decisions stand unless ``reopened``)."""
-    fresh: set[str] = set()
+def _pairing(items: Sequence[ConversationItem], still_open: set[str]) -> _Pairing:
+    """``whole_pairs`` of ``items`` after items that left the calls ``still_open`` open (the
+    earlier items' decisions stand unless ``reopened``).
+
+    Pairs by position (ADR 0019): a result answers the nearest earlier open call with its id;
+    a call whose id is open supersedes that call (left out: its result can no longer come),
+    and an id answered before opens a new pair."""
     open_calls: dict[str, int] = {}
     keep = [True] * len(items)
     reopened = False
     for i, item in enumerate(items):
         if isinstance(item, ToolCall):
-            call_id = item.call_id
-            if call_id in open_calls or call_id in fresh or call_id in answered or call_id in still_open:
-                keep[i] = False
-            else:
-                open_calls[call_id] = i
+            superseded = open_calls.get(item.call_id)
+            if superseded is not None:
+                keep[superseded] = False
+            open_calls[item.call_id] = i
         elif isinstance(item, ToolResult):
             if open_calls.pop(item.call_id, None) is None:
                 keep[i] = False
                 reopened = reopened or item.call_id in still_open
-            else:
-                fresh.add(item.call_id)
     for i in open_calls.values():
         keep[i] = False
     kept = [item for item, k in zip(items, keep, strict=True) if k]
-    return _Pairing(kept, fresh, set(open_calls), reopened)
+    return _Pairing(kept, set(open_calls), reopened)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,15 +143,15 @@ def seed_history(span: Span, principal: Principal | None, primed: int) -> SeedHi
 def _whole(window: SessionWindow, end: int, decisions: dict[int, bool], primed: int) -> SeedHistory:
     """The specification: every item of the range looked at (and the view for the next)."""
     rows, items = _readable(window.rows[:end], window.items[:end], decisions)
-    answered: set[str] | None = None
     still_open: set[str] = set()
     try:
         backends.active().validate_tool_pairs(items)
         kept = items  # every pair whole (the common case): nothing to leave out
     except OrphanedToolPair:
-        kept, answered, still_open, _ = _pairing(items, set(), set())
+        kept, still_open, _ = _pairing(items, set())
     history = tuple(kept)
-    window.view = View(end, decisions, history, answered, still_open, rows[-1] if rows else None)
+    # Pairing by position needs no answered ids (``View.answered`` stays unset).
+    window.view = View(end, decisions, history, None, still_open, rows[-1] if rows else None)
     return SeedHistory(history, *_fresh(rows, items, kept, primed))
 
 
@@ -163,14 +161,10 @@ def _continued(
     """``_whole``'s answer from ``view`` and the items after it (``None``: a new result
     answers a call the view left out as open, which puts it back in the middle)."""
     rows, items = _readable(window.rows[view.end : end], window.items[view.end : end], decisions)
-    answered = view.answered
-    if answered is None:
-        answered = view.answered = {item.call_id for item in view.history if isinstance(item, ToolResult)}
-    kept, fresh, now_open, reopened = _pairing(items, answered, view.open)
+    kept, now_open, reopened = _pairing(items, view.open)
     if reopened:
         return None
     history = view.history + tuple(kept) if kept else view.history
-    answered |= fresh
     view.open |= now_open
     view.end = end
     view.decisions = decisions

@@ -10,7 +10,8 @@ events and the store returns them instead of writing new ones:
 * ``context.working_state:{run_id}:{step}:{position}`` for the transitions.
 
 Each item is decoded the way the history reader will decode it before it is
-written (an item that would not read back is refused here, nothing stored).
+written (an item that would not read back is refused here, nothing stored), and
+the items' tool pairs are checked after the run's turn (``pairs.check_new_pairs``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..assembly.turn import split_turn
 from ..core.canonical import canonical_json
 from ..core.decode import decode_stored_items
 from ..errors import ModelValidationError
 from ..model import Checkpoint, ConversationItem, Principal, RunContext, TrustLevel, WorkingState
 from ..model.items import ITEM_TYPES
 from ..stores.events import Event, ItemRow, NewEvent, Visibility, interned
+from .pairs import check_new_pairs
 from .session import ITEM_APPENDED, item_payload
 from .working_state import WORKING_STATE_UPDATED, WorkingStateManager
 
@@ -83,7 +86,9 @@ def prepare_step(
     principal: Principal | None,
     visibility: Visibility | None,
 ) -> PreparedStep:
-    """Validate the step and build its events; nothing is written (``ModelValidationError``)."""
+    """Validate the step and build its events; nothing is written (``ModelValidationError``;
+    ``OrphanedToolPair`` for a result without its open call, a second result for one call or
+    a call id reused while its call is open)."""
     state = checkpoint.working_state
     events: list[NewEvent] = []
     for position, change in enumerate(state_updates):
@@ -120,6 +125,11 @@ def prepare_step(
                 "record_step", f"items[{position}]", f"expected a conversation item, got {type(item)}"
             )
         payloads.append(item_payload(item))
+    # Pairs by position, after the run's turn (ADR 0019): refused before anything is written.
+    conversation = checkpoint.conversation
+    check_new_pairs(
+        conversation[split_turn(conversation, run.seed_sequence) :], items, "record_step", "items"
+    )
     texts = [canonical_json(payload).decode("utf-8") for payload in payloads]
     decoded, index, reason = decode_stored_items(texts, [1] * len(texts))
     if index is not None:

@@ -176,7 +176,9 @@ class SessionWindow:
     def nbytes(self) -> int:
         """The memory it is estimated to hold."""
         refs_bytes = sum(memo.ref_bytes for memo in self.runs.values())
-        return self.row_bytes + self.line.nbytes + self.full_bytes + refs_bytes
+        state = self.line.line.state  # the native fit's readings of the line (None: reference)
+        fit_bytes = state.nbytes if state is not None else 0
+        return self.row_bytes + self.line.nbytes + fit_bytes + self.full_bytes + refs_bytes
 
     # -- rows ----------------------------------------------------------------------
 

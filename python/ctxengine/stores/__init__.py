@@ -3,8 +3,10 @@
 URLs:
 
 * ``memory://`` -> ``MemoryStore``
-* ``sqlite:///abs/path/to/file.db`` -> ``SQLiteStore("/abs/path/to/file.db")``
-  (three slashes and an absolute path, as in ``file://`` URLs);
+* ``sqlite:///relative/file.db`` -> ``SQLiteStore`` of ``relative/file.db`` in the working
+  directory at the open (three slashes: the path after them is relative);
+  ``sqlite:////abs/path/file.db`` -> ``SQLiteStore("/abs/path/file.db")`` (four slashes: an
+  absolute path), as SQLAlchemy reads SQLite URLs. The path is percent-decoded.
   ``sqlite:///:memory:`` -> a private in-memory database
 * ``postgresql://...`` or ``postgres://...`` -> ``PostgresStore(url)``
   (any libpq URI, passed through unchanged)
@@ -14,36 +16,72 @@ A URL that names no store it could ever open is ``StoreOpenError`` (ADR 0010).
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import os
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from ..core import telemetry
 from ..errors import StoreOpenError
 from ..model.clock import Clock
 from ._sql import DEFAULT_STATEMENT_TIMEOUT
 from .events import Store
 from .memory import MemoryStore
 from .migrations import MigrationReport
-from .postgres import PostgresStore
 from .sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+
+log = logging.getLogger("ctxengine.stores")
+
+#: The extra that installs the PostgreSQL driver (psycopg and psycopg-pool).
+POSTGRES_EXTRA = "ctxengine[postgres]"
+
+
+def postgres_store_class() -> type[PostgresStore]:
+    """``PostgresStore``, importing psycopg now: only a PostgreSQL store needs the driver, so
+    ``import ctxengine`` does not load it. Without it, ``StoreOpenError`` names the extra."""
+    try:
+        from .postgres import PostgresStore
+    except ImportError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in ("psycopg", "psycopg_pool"):
+            raise
+        raise StoreOpenError(
+            f"a PostgreSQL store needs the driver, which is not installed ({exc}): "
+            f"install the postgres extra, pip install '{POSTGRES_EXTRA}'"
+        ) from exc
+    return PostgresStore
+
+
+def __getattr__(name: str) -> Any:
+    # ``ctxengine.stores.PostgresStore``, loaded on first use (PEP 562).
+    if name == "PostgresStore":
+        return postgres_store_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: The SQLite URL forms, for error messages.
+SQLITE_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or sqlite:///:memory:"
 
 
 def _sqlite_path(url: str) -> str:
+    """The file a ``sqlite://`` URL names: after ``sqlite:///``, a relative path (resolved
+    against the working directory now) or, with a fourth slash, an absolute one."""
     rest = url[len("sqlite://") :]
     if rest in ("/:memory:", ":memory:"):
         return ":memory:"
-    if not rest.startswith("/") or rest == "/" or "?" in rest or "#" in rest:
-        raise StoreOpenError(
-            f"SQLite store URL {url!r}: expected sqlite:///absolute/path or sqlite:///:memory:"
-        )
+    if not rest.startswith("/") or rest.strip("/") == "" or "?" in rest or "#" in rest:
+        raise StoreOpenError(f"SQLite store URL {url!r}: expected {SQLITE_FORMS}")
     try:
-        path = unquote(rest, errors="strict")
+        path = unquote(rest[1:], errors="strict")
     except UnicodeDecodeError:
         raise StoreOpenError(
             f"SQLite store URL {url!r}: the path is not UTF-8 once percent-decoded"
         ) from None
     if "\x00" in path:
         raise StoreOpenError(f"SQLite store URL {url!r}: the path contains a NUL character (%00)")
-    return path
+    return os.path.abspath(path)
 
 
 async def open_store(url: str, *, clock: Clock | None = None, **options: Any) -> Store:
@@ -65,6 +103,17 @@ async def open_store(url: str, *, clock: Clock | None = None, **options: Any) ->
     if not isinstance(url, str):
         raise StoreOpenError(f"store URL must be a str, got {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    kind = {"postgres": "postgresql"}.get(scheme, scheme)
+    with telemetry.span("ctxengine.store.open", store=kind, read_only=bool(options.get("read_only"))) as span:
+        store = await _open(url, scheme, clock, options)
+        if span.is_recording():
+            telemetry.set_attributes(span, {"store.name": repr(store)})
+    telemetry.add("ctxengine.store.opens", store=kind)
+    log.debug("opened %r", store)
+    return store
+
+
+async def _open(url: str, scheme: str, clock: Clock | None, options: dict[str, Any]) -> Store:
     if scheme == "memory":
         if url.rstrip("/") != "memory:":
             raise StoreOpenError(f"memory store URL {url!r}: expected exactly memory://")
@@ -73,14 +122,14 @@ async def open_store(url: str, *, clock: Clock | None = None, **options: Any) ->
         return await MemoryStore(clock=clock, **options).open()
     if scheme == "sqlite":
         if not url.startswith("sqlite://"):
-            raise StoreOpenError(f"SQLite store URL {url!r}: expected sqlite:///absolute/path")
+            raise StoreOpenError(f"SQLite store URL {url!r}: expected {SQLITE_FORMS}")
         return await SQLiteStore(_sqlite_path(url), clock=clock, **options).open()
     if scheme in ("postgresql", "postgres"):
-        return await PostgresStore(url, clock=clock, **options).open()
+        return await postgres_store_class()(url, clock=clock, **options).open()
     shown = url.split("@")[-1] if "@" in url else url  # never echo credentials
     raise StoreOpenError(
         f"unknown store URL scheme {scheme or '<none>'!r} in {shown!r}; "
-        "expected memory://, sqlite:///path or postgresql://..."
+        "expected memory://, sqlite:///relative.db, sqlite:////absolute/path.db or postgresql://..."
     )
 
 

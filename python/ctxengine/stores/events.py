@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 #: carry the version they were written with in their ``schema_version`` column.
 #: Version 3 adds reference checkpoints with spans (``checkpoint.ref/2``); events
 #: stop at 2 (``EVENT_FORMATS``). Version 2's checkpoint formats (``checkpoint.ref/1``)
-#: were retired at 0.2.0 (``formats.RETIRED_CHECKPOINT_FORMATS``).
-FORMAT_VERSION = 3
+#: were retired at 0.2.0 (``formats.RETIRED_CHECKPOINT_FORMATS``). Version 4 adds the usage
+#: event's shape with the provider's cache counts (``runtime.usage.USAGE_CACHE_FORMAT``).
+FORMAT_VERSION = 4
 #: The name this constant had before stored formats were versioned per type.
 SCHEMA_VERSION = FORMAT_VERSION
 

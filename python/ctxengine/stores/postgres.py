@@ -37,7 +37,6 @@ from ._sql import (
     SqlOps,
     check_statement_timeout,
 )
-from .driver_errors import POSTGRES_ERRORS, postgres_error
 from .events import (
     FORMAT_VERSION,
     Event,
@@ -45,6 +44,7 @@ from .events import (
     RawCheckpoint,
 )
 from .formats import WritePolicy
+from .postgres_errors import POSTGRES_ERRORS, postgres_error
 from .postgres_pool import ConnectFailures, filled
 from .postgres_schema import connection_settings, schema
 from .prediction import Prediction

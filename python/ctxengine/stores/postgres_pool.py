@@ -12,6 +12,7 @@ is seen, without a connection of its own (which cost a fresh worker's first requ
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import psycopg
@@ -19,9 +20,15 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from ..errors import StoreOpenError
-from .driver_errors import POSTGRES_ERRORS, postgres_error, postgres_open_error
+from .postgres_errors import POSTGRES_ERRORS, postgres_error, postgres_open_error
 
 Conn = AsyncConnection[Any]
+
+# The driver's own log lines (the pool's "error connecting ..." on every failed attempt) stay in
+# the logging tree: with no handler anywhere above them, logging's last resort printed them to
+# stderr beside the typed error the store raises. An application that configures logging still
+# receives them (a NullHandler neither filters nor stops propagation).
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
 class ConnectFailures:

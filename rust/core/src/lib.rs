@@ -5,6 +5,7 @@
 //! No Python here: `rust/py` binds these to `ctxengine._core`, and the
 //! contract both backends implement is `adr/0001-two-backends-one-contract.md`.
 
+pub mod arguments;
 pub mod body;
 pub mod budget;
 pub mod calibrate;
@@ -18,6 +19,8 @@ pub mod estimate;
 pub mod hash;
 pub mod interop;
 pub mod pointer;
+pub mod render;
+pub mod schema;
 pub mod tokenize;
 
 pub use error::{CoreError, CoreResult};

@@ -1,15 +1,18 @@
-//! Argument checks of the entry points (ADR 0010), worded as the reference
-//! words them (`ctxengine/reference/arguments.py`): every entry point
-//! checks its arguments in signature order before any work.
+//! Argument checks of the entry points (ADR 0010): the checks and their
+//! wording are `ctxengine_core::arguments` (as `ctxengine/reference/arguments.py`
+//! words them); this module reads each Python argument into the core's
+//! [`Value`] and maps the core's error once (`errors::to_pyerr`).
 
 use std::fmt::Display;
 
+use ctxengine_core::arguments::{self as check, Arg, Value};
+use ctxengine_core::CoreResult;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyMapping, PyString};
 
-use crate::errors::{argument_error, estimator_error};
+use crate::errors::IntoPy;
 use crate::items::Items;
 
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -22,6 +25,7 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// An int that is not a bool.
 pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
     let ptr = obj.as_ptr();
+    // SAFETY: `ptr` is a live object (borrowed from `obj`); the checks read its type's flags.
     unsafe { ffi::PyLong_Check(ptr) != 0 && ffi::PyBool_Check(ptr) == 0 }
 }
 
@@ -38,38 +42,69 @@ pub fn int_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(text.cast_into::<PyString>()?.to_string_lossy().into_owned())
 }
 
-/// A signed 64-bit int (not a bool).
-pub fn int64(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+/// What an argument is, as the core's checks tell values apart.
+fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     let py = obj.py();
-    if !is_int(obj) {
-        return Err(argument_error(
-            py,
-            function,
-            name.to_string(),
-            format!("expected an int, got {}", type_name(obj)),
-        ));
+    let ptr = obj.as_ptr();
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(utf8_str(s).map_or(Value::Surrogate, Value::Str));
     }
-    int64_of(function, &name, obj)
+    if obj.is_none() {
+        return Ok(Value::None);
+    }
+    // SAFETY: `ptr` is a live object (borrowed from `obj`); the checks read its
+    // type's flags, and the conversions are those of the type just checked.
+    unsafe {
+        if ffi::PyBool_Check(ptr) != 0 {
+            return Ok(Value::Bool(ptr == ffi::Py_True()));
+        }
+        if ffi::PyFloat_Check(ptr) != 0 {
+            return Ok(Value::Float(ffi::PyFloat_AS_DOUBLE(ptr)));
+        }
+        if ffi::PyLong_Check(ptr) == 0 {
+            return Ok(Value::Other);
+        }
+        let mut overflow: std::os::raw::c_int = 0;
+        let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
+        if overflow == 0 {
+            if v == -1 {
+                if let Some(e) = PyErr::take(py) {
+                    return Err(e);
+                }
+            }
+            return Ok(Value::Int(v));
+        }
+        let float = ffi::PyLong_AsDouble(ptr);
+        // -1.0 with an error set: past the float range (an OverflowError).
+        let float = match PyErr::take(py) {
+            Some(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => None,
+            Some(e) => return Err(e),
+            None => Some(float),
+        };
+        Ok(Value::BigInt {
+            negative: overflow < 0,
+            float,
+            digits: int_repr(obj)?,
+        })
+    }
 }
 
-fn int64_of(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
-    let mut overflow: std::os::raw::c_int = 0;
-    // SAFETY: an int.
-    let v = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
-    if overflow != 0 {
-        return Err(argument_error(
-            obj.py(),
-            function,
-            name.to_string(),
-            format!("out of range, got {}", int_repr(obj)?),
-        ));
-    }
-    if v == -1 {
-        if let Some(e) = PyErr::take(obj.py()) {
-            return Err(e);
-        }
-    }
-    Ok(v)
+/// `check(arg)` of `obj` read as an argument, its error raised as the Python one.
+fn checked<'a, T>(
+    obj: &'a Bound<'_, PyAny>,
+    check: impl FnOnce(&Arg<'a, '_>) -> CoreResult<T>,
+) -> PyResult<T> {
+    let name = || type_name(obj);
+    let arg = Arg {
+        value: value_of(obj)?,
+        type_name: &name,
+    };
+    check(&arg).into_py(obj.py())
+}
+
+/// A signed 64-bit int (not a bool).
+pub fn int64(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
+    checked(obj, |a| check::int64(function, &name, a))
 }
 
 /// `None`, or a signed 64-bit int (not a bool).
@@ -78,89 +113,17 @@ pub fn optional_int64(
     name: impl Display,
     obj: &Bound<'_, PyAny>,
 ) -> PyResult<Option<i64>> {
-    if obj.is_none() {
-        return Ok(None);
-    }
-    if !is_int(obj) {
-        return Err(argument_error(
-            obj.py(),
-            function,
-            name.to_string(),
-            format!("expected an int or None, got {}", type_name(obj)),
-        ));
-    }
-    int64_of(function, &name, obj).map(Some)
+    checked(obj, |a| check::optional_int64(function, &name, a))
 }
 
 /// An int or a float (not a bool), as a float.
 pub fn ratio(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
-    let py = obj.py();
-    let ptr = obj.as_ptr();
-    // SAFETY: type checks and conversions of a live object.
-    unsafe {
-        if ffi::PyFloat_Check(ptr) != 0 {
-            return Ok(ffi::PyFloat_AS_DOUBLE(ptr));
-        }
-        if is_int(obj) {
-            let v = ffi::PyLong_AsDouble(ptr);
-            if v == -1.0 {
-                if let Some(e) = PyErr::take(py) {
-                    if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
-                        return Err(argument_error(
-                            py,
-                            function,
-                            name.to_string(),
-                            format!("out of range, got {}", int_repr(obj)?),
-                        ));
-                    }
-                    return Err(e);
-                }
-            }
-            return Ok(v);
-        }
-    }
-    Err(argument_error(
-        py,
-        function,
-        name.to_string(),
-        format!("expected a number, got {}", type_name(obj)),
-    ))
+    checked(obj, |a| check::ratio(function, &name, a))
 }
 
-/// A token limit compared with sums of whole-token counts (LangChain's
-/// `max_tokens`): an int (a bool counts as one, as in LangChain) or a
-/// float, as the 64-bit int that compares alike with every count sum:
-/// rounded down and clamped, and NaN (which no sum is at most) as -1.
+/// A token limit (LangChain's `max_tokens`), as `check::token_limit` reads it.
 pub fn token_limit(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
-    let ptr = obj.as_ptr();
-    // SAFETY: type checks and conversions of a live object.
-    unsafe {
-        if ffi::PyLong_Check(ptr) != 0 {
-            let mut overflow: std::os::raw::c_int = 0;
-            let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
-            if v == -1 {
-                if let Some(e) = PyErr::take(obj.py()) {
-                    return Err(e);
-                }
-            }
-            return Ok(match overflow {
-                0 => v,
-                o if o > 0 => i64::MAX,
-                _ => i64::MIN,
-            });
-        }
-        if ffi::PyFloat_Check(ptr) != 0 {
-            let v = ffi::PyFloat_AS_DOUBLE(ptr);
-            // `as` saturates: infinities and huge values clamp to the range.
-            return Ok(if v.is_nan() { -1 } else { v.floor() as i64 });
-        }
-    }
-    Err(argument_error(
-        obj.py(),
-        function,
-        name.to_string(),
-        format!("expected a number, got {}", type_name(obj)),
-    ))
+    checked(obj, |a| check::token_limit(function, &name, a))
 }
 
 /// The arguments of a cut after its history (`select_history` and the
@@ -197,17 +160,7 @@ pub fn string<'a>(
     name: impl Display,
     obj: &'a Bound<'_, PyAny>,
 ) -> PyResult<&'a str> {
-    let py = obj.py();
-    let s = obj.cast::<PyString>().map_err(|_| {
-        argument_error(
-            py,
-            function,
-            name.to_string(),
-            format!("expected a str, got {}", type_name(obj)),
-        )
-    })?;
-    utf8_str(s)
-        .ok_or_else(|| argument_error(py, function, name.to_string(), "lone surrogate in string"))
+    checked(obj, |a| check::string(function, &name, a))
 }
 
 /// The UTF-8 of a str, borrowed from it; `None` for a lone surrogate.
@@ -225,12 +178,7 @@ pub fn estimator_like(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
     if callable(intern!(py, "raw_estimates"))? && callable(intern!(py, "corrected"))? {
         return Ok(());
     }
-    Err(argument_error(
-        py,
-        function,
-        "estimator",
-        format!("expected a token estimator, got {}", type_name(obj)),
-    ))
+    Err(check::not_an_estimator(function, &type_name(obj))).into_py(py)
 }
 
 /// An iterable other than a str, bytes or a mapping.
@@ -259,43 +207,20 @@ pub fn sequence<'py>(
     obj: &Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<Items<'py>> {
-    iterable(obj)?.ok_or_else(|| {
-        argument_error(
-            obj.py(),
-            function,
-            name.to_string(),
-            format!("expected a sequence of {what}, got {}", type_name(obj)),
-        )
-    })
+    iterable(obj)?
+        .ok_or_else(|| check::not_a_sequence(function, &name, what, &type_name(obj)))
+        .into_py(obj.py())
 }
 
 /// Measured raw estimates: one non-negative 64-bit int per item.
 pub fn raw_estimates(function: &str, obj: &Bound<'_, PyAny>, count: usize) -> PyResult<Vec<i64>> {
     let py = obj.py();
     let values = sequence(function, "raw", obj, "raw estimates")?;
-    if values.len() != count {
-        return Err(argument_error(
-            py,
-            function,
-            "raw",
-            format!("{} estimates for {count} items", values.len()),
-        ));
-    }
+    check::raw_count(function, values.len(), count).into_py(py)?;
     let mut out = Vec::with_capacity(count);
-    let mut i = 0;
-    while let Some(v) = values.get(i) {
-        let name = format!("raw[{i}]");
-        let n = int64(function, &name, &v)?;
-        if n < 0 {
-            return Err(argument_error(
-                py,
-                function,
-                name.to_string(),
-                format!("must not be negative, got {n}"),
-            ));
-        }
-        out.push(n);
-        i += 1;
+    while let Some(v) = values.get(out.len()) {
+        let index = out.len();
+        out.push(checked(&v, |a| check::raw_estimate(function, index, a))?);
     }
     Ok(out)
 }
@@ -311,31 +236,25 @@ pub fn foreign_raws(obj: &Bound<'_, PyAny>, count: usize) -> PyResult<Vec<i64>> 
         } else {
             type_name(obj)
         };
-        return Err(estimator_error(
-            py,
-            format!("estimator.raw_estimates returned {got} estimates for {count} items"),
-        ));
+        return Err(check::foreign_raw_count(&got, count)).into_py(py);
     }
     let mut out = Vec::with_capacity(count);
     for v in obj.try_iter()? {
         let v = v?;
-        let n = if is_int(&v) {
-            v.extract::<i64>().ok().filter(|n| *n >= 0)
-        } else {
-            None
-        };
-        match n {
-            Some(n) => out.push(n),
-            None => {
-                return Err(estimator_error(
-                    py,
-                    format!(
-                        "estimator.raw_estimates returned {}, not a count",
-                        v.repr()?.to_string_lossy()
-                    ),
-                ))
+        // `repr(v)` words the error; an error of its own is raised instead.
+        let mut failed = None;
+        let repr = || match v.repr() {
+            Ok(r) => r.to_string_lossy().into_owned(),
+            Err(e) => {
+                failed = Some(e);
+                String::new()
             }
+        };
+        let count = check::foreign_raw(&value_of(&v)?, repr);
+        if let Some(e) = failed {
+            return Err(e);
         }
+        out.push(count.into_py(py)?);
     }
     Ok(out)
 }
@@ -343,35 +262,19 @@ pub fn foreign_raws(obj: &Bound<'_, PyAny>, count: usize) -> PyResult<Vec<i64>> 
 /// What a foreign estimator's `corrected` returned.
 pub fn foreign_int(obj: &Bound<'_, PyAny>, method: &str) -> PyResult<i128> {
     if !is_int(obj) {
-        return Err(estimator_error(
-            obj.py(),
-            format!("estimator.{method} returned {}, not an int", type_name(obj)),
-        ));
+        return Err(check::foreign_not_int(method, &type_name(obj))).into_py(obj.py());
     }
     obj.extract::<i128>()
 }
 
 /// The estimator methods' `model_id`.
 pub fn model_id<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
-    let py = obj.py();
-    let s = obj.cast::<PyString>().map_err(|_| {
-        estimator_error(
-            py,
-            format!("model_id: expected a str, got {}", type_name(obj)),
-        )
-    })?;
-    utf8_str(s).ok_or_else(|| estimator_error(py, "model_id: lone surrogate in string"))
+    checked(obj, check::model_id)
 }
 
 /// The estimator methods' sequences of values.
 pub fn values<'py>(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<Items<'py>> {
-    iterable(obj)?.ok_or_else(|| {
-        estimator_error(
-            obj.py(),
-            format!(
-                "{name}: expected a sequence of values, got {}",
-                type_name(obj)
-            ),
-        )
-    })
+    iterable(obj)?
+        .ok_or_else(|| check::not_values(name, &type_name(obj)))
+        .into_py(obj.py())
 }

@@ -11,6 +11,7 @@
 use ctxengine_core::decode::{
     decode_item, Canonical, Content, Item, Json, Members, Part, TRUST_LEVELS,
 };
+use ctxengine_core::schema::{self, Record};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use std::cell::RefCell;
 
@@ -20,16 +21,6 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::errors::guard;
 use crate::slots::{untracked, Maker};
-
-/// The six item kinds, in the order the classes are looked up.
-const KINDS: [&str; 6] = [
-    "system_message",
-    "user_message",
-    "assistant_message",
-    "tool_call",
-    "tool_result",
-    "reasoning",
-];
 
 /// One class: the fields the core fills, then every other slot with its value
 /// from `extra` (or None).
@@ -83,6 +74,7 @@ impl<'py> Class<'py> {
 /// bytes, a tuple of such, or an instance this module made untracked.
 fn atomic(value: &Bound<'_, PyAny>) -> bool {
     let p = value.as_ptr();
+    // SAFETY: `p` is borrowed from `value`, alive for the call; the checks read its type's flags.
     unsafe {
         if ffi::PyUnicode_CheckExact(p) != 0
             || ffi::PyLong_Check(p) != 0
@@ -238,68 +230,62 @@ impl<'py> Builder<'py> {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         let trust = |t: &u8| self.trust[*t as usize].clone();
-        let (index, mut values) = match item {
-            Item::System { content, trust: t } => (0, vec![self.content(content)?, trust(t)]),
+        // The values in the order of the variant's fields, which the schema
+        // test holds to the schema's constructor order.
+        let mut values = match item {
+            Item::System { content, trust: t } | Item::Assistant { content, trust: t } => {
+                vec![self.content(content)?, trust(t)]
+            }
             Item::User {
                 content,
                 trust: t,
                 principal_id,
-            } => (
-                1,
-                vec![
-                    self.content(content)?,
-                    trust(t),
-                    self.opt_name(principal_id),
-                ],
-            ),
-            Item::Assistant { content, trust: t } => (2, vec![self.content(content)?, trust(t)]),
+            } => vec![
+                self.content(content)?,
+                trust(t),
+                self.opt_name(principal_id),
+            ],
             Item::ToolCall {
                 call_id,
                 name,
                 arguments,
-            } => (
-                3,
-                vec![
-                    self.str(call_id),
-                    self.name(name),
-                    self.dict(arguments)?.into_any(),
-                ],
-            ),
+            } => vec![
+                self.str(call_id),
+                self.name(name),
+                self.dict(arguments)?.into_any(),
+            ],
             Item::ToolResult {
                 call_id,
                 content,
                 is_error,
                 trust: t,
-            } => (
-                4,
-                vec![
-                    self.str(call_id),
-                    self.content(content)?,
-                    pyo3::types::PyBool::new(py, *is_error)
-                        .to_owned()
-                        .into_any(),
-                    trust(t),
-                ],
-            ),
+            } => vec![
+                self.str(call_id),
+                self.content(content)?,
+                pyo3::types::PyBool::new(py, *is_error)
+                    .to_owned()
+                    .into_any(),
+                trust(t),
+            ],
             Item::Reasoning { provider, payload } => {
-                (5, vec![self.name(provider), self.dict(payload)?.into_any()])
+                vec![self.name(provider), self.dict(payload)?.into_any()]
             }
         };
         values.push(seq.clone());
         values.push(cache);
+        let kind = item.kind();
+        let index = schema::ITEMS
+            .iter()
+            .position(|r| r.kind == kind)
+            .unwrap_or_default();
         self.items[index].make(values)
     }
 }
 
-/// The fields each kind's constructor takes, in order, then `seq` and `_cj`.
-fn item_fields(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "system_message" | "assistant_message" => &["content", "trust", "seq", "_cj"],
-        "user_message" => &["content", "trust", "principal_id", "seq", "_cj"],
-        "tool_call" => &["call_id", "name", "arguments", "seq", "_cj"],
-        "tool_result" => &["call_id", "content", "is_error", "trust", "seq", "_cj"],
-        _ => &["provider", "payload", "seq", "_cj"],
-    }
+/// The slots the decoder fills: the record's fields in constructor order
+/// (the schema's), then `_cj` for an item.
+fn fields_of(r: &Record, item: bool) -> Vec<&'static str> {
+    r.names().chain(item.then_some("_cj")).collect()
 }
 
 /// A batch decoder: the classes looked up once, names shared across the batch.
@@ -326,19 +312,19 @@ impl<'py> Decoder<'py> {
                 trust.len()
             )));
         }
-        let mut items = Vec::with_capacity(KINDS.len());
-        for kind in KINDS {
-            let cls = classes
-                .get_item(kind)?
-                .ok_or_else(|| PyValueError::new_err(format!("classes: no class for {kind:?}")))?;
-            items.push(Class::new(&cls, item_fields(kind), extra)?);
+        let mut items = Vec::with_capacity(schema::ITEMS.len());
+        for r in schema::ITEMS.iter() {
+            let cls = classes.get_item(r.kind)?.ok_or_else(|| {
+                PyValueError::new_err(format!("classes: no class for {:?}", r.kind))
+            })?;
+            items.push(Class::new(&cls, &fields_of(r, true), extra)?);
         }
         Ok(Decoder {
             b: Builder {
                 py,
                 items,
-                text_part: Class::new(&parts.0, &["text"], None)?,
-                file_ref: Class::new(&parts.1, &["artifact_id", "media_type", "filename"], None)?,
+                text_part: Class::new(&parts.0, &fields_of(&schema::PARTS[0], false), None)?,
+                file_ref: Class::new(&parts.1, &fields_of(&schema::PARTS[1], false), None)?,
                 trust,
                 memo: Memo::new(),
             },
@@ -411,6 +397,7 @@ pub fn decode_items<'py>(
 /// A bytes object holding the pieces joined, written in place (no copy in between).
 fn joined<'py>(py: Python<'py>, bytes: &Canonical<'_>) -> PyResult<Bound<'py, PyBytes>> {
     let n = bytes.len();
+    // SAFETY: a new bytes object of `n` uninitialized bytes, filled below before anyone sees it.
     unsafe {
         let obj = ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as ffi::Py_ssize_t);
         let obj = Bound::from_owned_ptr_or_err(py, obj)?;
@@ -427,6 +414,8 @@ fn joined<'py>(py: Python<'py>, bytes: &Canonical<'_>) -> PyResult<Bound<'py, Py
 /// The tuple `(a, b)`.
 fn pair<'py>(a: Bound<'py, PyBytes>, b: Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
     let py = a.py();
+    // SAFETY: `PyTuple_New` returns a new reference (or null, an error); its slots are filled
+    // below.
     unsafe {
         let t = Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(2))?;
         // SAFETY: a fresh 2-tuple; each slot takes over one new reference.

@@ -18,6 +18,7 @@ mod history;
 mod interop;
 mod items;
 mod render;
+mod schema;
 mod slots;
 mod tokenize;
 
@@ -42,10 +43,12 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<estimator::TokenEstimator>()?;
     m.add_function(wrap_pyfunction!(tokenize::count_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::encode_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(tokenize::load_encoding, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::exact_raw, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::counting_method, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::encoding_ranks_sha256, m)?)?;
     interop::register(m)?;
+    schema::register(m)?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

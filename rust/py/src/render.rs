@@ -2,19 +2,20 @@
 //! call, the native half of `ctxengine.assembly.render.render_item` (ADR 0011).
 //!
 //! Messages, tool results and tool calls (the bulk of any history) are
-//! rendered here: content text fenced by the core's envelope, a
-//! `RenderedItem` built without running `__init__` (as `decode_items` builds
-//! items) with its canonical cache filled. Anything else comes back as
-//! `None` for the caller to render (data in, data out: no callback). The
-//! native module imports nothing from `ctxengine`: the caller passes the class.
+//! rendered by the core (`ctxengine_core::render`: the role of each kind, the
+//! content text, the envelope, the canonical render bytes); this module reads
+//! each item's fields into the core's values and builds the `RenderedItem`
+//! without running `__init__` (as `decode_items` builds items) with its
+//! canonical cache filled. Anything else comes back as `None` for the caller
+//! to render (data in, data out: no callback). The native module imports
+//! nothing from `ctxengine`: the caller passes the class.
 
 use std::borrow::Cow;
 
-use ctxengine_core::envelope::{
-    envelope_into, rendered_call_canonical, rendered_text_canonical_into,
-};
+use ctxengine_core::decode::item::{Content, Part};
+use ctxengine_core::envelope::rendered_call_canonical;
 use ctxengine_core::hash::sha256;
-use ctxengine_core::pointer::pointer_text;
+use ctxengine_core::render::{self, Seq, Shape, TextItem, TextRender};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -39,37 +40,41 @@ const SLOTS: [&str; 11] = [
     "_cj",
 ];
 
-/// The content text of a message (`model.content_text`): a str, or its parts
-/// joined by newlines, file references as `[file ID MEDIA_TYPE]`.
-fn content_text<'a>(content: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, str>> {
+/// A message's content as the core's value: a str, or its parts (text parts
+/// and file references, told apart by their class `kind`), borrowed.
+fn content_of<'a>(content: &'a Bound<'_, PyAny>) -> PyResult<Content<'a>> {
     if let Ok(s) = content.cast::<PyString>() {
-        return Ok(Cow::Borrowed(s.to_str()?));
+        return Ok(Content::Text(Cow::Borrowed(s.to_str()?)));
     }
     let py = content.py();
-    let mut out = String::new();
-    for (i, part) in content.try_iter()?.enumerate() {
+    let text = |part: &Bound<'_, PyAny>, name| -> PyResult<Cow<'a, str>> {
+        let value = part.getattr(name)?;
+        Ok(Cow::Owned(value.cast::<PyString>()?.to_str()?.to_owned()))
+    };
+    let mut parts = Vec::new();
+    for part in content.try_iter()? {
         let part = part?;
-        if i > 0 {
-            out.push('\n');
-        }
         let kind: String = part.get_type().getattr(intern!(py, "kind"))?.extract()?;
-        if kind == "text_part" {
-            out.push_str(
-                part.getattr(intern!(py, "text"))?
-                    .cast::<PyString>()?
-                    .to_str()?,
-            );
+        parts.push(if kind == "text_part" {
+            Part::Text(text(&part, intern!(py, "text"))?)
         } else {
-            let id = part.getattr(intern!(py, "artifact_id"))?;
-            let media = part.getattr(intern!(py, "media_type"))?;
-            out.push_str(&format!(
-                "[file {} {}]",
-                id.cast::<PyString>()?.to_str()?,
-                media.cast::<PyString>()?.to_str()?
-            ));
-        }
+            // A file reference's name is not part of its content text.
+            Part::File {
+                artifact_id: text(&part, intern!(py, "artifact_id"))?,
+                media_type: text(&part, intern!(py, "media_type"))?,
+                filename: None,
+            }
+        });
     }
-    Ok(Cow::Owned(out))
+    Ok(Content::Parts(parts))
+}
+
+/// An item's `seq`: `None`, an int, or an int outside 64 bits.
+fn seq_of(seq: &Bound<'_, PyAny>) -> Seq {
+    if seq.is_none() {
+        return Seq::Null;
+    }
+    seq.extract().map_or(Seq::Unrepresentable, Seq::At)
 }
 
 /// The item's 32-byte canonical digest (filling `_cj` when it is empty).
@@ -124,97 +129,32 @@ pub fn render_items<'py>(
         let region = region_class.to_str()?;
         let none = py.None().into_bound(py);
         let out = PyList::empty(py);
-        // type(item).kind, looked up once per class.
-        let mut kinds: Vec<(usize, String)> = Vec::new();
-        // Buffers every item's render is written into (then copied into its objects).
-        let (mut source, mut fenced, mut canonical) = (String::new(), String::new(), Vec::new());
+        // The shape of type(item).kind, looked up once per class.
+        let mut shapes: Vec<(usize, Option<Shape>)> = Vec::new();
+        // The buffers every item's render is written into (then copied into its objects).
+        let mut render = TextRender::default();
         for item in items.try_iter()? {
             let item = item?;
             let tp = item.get_type();
             let key = tp.as_ptr() as usize;
-            let kind = match kinds.iter().position(|(k, _)| *k == key) {
-                Some(i) => i,
+            let shape = match shapes.iter().find(|(k, _)| *k == key) {
+                Some(&(_, shape)) => shape,
                 None => {
-                    kinds.push((key, tp.getattr(intern!(py, "kind"))?.extract()?));
-                    kinds.len() - 1
+                    let kind: String = tp.getattr(intern!(py, "kind"))?.extract()?;
+                    shapes.push((key, render::shape(&kind)));
+                    render::shape(&kind)
                 }
             };
-            source.clear();
-            let role = match kinds[kind].1.as_str() {
-                "user_message" => "user",
-                "assistant_message" => "assistant",
-                "system_message" => "system",
-                "tool_result" => {
-                    let call_id = item.getattr(intern!(py, "call_id"))?;
-                    source.push_str("tool:");
-                    source.push_str(call_id.cast::<PyString>()?.to_str()?);
-                    "tool"
-                }
-                "tool_call" | "reasoning" => {
-                    // No text: the call (or the provider's continuation) travels as it is.
-                    // Its canonical cache is left for first use.
-                    let call = kinds[kind].1 == "tool_call";
-                    let field = |name: &Bound<'py, PyString>| item.getattr(name);
-                    let values = [
-                        region_class.clone().into_any(),
-                        role_str(py, "assistant").into_any(),
-                        none.clone(),
-                        if call {
-                            field(intern!(py, "call_id"))?
-                        } else {
-                            none.clone()
-                        },
-                        if call {
-                            field(intern!(py, "name"))?
-                        } else {
-                            none.clone()
-                        },
-                        if call {
-                            field(intern!(py, "arguments"))?
-                        } else {
-                            none.clone()
-                        },
-                        PyBool::new(py, false).to_owned().into_any(),
-                        if call {
-                            none.clone()
-                        } else {
-                            field(intern!(py, "provider"))?
-                        },
-                        if call {
-                            none.clone()
-                        } else {
-                            field(intern!(py, "payload"))?
-                        },
-                        item.getattr(intern!(py, "seq"))?,
-                        none.clone(),
-                    ];
-                    let mut values = values;
-                    if call {
-                        values[10] = call_canonical(py, region, &values)?;
-                    }
-                    // It shares the call's arguments (a dict): the collector keeps seeing it.
-                    let rendered = maker.make(values.into())?;
-                    out.append(rendered)?;
+            let role = match shape {
+                Some(Shape::Text(role)) => role,
+                Some(shape @ (Shape::Call | Shape::Reasoning)) => {
+                    out.append(no_text(&maker, &item, region_class, region, shape)?)?;
                     continue;
                 }
-                _ => {
+                None => {
                     out.append(&none)?;
                     continue;
                 }
-            };
-            let trust_obj = item.getattr(intern!(py, "trust"))?;
-            let trust = trust_obj.cast::<PyString>()?.to_str()?;
-            let content = item.getattr(intern!(py, "content"))?;
-            let text = content_text(&content)?;
-            if source.is_empty() {
-                source.push_str(role);
-            }
-            envelope_into(&mut fenced, &text, trust, &source, &digest_of(&item)?);
-            let seq_obj = item.getattr(intern!(py, "seq"))?;
-            let seq: Option<i64> = if seq_obj.is_none() {
-                None
-            } else {
-                seq_obj.extract().ok()
             };
             let tool = role == "tool";
             let call_id = if tool {
@@ -222,37 +162,39 @@ pub fn render_items<'py>(
             } else {
                 None
             };
-            let is_error = tool && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
             let call_id_str = match &call_id {
                 Some(c) => Some(c.cast::<PyString>()?.to_str()?),
                 None => None,
             };
-            let made = (seq_obj.is_none() || seq.is_some())
-                && rendered_text_canonical_into(
-                    &mut canonical,
-                    region,
+            let trust_obj = item.getattr(intern!(py, "trust"))?;
+            let trust = trust_obj.cast::<PyString>()?.to_str()?;
+            let content = item.getattr(intern!(py, "content"))?;
+            let content = content_of(&content)?;
+            let text = render::content_text(&content);
+            let digest = digest_of(&item)?;
+            let seq_obj = item.getattr(intern!(py, "seq"))?;
+            let is_error = tool && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
+            let made = render.render(
+                region,
+                &TextItem {
                     role,
-                    &fenced,
-                    call_id_str,
+                    text: &text,
+                    trust,
+                    call_id: call_id_str,
                     is_error,
-                    seq,
-                );
+                    seq: seq_of(&seq_obj),
+                    digest: &digest,
+                },
+            );
             let cj = if made {
-                let digest = sha256(&canonical);
-                untracked(
-                    PyTuple::new(
-                        py,
-                        [PyBytes::new(py, &canonical), PyBytes::new(py, &digest)],
-                    )?
-                    .into_any(),
-                )
+                cache_tuple(py, &render.canonical)?
             } else {
                 none.clone()
             };
             let values = [
                 region_class.clone().into_any(),
                 role_str(py, role).into_any(),
-                PyString::new(py, &fenced).into_any(),
+                PyString::new(py, &render.text).into_any(),
                 call_id.unwrap_or_else(|| none.clone()),
                 none.clone(),
                 none.clone(),
@@ -268,6 +210,54 @@ pub fn render_items<'py>(
         }
         Ok(out)
     })
+}
+
+/// `(canonical, sha256(canonical))`, a render's `_cj`.
+fn cache_tuple<'py>(py: Python<'py>, canonical: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    let digest = sha256(canonical);
+    Ok(untracked(
+        PyTuple::new(py, [PyBytes::new(py, canonical), PyBytes::new(py, &digest)])?.into_any(),
+    ))
+}
+
+/// The render of a tool call or a reasoning item: no text, the call (or the
+/// provider's continuation) as it is. A call's canonical cache is made here
+/// when it can be; a reasoning item's is left for first use.
+fn no_text<'py>(
+    maker: &Maker<'py>,
+    item: &Bound<'py, PyAny>,
+    region_class: &Bound<'py, PyString>,
+    region: &str,
+    shape: Shape,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = item.py();
+    let none = py.None().into_bound(py);
+    let call = shape == Shape::Call;
+    let field = |name: &Bound<'py, PyString>, wanted: bool| {
+        if wanted {
+            item.getattr(name)
+        } else {
+            Ok(none.clone())
+        }
+    };
+    let mut values = [
+        region_class.clone().into_any(),
+        role_str(py, "assistant").into_any(),
+        none.clone(),
+        field(intern!(py, "call_id"), call)?,
+        field(intern!(py, "name"), call)?,
+        field(intern!(py, "arguments"), call)?,
+        PyBool::new(py, false).to_owned().into_any(),
+        field(intern!(py, "provider"), !call)?,
+        field(intern!(py, "payload"), !call)?,
+        item.getattr(intern!(py, "seq"))?,
+        none.clone(),
+    ];
+    if call {
+        values[10] = call_canonical(py, region, &values)?;
+    }
+    // It shares the call's arguments (a dict): the collector keeps seeing it.
+    maker.make(values.into())
 }
 
 /// A tool call render's `_cj` (canonical bytes and digest), made here as a text
@@ -300,10 +290,7 @@ fn call_canonical<'py>(
     else {
         return Ok(none);
     };
-    let digest = sha256(&bytes);
-    Ok(untracked(
-        PyTuple::new(py, [PyBytes::new(py, &bytes), PyBytes::new(py, &digest)])?.into_any(),
-    ))
+    cache_tuple(py, &bytes)
 }
 
 /// The pointer render of one tool result, or `None` when it is not one or
@@ -320,7 +307,7 @@ fn pointer<'py>(
         return Ok(None);
     }
     let content = item.getattr(intern!(py, "content"))?;
-    let Ok(text) = content_text(&content) else {
+    let Ok(content) = content_of(&content) else {
         return Ok(None);
     };
     let call_id = item.getattr(intern!(py, "call_id"))?;
@@ -349,7 +336,7 @@ fn pointer<'py>(
         }
     };
     let is_error = item.getattr(intern!(py, "is_error"))?;
-    let text = pointer_text(text.len(), &call, seq, is_error.is_truthy()?, &trust);
+    let text = render::pointer(&content, &call, seq, is_error.is_truthy()?, &trust);
     let none = py.None().into_bound(py);
     let values = vec![
         region.clone(),

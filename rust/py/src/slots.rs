@@ -64,6 +64,8 @@ impl<'py> Maker<'py> {
     ) -> PyResult<Bound<'py, PyAny>> {
         let obj = self.make(values)?;
         if acyclic {
+            // SAFETY: `obj` is a new instance only this function holds; untracking it is sound
+            // because it can hold no cycle (the caller says so).
             unsafe {
                 if ffi::PyObject_IS_GC(obj.as_ptr()) != 0 {
                     ffi::PyObject_GC_UnTrack(obj.as_ptr().cast());
@@ -76,6 +78,8 @@ impl<'py> Maker<'py> {
     /// A new instance holding `values` (one per name, in order).
     pub fn make(&self, values: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
         let py = self.cls.py();
+        // SAFETY: `object.__new__` (checked in `new` to be the class's) of a live class with empty
+        // arguments returns a new reference or null.
         let obj = unsafe {
             let tp = self.cls.as_ptr() as *mut ffi::PyTypeObject;
             let new = ffi::PyBaseObject_Type.tp_new.expect("object has tp_new");
@@ -85,6 +89,8 @@ impl<'py> Maker<'py> {
             Some(offsets) => {
                 for (off, value) in offsets.iter().zip(values) {
                     // A fresh instance's member slots are NULL: store the new reference.
+                    // SAFETY: `off` is a plain object member slot of this class's layout
+                    // (`member_offset`), NULL in a fresh instance: it takes over the new reference.
                     unsafe {
                         let slot =
                             (obj.as_ptr() as *mut u8).offset(*off) as *mut *mut ffi::PyObject;
@@ -94,6 +100,7 @@ impl<'py> Maker<'py> {
             }
             None => {
                 for (name, value) in self.names.iter().zip(values) {
+                    // SAFETY: live objects; the setter takes its own reference to `value`.
                     let rc = unsafe {
                         ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr())
                     };
@@ -110,6 +117,8 @@ impl<'py> Maker<'py> {
 /// `value` untracked by the cyclic collector (a tuple of atoms, as CPython untracks
 /// one at its first collection): returned as is.
 pub fn untracked<'py>(value: Bound<'py, PyAny>) -> Bound<'py, PyAny> {
+    // SAFETY: `value` is a live object the caller owns and says can hold no cycle (a tuple of
+    // atoms).
     unsafe {
         if ffi::PyObject_IS_GC(value.as_ptr()) != 0
             && ffi::PyObject_GC_IsTracked(value.as_ptr()) != 0
@@ -126,6 +135,8 @@ fn member_offset(cls: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResul
     let Some(descr) = cls.getattr_opt(name)? else {
         return Ok(None);
     };
+    // SAFETY: `descr` is held for the call; its fields are read only after its type is checked to
+    // be a member descriptor.
     unsafe {
         if ffi::Py_TYPE(descr.as_ptr()) != addr_of_mut!(ffi::PyMemberDescr_Type) {
             return Ok(None);

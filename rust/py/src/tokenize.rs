@@ -35,6 +35,15 @@ pub fn count_tokens(encoding_name: &Bound<'_, PyAny>, text: &Bound<'_, PyAny>) -
     }
 }
 
+/// Builds `encoding`'s tables now, with the GIL released (a host's thread
+/// builds them while its event loop runs on).
+#[pyfunction]
+pub fn load_encoding(encoding_name: &Bound<'_, PyAny>) -> PyResult<()> {
+    let enc = encoding_arg("load_encoding", encoding_name)?;
+    encoding_name.py().detach(|| enc.load());
+    Ok(())
+}
+
 /// The token ids of `text` in `encoding`, as ordinary text.
 #[pyfunction]
 pub fn encode_tokens(

@@ -11,8 +11,8 @@ mod pairs;
 mod tests;
 
 pub use pairs::{
-    fnv1a, validate_tool_pairs, validate_tool_pairs_into, PairValidator, ToolRole, NO_RESULT,
-    REASON_CALL_WITHOUT_RESULT, REASON_DUPLICATE_CALL, REASON_RESULT_WITHOUT_CALL,
+    fnv1a, pair_foreign, validate_tool_pairs, validate_tool_pairs_into, PairValidator, ToolRole,
+    NO_RESULT, REASON_CALL_WITHOUT_RESULT, REASON_DUPLICATE_CALL, REASON_RESULT_WITHOUT_CALL,
 };
 
 use crate::error::CoreError;
@@ -86,7 +86,8 @@ pub fn select_history<H: CutHost>(
 }
 
 /// The cut of a history already measured and paired: [`select_history`]
-/// over `raws`, `seqs` and `result_of` (the interop cuts).
+/// over `raws`, `seqs` and `result_of` (the interop cuts), at least
+/// `not_before` (after a foreign history's last orphan, [`pair_foreign`]).
 pub fn cut_after_validation(
     raws: &[i64],
     seqs: &[Option<i64>],
@@ -94,6 +95,7 @@ pub fn cut_after_validation(
     summary_floor: Option<i64>,
     history_tokens: i128,
     corrected: impl Fn(i64) -> i128,
+    not_before: usize,
 ) -> Result<usize, CoreError> {
     struct Measured<'a, F> {
         raws: &'a [i64],
@@ -128,7 +130,12 @@ pub fn cut_after_validation(
         result_of,
         corrected,
     };
-    select_history(&mut host, summary_floor, history_tokens)
+    let cut = select_history(&mut host, summary_floor, history_tokens)?;
+    Ok(if cut >= not_before {
+        cut
+    } else {
+        pair_reach(not_before, result_of)
+    })
 }
 
 /// The smallest `c` with `corrected(sum(raw[c..])) <= history_tokens`

@@ -1,4 +1,6 @@
-//! Tool-pair validation: each call answered once, by a later result.
+//! Tool-pair validation: each call answered once, by a later result, paired
+//! by position (ADR 0019): a result answers the nearest earlier open call
+//! with its id, so an id may be reused once its earlier pair is complete.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -58,7 +60,7 @@ impl Hasher for PassThrough {
     }
 }
 
-pub const REASON_DUPLICATE_CALL: &str = "duplicate tool call id";
+pub const REASON_DUPLICATE_CALL: &str = "tool call id reused while its earlier call is still open";
 pub const REASON_RESULT_WITHOUT_CALL: &str = "tool result without an earlier unanswered call";
 pub const REASON_CALL_WITHOUT_RESULT: &str = "tool call never answered";
 
@@ -97,7 +99,9 @@ pub fn validate_tool_pairs_into<'a>(
 /// Tool-pair validation fed one item at a time, for callers that learn
 /// the roles in a pass of their own.
 pub struct PairValidator<'a, 'b> {
-    /// call_id -> call index (answered when `result_of[call]` is set)
+    /// call_id -> the latest call with it (answered when `result_of[call]`
+    /// is set). Only the latest can be open: a call whose id is open is an
+    /// error, so the map holds every open call.
     calls: HashMap<Id<'a>, usize, BuildHasherDefault<PassThrough>>,
     /// The latest call: a result usually answers the call just before it,
     /// and is then matched without a map lookup.
@@ -139,14 +143,17 @@ impl<'a, 'b> PairValidator<'a, 'b> {
             ToolRole::Call(text) => {
                 let id = Id { hash, text };
                 match self.calls.entry(id) {
-                    Entry::Occupied(_) => {
-                        return Err(CoreError::orphan(text, i, REASON_DUPLICATE_CALL))
+                    Entry::Occupied(mut slot) => {
+                        if self.result_of[*slot.get()] == NO_RESULT {
+                            return Err(CoreError::orphan(text, i, REASON_DUPLICATE_CALL));
+                        }
+                        slot.insert(i); // reused after its earlier pair completed
                     }
                     Entry::Vacant(slot) => {
                         slot.insert(i);
-                        self.open += 1;
                     }
                 }
+                self.open += 1;
                 self.last_call = Some((id, i));
             }
             ToolRole::Result(text) => {
@@ -181,4 +188,47 @@ impl<'a, 'b> PairValidator<'a, 'b> {
         }
         Ok(())
     }
+}
+
+/// A foreign history's items paired by position with orphans allowed (ADR
+/// 0019): for each item the index of its call's result ([`NO_RESULT`] for
+/// non-calls and calls never answered), and the index after the last
+/// orphan (0 if none). Orphans: a result without an open call for its id,
+/// a call superseded by a later call with its id while open, and a call
+/// never answered, except in the last message holding calls when only tool
+/// results follow that message (the open pair). `owners[k]` is the message
+/// of item `k`.
+pub fn pair_foreign(roles: &[ToolRole<'_>], owners: &[usize]) -> (Vec<usize>, usize) {
+    let mut result_of = vec![NO_RESULT; roles.len()];
+    let mut open: HashMap<&str, usize> = HashMap::new();
+    let mut bound = 0;
+    let mut last_call = None;
+    for (i, role) in roles.iter().enumerate() {
+        match *role {
+            ToolRole::Other => {}
+            ToolRole::Call(id) => {
+                if let Some(earlier) = open.insert(id, i) {
+                    bound = bound.max(earlier + 1);
+                }
+                last_call = Some(i);
+            }
+            ToolRole::Result(id) => match open.remove(id) {
+                Some(call) => result_of[call] = i,
+                None => bound = i + 1,
+            },
+        }
+    }
+    if let Some(last) = last_call.filter(|_| !open.is_empty()) {
+        let message = owners[last];
+        let tail_ok = roles
+            .iter()
+            .zip(owners)
+            .all(|(r, &o)| o <= message || matches!(r, ToolRole::Result(_)));
+        for &i in open.values() {
+            if !(tail_ok && owners[i] == message) {
+                bound = bound.max(i + 1);
+            }
+        }
+    }
+    (result_of, bound)
 }

@@ -80,9 +80,19 @@ fn roles_of(spec: &str) -> Vec<ToolRole<'static>> {
 #[test]
 fn pairing_errors_in_scan_order() {
     assert!(validate_tool_pairs(&roles_of("x c1 r1 x c2 x r2")).is_ok());
+    // an id reused once its pair is complete opens a new pair (ADR 0019) ...
     assert_eq!(
         validate_tool_pairs(&roles_of("c1 r1 c1 r1")),
-        Err(CoreError::orphan("1", 2, REASON_DUPLICATE_CALL))
+        Ok(vec![1, NO_RESULT, 3, NO_RESULT])
+    );
+    // ... never while it is open
+    assert_eq!(
+        validate_tool_pairs(&roles_of("c1 c1 r1 r1")),
+        Err(CoreError::orphan("1", 1, REASON_DUPLICATE_CALL))
+    );
+    assert_eq!(
+        validate_tool_pairs(&roles_of("c1 r1 c1 x")),
+        Err(CoreError::orphan("1", 2, REASON_CALL_WITHOUT_RESULT))
     );
     assert_eq!(
         validate_tool_pairs(&roles_of("c1 r1 r1")),
@@ -147,9 +157,11 @@ fn floor_and_fit() {
     assert_eq!(fit(-1), 4);
 }
 
-/// The contract stated directly: every candidate cut checked.
+/// The contract stated directly: every candidate cut checked against the
+/// pairs `build` made (call index, result index).
 fn oracle(
     items: &[CutItem<'_>],
+    pairs: &[(usize, usize)],
     summary_floor: i64,
     history_tokens: i128,
     e: u64,
@@ -163,12 +175,7 @@ fn oracle(
         .map(|(i, _)| i + 1)
         .max()
         .unwrap_or(0);
-    let splits = |c: usize| {
-        (0..c).any(|i| match items[i].role {
-            ToolRole::Call(id) => (c..n).any(|j| items[j].role == ToolRole::Result(id)),
-            _ => false,
-        })
-    };
+    let splits = |c: usize| pairs.iter().any(|&(call, result)| call < c && c <= result);
     let fits = |c: usize| correct(items[c..].iter().map(|it| it.raw).sum(), e, a) <= history_tokens;
     // the largest suffix that fits, respects the floor and splits no pair
     (0..=n)
@@ -181,34 +188,49 @@ fn items_strategy() -> impl Strategy<Value = Vec<(i64, Option<i64>, u8)>> {
 }
 
 /// Build a valid pairing: kind 1 opens a call, kind 2 closes the oldest
-/// (or a random) open call; unclosed calls are closed at the end.
-fn build<'a>(spec: &[(i64, Option<i64>, u8)], ids: &'a [String]) -> Vec<CutItem<'a>> {
+/// (or a random) open call; unclosed calls are closed at the end. With
+/// `reuse`, a call takes the first of four ids not open (ids recur once
+/// their pair is complete, ADR 0019). The items and the pairs made.
+fn build<'a>(
+    spec: &[(i64, Option<i64>, u8)],
+    ids: &'a [String],
+    reuse: bool,
+) -> (Vec<CutItem<'a>>, Vec<(usize, usize)>) {
     let mut items = Vec::new();
-    let mut open: Vec<usize> = Vec::new();
+    let mut pairs = Vec::new();
+    let mut open: Vec<(usize, usize)> = Vec::new(); // (id, call index)
     let mut next = 0usize;
     for (k, &(raw, seq, kind)) in spec.iter().enumerate() {
         let role = match kind {
             1 => {
-                open.push(next);
-                next += 1;
-                ToolRole::Call(&ids[next - 1])
+                let id = match (0..4).find(|i| !open.iter().any(|o| o.0 == *i)) {
+                    Some(i) if reuse => i,
+                    _ => {
+                        next += 1;
+                        4 + next
+                    }
+                };
+                open.push((id, items.len()));
+                ToolRole::Call(&ids[id])
             }
             2 if !open.is_empty() => {
-                let id = open.remove(k % open.len());
+                let (id, call) = open.remove(k % open.len());
+                pairs.push((call, items.len()));
                 ToolRole::Result(&ids[id])
             }
             _ => ToolRole::Other,
         };
         items.push(CutItem { raw, seq, role });
     }
-    for id in open {
+    for (id, call) in open {
+        pairs.push((call, items.len()));
         items.push(CutItem {
             raw: 3,
             seq: None,
             role: ToolRole::Result(&ids[id]),
         });
     }
-    items
+    (items, pairs)
 }
 
 proptest! {
@@ -219,11 +241,18 @@ proptest! {
         history_tokens in -5i128..400,
         e in 0u64..20,
         a in 0u64..40,
+        reuse in any::<bool>(),
     ) {
         let ids: Vec<String> = (0..64).map(|i| format!("call_{i}")).collect();
-        let items = build(&spec, &ids);
+        let (items, pairs) = build(&spec, &ids, reuse);
         let c = cut(&items, Some(summary_floor), history_tokens, e, a).unwrap();
-        prop_assert_eq!(c, oracle(&items, summary_floor, history_tokens, e, a));
+        prop_assert_eq!(c, oracle(&items, &pairs, summary_floor, history_tokens, e, a));
+        // the pairing found is the one built
+        let roles: Vec<ToolRole<'_>> = items.iter().map(|it| it.role).collect();
+        let result_of = validate_tool_pairs(&roles).unwrap();
+        for &(call, result) in &pairs {
+            prop_assert_eq!(result_of[call], result);
+        }
         // deterministic
         let again = cut(&items, Some(summary_floor), history_tokens, e, a).unwrap();
         prop_assert_eq!(c, again);
@@ -237,9 +266,9 @@ proptest! {
     }
 
     #[test]
-    fn reach_never_moves_earlier(spec in items_strategy(), cut in 0usize..45) {
+    fn reach_never_moves_earlier(spec in items_strategy(), cut in 0usize..45, reuse in any::<bool>()) {
         let ids: Vec<String> = (0..64).map(|i| format!("call_{i}")).collect();
-        let items = build(&spec, &ids);
+        let (items, _) = build(&spec, &ids, reuse);
         let roles: Vec<ToolRole<'_>> = items.iter().map(|it| it.role).collect();
         let result_of = validate_tool_pairs(&roles).unwrap();
         let cut = cut.min(items.len());

@@ -166,6 +166,32 @@ pub fn canonical<'a>(
     })
 }
 
+/// `stored_keys` of each kind's sample item, with `seq`: what this table
+/// says the dict form holds (`crate::schema::tables`).
+pub(crate) fn schema_rows() -> Vec<(&'static str, &'static str, Vec<String>)> {
+    let mut rows = Vec::new();
+    for r in crate::schema::ITEMS.iter() {
+        let text = crate::schema::sample(r);
+        let Ok(data) = super::json::parse_canonical(&text) else {
+            continue;
+        };
+        let keys = match super::item::item_from_json(&data) {
+            Ok(item) => {
+                let mut keys: Vec<String> = stored_keys(&item)
+                    .iter()
+                    .chain(["seq"].iter())
+                    .map(|k| k.to_string())
+                    .collect();
+                keys.sort_unstable();
+                keys
+            }
+            Err(reason) => vec![format!("<does not decode: {reason}>")],
+        };
+        rows.push(("rust/core/src/decode/cache.rs", r.kind, keys));
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{decode_item, item::canonical_item};

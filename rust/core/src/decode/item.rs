@@ -7,16 +7,7 @@ use std::borrow::Cow;
 use super::json::Json;
 use crate::canonical::{write_f64, write_i64, write_str, MAX_SAFE_INTEGER};
 
-/// Trust levels, in the order of `ctxengine.model.TrustLevel`.
-pub const TRUST_LEVELS: [&str; 7] = [
-    "platform",
-    "trusted_configuration",
-    "user",
-    "internal_tool",
-    "external_untrusted",
-    "memory",
-    "knowledge",
-];
+pub use crate::schema::TRUST_LEVELS;
 
 /// An index into [`TRUST_LEVELS`].
 pub type Trust = u8;
@@ -129,9 +120,10 @@ fn members<'a>(v: &Json<'a>, type_name: &str, field: &str) -> Result<Members<'a>
     }
 }
 
-fn trust(d: &Json<'_>, type_name: &str, default: Trust) -> Result<Trust, String> {
+/// `trust`, or the kind's default (the schema's).
+fn trust(d: &Json<'_>, type_name: &str, kind: &str) -> Result<Trust, String> {
     match d.get("trust") {
-        None => Ok(default),
+        None => Ok(crate::schema::default_trust(kind).unwrap_or(0)),
         Some(Json::Str(s)) => TRUST_LEVELS
             .iter()
             .position(|t| *t == s.as_ref())
@@ -199,12 +191,12 @@ pub fn item_from_json<'a>(d: &Json<'a>) -> Result<Item<'a>, String> {
     match tag {
         "system_message" => {
             let content = content(required(d, "SystemMessage", "content")?, "SystemMessage")?;
-            let trust = trust(d, "SystemMessage", 0)?;
+            let trust = trust(d, "SystemMessage", tag)?;
             Ok(Item::System { content, trust })
         }
         "user_message" => {
             let content = content(required(d, "UserMessage", "content")?, "UserMessage")?;
-            let trust = trust(d, "UserMessage", 2)?;
+            let trust = trust(d, "UserMessage", tag)?;
             let principal_id = optional_text(d.get("principal_id"), "UserMessage", "principal_id")?;
             Ok(Item::User {
                 content,
@@ -215,7 +207,7 @@ pub fn item_from_json<'a>(d: &Json<'a>) -> Result<Item<'a>, String> {
         "assistant_message" => {
             let n = "AssistantMessage";
             let content = content(required(d, n, "content")?, n)?;
-            let trust = trust(d, n, 4)?;
+            let trust = trust(d, n, tag)?;
             Ok(Item::Assistant { content, trust })
         }
         "tool_call" => {
@@ -241,7 +233,7 @@ pub fn item_from_json<'a>(d: &Json<'a>) -> Result<Item<'a>, String> {
                 Some(Json::Bool(b)) => *b,
                 Some(other) => return Err(expected(n, "is_error", "bool", other)),
             };
-            let trust = trust(d, n, 3)?;
+            let trust = trust(d, n, tag)?;
             Ok(Item::ToolResult {
                 call_id,
                 content,
@@ -437,4 +429,23 @@ pub fn canonical_item(item: &Item<'_>, seq: i64) -> Option<Vec<u8>> {
     string(&mut out, item.kind());
     out.push(b'}');
     Some(out)
+}
+
+/// What this decoder reads and writes back of each kind's sample dict form
+/// (`crate::schema::tables`): the keys of `canonical_item`.
+pub(crate) fn schema_rows() -> Vec<(&'static str, &'static str, Vec<String>)> {
+    let mut rows = Vec::new();
+    for r in crate::schema::ITEMS.iter() {
+        let text = crate::schema::sample(r);
+        let keys = match super::json::parse_canonical(&text)
+            .map_err(|_| "not canonical".to_owned())
+            .and_then(|d| item_from_json(&d).map(|item| canonical_item(&item, 1)))
+        {
+            Ok(Some(bytes)) => crate::schema::object_keys(&bytes),
+            Ok(None) => vec!["<no bytes>".to_owned()],
+            Err(reason) => vec![format!("<does not decode: {reason}>")],
+        };
+        rows.push(("rust/core/src/decode/item.rs", r.kind, keys));
+    }
+    rows
 }

@@ -129,6 +129,34 @@ pub fn tool_result(
     Some(())
 }
 
+/// The keys each writer here emits (`crate::schema::tables`); the
+/// reasoning item has no writer.
+pub(crate) fn schema_rows() -> Vec<(&'static str, &'static str, Vec<String>)> {
+    let c = Content::Text("c");
+    let mut rows = Vec::new();
+    let mut row = |kind: &'static str, write: &dyn Fn(&mut Vec<u8>) -> Option<()>| {
+        let mut out = Vec::new();
+        let keys = match write(&mut out) {
+            Some(()) => crate::schema::object_keys(&out),
+            None => vec!["<no bytes>".to_owned()],
+        };
+        rows.push(("rust/core/src/interop/items.rs", kind, keys));
+    };
+    for kind in ["system_message", "assistant_message"] {
+        row(kind, &|out| message(out, kind, &c, "memory", Some(1)));
+    }
+    row("user_message", &|out| {
+        user(out, &c, "user", Some("p"), Some(1))
+    });
+    row("tool_call", &|out| {
+        tool_call(out, b"{}", "id", "f", Some(1))
+    });
+    row("tool_result", &|out| {
+        tool_result(out, "id", &c, false, "memory", Some(1))
+    });
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! pair-safe window inside its result, and the message-index cut.
 //! `python/ctxengine/reference/interop.py` is the same, line for line.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 /// No id (a LangChain tool call whose `id` is `None`): never pairs.
 pub const NO_ID: u32 = u32::MAX;
@@ -92,40 +92,83 @@ pub fn lc_window<E>(
     Ok((system, a, b))
 }
 
-/// The smallest `s >= a` whose `[s, b)` splits no tool pair and starts
-/// where `start_ok` allows (an empty window always qualifies): call ids
-/// distinct, result ids distinct, each result's call earlier in the window
-/// and each call's result later. `calls[i]` are message `i`'s call ids,
-/// `results[i]` the call id it answers.
+/// Messages `start..n` of a foreign history paired by position (ADR 0019):
+/// a result answers the nearest earlier open call with its id. `lo[i]`
+/// and `hi[i]` are the first and last message message `i` pairs with
+/// (itself included); `orphan[i]` marks a message no window may hold: a
+/// result without an open call, a call superseded by a later call with its
+/// id while open, a call without an id ([`NO_ID`]), or a call never
+/// answered, except in the last message holding calls when only tool
+/// results follow it (the open pair, kept). `calls[i]` are message `i`'s
+/// call ids, `results[i]` the call id it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reach {
+    pub lo: Vec<usize>,
+    pub hi: Vec<usize>,
+    pub orphan: Vec<bool>,
+}
+
+/// [`Reach`] of messages `start..` (those before are not looked at).
+pub fn message_reach(calls: &[&[u32]], results: &[Option<u32>], start: usize) -> Reach {
+    let n = results.len();
+    let mut r = Reach {
+        lo: (0..n).collect(),
+        hi: (0..n).collect(),
+        orphan: vec![false; n],
+    };
+    let mut open: HashMap<u32, usize> = HashMap::new();
+    let mut never: Vec<usize> = Vec::new();
+    let mut last_calls: Option<usize> = None;
+    for i in start..n {
+        if !calls[i].is_empty() {
+            last_calls = Some(i);
+            for &id in calls[i] {
+                if id == NO_ID {
+                    never.push(i);
+                    continue;
+                }
+                if let Some(earlier) = open.insert(id, i) {
+                    r.orphan[earlier] = true;
+                }
+            }
+        }
+        if let Some(id) = results[i] {
+            match open.remove(&id) {
+                None => r.orphan[i] = true,
+                Some(call) => {
+                    r.lo[i] = r.lo[i].min(call);
+                    r.hi[call] = r.hi[call].max(i);
+                }
+            }
+        }
+    }
+    let tail_from = last_calls.map_or(start, |l| l + 1);
+    let tail_ok = (tail_from..n).all(|j| results[j].is_some());
+    for i in open.into_values().chain(never) {
+        if !(tail_ok && Some(i) == last_calls) {
+            r.orphan[i] = true;
+        }
+    }
+    r
+}
+
+/// The smallest `s >= a` whose `[s, b)` holds no orphan and splits no tool
+/// pair, and starts where `start_ok` allows (an empty window always
+/// qualifies). `reach` is [`message_reach`] of the messages from `a` on.
 pub fn safe_suffix<E>(
-    calls: &[&[u32]],
-    results: &[Option<u32>],
+    reach: &Reach,
     a: usize,
     b: usize,
     mut start_ok: Option<&mut dyn FnMut(usize) -> Result<bool, E>>,
 ) -> Result<usize, E> {
     let mut best = b;
-    let mut needed: HashSet<u32> = HashSet::new();
-    let mut seen_results: HashSet<u32> = HashSet::new();
-    let mut seen_calls: HashSet<u32> = HashSet::new();
+    let mut low = b; // the first message any of [s, b) pairs with
     for s in (a..b).rev() {
-        if let Some(r) = results[s] {
-            if !seen_results.insert(r) {
-                break;
-            }
-            needed.insert(r);
-        }
-        let mut broken = false;
-        for &id in calls[s] {
-            if id == NO_ID || !seen_calls.insert(id) || !needed.remove(&id) {
-                broken = true;
-                break;
-            }
-        }
-        if broken {
+        if reach.orphan[s] || reach.hi[s] >= b {
             break;
         }
-        if needed.is_empty() {
+        low = low.min(reach.lo[s]);
+        if low >= s {
             let ok = match start_ok.as_mut() {
                 Some(f) => f(s)?,
                 None => true,
@@ -138,35 +181,23 @@ pub fn safe_suffix<E>(
     Ok(best)
 }
 
-/// The largest `e2 <= e` whose `[0, e2)` splits no tool pair and ends where
-/// `end_ok` allows (an empty prefix always qualifies).
+/// The largest `e2 <= e` whose `[0, e2)` holds no orphan and splits no tool
+/// pair, and ends where `end_ok` allows (an empty prefix always
+/// qualifies). `reach` is [`message_reach`] from 0.
 pub fn safe_prefix<E>(
-    calls: &[&[u32]],
-    results: &[Option<u32>],
+    reach: &Reach,
     e: usize,
     mut end_ok: Option<&mut dyn FnMut(usize) -> Result<bool, E>>,
 ) -> Result<usize, E> {
     let mut best = 0;
-    let mut open: HashSet<u32> = HashSet::new();
-    let mut seen: HashSet<u32> = HashSet::new();
+    let mut high: Option<usize> = None; // the last message any of [0, i] pairs with
     for i in 0..e {
-        let mut broken = false;
-        for &id in calls[i] {
-            if id == NO_ID || !seen.insert(id) {
-                broken = true;
-                break;
-            }
-            open.insert(id);
-        }
-        if broken {
+        if reach.orphan[i] {
             break;
         }
-        if let Some(r) = results[i] {
-            if !open.remove(&r) {
-                break;
-            }
-        }
-        if open.is_empty() {
+        let h = high.map_or(reach.hi[i], |h| h.max(reach.hi[i]));
+        high = Some(h);
+        if h <= i {
             let ok = match end_ok.as_mut() {
                 Some(f) => f(i)?,
                 None => true,
@@ -196,6 +227,98 @@ pub fn message_cut(cut: usize, owners: &[usize], result_of: &[usize]) -> usize {
     }
 }
 
+/// Call ids a message makes, and the call it answers (`None`: no id).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pairing {
+    pub calls: Vec<Option<String>>,
+    pub result: Option<String>,
+}
+
+/// A memo entry's estimated memory beside what its count measures: the
+/// entry, its weak reference and callback, the pairing.
+pub const ENTRY_OBJECTS: usize = 256;
+
+/// The memory a message's memo entry is estimated to hold: `ENTRY_OBJECTS`,
+/// its call ids, and four bytes a token of its count (the text the
+/// approximate count measured).
+pub fn entry_size(count: i64, pairing: Option<&Pairing>) -> usize {
+    let ids = pairing.map_or(0, |p| {
+        p.calls
+            .iter()
+            .map(|c| c.as_ref().map_or(8, |s| s.len() + 24))
+            .sum::<usize>()
+            + p.result.as_ref().map_or(0, |s| s.len() + 24)
+    });
+    ENTRY_OBJECTS + ids + 4 * count.max(0) as usize
+}
+
+/// A message test (`end_on` / `start_on`) by index.
+pub type Test<'a, E> = &'a mut dyn FnMut(usize) -> Result<bool, E>;
+
+/// `trim_messages` with the pair-safe window inside its result: `(system_kept,
+/// start, end)` over each message's count and pairing (`strategy` "first"
+/// when `first`; `first_is_system` when message 0 is a `SystemMessage`).
+#[allow(clippy::too_many_arguments)]
+pub fn pair_safe_trim<E>(
+    counts: &[i64],
+    pairings: &[Option<&Pairing>],
+    max_tokens: i64,
+    first: bool,
+    first_is_system: bool,
+    include_system: bool,
+    mut end_on: Option<Test<'_, E>>,
+    mut start_on: Option<Test<'_, E>>,
+) -> Result<(bool, usize, usize), E> {
+    let (system, a, b) = lc_window(
+        counts,
+        max_tokens,
+        first,
+        first_is_system,
+        include_system,
+        end_on.as_deref_mut().map(|f| f as Test<'_, E>),
+        start_on.as_deref_mut().map(|f| f as Test<'_, E>),
+    )?;
+    // Intern the ids from the window's start to the history's end (whether a
+    // call is answered after the window, or never, decides what the window
+    // may hold, ADR 0019); a message without pairing has none.
+    let (lo, hi) = (if first { 0 } else { a }, pairings.len());
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut flat: Vec<u32> = Vec::new();
+    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(hi - lo);
+    let mut results: Vec<Option<u32>> = vec![None; hi];
+    for (i, pairing) in pairings.iter().enumerate().take(hi).skip(lo) {
+        let start = flat.len();
+        if let Some(p) = pairing {
+            for id in &p.calls {
+                let v = match id {
+                    Some(s) => {
+                        let next = ids.len() as u32;
+                        *ids.entry(s.as_str()).or_insert(next)
+                    }
+                    None => NO_ID,
+                };
+                flat.push(v);
+            }
+            if let Some(r) = &p.result {
+                let next = ids.len() as u32;
+                results[i] = Some(*ids.entry(r.as_str()).or_insert(next));
+            }
+        }
+        spans.push((start, flat.len()));
+    }
+    let mut calls: Vec<&[u32]> = vec![&[]; hi];
+    for (k, &(s, e)) in spans.iter().enumerate() {
+        calls[lo + k] = &flat[s..e];
+    }
+    let reach = message_reach(&calls, &results, lo);
+    if first {
+        let e = safe_prefix(&reach, b, end_on)?;
+        return Ok((false, 0, e));
+    }
+    let s = safe_suffix(&reach, a, b, start_on)?;
+    Ok((system, s, b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,22 +342,59 @@ mod tests {
         // 0: call 1; 1: result 1; 2: result 9 (ghost); 3: call 2; 4: result 2
         let calls: Vec<&[u32]> = vec![&[1], &[], &[], &[2], &[]];
         let results = [None, Some(1), Some(9), None, Some(2)];
-        assert_eq!(
-            safe_suffix::<Infallible>(&calls, &results, 0, 5, None).unwrap(),
-            3
-        );
-        assert_eq!(
-            safe_suffix::<Infallible>(&calls, &results, 0, 4, None).unwrap(),
-            4
-        );
-        assert_eq!(
-            safe_prefix::<Infallible>(&calls, &results, 5, None).unwrap(),
-            2
-        );
-        assert_eq!(
-            safe_prefix::<Infallible>(&calls, &results, 1, None).unwrap(),
-            0
-        );
+        let whole = message_reach(&calls, &results, 0);
+        assert_eq!(whole.orphan, [false, false, true, false, false]);
+        assert_eq!(safe_suffix::<Infallible>(&whole, 0, 5, None).unwrap(), 3);
+        assert_eq!(safe_suffix::<Infallible>(&whole, 0, 4, None).unwrap(), 4);
+        assert_eq!(safe_prefix::<Infallible>(&whole, 5, None).unwrap(), 2);
+        assert_eq!(safe_prefix::<Infallible>(&whole, 1, None).unwrap(), 0);
+    }
+
+    #[test]
+    fn ids_recur_and_the_last_calls_may_stay_open() {
+        // 0: call 1; 1: result 1; 2: call 1 (reused after completion); 3: result 1;
+        // 4: call 1 + call 2 (parallel); 5: result 2 -- call 1 of message 4 still runs
+        let calls: Vec<&[u32]> = vec![&[1], &[], &[1], &[], &[1, 2], &[]];
+        let results = [None, Some(1), None, Some(1), None, Some(2)];
+        let r = message_reach(&calls, &results, 0);
+        assert_eq!(r.orphan, [false; 6]);
+        assert_eq!((r.lo[3], r.hi[2], r.hi[4]), (2, 3, 5));
+        assert_eq!(safe_suffix::<Infallible>(&r, 0, 6, None).unwrap(), 0);
+        // the same open call followed by a message other than a tool result: an orphan
+        let calls: Vec<&[u32]> = vec![&[1, 2], &[], &[]];
+        let results = [None, Some(2), None];
+        let r = message_reach(&calls, &results, 0);
+        assert_eq!(r.orphan, [true, false, false]);
+        assert_eq!(safe_suffix::<Infallible>(&r, 0, 3, None).unwrap(), 2);
+        // a call reused while open supersedes the earlier one
+        let calls: Vec<&[u32]> = vec![&[1], &[1], &[]];
+        let results = [None, None, Some(1)];
+        let r = message_reach(&calls, &results, 0);
+        assert_eq!(r.orphan, [true, false, false]);
+        assert_eq!(safe_suffix::<Infallible>(&r, 0, 3, None).unwrap(), 1);
+    }
+
+    #[test]
+    fn the_trim_keeps_pairs_whole() {
+        // 0 system; 1 call a; 2 result a; 3 user
+        let call = Pairing {
+            calls: vec![Some("a".into())],
+            result: None,
+        };
+        let result = Pairing {
+            calls: vec![],
+            result: Some("a".into()),
+        };
+        let pairings = [None, Some(&call), Some(&result), None];
+        let counts = [1, 1, 1, 1];
+        let trim = |max, first| {
+            pair_safe_trim::<Infallible>(&counts, &pairings, max, first, true, true, None, None)
+                .unwrap()
+        };
+        assert_eq!(trim(10, false), (true, 1, 4));
+        assert_eq!(trim(3, false), (true, 3, 4)); // room for 2: the result alone is not kept
+        assert_eq!(trim(2, true), (false, 0, 1)); // a prefix that ends inside the pair
+        assert_eq!(entry_size(2, Some(&call)), ENTRY_OBJECTS + 25 + 8);
     }
 
     #[test]

@@ -57,6 +57,12 @@ impl Encoding {
         }
     }
 
+    /// Builds the encoding's tables now; they are otherwise built on first
+    /// use (tens of milliseconds), so a host can build them off its event loop.
+    pub fn load(self) {
+        self.tokenizer();
+    }
+
     /// The number of tokens of `text` encoded as ordinary text (special
     /// tokens such as `<|endoftext|>` are plain text here, as in tiktoken's
     /// `encode_ordinary`).

@@ -69,6 +69,8 @@ pub unsafe fn read_cache<'a>(ptr: *mut ffi::PyObject) -> Option<(&'a [u8], [u8; 
 pub fn store_cache(item: &Bound<'_, PyAny>, value: &Bound<'_, PyTuple>) -> PyResult<()> {
     let py = item.py();
     let name = intern!(py, "_cj");
+    // SAFETY: `item`, `name` and `value` are live objects the caller holds; the setter takes its
+    // own reference to `value`.
     let rc = unsafe { ffi::PyObject_GenericSetAttr(item.as_ptr(), name.as_ptr(), value.as_ptr()) };
     if rc < 0 {
         Err(PyErr::fetch(py))

@@ -49,6 +49,7 @@ impl<'py> Values for PyValues<'py> {
         }
         // SAFETY: type checks of a live object.
         if unsafe { ffi::PyFloat_Check(v.as_ptr()) } != 0 {
+            // SAFETY: `v` is a float (checked just above), alive for the call.
             return Ok(Shape::Float(unsafe { ffi::PyFloat_AsDouble(v.as_ptr()) }));
         }
         if let Ok(s) = v.cast::<PyString>() {

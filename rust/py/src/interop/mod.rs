@@ -6,36 +6,29 @@
 mod chat;
 mod langchain;
 mod mappings;
+mod value;
 
-use ctxengine_core::calibrate::Ratio;
-use ctxengine_core::estimate::Profile;
+use ctxengine_core::interop::chat::{Cut, CutArgs};
+use ctxengine_core::CoreResult;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use crate::arguments;
+use crate::errors::to_pyerr;
 use crate::estimator::TokenEstimator;
 
-/// What both native cuts start from: the input list, the cut's arguments
-/// checked as `select_history` checks them (before any item is read), and
-/// the estimator's heuristic profile and correction.
-pub(crate) struct FastCut<'py> {
-    pub list: Bound<'py, PyList>,
-    pub summary_floor: Option<i64>,
-    pub history_tokens: i64,
-    pub profile: Profile,
-    pub factor: Ratio,
-}
-
-/// The start of a native cut, or `None` for input the fast path does not
-/// take at all (not a list, another estimator, exact counting, which goes
-/// through the estimator: the generic path).
+/// The start of a native cut: the input list and the cut's arguments,
+/// checked as `select_history` checks them (before any item is read), with
+/// the estimator's heuristic profile and correction; `None` for input the
+/// fast path does not take at all (not a list, another estimator, exact
+/// counting, which goes through the estimator: the generic path).
 pub(crate) fn fast_cut<'py>(
     items: &Bound<'py, PyAny>,
     summary_floor: &Bound<'_, PyAny>,
     history_tokens: &Bound<'_, PyAny>,
     estimator: &Bound<'_, PyAny>,
     model_id: &Bound<'_, PyAny>,
-) -> PyResult<Option<FastCut<'py>>> {
+) -> PyResult<Option<(Bound<'py, PyList>, CutArgs)>> {
     let Ok(list) = items.cast_exact::<PyList>() else {
         return Ok(None);
     };
@@ -52,13 +45,22 @@ pub(crate) fn fast_cut<'py>(
     let Some((profile, factor)) = est.get().heuristic(a.model_id) else {
         return Ok(None);
     };
-    Ok(Some(FastCut {
-        list: list.clone(),
+    let args = CutArgs {
         summary_floor: a.summary_floor,
         history_tokens: a.history_tokens,
         profile,
         factor,
-    }))
+    };
+    Ok(Some((list.clone(), args)))
+}
+
+/// A core cut as the Python side reads it: the index, or `-1 - i` for the
+/// reference to take from item `i`.
+fn reply(py: Python<'_>, cut: CoreResult<Cut>) -> PyResult<i64> {
+    match cut.map_err(|e| to_pyerr(py, e))? {
+        Cut::At(c) => Ok(c as i64),
+        Cut::Reference(i) => Ok(-1 - i as i64),
+    }
 }
 
 /// Add this module's functions and classes to `ctxengine._core`.

@@ -71,6 +71,8 @@ impl<'py> Items<'py> {
 
     #[inline]
     pub fn get(&self, i: usize) -> Option<Bound<'py, PyAny>> {
+        // SAFETY: bounds checked against the current size; the item is borrowed, then a new
+        // reference is taken.
         unsafe {
             match self {
                 Items::List(l) => {

@@ -85,6 +85,8 @@ impl Facts {
         if self.bytes.is_null() {
             self.len
         } else {
+            // SAFETY: `bytes` is alive (the caller's contract) and the GIL is held; its size is
+            // read once its type is checked.
             unsafe {
                 if ffi::PyBytes_Check(self.bytes) != 0 {
                     ffi::Py_SIZE(self.bytes) as usize
@@ -276,6 +278,8 @@ pub fn scan<'py>(
             // UTF-8 run no Python code.
             let fast = match (role, call_id_how) {
                 (Role::Other, _) => Some((ToolRole::Other, 0)),
+                // SAFETY: `offset` is a slot of this type's layout; an exact str's hash and UTF-8
+                // run no Python code.
                 (_, Attr::Slot(offset)) => unsafe {
                     let id = slot_value(p, offset);
                     if !id.is_null() && ffi::PyUnicode_CheckExact(id) != 0 {
@@ -331,6 +335,8 @@ pub fn scan<'py>(
                     // The tuple may live no longer than this read (a
                     // property): its length is taken while it is held.
                     let cj = read_attr(&item, cj_how, cj_name).ok().flatten();
+                    // SAFETY: `cj` is held for the call; `push_cached` only reads the tuple and its
+                    // bytes.
                     let pushed = cj.as_ref().is_some_and(|cj| unsafe {
                         push_cached(&mut s.buf.facts, kind, cj.as_ptr())
                     });
@@ -346,6 +352,8 @@ pub fn scan<'py>(
                 s.buf.facts.push(Facts::known(kind, 0, [0; 32]));
                 // SAFETY: as above.
                 s.pending
+                    // SAFETY: a live item (the sequence holds it; no Python code has run since it
+                    // was read).
                     .push((i, unsafe { Bound::from_borrowed_ptr(py, p) }));
             }
         }
@@ -375,6 +383,7 @@ impl<'py> Scan<'py> {
         for id in borrowed.drain(..) {
             // SAFETY: live strs (no Python code has run since they were read).
             self.call_ids
+                // SAFETY: live strs (no Python code has run since they were read).
                 .push(unsafe { Bound::from_borrowed_ptr(py, id) });
         }
         self.keep_bytes(py);
@@ -387,6 +396,7 @@ impl<'py> Scan<'py> {
             if !f.bytes.is_null() {
                 // SAFETY: live (no Python code has run since it was read).
                 buf.keep
+                    // SAFETY: live (no Python code has run since it was read).
                     .push(unsafe { Bound::from_borrowed_ptr(py, f.bytes) }.unbind());
             }
         }

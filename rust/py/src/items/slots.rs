@@ -39,6 +39,8 @@ pub unsafe fn version_of(tp: *mut ffi::PyTypeObject) -> Option<std::os::raw::c_u
 /// slot is exactly what `getattr` would do: generic attribute access and a
 /// plain object member descriptor.
 pub fn slot_offset(ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResult<Attr> {
+    // SAFETY: `ty` is a live type; its slots and the descriptor's fields are read only after each
+    // one's type is checked.
     unsafe {
         let tp = ty.as_ptr() as *mut ffi::PyTypeObject;
         // libpython's own function: its address is unique.
@@ -75,6 +77,8 @@ pub fn read_attr<'py>(
     name: &Bound<'py, PyString>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     match how {
+        // SAFETY: `offset` is a plain object member of `obj`'s type (`slot_offset`); the slot holds
+        // a reference or null.
         Attr::Slot(offset) => unsafe {
             let p = slot_value(obj.as_ptr(), offset);
             Ok(Bound::from_borrowed_ptr_or_opt(obj.py(), p))
@@ -155,6 +159,7 @@ pub fn tool_role<'a, 'py>(
     let py = item.py();
     let id = read_attr(item, how, intern!(py, "call_id"))?;
     let id = match id {
+        // SAFETY: `id` is a live object; the check reads its type.
         Some(id) if unsafe { ffi::PyUnicode_CheckExact(id.as_ptr()) } != 0 => id,
         // SAFETY: a str subclass: an exact copy of its data.
         Some(id) if id.is_instance_of::<PyString>() => unsafe {
@@ -176,6 +181,8 @@ pub fn tool_role<'a, 'py>(
     // owns for as long as the caller's validator lives; CPython's UTF-8 of
     // a str is valid UTF-8.
     let text: &'a str = match unsafe { utf8(id.as_ptr()) } {
+        // SAFETY: the UTF-8 buffer lives inside the str object, which `keep` owns for as long as
+        // the caller's validator lives; CPython's UTF-8 of a str is valid UTF-8.
         Some(b) => unsafe {
             std::str::from_utf8_unchecked(std::slice::from_raw_parts(b.as_ptr(), b.len()))
         },

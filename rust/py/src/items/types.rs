@@ -160,6 +160,7 @@ impl Types {
         let tp = unsafe { ffi::Py_TYPE(p) };
         let t = match self.recent(tp) {
             Some(t) => t,
+            // SAFETY: a live item, as above.
             None => self.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?,
         };
         let info = &self.infos[t];
@@ -170,6 +171,7 @@ impl Types {
             // SAFETY: a slot of this type's layout; ints convert in C.
             Attr::Slot(offset) => unsafe { seq_value(slot_value(p, offset)) },
             Attr::Lookup => {
+                // SAFETY: a live item, as above.
                 let item = unsafe { Bound::from_borrowed_ptr(py, p) };
                 read_attr(&item, Attr::Lookup, intern!(py, "seq"))?.and_then(|v| seq_of(&v))
             }
@@ -187,6 +189,7 @@ impl Types {
 
     #[inline(always)]
     pub fn info(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+        // SAFETY: `obj` is alive for the call; its type pointer is only compared.
         let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
         for &(hit, at) in &self.recent[..self.recent_len] {
             if hit == tp {
@@ -199,6 +202,7 @@ impl Types {
     /// Whether reading `obj`'s type runs no Python code: its facts are
     /// cached and still valid (what [`Types::info`] trusts without a read).
     pub fn known(&self, obj: &Bound<'_, PyAny>) -> bool {
+        // SAFETY: `obj` is alive for the call; its type pointer is only compared.
         let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
         self.recent(tp).is_some()
             || self.infos.iter().any(|t| {
@@ -215,6 +219,7 @@ impl Types {
         if !self.known(obj) {
             return None;
         }
+        // SAFETY: `obj` is alive for the call; its type pointer is only compared.
         let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
         let info = self.infos.iter().find(|t| t.tp == tp)?;
         match (info.sort, info.cj) {
@@ -284,6 +289,8 @@ impl Types {
     ) -> PyResult<TypeInfo> {
         let py = obj.py();
         let ptr = obj.as_ptr();
+        // SAFETY: `ptr` is borrowed from `obj`, alive for the call; the checks read its type's
+        // flags.
         let plain_json = unsafe {
             ptr == ffi::Py_None()
                 || ffi::PyDict_Check(ptr) != 0
@@ -304,6 +311,7 @@ impl Types {
             seq: Attr::Lookup,
             call_id: Attr::Lookup,
         };
+        // SAFETY: as above.
         let info = if unsafe { ffi::PyUnicode_Check(ptr) } != 0 {
             simple(Sort::Text, 0)
         } else if plain_json {

@@ -15,11 +15,10 @@
 
 mod count;
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, Weak};
 
-use ctxengine_core::interop::trim::{lc_window, safe_prefix, safe_suffix, NO_ID};
+use ctxengine_core::interop::generations::Generations;
+use ctxengine_core::interop::trim::{entry_size, pair_safe_trim, Pairing, Test};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -33,13 +32,6 @@ const OTHER: u8 = 0;
 const SYSTEM: u8 = 1;
 const AI: u8 = 2;
 const TOOL: u8 = 3;
-
-/// Call ids a message makes, and the call it answers.
-#[derive(Debug, Default)]
-struct Pairing {
-    calls: Vec<Option<String>>,
-    result: Option<String>,
-}
 
 /// How an entry knows its message.
 enum Held {
@@ -57,25 +49,6 @@ struct Entry {
     count: i64,
     kind: u8,
     pairing: Option<Arc<Pairing>>,
-    size: usize,
-}
-
-/// An entry's estimated memory beside what its count measures: the entry,
-/// its weak reference and callback, the pairing.
-const ENTRY_OBJECTS: usize = 256;
-
-/// The memory an entry is estimated to hold: `ENTRY_OBJECTS`, its call ids,
-/// and four bytes a token of its count (the text the approximate count
-/// measured; held only while the message is, unless the message is held).
-fn entry_size(count: i64, pairing: Option<&Pairing>) -> usize {
-    let ids = pairing.map_or(0, |p| {
-        p.calls
-            .iter()
-            .map(|c| c.as_ref().map_or(8, |s| s.len() + 24))
-            .sum::<usize>()
-            + p.result.as_ref().map_or(0, |s| s.len() + 24)
-    });
-    ENTRY_OBJECTS + ids + 4 * count.max(0) as usize
 }
 
 impl Entry {
@@ -102,89 +75,8 @@ impl Entry {
     }
 }
 
-/// Object addresses are distinct and aligned: a multiply spreads them.
-#[derive(Default)]
-struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.0 = ((v as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type ByAddress = HashMap<usize, Entry, BuildHasherDefault<AddressHasher>>;
-
-/// Two generations: lookups promote from the old one; when the new one
-/// holds half of `max_bytes`, it becomes the old one (the previous old one
-/// is dropped), so both together hold at most `max_bytes`.
-struct Memo {
-    new: ByAddress,
-    old: ByAddress,
-    new_bytes: usize,
-    old_bytes: usize,
-    max_bytes: usize,
-}
-
-impl Memo {
-    fn empty(max_bytes: usize) -> Self {
-        Memo {
-            new: ByAddress::default(),
-            old: ByAddress::default(),
-            new_bytes: 0,
-            old_bytes: 0,
-            max_bytes,
-        }
-    }
-
-    /// Keep `e` (an entry over half the bound is not kept).
-    fn put(&mut self, key: usize, e: Entry) {
-        let half = self.max_bytes / 2;
-        if e.size > half {
-            return;
-        }
-        if self.new_bytes + e.size > half {
-            self.old = std::mem::take(&mut self.new);
-            self.old_bytes = std::mem::replace(&mut self.new_bytes, 0);
-        }
-        self.new_bytes += e.size;
-        if let Some(old) = self.new.insert(key, e) {
-            self.new_bytes -= old.size;
-        }
-    }
-
-    fn take_old(&mut self, key: usize) -> Option<Entry> {
-        let e = self.old.remove(&key)?;
-        self.old_bytes -= e.size;
-        Some(e)
-    }
-
-    /// Remove the entry at `key` whose weak reference is `weak` (the message
-    /// it names is gone).
-    fn forget(&mut self, key: usize, weak: *mut ffi::PyObject) -> Option<Entry> {
-        let held = |e: &Entry| matches!(&e.message, Held::Weak(w) if w.as_ptr() == weak);
-        if self.new.get(&key).is_some_and(held) {
-            let e = self.new.remove(&key)?;
-            self.new_bytes -= e.size;
-            return Some(e);
-        }
-        if self.old.get(&key).is_some_and(held) {
-            return self.take_old(key);
-        }
-        None
-    }
-
-    fn bytes(&self) -> usize {
-        self.new_bytes + self.old_bytes
-    }
-}
+/// The memo: entries by message address (`ctxengine_core::interop::generations`).
+type Memo = Generations<Entry>;
 
 /// The callback of an entry's weak reference: removes the entry when its
 /// message goes. (A memo busy at that moment keeps the entry, which no
@@ -202,7 +94,10 @@ impl Forget {
             return;
         };
         let gone = match memo.try_lock() {
-            Ok(mut m) => m.forget(self.key, weak.as_ptr()),
+            Ok(mut m) => m.remove_if(
+                self.key,
+                |e| matches!(&e.message, Held::Weak(w) if w.as_ptr() == weak.as_ptr()),
+            ),
             Err(_) => None,
         };
         drop(gone); // (its references released outside the lock)
@@ -246,7 +141,7 @@ impl LangChainCounter {
 
     fn __len__(&self) -> usize {
         match self.memo.try_lock() {
-            Ok(m) => m.new.len() + m.old.len(),
+            Ok(m) => m.len(),
             Err(_) => 0,
         }
     }
@@ -401,14 +296,14 @@ fn facts(
         };
         let key = m.as_ptr() as usize;
         let same = |e: &Entry| e.same(py, &m, &content, &name, &extra);
-        if let Some(e) = memo.new.get(&key).filter(|e| same(e)) {
+        if let Some(e) = memo.get(key).filter(|e| same(e)) {
             f.counts.push(if use_len { 1 } else { e.count });
             f.kinds.push(e.kind);
             f.pairings.push(e.pairing.clone());
             continue;
         }
-        let entry = match memo.take_old(key) {
-            Some(e) if same(&e) => e,
+        let (entry, size) = match memo.take_old(key) {
+            Some((e, size)) if same(&e) => (e, size),
             _ => {
                 let role = class.map_or("", |k| c.kinds[k].2);
                 let count = match class {
@@ -434,8 +329,8 @@ fn facts(
                     Ok(weak) => Held::Weak(weak.unbind()),
                     Err(_) => Held::Strong(m.clone().unbind()), // (no weak references)
                 };
-                Entry {
-                    size: entry_size(count, pairing.as_deref()),
+                let size = entry_size(count, pairing.as_deref());
+                let entry = Entry {
                     pairing,
                     message,
                     content: content.unbind(),
@@ -443,13 +338,14 @@ fn facts(
                     extra: extra.unbind(),
                     count,
                     kind,
-                }
+                };
+                (entry, size)
             }
         };
         f.counts.push(if use_len { 1 } else { entry.count });
         f.kinds.push(entry.kind);
         f.pairings.push(entry.pairing.clone());
-        memo.put(key, entry);
+        memo.put(key, entry, size);
     }
     Ok(Some(f))
 }
@@ -485,70 +381,17 @@ pub fn langchain_trim(
         };
         let mut end_fn = |i: usize| test(end_on.as_ref().expect("end_on"), i);
         let mut start_fn = |i: usize| test(start_on.as_ref().expect("start_on"), i);
-        let first = strategy == "first";
-        let (system, a, b) = lc_window(
+        let pairings: Vec<Option<&Pairing>> = f.pairings.iter().map(|p| p.as_deref()).collect();
+        let kept = pair_safe_trim(
             &f.counts,
+            &pairings,
             max_tokens,
-            first,
+            strategy == "first",
             f.kinds.first() == Some(&SYSTEM),
             include_system,
-            end_on
-                .as_ref()
-                .map(|_| &mut end_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
-            start_on
-                .as_ref()
-                .map(|_| &mut start_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
+            end_on.as_ref().map(|_| &mut end_fn as Test<'_, PyErr>),
+            start_on.as_ref().map(|_| &mut start_fn as Test<'_, PyErr>),
         )?;
-        // Intern the window's ids; a message without pairing has none.
-        let (lo, hi) = if first { (0, b) } else { (a, b) };
-        let mut ids: HashMap<&str, u32> = HashMap::new();
-        let mut flat: Vec<u32> = Vec::new();
-        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(hi - lo);
-        let mut results: Vec<Option<u32>> = vec![None; hi];
-        for (i, pairing) in f.pairings.iter().enumerate().take(hi).skip(lo) {
-            let start = flat.len();
-            if let Some(p) = pairing.as_deref() {
-                for id in &p.calls {
-                    let v = match id {
-                        Some(s) => {
-                            let next = ids.len() as u32;
-                            *ids.entry(s.as_str()).or_insert(next)
-                        }
-                        None => NO_ID,
-                    };
-                    flat.push(v);
-                }
-                if let Some(r) = &p.result {
-                    let next = ids.len() as u32;
-                    results[i] = Some(*ids.entry(r.as_str()).or_insert(next));
-                }
-            }
-            spans.push((start, flat.len()));
-        }
-        let mut calls: Vec<&[u32]> = vec![&[]; hi];
-        for (k, &(s, e)) in spans.iter().enumerate() {
-            calls[lo + k] = &flat[s..e];
-        }
-        if first {
-            let e = safe_prefix(
-                &calls,
-                &results,
-                b,
-                end_on
-                    .as_ref()
-                    .map(|_| &mut end_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
-            )?;
-            return Ok(Some((false, 0, e)));
-        }
-        let s = safe_suffix(
-            &calls,
-            &results,
-            a,
-            b,
-            start_on
-                .as_ref()
-                .map(|_| &mut start_fn as &mut dyn FnMut(usize) -> PyResult<bool>),
-        )?;
-        Ok(Some((system, s, b)))
+        Ok(Some(kept))
     })
 }
