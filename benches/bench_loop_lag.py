@@ -49,7 +49,7 @@ def _worse(worst: dict[str, Block], found: dict[str, Block]) -> None:
 def bench_loop_lag_20k_never_compacted(benchmark: Any, kind: str, tmp_path: Path) -> None:
     if backends.backend() != "rust":
         pytest.skip("measured on the Rust backend")
-    url = "memory://" if kind == "memory" else f"sqlite://{tmp_path / 'lag.db'}"
+    url = "memory://" if kind == "memory" else f"sqlite:///{tmp_path / 'lag.db'}"
     runs = iter(range(1_000_000))
 
     async def setup() -> tuple[Any, int]:
@@ -83,7 +83,7 @@ def bench_loop_lag_20k_never_compacted(benchmark: Any, kind: str, tmp_path: Path
 def bench_loop_lag_first_exact(benchmark: Any, tmp_path: Path) -> None:
     if backends.backend() != "rust":
         pytest.skip("measured on the Rust backend")
-    url = f"sqlite://{tmp_path / 'exact.db'}"
+    url = f"sqlite:///{tmp_path / 'exact.db'}"
     runs = iter(range(1_000_000))
 
     async def setup() -> int:
