@@ -47,7 +47,7 @@ Steps = Generator[None, None, R]
 #: of native decoding or rendering, a few milliseconds of exact counting, on the Rust backend.
 SLICE_ITEMS = 256
 #: The most items a call of ``batches`` takes.
-MAX_SLICE_ITEMS = 4096
+MAX_SLICE_ITEMS = 1024
 #: How long sliced work holds the loop before it yields (seconds).
 SLICE_SECONDS = 0.001
 
