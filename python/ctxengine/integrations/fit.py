@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..assembly.render_cache import render_item
 from ..assembly.request import ModelRequest
 from ..errors import ContextOverflow
-from ..model import Checkpoint, ConversationItem, Principal, ReasoningItem, RunContext, ToolResult
+from ..model import Checkpoint, ConversationItem, Principal, ReasoningItem, RunContext, ToolCall, ToolResult
 from ..plan import ContextPlan
 from ..runtime.loop import MAX_COMPACTIONS_PER_STEP
 
@@ -68,11 +68,16 @@ def fit_items(
 
     ``items[turn_start:]`` is the current turn (the user's last message and what followed),
     which never yields; everything before it is history, which may. Reasoning items ride
-    with the item that follows them. ``ContextOverflow`` when even the current turn does
+    with the item that follows them. A tool call without its result (or a result without its
+    call) is kept where it stands only while nothing is cut, as the caller's own history would
+    hold it; otherwise it is left out. ``ContextOverflow`` when even the current turn does
     not fit the window."""
     # Sequences by position (1-based), so that the request names what it kept.
     numbered = [replace(item, seq=i + 1) for i, item in enumerate(items)]
-    history = tuple(i for i in numbered if not isinstance(i, ReasoningItem))
+    loose = _unpaired(items)
+    history = tuple(
+        item for i, item in enumerate(numbered) if i not in loose and not isinstance(item, ReasoningItem)
+    )
     seed = turn_start + 1
     run = RunContext(f"fit:{plan.session_id}", plan.session_id, seed)
     checkpoint = Checkpoint(run.run_id, conversation=history)
@@ -112,7 +117,23 @@ def fit_items(
                 pointers[at] = rendered.text or ""
         elif rendered.region_class == SUMMARY and rendered.text is not None:
             summary.append(rendered.text)
+    if loose and not summary and len(kept) == len(history):
+        kept += loose  # nothing was cut: the history as it stands, a loose call included
     return Fitted(_with_reasoning(items, kept), pointers, "\n\n".join(summary) or None, request)
+
+
+def _unpaired(items: Sequence[ConversationItem]) -> list[int]:
+    """Positions of the tool calls no later result answers and the results no earlier call
+    asked for (a history whose tail was popped, say): no request can carry them pair-safe."""
+    called: dict[str, int] = {}
+    loose: list[int] = []
+    for i, item in enumerate(items):
+        if isinstance(item, ToolCall):
+            called[item.call_id] = i
+        elif isinstance(item, ToolResult):
+            if called.pop(item.call_id, None) is None:
+                loose.append(i)
+    return sorted([*loose, *called.values()])
 
 
 def _with_reasoning(items: Sequence[ConversationItem], kept: list[int]) -> tuple[int, ...]:
