@@ -27,13 +27,14 @@ ENGINE = (
     "reference",
     "core",
     "interop",
-    "integrations",
     "stores",
     "plan",
     "assembly",
     "runtime",
     "phases",
     "engine",
+    # Drop-ins for other libraries (LangChain, the Agents SDK), built on the session API.
+    "integrations",
 )
 # Leaf renderers: built on assembly's ModelRequest; no engine layer imports them.
 PROVIDERS_MAY_IMPORT = frozenset({"errors", "model", "core", "assembly", "providers"})

@@ -1,4 +1,5 @@
-"""``trim_messages``: LangChain's history trimmer, fast and pair-safe.
+"""``trim_messages``: LangChain's history trimmer, fast and pair-safe; and
+``ContextMiddleware`` (``langchain_agents``), the engine's body for LangChain v1 agents.
 
 ``from ctxengine.integrations.langchain import trim_messages`` replaces
 ``from langchain_core.messages import trim_messages`` with the same signature
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.memory import MemoryLimits, memory_limits, on_memory_limits
 from ..interop._backend import active_name
 from ..reference import interop as reference
+
+if TYPE_CHECKING:
+    from .langchain_agents import ContextMiddleware
 
 _STATE: dict[str, Any] = {}
 
@@ -219,4 +223,14 @@ def trim_messages(
     return [messages[0], *kept] if system else kept
 
 
-__all__ = ["trim_messages"]
+def __getattr__(name: str) -> Any:
+    # The agent middleware needs ``langchain`` (v1) itself; ``trim_messages`` only
+    # ``langchain_core``: the middleware is loaded when asked for.
+    if name == "ContextMiddleware":
+        from .langchain_agents import ContextMiddleware
+
+        return ContextMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ContextMiddleware", "trim_messages"]

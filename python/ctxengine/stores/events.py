@@ -37,11 +37,10 @@ if TYPE_CHECKING:
 
 #: The newest stored-format version this code reads and writes (ADR 0009). Rows
 #: carry the version they were written with in their ``schema_version`` column.
-#: Version 3 adds reference checkpoints with spans (``checkpoint.ref/2``); events
-#: stop at 2 (``EVENT_FORMATS``). Version 2's checkpoint formats (``checkpoint.ref/1``)
-#: were retired at 0.2.0 (``formats.RETIRED_CHECKPOINT_FORMATS``). Version 4 adds the usage
-#: event's shape with the provider's cache counts (``runtime.usage.USAGE_CACHE_FORMAT``).
-FORMAT_VERSION = 4
+#: 3 adds reference checkpoints with spans (``checkpoint.ref/2``); 2's (``checkpoint.ref/1``)
+#: were retired at 0.2.0 (``formats.RETIRED_CHECKPOINT_FORMATS``); 4 the usage event's cache
+#: counts (``runtime.usage.USAGE_CACHE_FORMAT``); 5 the Agents SDK session's events (ADR 0023).
+FORMAT_VERSION = 5
 #: The name this constant had before stored formats were versioned per type.
 SCHEMA_VERSION = FORMAT_VERSION
 
@@ -71,6 +70,7 @@ EVENT_FORMATS: Mapping[str, int] = MappingProxyType(
         "phase.failed": 2,
         # Provider usage against the estimate, per request (ADR 0012): ctxengine.runtime.usage.
         "context.usage.reported": 2,
+        **dict.fromkeys(("agents.items.added", "agents.item.popped", "agents.session.cleared"), 5),
     }
 )
 EVENT_TYPES: frozenset[str] = frozenset(EVENT_FORMATS)
