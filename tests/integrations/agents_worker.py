@@ -9,9 +9,9 @@ import json
 import sys
 
 from agents import RunConfig
-from agentskit import INSTRUCTIONS, SMALL, ScriptModel, engine_tools, input_tokens, pair_problems, run_turns
 
 import ctxengine as ce
+from agentskit import INSTRUCTIONS, SMALL, ScriptModel, engine_tools, input_tokens, pair_problems, run_turns
 from ctxengine.integrations.openai_agents import ContextSession
 
 
