@@ -53,6 +53,7 @@ from .blocks import (
     render_prefix,
     summary_blocks,
 )
+from .clearing import TurnRules, TurnView, turn_rules, view_turn
 from .overflow import overflow_detail
 from .regions import BODY_CLASSES
 from .render import digest_of
@@ -141,6 +142,7 @@ class ContextBuilder:
         self.renders = render_cache if render_cache is not None else RENDERS
         self._last_limits: tuple[ContextBudget, int, bool, BodyLimits] | None = None
         self._rows: tuple[BudgetPolicy, ContextBudget, list[tuple[Any, BodyBlock]]] | None = None
+        self._rules: tuple[ContextPlan, BudgetPolicy, TurnRules | None] | None = None
 
     # -- public ------------------------------------------------------------------
 
@@ -171,7 +173,9 @@ class ContextBuilder:
             used = plan if plan is not None else self.planner.cached(run.session_id)
             budget = used.budget if used is not None else None
             usable = budget.usable_body_tokens if budget is not None else p.capacity_tokens
-            raise ContextOverflow(p.reason, p.body_tokens, usable, overflow_detail(p, budget))
+            rules = self._turn_rules(used) if used is not None else None
+            detail = overflow_detail(p, budget, item_cap=rules.item_cap if rules is not None else None)
+            raise ContextOverflow(p.reason, p.body_tokens, usable, detail)
         return assembly.request
 
     def assemble(
@@ -243,7 +247,7 @@ class ContextBuilder:
         ctx = BodyContext(cp, tuple(turn), self.clock.now(), principal, self.surface)
         history = conversation[:boundary]
         tables = line if line is not None else self._tables(run.session_id, history)
-        blocks = self._blocks(ctx, budget, tables)
+        blocks, view = self._blocks(ctx, budget, tables, self._turn_rules(plan))
         # The allocator splits the usable body into working state, tool results
         # and history; conversation history carries its tool results, so its
         # cap is the two classes together (the tool-result cap binds separately).
@@ -253,6 +257,15 @@ class ContextBuilder:
         counting_key = plan.counting_key
         fit = self._fit_body(tables, history, blocks, limits, counting_key)
         body, body_raw, reason = fit["body"], fit["body_raw"], fit["reason"]
+        steps = fit["yield_steps"]
+        if view is not None and (view.clipped or view.cleared or view.folded):
+            # Done before the fit (ADR 0021): named first.
+            steps = [
+                *([f"turn_items_clipped:{view.clipped}"] if view.clipped else ()),
+                *([f"turn_tool_results_cleared:{view.cleared}"] if view.cleared else ()),
+                *([f"turn_tool_steps_folded:{view.folded}"] if view.folded else ()),
+                *steps,
+            ]
         body_tokens = self.estimator.corrected(body_raw, counting_key)
         prefix_tokens = plan.prefix_tokens
         reserve = budget.reserve_output_tokens
@@ -293,7 +306,7 @@ class ContextBuilder:
             capacity,
             fit["cut"],
             fit["history_budget"],
-            tuple(fit["yield_steps"]),
+            tuple(steps),
             plan.counting,
         )
         return Assembly(request, pressure)
@@ -333,11 +346,27 @@ class ContextBuilder:
         first = (history[0]._cj or (None, digest_of(history[0])))[1] if history else b""
         return self.renders.session((session_id, first))
 
+    def turn_rules(self, plan: ContextPlan) -> TurnRules | None:
+        """How this builder shows ``plan``'s current turns (``None``: whole, as before ADR 0021)."""
+        return self._turn_rules(plan)
+
+    def _turn_rules(self, plan: ContextPlan) -> TurnRules | None:
+        """The rules of the plan's current turns (``None`` before builder version 2), kept
+        while the plan and the policy are the same objects."""
+        policy = self.planner.policy
+        last = self._rules
+        if last is not None and last[0] is plan and last[1] is policy:
+            return last[2]
+        rules = turn_rules(plan, policy)
+        self._rules = (plan, policy, rules)
+        return rules
+
     def _blocks(
-        self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders
-    ) -> tuple[BodyBlock, ...]:
+        self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders, rules: TurnRules | None
+    ) -> tuple[tuple[BodyBlock, ...], TurnView | None]:
         """Every class of the body in order, rendered, with its caps (from the
-        policy or the plan's budget, ``regions.BODY_CLASSES``)."""
+        policy or the plan's budget, ``regions.BODY_CLASSES``), and the turn as the
+        plan's ``rules`` show it (``None``: rendered whole)."""
         policy = self.planner.policy
         rows = self._rows
         if rows is None or rows[0] is not policy or rows[1] is not budget:
@@ -362,14 +391,30 @@ class ContextBuilder:
         # The line's last blocks: the same renders again make the same blocks.
         last: _LineBlocks | None = tables.blocks
         if last is None or last.rows is not rows:
+            kept_view = last.view if last is not None else None  # (a function of the turn and rules)
             last = tables.blocks = _LineBlocks(rows, [row[1] for row in rows[2]])
+            last.view = kept_view
+        turn, now = ctx.turn, ctx.now
+        view: TurnView | None = None
+        if rules is not None:
+            # The turn's view: the last one while the turn is the same items under the same rules.
+            # (A longer turn starts from the last view: its items' renders and counts.)
+            view = last.view
+            if (
+                view is None
+                or view.rules != rules
+                or len(turn) != len(view.items)
+                or not all(map(is_, turn, view.items))
+            ):
+                view = last.view = view_turn(turn, rules, self.renders, self.estimator, view)
+            ctx = ctx._replace(view=view)
         # The same inputs as the line's last build (the checkpoint's fields
-        # but its conversation, by identity; the turn; the clock within its
+        # but its conversation, by identity; the turn and its view; the clock within its
         # window): its very blocks (which the backend then reads as before).
         sources = _SOURCES_OF(ctx.checkpoint)
-        turn, now = ctx.turn, ctx.now
         if (
             last.out is not None
+            and last.out_view is view
             and last.principal is ctx.principal
             and last.surface == ctx.surface
             and last.start <= now < last.end
@@ -377,7 +422,7 @@ class ContextBuilder:
             and all(map(is_, sources, last.sources))
             and all(map(is_, turn, last.turn))
         ):
-            return last.out
+            return last.out, view
         kept = last.kept
         renders = self.renders
         changed = False
@@ -396,8 +441,9 @@ class ContextBuilder:
         if out is None or changed:
             out = last.out = tuple(kept)
         last.sources, last.turn, last.principal, last.surface = sources, turn, ctx.principal, ctx.surface
+        last.out_view = view
         last.start, last.end = clock_window(now)
-        return out
+        return out, view
 
     def _fit_body(
         self,
@@ -442,7 +488,19 @@ class ContextBuilder:
 class _LineBlocks:
     """A history line's last body blocks and what they were rendered from."""
 
-    __slots__ = ("end", "kept", "out", "principal", "rows", "sources", "start", "surface", "turn")
+    __slots__ = (
+        "end",
+        "kept",
+        "out",
+        "out_view",
+        "principal",
+        "rows",
+        "sources",
+        "start",
+        "surface",
+        "turn",
+        "view",
+    )
 
     def __init__(self, rows: Any, kept: list[BodyBlock]) -> None:
         self.rows = rows
@@ -454,6 +512,9 @@ class _LineBlocks:
         self.surface: str | None = None
         self.start: Any = None
         self.end: Any = None
+        # The turn's last view (ADR 0021), and the view of ``out``.
+        self.view: TurnView | None = None
+        self.out_view: TurnView | None = None
 
 
 # Every checkpoint field the blocks may read (all but the conversation, whose
