@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from operator import attrgetter, is_
+from dataclasses import dataclass
 from typing import Any
 
 from ..core import telemetry
@@ -44,16 +43,9 @@ from ..model import (
 from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
 from ..model.clock import Clock, SystemClock
 from ..plan import ContextPlan, ContextPlanner
-from .blocks import (
-    BODY_BLOCKS,
-    CORRECTIONS_TITLE,
-    RECALL_TITLE,
-    BodyContext,
-    clock_window,
-    render_prefix,
-    summary_blocks,
-)
-from .clearing import TurnRules, TurnView, turn_rules, view_turn
+from .blocks import CORRECTIONS_TITLE, RECALL_TITLE, BodyContext, render_prefix, summary_blocks
+from .clearing import TurnRules, TurnView, turn_rules
+from .line_blocks import Rows, body_rows, line_blocks
 from .overflow import overflow_detail
 from .regions import BODY_CLASSES
 from .render import digest_of
@@ -141,7 +133,7 @@ class ContextBuilder:
         # Renders live in the renderer's own bounded cache (shared by default).
         self.renders = render_cache if render_cache is not None else RENDERS
         self._last_limits: tuple[ContextBudget, int, bool, BodyLimits] | None = None
-        self._rows: tuple[BudgetPolicy, ContextBudget, list[tuple[Any, BodyBlock]]] | None = None
+        self._rows: Rows | None = None
         self._rules: tuple[ContextPlan, BudgetPolicy, TurnRules | None] | None = None
 
     # -- public ------------------------------------------------------------------
@@ -364,86 +356,12 @@ class ContextBuilder:
     def _blocks(
         self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders, rules: TurnRules | None
     ) -> tuple[tuple[BodyBlock, ...], TurnView | None]:
-        """Every class of the body in order, rendered, with its caps (from the
-        policy or the plan's budget, ``regions.BODY_CLASSES``), and the turn as the
-        plan's ``rules`` show it (``None``: rendered whole)."""
+        """Every class of the body in order, rendered, with its caps (``line_blocks``)."""
         policy = self.planner.policy
         rows = self._rows
         if rows is None or rows[0] is not policy or rows[1] is not budget:
-            # Per class: its renderer and its block with no items (caps fixed
-            # per policy and budget).
-            rows = self._rows = (
-                policy,
-                budget,
-                [
-                    (
-                        BODY_BLOCKS.get(name),
-                        BodyBlock(
-                            name,
-                            spec.kind,
-                            max_items=_cap(spec.max_items, policy, budget),
-                            max_tokens=_cap(spec.max_tokens, policy, budget),
-                        ),
-                    )
-                    for name, spec in BODY_CLASSES.items()
-                ],
-            )
-        # The line's last blocks: the same renders again make the same blocks.
-        last: _LineBlocks | None = tables.blocks
-        if last is None or last.rows is not rows:
-            kept_view = last.view if last is not None else None  # (a function of the turn and rules)
-            last = tables.blocks = _LineBlocks(rows, [row[1] for row in rows[2]])
-            last.view = kept_view
-        turn, now = ctx.turn, ctx.now
-        view: TurnView | None = None
-        if rules is not None:
-            # The turn's view: the last one while the turn is the same items under the same rules.
-            # (A longer turn starts from the last view: its items' renders and counts.)
-            view = last.view
-            if (
-                view is None
-                or view.rules != rules
-                or len(turn) != len(view.items)
-                or not all(map(is_, turn, view.items))
-            ):
-                view = last.view = view_turn(turn, rules, self.renders, self.estimator, view)
-            ctx = ctx._replace(view=view)
-        # The same inputs as the line's last build (the checkpoint's fields
-        # but its conversation, by identity; the turn and its view; the clock within its
-        # window): its very blocks (which the backend then reads as before).
-        sources = _SOURCES_OF(ctx.checkpoint)
-        if (
-            last.out is not None
-            and last.out_view is view
-            and last.principal is ctx.principal
-            and last.surface == ctx.surface
-            and last.start <= now < last.end
-            and len(turn) == len(last.turn)
-            and all(map(is_, sources, last.sources))
-            and all(map(is_, turn, last.turn))
-        ):
-            return last.out, view
-        kept = last.kept
-        renders = self.renders
-        changed = False
-        at = 0
-        for render, _ in rows[2]:
-            if render is not None:
-                block = kept[at]
-                items, ids = render(ctx, renders)
-                if (items is not block.items or ids is not block.ids) and not (
-                    len(items) == len(block.items) and all(map(is_, items, block.items)) and ids == block.ids
-                ):
-                    kept[at] = BodyBlock(block.region_class, block.kind, items, ids, *block[4:])
-                    changed = True
-            at += 1
-        out = last.out
-        if out is None or changed:
-            out = last.out = tuple(kept)
-        last.sources, last.turn, last.principal, last.surface = sources, turn, ctx.principal, ctx.surface
-        last.out_view = view
-        last.start, last.end = clock_window(now)
-        return out, view
+            rows = self._rows = body_rows(policy, budget)
+        return line_blocks(ctx, rows, tables, rules, self.renders, self.estimator)
 
     def _fit_body(
         self,
@@ -483,57 +401,6 @@ class ContextBuilder:
                     if isinstance(item, ToolResult)
                 }
         return fit
-
-
-class _LineBlocks:
-    """A history line's last body blocks and what they were rendered from."""
-
-    __slots__ = (
-        "end",
-        "kept",
-        "out",
-        "out_view",
-        "principal",
-        "rows",
-        "sources",
-        "start",
-        "surface",
-        "turn",
-        "view",
-    )
-
-    def __init__(self, rows: Any, kept: list[BodyBlock]) -> None:
-        self.rows = rows
-        self.kept = kept
-        self.out: tuple[BodyBlock, ...] | None = None
-        self.sources: tuple[Any, ...] = ()
-        self.turn: tuple[ConversationItem, ...] = ()
-        self.principal: Principal | None = None
-        self.surface: str | None = None
-        self.start: Any = None
-        self.end: Any = None
-        # The turn's last view (ADR 0021), and the view of ``out``.
-        self.view: TurnView | None = None
-        self.out_view: TurnView | None = None
-
-
-# Every checkpoint field the blocks may read (all but the conversation, whose
-# turn is ``BodyContext.turn``).
-_SOURCES_OF = attrgetter(*(f.name for f in fields(Checkpoint) if f.name != "conversation"))
-
-_SOURCES: dict[str, tuple[bool, str]] = {}
-
-
-def _cap(source: str | None, policy: BudgetPolicy, budget: ContextBudget) -> int | None:
-    """A cap named ``"policy.<field>"`` or ``"budget.<field>"`` (``regions.BODY_CLASSES``)."""
-    if source is None:
-        return None
-    split = _SOURCES.get(source)
-    if split is None:
-        owner, _, field = source.partition(".")
-        split = _SOURCES[source] = (owner == "policy", field)
-    value: int = getattr(policy if split[0] else budget, split[1])
-    return value
 
 
 # The body is laid out class by class in this order (the table's).
