@@ -120,12 +120,11 @@ def line_blocks(
         view = last.view
         if (
             view is None
-            or view.rules != rules
+            or (view.rules is not rules and view.rules != rules)
             or len(turn) != len(view.items)
             or not all(map(is_, turn, view.items))
         ):
             view = last.view = view_turn(turn, rules, renders, estimator, view)
-        ctx = ctx._replace(view=view)
     # The same inputs as the line's last build (the checkpoint's fields but its
     # conversation, by identity; the turn and its view; the clock within its window):
     # its very blocks (which the backend then reads as before).
@@ -141,6 +140,8 @@ def line_blocks(
         and all(map(is_, turn, last.turn))
     ):
         return last.out, view
+    if view is not None:
+        ctx = ctx._replace(view=view)
     kept = last.kept
     changed = False
     at = 0
