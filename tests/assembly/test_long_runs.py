@@ -32,6 +32,7 @@ from ctxengine.assembly.clip import item_cap
 from ctxengine.assembly.envelope import nonce_for
 from ctxengine.assembly.render import digest_of
 from ctxengine.assembly.render_cache import RenderCache
+from ctxengine.cli.turns import AGENT as TURN_AGENT
 from ctxengine.cli.turns import POLICY_VERSION, PRINCIPAL, TOOLS, ScriptedWorker, text
 from ctxengine.core import backends
 from ctxengine.plan import BUILDER_V1, BUILDER_VERSION, EPOCH_ROTATED, ContextPlanner
@@ -149,6 +150,37 @@ async def test_a_long_run_builds_every_step_within_capacity_on_both_backends(bot
         for big in BIG_STEPS:
             assert logged[f"c{big}"].content == big_output(big)
     assert shas["rust"] == shas["python"]
+
+
+async def test_long_runs_after_a_long_history_compact_it_and_build_every_step(backend: str) -> None:
+    # The turn crowding the history: it compacts, and the turn never takes the history's floor.
+    store = MemoryStore()
+    worker = ScriptedWorker(store, model=W32)
+    for turn in range(1, 41):
+        await worker.turn(SID, turn)
+    for r in range(2):
+        run, lease, cp = await worker.loop.start_run(
+            SID, f"long-{r}", ce.UserMessage("now fix the parser"), PRINCIPAL, owner="w"
+        )
+        rng = random.Random(r)
+        for step in range(150):
+            run = replace(run, step=step)
+            request, cp = await worker.loop.build_with_pressure(run, cp, TURN_AGENT, PRINCIPAL, lease=lease)
+            assert request.metadata["total_tokens"] <= request.metadata["capacity_tokens"]
+            out = big_output(step) if step == 70 else output(rng, 0)
+            cp = await worker.loop.record_step(
+                run,
+                cp,
+                [ce.ToolCall(f"c{step}", "search", {"q": "q"}), ce.ToolResult(f"c{step}", out)],
+                lease=lease,
+                trigger="tool_completed",
+            )
+        done = replace(run, step=150)
+        cp = await worker.loop.record_step(
+            done, cp, [ce.AssistantMessage("done")], lease=lease, trigger="final_completion"
+        )
+        assert cp.summary_depth >= 1
+    await worker.turn(SID, 99)  # and an ordinary turn after them
 
 
 async def test_a_fresh_process_makes_the_same_requests() -> None:
