@@ -8,8 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,13 +186,26 @@ async def test_long_runs_after_a_long_history_compact_it_and_build_every_step(ba
     await worker.turn(SID, 99)  # and an ordinary turn after them
 
 
+_IN_A_FRESH_PROCESS = """
+import asyncio, hashlib, sys
+sys.path[:0] = sys.argv[1:3]
+import test_long_runs as t
+requests, _, _ = asyncio.run(t.long_run(60))
+print(" ".join(t._sha(r) for r in requests))
+"""
+
+
 async def test_a_fresh_process_makes_the_same_requests() -> None:
-    first, _, _ = await long_run(60)
-    again, _, _ = await long_run(60)
-    assert [_sha(r) for r in first if isinstance(r, ce.ModelRequest)] == [
-        _sha(r) for r in again if isinstance(r, ce.ModelRequest)
-    ]
-    assert len(first) == 60 and all(isinstance(r, ce.ModelRequest) for r in first)
+    here = Path(__file__).resolve().parent
+    requests, _, _ = await long_run(60)
+    assert len(requests) == 60 and all(isinstance(r, ce.ModelRequest) for r in requests)
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_A_FRESH_PROCESS, str(here), str(here.parent)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == [_sha(r) for r in requests if isinstance(r, ce.ModelRequest)]
 
 
 async def test_a_stored_v1_plan_renders_as_before() -> None:
