@@ -24,6 +24,7 @@ from builder_fixtures import AGENT, ALICE, make_builder, make_plan
 from ctxengine.assembly.clearing import (
     FOLDED_TEXT,
     POINTER_TEXT,
+    Chunks,
     TurnRules,
     TurnView,
     cleared_count,
@@ -378,6 +379,28 @@ def test_the_irreducible_part_that_does_not_fit_is_an_overflow_naming_it(backend
     )
 
 
+def test_each_clearing_frees_at_least_the_quantum(backend: str) -> None:
+    # A 128k window: the kept pairs leave room, so the body changes by whole chunks.
+    policy = ce.BudgetPolicy()
+    rules = _rules(128_000, policy)
+    assert rules.at_least == max(4_096, rules.turn_budget // 4)
+    rng = random.Random(3)
+    run = _turn(ce.UserMessage("go"), *_pairs([rng.randint(3_000, 18_000) for _ in range(150)]))
+    cache, estimator = RenderCache(), ce.TokenEstimator()
+    view, cleared, changes = None, 0, 0
+    for end in range(3, len(run) + 1, 2):
+        view = view_turn(run[:end], rules, cache, estimator, view)
+        now = view.cleared + view.folded
+        if now > cleared:
+            changes += 1
+            useful = [at for _, at, _ in completed_pairs(run[:end]) if view.raws[at] > view.pointers[at][1]]
+            freed = sum(view.raws[at] - view.pointers[at][1] for at in useful[cleared:now])
+            assert freed >= rules.at_least, (end, cleared, now)
+        assert now >= cleared
+        cleared = now
+    assert 3 <= changes <= 20, changes
+
+
 def test_cleared_count_takes_whole_chunks_of_at_least_the_quantum() -> None:
     savings = [1_000, 2_000, 1_500, 4_000, 500, 700]
     assert cleared_count(savings, 4, 0, 3_000) == 0
@@ -386,6 +409,20 @@ def test_cleared_count_takes_whole_chunks_of_at_least_the_quantum() -> None:
     # Past every whole chunk: pair by pair, into the kept ones.
     assert cleared_count(savings, 4, 8_600, 3_000) == 5
     assert cleared_count(savings, 4, 100_000, 3_000) == 6
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    savings=st.lists(st.integers(1, 9_000), max_size=40),
+    data=st.data(),
+    at_least=st.sampled_from((1, 2_000, 4_096, 20_000)),
+)
+def test_chunks_count_is_cleared_count(savings: list[int], data: st.DataObject, at_least: int) -> None:
+    total = data.draw(st.integers(0, len(savings)))
+    within = data.draw(st.integers(0, total))
+    need = data.draw(st.integers(-5, sum(savings) + 5))
+    chunks = Chunks(savings, at_least)
+    assert chunks.count(within, total, need) == cleared_count(savings[:total], within, need, at_least)
 
 
 # -- invariants ---------------------------------------------------------------------

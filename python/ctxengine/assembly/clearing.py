@@ -5,33 +5,42 @@ turn then counts more than its budget, completed tool pairs of the run,
 oldest first (in the order they completed), are shown with their result as
 a typed pointer (the call stays whole, so the pair stays whole; the pointer
 names the tool, the call, the event, the trust and the byte length, never
-content). Kept verbatim: the
-run's user message, its other items, every call, the results of excluded
-tools, an open pair, the newest completed pair always and the last
-``keep_pairs`` completed pairs unless they alone are too many.
+content); when the pointers themselves grow too many, the oldest steps fold
+(call and result leave the request; one note names how many, their events
+and tools). Kept verbatim: the run's user message, its other items, every
+call of a pair not folded, the results of excluded tools, an open pair, the
+newest completed pair always and the last ``keep_pairs`` completed pairs
+unless clearing every older pair is not enough.
 
-Which pairs are cleared is a pure function of the turn's items and the
-plan (budget, policy, counting key), counted in raw tokens, so every worker
-and every replay agrees with nothing stored:
+Which pairs are cleared and folded is a pure function of the turn's items and
+the plan (budget, policy, counting key), counted in raw tokens, so every
+worker and every replay agrees with nothing stored (``_decide``):
 
 - the turn's budget is what the usable body leaves after the working state's
   cap and the history's floor (the turn never crowds the history below it);
-- the clearable pairs (completed, not excluded, whose pointer is smaller than
-  their result, not the newest) in the order they completed; those before the
-  last ``keep_pairs`` are grouped greedily from the oldest into chunks that save
-  at least ``at_least_tokens`` each (a trailing chunk that saves less waits
-  for more pairs);
-- cleared: the fewest leading chunks that bring the turn within its budget;
-  when every chunk is not enough, further clearable pairs one by one.
+- the clearable pairs (completed, not excluded, pointer smaller than result)
+  in the order they completed are grouped greedily from the oldest into
+  chunks that save at least the quantum each (``at_least_tokens``, and
+  ``at_least_ratio`` of the turn's budget); a trailing chunk that saves less
+  waits for more pairs;
+- at each prefix of the turn over its budget: folded, the fewest leading
+  chunks (of call and pointer) before the kept pairs that bring the prefix
+  with every clearable pair cleared (its floor, which only grows) within half
+  the budget; cleared, the fewest further leading chunks before the kept
+  pairs that bring the prefix within its budget, then, if every chunk is not
+  enough, pairs one by one into the kept ones (never the prefix's newest);
+- the turn's counts are the largest any of its prefixes asks for.
 
-A turn only grows (items are appended, and an item's count never changes), and
-chunks only extend, so the cleared set only grows as the run grows, and it
-grows by whole chunks: the body changes when the turn has grown by another
-chunk's worth, not on every step.
+So both sets only grow as the run grows (a prefix of the turn is a prefix of
+the longer turn), and by whole chunks while the kept pairs leave room: the
+body changes when the turn has grown by another quantum, not on every step.
+A view of a longer turn continues from the last one's counts.
 """
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +86,11 @@ def turn_rules(plan: ContextPlan, policy: BudgetPolicy) -> TurnRules | None:
         item_cap=item_cap(budget, policy),
         turn_budget=max(0, turn_budget),
         keep_pairs=policy.clearing_keep_pairs,
-        at_least=max(1, policy.clearing_at_least_tokens),
+        at_least=max(
+            1,
+            policy.clearing_at_least_tokens,
+            math.floor(max(0, turn_budget) * policy.clearing_at_least_ratio),
+        ),
         exclude_tools=frozenset(policy.clearing_exclude_tools),
         model_id=plan.counting_key,
     )
@@ -106,6 +119,8 @@ class TurnView:
     pointers: Mapping[int, tuple[RenderedItem, int]] = field(default_factory=dict)
     #: The note of the folded steps.
     note: RenderedItem | None = None
+    #: (cleared, folded): the largest counts over every prefix of the turn (``_decide``).
+    upto: tuple[int, int] = (0, 0)
 
 
 def render_turn_pointer(item: ToolResult, tool: str) -> RenderedItem:
@@ -146,9 +161,9 @@ def completed_pairs(turn: Sequence[ConversationItem]) -> list[tuple[int, int, st
 
 
 def cleared_count(savings: Sequence[int], kept_from: int, excess: int, at_least: int) -> int:
-    """How many leading clearable pairs are cleared (see the module): ``savings`` of each in
-    order, the first ``kept_from`` of them grouped in chunks of at least ``at_least``,
-    ``excess`` the tokens the turn is over its budget."""
+    """How many leading items reach ``excess`` (see the module): ``savings`` of each in
+    order, the first ``kept_from`` of them grouped in chunks of at least ``at_least``. The
+    specification of ``Chunks.count``, which bisects."""
     if excess <= 0:
         return 0
     freed = 0
@@ -187,6 +202,80 @@ def render_folded(steps: Sequence[tuple[ToolCall, ToolResult]]) -> RenderedItem:
     return RenderedItem("current_turn", "system", text=FOLDED_TEXT + json_inline(note))
 
 
+class Chunks:
+    """A list of positive savings grouped greedily, from the first, into chunks of at least
+    ``at_least`` (a trailing chunk that saves less stays open): ``count`` is ``cleared_count``
+    by bisection over cumulative sums."""
+
+    __slots__ = ("cum", "ends", "ends_cum")
+
+    def __init__(self, savings: Sequence[int], at_least: int) -> None:
+        self.cum = [0]
+        self.ends: list[int] = []
+        chunk = 0
+        for i, saving in enumerate(savings):
+            self.cum.append(self.cum[-1] + saving)
+            chunk += saving
+            if chunk >= at_least:
+                self.ends.append(i + 1)
+                chunk = 0
+        self.ends_cum = [self.cum[end] for end in self.ends]
+
+    def count(self, within: int, total: int, need: int) -> int:
+        """``cleared_count(savings[:total], within, need, at_least)``: the fewest leading
+        items whose savings reach ``need``, at a chunk's end up to ``within``, else item by
+        item after the last such end (at most ``total``)."""
+        if need <= 0:
+            return 0
+        whole = bisect_right(self.ends, within)
+        at = bisect_left(self.ends_cum, need, 0, whole)
+        if at < whole:
+            return self.ends[at]
+        after = self.ends[whole - 1] if whole else 0
+        return min(bisect_left(self.cum, need, after, total + 1), total)
+
+
+def _decide(
+    items: Sequence[ConversationItem],
+    raws: Sequence[int],
+    pairs: Sequence[tuple[int, int, str]],
+    useful: Sequence[tuple[int, int, int]],
+    known: Mapping[int, tuple[RenderedItem, int]],
+    rules: TurnRules,
+    start: int,
+    upto: tuple[int, int],
+) -> tuple[int, int]:
+    """How many of ``useful`` (the clearable pairs) are cleared and how many of those folded:
+    the largest counts any prefix of the turn asks for (prefixes from ``start + 1`` items on,
+    ``upto`` those before), so both only grow as the run grows (see the module)."""
+    budget, at_least = rules.turn_budget, rules.at_least
+    saving = [raws[at] - known[at][1] for _, _, at in useful]
+    clear = Chunks(saving, at_least)
+    fold = Chunks([raws[call_at] + known[at][1] for _, call_at, at in useful], at_least)
+    order = [n for n, _, _ in useful]  # each clearable pair's index among the completed ones
+    done = [at for _, at, _ in pairs]  # where each completed pair completes
+    cleared, folded = upto
+    total = sum(raws[:start])
+    completed = bisect_left(done, start)  # pairs completed within the prefix
+    for p in range(start, len(items)):
+        total += raws[p]
+        while completed < len(done) and done[completed] <= p:
+            completed += 1
+        if total <= budget:
+            continue
+        # The prefix's clearable pairs: all completed before its newest; outside the kept ones.
+        among = bisect_left(order, completed - 1)
+        outside = bisect_left(order, completed - rules.keep_pairs) if rules.keep_pairs else among
+        outside = min(outside, among)
+        # The floor: the prefix with every clearable pair cleared, its newest too (it only grows).
+        floor = total - clear.cum[bisect_left(order, completed)]
+        f = fold.count(outside, outside, floor - budget // 2)
+        left = total - fold.cum[f] - clear.cum[f] + (FOLD_NOTE_TOKENS if f else 0) - budget
+        m = max(f, clear.count(outside, among, left + clear.cum[f]) if left > 0 else f)
+        cleared, folded = max(cleared, m), max(folded, f)
+    return cleared, folded
+
+
 def view_turn(
     turn: Sequence[ConversationItem],
     rules: TurnRules,
@@ -223,42 +312,30 @@ def view_turn(
         renders += fresh
         raws += estimator.raw_estimates(fresh, model_id)
     out: list[RenderedItem | None] = list(renders)
-    excess = sum(raws) - rules.turn_budget
     cleared = folded = 0
+    upto = (0, 0)  # (the largest cleared count, folded count) over every prefix of the turn
     note = None
-    if excess > 0:
+    if sum(raws) > rules.turn_budget:
         pairs = completed_pairs(items)
-        kept = len(pairs) - rules.keep_pairs  # pairs from this index on are the kept ones
-        # Every completed pair of a tool not excluded, the newest too (for the floor below).
-        candidates: list[tuple[int, int, int]] = []
         new_pointers: list[tuple[int, RenderedItem]] = []
-        for n, (call_at, at, tool) in enumerate(pairs):
-            if tool in rules.exclude_tools:
-                continue
-            candidates.append((n, call_at, at))
-            if at not in known:
+        for _, at, tool in pairs:
+            if tool not in rules.exclude_tools and at not in known:
                 result = items[at]
                 assert isinstance(result, ToolResult)
                 new_pointers.append((at, render_turn_pointer(result, tool)))
         if new_pointers:
             made = estimator.raw_estimates([pointer for _, pointer in new_pointers], model_id)
             known.update((at, (pointer, raw)) for (at, pointer), raw in zip(new_pointers, made, strict=True))
-        # Only pairs whose pointer is smaller than their result are cleared.
-        useful = [(n, call_at, at) for n, call_at, at in candidates if raws[at] > known[at][1]]
-        # The turn with every such pair cleared, the newest too: it only grows as the run grows.
-        floor = sum(raws) - sum(raws[at] - known[at][1] for _, _, at in useful)
-        if useful and useful[-1][0] == len(pairs) - 1:
-            useful.pop()  # the newest is never cleared
-        outside = sum(1 for u in useful if u[0] < kept)
-        cleared = cleared_count(
-            [raws[at] - known[at][1] for _, _, at in useful], outside, excess, rules.at_least
-        )
-        # Folding: when even that floor leaves no room for the newest output, the oldest
-        # cleared steps outside the kept ones go whole (call and pointer), by chunks too.
-        fold_savings = [raws[call_at] + known[at][1] for _, call_at, at in useful[:outside]]
-        fold_excess = floor - (rules.turn_budget - rules.item_cap - FOLD_NOTE_TOKENS)
-        folded = cleared_count(fold_savings, len(fold_savings), fold_excess, rules.at_least)
-        cleared = max(cleared, folded)
+        # The clearable pairs, in the order they completed: not excluded, pointer smaller than result.
+        useful = [
+            (n, call_at, at)
+            for n, (call_at, at, tool) in enumerate(pairs)
+            if tool not in rules.exclude_tools and raws[at] > known[at][1]
+        ]
+        extended = previous is not None and k == len(previous.items) and previous.rules == rules
+        start = len(previous.items) if extended and previous is not None else 0
+        upto = previous.upto if extended and previous is not None else (0, 0)
+        cleared, folded = upto = _decide(items, raws, pairs, useful, known, rules, start, upto)
         for _, _, at in useful[folded:cleared]:
             out[at] = known[at][0]
         if folded:
@@ -291,6 +368,7 @@ def view_turn(
         tuple(clips),
         known,
         note,
+        upto,
     )
 
 

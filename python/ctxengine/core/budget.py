@@ -44,6 +44,7 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("item", "max_ratio"): ("item_max_ratio", "ratio"),
     ("clearing", "keep_pairs"): ("clearing_keep_pairs", "items"),
     ("clearing", "at_least_tokens"): ("clearing_at_least_tokens", "tokens"),
+    ("clearing", "at_least_ratio"): ("clearing_at_least_ratio", "ratio"),
     ("clearing", "exclude_tools"): ("clearing_exclude_tools", "names"),
 }
 
@@ -86,8 +87,11 @@ class BudgetPolicy:
     item_max_ratio: float = 0.25
     #: Completed tool pairs of the current run kept verbatim, newest first (ADR 0021).
     clearing_keep_pairs: int = 3
-    #: Tokens one clearing step frees at least (ADR 0021).
+    #: Tokens one clearing step frees at least (ADR 0021) ...
     clearing_at_least_tokens: int = 4096
+    #: ... and at least this share of the current turn's budget (a step that frees a few
+    #: thousand tokens of a 100k turn changes the body, and so misses the cache, every step).
+    clearing_at_least_ratio: float = 0.25
     #: Tools whose results are never cleared (ADR 0021).
     clearing_exclude_tools: tuple[str, ...] = ()
 
