@@ -49,7 +49,7 @@ from ..core.budget import BudgetPolicy
 from ..core.history import shared_prefix
 from ..model import ConversationItem, ReasoningItem, ToolCall, ToolResult, UserMessage, content_text
 from ..plan import ContextPlan
-from .clip import item_cap, shown
+from .clip import item_cap, shown, utf8_length
 from .envelope import json_inline
 from .render_cache import RenderCache
 from .request import RenderedItem
@@ -126,7 +126,7 @@ class TurnView:
 def render_turn_pointer(item: ToolResult, tool: str) -> RenderedItem:
     """A current-turn tool result cleared to a typed pointer, naming its tool (from its call)."""
     pointer = {
-        "byte_length": len(content_text(item.content).encode("utf-8")),
+        "byte_length": utf8_length(content_text(item.content)),
         "call_id": item.call_id,
         "elided": "tool_result",
         "event_id": item.seq,

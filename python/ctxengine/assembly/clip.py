@@ -61,7 +61,8 @@ def _source_and_role(item: ConversationItem) -> tuple[str, str] | None:
     return None  # tool calls (structured arguments) and reasoning are never clipped
 
 
-def _utf8_length(text: str) -> int:
+def utf8_length(text: str) -> int:
+    """The UTF-8 byte length of ``text`` (without encoding an ASCII text)."""
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
@@ -89,7 +90,7 @@ def render_clipped(item: ConversationItem, region_class: str, budget: int) -> Re
         trust=item.trust,  # type: ignore[union-attr]
         source=source,
         digest=digest_of(item),
-        byte_length=_utf8_length(text),
+        byte_length=utf8_length(text),
         event=item.seq,
     )
     if isinstance(item, ToolResult):
@@ -111,7 +112,7 @@ def _clip(
     if _source_and_role(item) is None:
         return _NOT_CLIPPED
     text = content_text(item.content)  # type: ignore[union-attr]
-    length = _utf8_length(text)
+    length = utf8_length(text)
     if length <= cap:
         return _NOT_CLIPPED
     budget = FIRST_BYTES_PER_TOKEN * cap
@@ -159,4 +160,5 @@ __all__ = [
     "item_cap",
     "render_clipped",
     "shown",
+    "utf8_length",
 ]
