@@ -22,11 +22,24 @@ NOON = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def make_plan(
-    window: int = 128_000, *, policy: ce.BudgetPolicy | None = None, memory: str = ""
+    window: int = 128_000,
+    *,
+    policy: ce.BudgetPolicy | None = None,
+    memory: str = "",
+    builder_version: str | None = None,
 ) -> tuple[ContextPlanner, ContextPlan]:
     model = ce.ResolvedModel("openai", "gpt-x", window, 16_384, 8_192)
     planner = ContextPlanner(None, estimator=ce.TokenEstimator(), clock=ce.FixedClock(NOON), policy=policy)
-    plan = planner.draft("s1", 1, AGENT, model, TOOLS, policy_version="pv1", memory_snapshot=memory)
+    plan = planner.draft(
+        "s1",
+        1,
+        AGENT,
+        model,
+        TOOLS,
+        policy_version="pv1",
+        memory_snapshot=memory,
+        builder_version=builder_version,
+    )
     return planner, plan
 
 

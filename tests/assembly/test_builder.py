@@ -28,6 +28,7 @@ from ctxengine.assembly.render import digest_of
 from ctxengine.assembly.request import ModelRequest
 from ctxengine.core import backends
 from ctxengine.model import KnowledgePassage, SkillBody, StateEntry, WorkingState
+from ctxengine.plan import BUILDER_V1
 from ctxengine.providers import check_wire_pairs, to_anthropic_messages, to_openai_chat, to_openai_responses
 
 FORMATS = (
@@ -251,7 +252,8 @@ def test_history_cut_requests_compaction_and_build_refuses(backend: str) -> None
 
 
 def test_fixed_body_that_cannot_fit_is_reported_not_truncated(backend: str) -> None:
-    planner, plan = make_plan(24_000)
+    # Builder version 1 (a plan stored before ADR 0021): shown whole, however large.
+    planner, plan = make_plan(24_000, builder_version=BUILDER_V1)
     builder = make_builder(planner)
     huge_user = ce.UserMessage("please read this: " + "z" * 60_000, seq=1)
     items = [huge_user]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..model import (
     Checkpoint,
@@ -187,6 +187,9 @@ class BodyContext(NamedTuple):
     now: datetime
     principal: Principal
     surface: str
+    #: The turn as a plan of builder version 2 shows it (``clearing.TurnView``), or ``None``:
+    #: every turn item rendered whole.
+    view: Any = None
 
 
 # (rendered items, their ids: passages only)
@@ -297,6 +300,8 @@ def _metadata(ctx: BodyContext, cache: RenderCache) -> Block:
 
 
 def _current_user(ctx: BodyContext, cache: RenderCache) -> Block:
+    if ctx.view is not None:
+        return ctx.view.user, ()
     turn = ctx.turn
     if turn and isinstance(turn[0], UserMessage):
         return cache.items(turn[:1], "current_user"), ()
@@ -304,6 +309,8 @@ def _current_user(ctx: BodyContext, cache: RenderCache) -> Block:
 
 
 def _current_turn(ctx: BodyContext, cache: RenderCache) -> Block:
+    if ctx.view is not None:
+        return ctx.view.rest, ()
     turn = ctx.turn
     if turn and isinstance(turn[0], UserMessage):
         turn = turn[1:]

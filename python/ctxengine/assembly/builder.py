@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from operator import attrgetter, is_
+from dataclasses import dataclass
 from typing import Any
 
 from ..core import telemetry
@@ -45,15 +44,9 @@ from ..model import (
 from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
 from ..model.clock import Clock, SystemClock
 from ..plan import ContextPlan, ContextPlanner
-from .blocks import (
-    BODY_BLOCKS,
-    CORRECTIONS_TITLE,
-    RECALL_TITLE,
-    BodyContext,
-    clock_window,
-    render_prefix,
-    summary_blocks,
-)
+from .blocks import CORRECTIONS_TITLE, RECALL_TITLE, BodyContext, render_prefix, summary_blocks
+from .clearing import TurnRules, TurnView, turn_rules
+from .line_blocks import Rows, body_rows, line_blocks
 from .overflow import overflow_detail
 from .regions import BODY_CLASSES
 from .render import digest_of
@@ -141,7 +134,8 @@ class ContextBuilder:
         # Renders live in the renderer's own bounded cache (shared by default).
         self.renders = render_cache if render_cache is not None else RENDERS
         self._last_limits: tuple[ContextBudget, int, bool, BodyLimits] | None = None
-        self._rows: tuple[BudgetPolicy, ContextBudget, list[tuple[Any, BodyBlock]]] | None = None
+        self._rows: Rows | None = None
+        self._rules: tuple[ContextPlan, BudgetPolicy, TurnRules | None] | None = None
 
     # -- public ------------------------------------------------------------------
 
@@ -172,7 +166,9 @@ class ContextBuilder:
             used = plan if plan is not None else self.planner.cached(run.session_id)
             budget = used.budget if used is not None else None
             usable = budget.usable_body_tokens if budget is not None else p.capacity_tokens
-            raise ContextOverflow(p.reason, p.body_tokens, usable, overflow_detail(p, budget))
+            rules = self._turn_rules(used) if used is not None else None
+            detail = overflow_detail(p, budget, item_cap=rules.item_cap if rules is not None else None)
+            raise ContextOverflow(p.reason, p.body_tokens, usable, detail)
         return assembly.request
 
     def assemble(
@@ -244,7 +240,7 @@ class ContextBuilder:
         ctx = BodyContext(cp, tuple(turn), self.clock.now(), principal, self.surface)
         history = conversation[:boundary]
         tables = line if line is not None else self._tables(run.session_id, history)
-        blocks = self._blocks(ctx, budget, tables)
+        blocks, view = self._blocks(ctx, budget, tables, self._turn_rules(plan))
         # The allocator splits the usable body into working state, tool results
         # and history; conversation history carries its tool results, so its
         # cap is the two classes together (the tool-result cap binds separately).
@@ -254,6 +250,15 @@ class ContextBuilder:
         counting_key = plan.counting_key
         fit = self._fit_body(tables, history, blocks, limits, counting_key)
         body, body_raw, reason = fit["body"], fit["body_raw"], fit["reason"]
+        steps = fit["yield_steps"]
+        if view is not None and (view.clipped or view.cleared or view.folded):
+            # Done before the fit (ADR 0021): named first.
+            steps = [
+                *([f"turn_items_clipped:{view.clipped}"] if view.clipped else ()),
+                *([f"turn_tool_results_cleared:{view.cleared}"] if view.cleared else ()),
+                *([f"turn_tool_steps_folded:{view.folded}"] if view.folded else ()),
+                *steps,
+            ]
         body_tokens = self.estimator.corrected(body_raw, counting_key)
         prefix_tokens = plan.prefix_tokens
         reserve = budget.reserve_output_tokens
@@ -294,7 +299,7 @@ class ContextBuilder:
             capacity,
             fit["cut"],
             fit["history_budget"],
-            tuple(fit["yield_steps"]),
+            tuple(steps),
             plan.counting,
         )
         return Assembly(request, pressure)
@@ -341,71 +346,30 @@ class ContextBuilder:
         first = (history[0]._cj or (None, digest_of(history[0])))[1] if history else b""
         return self.renders.session((session_id, first))
 
+    def turn_rules(self, plan: ContextPlan) -> TurnRules | None:
+        """How this builder shows ``plan``'s current turns (``None``: whole, as before ADR 0021)."""
+        return self._turn_rules(plan)
+
+    def _turn_rules(self, plan: ContextPlan) -> TurnRules | None:
+        """The rules of the plan's current turns (``None`` before builder version 2), kept
+        while the plan and the policy are the same objects."""
+        policy = self.planner.policy
+        last = self._rules
+        if last is not None and last[0] is plan and last[1] is policy:
+            return last[2]
+        rules = turn_rules(plan, policy)
+        self._rules = (plan, policy, rules)
+        return rules
+
     def _blocks(
-        self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders
-    ) -> tuple[BodyBlock, ...]:
-        """Every class of the body in order, rendered, with its caps (from the
-        policy or the plan's budget, ``regions.BODY_CLASSES``)."""
+        self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders, rules: TurnRules | None
+    ) -> tuple[tuple[BodyBlock, ...], TurnView | None]:
+        """Every class of the body in order, rendered, with its caps (``line_blocks``)."""
         policy = self.planner.policy
         rows = self._rows
         if rows is None or rows[0] is not policy or rows[1] is not budget:
-            # Per class: its renderer and its block with no items (caps fixed
-            # per policy and budget).
-            rows = self._rows = (
-                policy,
-                budget,
-                [
-                    (
-                        BODY_BLOCKS.get(name),
-                        BodyBlock(
-                            name,
-                            spec.kind,
-                            max_items=_cap(spec.max_items, policy, budget),
-                            max_tokens=_cap(spec.max_tokens, policy, budget),
-                        ),
-                    )
-                    for name, spec in BODY_CLASSES.items()
-                ],
-            )
-        # The line's last blocks: the same renders again make the same blocks.
-        last: _LineBlocks | None = tables.blocks
-        if last is None or last.rows is not rows:
-            last = tables.blocks = _LineBlocks(rows, [row[1] for row in rows[2]])
-        # The same inputs as the line's last build (the checkpoint's fields
-        # but its conversation, by identity; the turn; the clock within its
-        # window): its very blocks (which the backend then reads as before).
-        sources = _SOURCES_OF(ctx.checkpoint)
-        turn, now = ctx.turn, ctx.now
-        if (
-            last.out is not None
-            and last.principal is ctx.principal
-            and last.surface == ctx.surface
-            and last.start <= now < last.end
-            and len(turn) == len(last.turn)
-            and all(map(is_, sources, last.sources))
-            and all(map(is_, turn, last.turn))
-        ):
-            return last.out
-        kept = last.kept
-        renders = self.renders
-        changed = False
-        at = 0
-        for render, _ in rows[2]:
-            if render is not None:
-                block = kept[at]
-                items, ids = render(ctx, renders)
-                if (items is not block.items or ids is not block.ids) and not (
-                    len(items) == len(block.items) and all(map(is_, items, block.items)) and ids == block.ids
-                ):
-                    kept[at] = BodyBlock(block.region_class, block.kind, items, ids, *block[4:])
-                    changed = True
-            at += 1
-        out = last.out
-        if out is None or changed:
-            out = last.out = tuple(kept)
-        last.sources, last.turn, last.principal, last.surface = sources, turn, ctx.principal, ctx.surface
-        last.start, last.end = clock_window(now)
-        return out
+            rows = self._rows = body_rows(policy, budget)
+        return line_blocks(ctx, rows, tables, rules, self.renders, self.estimator)
 
     def _fit_body(
         self,
@@ -445,42 +409,6 @@ class ContextBuilder:
                     if isinstance(item, ToolResult)
                 }
         return fit
-
-
-class _LineBlocks:
-    """A history line's last body blocks and what they were rendered from."""
-
-    __slots__ = ("end", "kept", "out", "principal", "rows", "sources", "start", "surface", "turn")
-
-    def __init__(self, rows: Any, kept: list[BodyBlock]) -> None:
-        self.rows = rows
-        self.kept = kept
-        self.out: tuple[BodyBlock, ...] | None = None
-        self.sources: tuple[Any, ...] = ()
-        self.turn: tuple[ConversationItem, ...] = ()
-        self.principal: Principal | None = None
-        self.surface: str | None = None
-        self.start: Any = None
-        self.end: Any = None
-
-
-# Every checkpoint field the blocks may read (all but the conversation, whose
-# turn is ``BodyContext.turn``).
-_SOURCES_OF = attrgetter(*(f.name for f in fields(Checkpoint) if f.name != "conversation"))
-
-_SOURCES: dict[str, tuple[bool, str]] = {}
-
-
-def _cap(source: str | None, policy: BudgetPolicy, budget: ContextBudget) -> int | None:
-    """A cap named ``"policy.<field>"`` or ``"budget.<field>"`` (``regions.BODY_CLASSES``)."""
-    if source is None:
-        return None
-    split = _SOURCES.get(source)
-    if split is None:
-        owner, _, field = source.partition(".")
-        split = _SOURCES[source] = (owner == "policy", field)
-    value: int = getattr(policy if split[0] else budget, split[1])
-    return value
 
 
 # The body is laid out class by class in this order (the table's).

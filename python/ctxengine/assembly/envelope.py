@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..plan.envelope import (
     NONCE_HEX,
+    clipped_envelope,
     envelope,
     escape_attr,
     escape_body,
@@ -17,6 +18,7 @@ from ..plan.envelope import (
 
 __all__ = [
     "NONCE_HEX",
+    "clipped_envelope",
     "envelope",
     "escape_attr",
     "escape_body",

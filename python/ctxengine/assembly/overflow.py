@@ -38,9 +38,26 @@ _CAUSES: dict[str, tuple[str, str]] = {
 }
 
 
-def overflow_detail(p: Pressure, budget: ContextBudget | None, after: str = "") -> str:
-    """The ``detail`` of the ``ContextOverflow`` for pressure ``p`` (``after``: what was tried)."""
-    if p.reason == "history_requires_compaction":
+# A plan whose builder clips and clears the current turn (ADR 0021): what is left of the turn.
+_TURN_LEFT = (
+    "the current turn is larger than the usable body even with every completed tool result of the "
+    "run but the newest cleared to a pointer, its oldest tool steps elided and every item clipped to "
+    "{cap} tokens: what is left (the run's user message, its newest tool result, the results of "
+    "excluded tools, its assistant messages, tool calls and reasoning), with the working state and "
+    "the skill bodies, does not fit",
+    "end the run in fewer steps, exclude fewer tools from clearing (BudgetPolicy clearing.exclude_tools), "
+    f"{policy_knob('item_max_ratio', 'lower')}, {_WINDOW}",
+)
+
+
+def overflow_detail(
+    p: Pressure, budget: ContextBudget | None, after: str = "", *, item_cap: int | None = None
+) -> str:
+    """The ``detail`` of the ``ContextOverflow`` for pressure ``p`` (``after``: what was tried;
+    ``item_cap``: the per-item cap of a plan that clips and clears the current turn, ADR 0021)."""
+    if p.reason == "fixed_body_exceeds_context_window" and item_cap is not None:
+        cause, fix = _TURN_LEFT[0].format(cap=item_cap), _TURN_LEFT[1]
+    elif p.reason == "history_requires_compaction":
         cause = (
             f"the {p.history_cut} oldest history items do not fit the history budget of "
             f"{p.history_budget_tokens} tokens"

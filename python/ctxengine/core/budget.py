@@ -18,7 +18,7 @@ from ..model import ResolvedModel
 from . import backends
 
 # (section, key) -> (field name, kind). Kinds: "tokens" (int >= 0),
-# "items" (int >= 0), "ratio" (float in [0, 1)).
+# "items" (int >= 0), "ratio" (float in [0, 1)), "names" (a list of non-empty strings).
 _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("platform_policy", "max_tokens"): ("platform_policy_tokens", "tokens"),
     ("agent_instructions", "max_tokens"): ("agent_instructions_tokens", "tokens"),
@@ -40,6 +40,12 @@ _SCHEMA: dict[tuple[str, str], tuple[str, str]] = {
     ("history", "floor_tokens"): ("history_floor_tokens", "tokens"),
     ("output", "reserve_tokens"): ("output_reserve_tokens", "tokens"),
     ("safety", "margin_ratio"): ("safety_margin_ratio", "ratio"),
+    # Long runs (ADR 0021; plans of builder version 2): the per-item cap and clearing inside a run.
+    ("item", "max_ratio"): ("item_max_ratio", "ratio"),
+    ("clearing", "keep_pairs"): ("clearing_keep_pairs", "items"),
+    ("clearing", "at_least_tokens"): ("clearing_at_least_tokens", "tokens"),
+    ("clearing", "at_least_ratio"): ("clearing_at_least_ratio", "ratio"),
+    ("clearing", "exclude_tools"): ("clearing_exclude_tools", "names"),
 }
 
 # The prefix classes of Region A, with their (tokens, items) policy fields.
@@ -76,12 +82,27 @@ class BudgetPolicy:
     history_floor_tokens: int = 8000
     output_reserve_tokens: int = 8192
     safety_margin_ratio: float = 0.05
+    #: An item rendering to more than this share of the usable body (and at least
+    #: ``ITEM_CAP_FLOOR`` tokens) is shown clipped (ADR 0021).
+    item_max_ratio: float = 0.25
+    #: Completed tool pairs of the current run kept verbatim, newest first (ADR 0021).
+    clearing_keep_pairs: int = 3
+    #: Tokens one clearing step frees at least (ADR 0021) ...
+    clearing_at_least_tokens: int = 4096
+    #: ... and at least this share of the current turn's budget (a step that frees a few
+    #: thousand tokens of a 100k turn changes the body, and so misses the cache, every step).
+    clearing_at_least_ratio: float = 0.25
+    #: Tools whose results are never cleared (ADR 0021).
+    clearing_exclude_tools: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         by_field = {name: (section, key, kind) for (section, key), (name, kind) in _SCHEMA.items()}
         for f in fields(self):
             section, key, kind = by_field[f.name]
-            _check_value(f"{section}.{key}", kind, getattr(self, f.name))
+            value = getattr(self, f.name)
+            _check_value(f"{section}.{key}", kind, value)
+            if kind == "names" and not isinstance(value, tuple):
+                object.__setattr__(self, f.name, tuple(value))  # a frozen, hashable policy
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BudgetPolicy:
@@ -101,7 +122,9 @@ class BudgetPolicy:
                     raise PolicyError(f"{section}.{key}", "unknown key")
                 name, kind = entry
                 _check_value(f"{section}.{key}", kind, value)
-                changes[name] = float(value) if kind == "ratio" else value
+                changes[name] = (
+                    float(value) if kind == "ratio" else tuple(value) if kind == "names" else value
+                )
         return replace(cls(), **changes)
 
     @classmethod
@@ -116,12 +139,24 @@ class BudgetPolicy:
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        for (section, key), (name, _) in _SCHEMA.items():
-            out.setdefault(section, {})[key] = getattr(self, name)
+        for (section, key), (name, kind) in _SCHEMA.items():
+            value = getattr(self, name)
+            out.setdefault(section, {})[key] = list(value) if kind == "names" else value
         return out
 
 
+#: The per-item cap never falls below this many tokens (ADR 0021).
+ITEM_CAP_FLOOR = 1024
+
+
 def _check_value(where: str, kind: str, value: object) -> None:
+    if kind == "names":
+        if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+            raise PolicyError(where, f"expected a list of names, got {type(value).__name__}")
+        for i, name in enumerate(value):
+            if not isinstance(name, str) or not name:
+                raise PolicyError(f"{where}[{i}]", f"expected a non-empty string, got {name!r:.60}")
+        return
     if kind == "ratio":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise PolicyError(where, f"expected a number, got {type(value).__name__}")
@@ -241,4 +276,12 @@ def policy_knob(field: str, verb: str) -> str:
 _KNOBS: dict[str, tuple[str, str]] = {field: path for path, (field, _) in _SCHEMA.items()}
 
 
-__all__ = ["PREFIX_CLASSES", "BudgetPolicy", "ContextBudget", "allocate", "check_prefix_class", "policy_knob"]
+__all__ = [
+    "ITEM_CAP_FLOOR",
+    "PREFIX_CLASSES",
+    "BudgetPolicy",
+    "ContextBudget",
+    "allocate",
+    "check_prefix_class",
+    "policy_knob",
+]

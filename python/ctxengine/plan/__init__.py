@@ -12,6 +12,7 @@ from .context_plan import ContextPlan
 from .framing import PLATFORM_POLICY
 from .gate import ToolDecision, ToolGate
 from .planner import (
+    BUILDER_V1,
     BUILDER_VERSION,
     EPOCH_ROTATED,
     PLAN_CREATED,
@@ -23,6 +24,7 @@ from .planner import (
 from .prefix import CACHE_BREAKPOINTS, PREFIX_FRAMING_TOKENS, SkillEntry, prefix_blocks, tool_schema_hash
 
 __all__ = [
+    "BUILDER_V1",
     "BUILDER_VERSION",
     "CACHE_BREAKPOINTS",
     "EPOCH_ROTATED",

@@ -165,8 +165,39 @@ def envelope(text: str, *, trust: TrustLevel, source: str, digest: bytes) -> str
     )
 
 
+def clipped_envelope(
+    head: str,
+    tail: str,
+    *,
+    trust: TrustLevel,
+    source: str,
+    digest: bytes,
+    byte_length: int,
+    event: int | None,
+) -> str:
+    """The head and tail of a text of ``byte_length`` UTF-8 bytes, as the model sees an item
+    too large to show whole (ADR 0021). Fenced: the item's own envelope (its nonce, from the
+    whole item's ``digest``) marked on its opening tag, and the omitted middle as a tag the
+    escaped content cannot form. Trusted: a platform line before it and one in the middle."""
+    omitted = byte_length - len(head.encode("utf-8")) - len(tail.encode("utf-8"))
+    where = "" if event is None else f' event="{event}"'
+    if not needs_envelope(trust):
+        mark = f"event {event}" if event is not None else "this item"
+        return (
+            f"[truncated: the head and tail of {mark}, {byte_length} bytes in all]\n{head}"
+            f"\n[{omitted} bytes omitted]\n{tail}"
+        )
+    nonce = nonce_for(digest)
+    return (
+        f'<untrusted trust="{escape_attr(trust.value)}" source="{escape_attr(source)}" nonce="{nonce}" '
+        f'truncated="head+tail" byte_length="{byte_length}"{where}>'
+        f'{escape_body(head)}<omitted:{nonce} bytes="{omitted}"/>{escape_body(tail)}</untrusted:{nonce}>'
+    )
+
+
 __all__ = [
     "LINE_UNSAFE_RANGES",
+    "clipped_envelope",
     "NONCE_HEX",
     "envelope",
     "escape_attr",

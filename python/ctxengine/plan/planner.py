@@ -40,7 +40,11 @@ from .prefix import (
 PLAN_CREATED = "context.plan.created"
 EPOCH_ROTATED = "context.epoch.rotated"
 PLAN_EVENT_TYPES = frozenset({PLAN_CREATED, EPOCH_ROTATED})
-BUILDER_VERSION = "ctxengine-builder/1"
+#: The builder version of new sessions' plans: version 2 clips oversize items and clears
+#: tool results inside a long run (ADR 0021); a plan keeps the version it was made with.
+BUILDER_VERSION = "ctxengine-builder/2"
+#: The builder before ADR 0021: its stored plans keep rendering byte for byte as they did.
+BUILDER_V1 = "ctxengine-builder/1"
 
 ROTATION_REASONS = frozenset(
     {
@@ -69,7 +73,7 @@ class ContextPlanner:
         estimator: Estimator | None = None,
         policy: BudgetPolicy | None = None,
         clock: Clock | None = None,
-        builder_version: str = BUILDER_VERSION,
+        builder_version: str | None = None,
         platform_policy: str = PLATFORM_POLICY,
         cache_size: int = 1024,
     ) -> None:
@@ -77,6 +81,9 @@ class ContextPlanner:
         self.estimator: Estimator = estimator if estimator is not None else cast(Estimator, TokenEstimator())
         self.policy = policy or BudgetPolicy()
         self.clock: Clock = clock or SystemClock()
+        #: The builder version asked for, or ``None``: ``BUILDER_VERSION`` for a new session,
+        #: and a session's current plan keeps its own (an upgrade does not rotate its epoch
+        #: and so does not throw its provider cache away; ADR 0021).
         self.builder_version = builder_version
         self.platform_policy = platform_policy
         self._cache_size = cache_size
@@ -131,8 +138,10 @@ class ContextPlanner:
         memory_snapshot: str = "",
         skill_catalog: Sequence[SkillEntry] = (),
         reason: str = "initial",
+        builder_version: str | None = None,
     ) -> ContextPlan:
-        """A validated plan (pure: measures, checks caps, allocates; writes nothing)."""
+        """A validated plan (pure: measures, checks caps, allocates; writes nothing).
+        ``builder_version``: this planner's when ``None`` (``BUILDER_VERSION`` if it names none)."""
         specs, catalog = _checked_arguments(agent, model, tools, skill_catalog)
         est = self.estimator
         # Every count of the epoch goes through the plan's counting key (ADR 0012).
@@ -182,7 +191,7 @@ class ContextPlanner:
             skill_catalog=catalog,
             cache_breakpoints=CACHE_BREAKPOINTS,
             policy_version=policy_version,
-            builder_version=self.builder_version,
+            builder_version=builder_version or self.builder_version or BUILDER_VERSION,
             budget=budget,
             created_at=self.clock.now(),
             reason=reason,
@@ -220,6 +229,7 @@ class ContextPlanner:
                 policy_version=policy_version,
                 memory_snapshot=memory_snapshot,
                 skill_catalog=skill_catalog,
+                builder_version=_builder_version(self.builder_version, current),
             )
             if current is not None and current.identity == wanted.identity:
                 return current
@@ -317,6 +327,14 @@ def _wrong(argument: str, value: object, accepted: str) -> NoReturn:
     raise ArgumentError(_PLAN, argument, f"expected {accepted}, got {type(value).__name__} {value!r:.60}")
 
 
+def _builder_version(asked: str | None, current: ContextPlan | None) -> str:
+    """The builder version of the plan wanted: the one asked for, else the current plan's (a
+    default that changed is no reason to rotate), else ``BUILDER_VERSION``."""
+    if asked is not None:
+        return asked
+    return current.builder_version if current is not None else BUILDER_VERSION
+
+
 def _rotation_reason(current: ContextPlan, wanted: ContextPlan) -> str:
     if current.model_id != wanted.model_id:
         return "model_changed"
@@ -338,6 +356,7 @@ def _with_reason(plan: ContextPlan, reason: str) -> ContextPlan:
 
 
 __all__ = [
+    "BUILDER_V1",
     "BUILDER_VERSION",
     "EPOCH_ROTATED",
     "PLAN_CREATED",

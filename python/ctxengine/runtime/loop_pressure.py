@@ -40,6 +40,11 @@ def _key(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix}:{payload_hash(payload)[:16]}"
 
 
+def _item_cap(loop: ContextLoop, plan: ContextPlan) -> int | None:
+    rules = loop.builder.turn_rules(plan)
+    return rules.item_cap if rules is not None else None
+
+
 class Compactions:
     """A loop's builds under pressure."""
 
@@ -84,7 +89,7 @@ class Compactions:
                     pressure.reason,
                     pressure.total_tokens,
                     pressure.capacity_tokens,
-                    overflow_detail(pressure, plan.budget, tried),
+                    overflow_detail(pressure, plan.budget, tried, item_cap=_item_cap(loop, plan)),
                 )
             current = await self._compact(run, current, plan, pressure, principal, lease)
             compactions += 1
