@@ -6,14 +6,14 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
+use pyo3::Borrowed;
 
 use super::gather::Buffers;
 use super::memo::{KeptBlocks, KeptLimits};
 use crate::arguments::{self, type_name};
+use crate::canonical::read_digest;
 use crate::errors::argument_error;
-use crate::items::{
-    read_attr, read_digest, seq_of, seq_value, slot_value, tool_role, Attr, Role, Sort, Types,
-};
+use crate::items::{read_attr, slot_value, tool_role, Attr, Role, Sort, Types};
 
 pub const F: &str = "fit_body";
 
@@ -148,18 +148,19 @@ pub fn history<'py>(
         // The item a few steps ahead, fetched while this one is read (a
         // history read once a turn is mostly out of the CPU's caches).
         crate::items::prefetch(values.ptr(i + AHEAD));
-        // SAFETY: a live item (the sequence holds it; nothing ran since).
-        let tp = unsafe { ffi::Py_TYPE(p) };
-        let t = match types.recent(tp) {
+        // SAFETY: an item the sequence holds, borrowed while no Python code
+        // runs; a step that may run some first pins what was borrowed and
+        // takes a reference to the item (`to_owned`).
+        let item = unsafe { Borrowed::from_ptr(py, p) };
+        let t = match types.recent(item.get_type_ptr()) {
             Some(t) => t,
             None => {
                 pin(bufs, &mut pinned);
-                types.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?
+                types.info(&item.to_owned())?
             }
         };
         let info = &types.infos[t];
         if !info.conversation {
-            let item = unsafe { Bound::from_borrowed_ptr(py, p) };
             return Err(argument_error(
                 py,
                 F,
@@ -175,23 +176,13 @@ pub fn history<'py>(
         }
         // The id's text lives in `ids`, then in the buffers' pins, for the
         // whole call (the role's lifetime is that promise).
-        let (tool_role, hash) = if role == Role::Other {
-            (ctxengine_core::cut::ToolRole::Other, 0)
-        } else {
-            let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-            tool_role(&item, role, call_id, &mut ids, (F, name, i))?
-        };
-        let seq = match seq_how {
-            // SAFETY: a slot of this type's layout; ints convert in C.
-            Attr::Slot(offset) => unsafe { seq_value(slot_value(p, offset)) },
-            Attr::Lookup => {
-                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-                read_attr(&item, Attr::Lookup, intern!(py, "seq"))?.and_then(|v| seq_of(&v))
-            }
+        let (tool_role, hash) = match role {
+            Role::Other => (ctxengine_core::cut::ToolRole::Other, 0),
+            _ => tool_role(&item.to_owned(), role, call_id, &mut ids, (F, name, i))?,
         };
         bufs.history.push(HistoryItem {
             raw: 0,
-            seq,
+            seq: types.seq_of(&item, t)?,
             role: tool_role,
             hash,
         });
@@ -204,27 +195,24 @@ pub fn history<'py>(
             continue;
         }
         let cj = match cj_how {
-            // SAFETY: as above: the item holds its `_cj`.
+            // SAFETY: a slot of this type's layout: the item holds its `_cj`.
             Attr::Slot(offset) => unsafe { slot_value(p, offset) },
-            Attr::Lookup => {
-                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-                match read_attr(&item, Attr::Lookup, intern!(py, "_cj"))? {
-                    Some(cj) => {
-                        let ptr = cj.as_ptr();
-                        bufs.pins.push(cj.unbind());
-                        ptr
-                    }
-                    None => null,
+            Attr::Lookup => match read_attr(&item.to_owned(), Attr::Lookup, intern!(py, "_cj"))? {
+                Some(cj) => {
+                    let ptr = cj.as_ptr();
+                    bufs.pins.push(cj.unbind());
+                    ptr
                 }
-            }
+                None => null,
+            },
         };
-        // SAFETY: null or live; read_digest checks the tuple.
-        let key = if !cj.is_null() && unsafe { read_digest(cj) }.is_some() {
-            unsafe { ffi::PyTuple_GET_ITEM(cj, 1) }
-        } else {
-            fresh.push((i, unsafe { Bound::from_borrowed_ptr(py, p) }));
+        // SAFETY: null or live (held as above); a filled cache (read_digest
+        // checks it) holds the digest at 1.
+        let key = unsafe { read_digest(cj).map(|_| ffi::PyTuple_GET_ITEM(cj, 1)) };
+        let key = key.unwrap_or_else(|| {
+            fresh.push((i, item.to_owned()));
             null
-        };
+        });
         bufs.keys.push(key);
         bufs.held.push((null, null));
         i += 1;

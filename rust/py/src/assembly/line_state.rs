@@ -109,7 +109,7 @@ impl Entry {
         read: &HistoryItem<'_>,
     ) -> Option<Entry> {
         // SAFETY: a live object (held); read_digest checks its shape.
-        let (digest, _) = unsafe { crate::items::read_digest(cj.as_ptr()) }?;
+        let (digest, _) = unsafe { crate::canonical::read_digest(cj.as_ptr()) }?;
         let bytes = cj.cast::<PyTuple>().ok()?.get_item(0).ok()?.unbind();
         let role = match read.role {
             ToolRole::Other => CachedRole::Other,

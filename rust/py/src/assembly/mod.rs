@@ -218,7 +218,9 @@ fn fit<'py>(
     for i in from_cache..g.bufs.keys.len() {
         if let Some(l) = lookahead.as_ref().filter(|_| !pinned) {
             let held = &g.bufs.held;
-            l.ahead(|k| held.get(k).map_or(std::ptr::null_mut(), |h| h.0), i);
+            // SAFETY: null or renders the line holds, and nothing has run
+            // Python code since they were read (not `pinned`).
+            unsafe { l.ahead(|k| held.get(k).map_or(std::ptr::null_mut(), |h| h.0), i) };
         }
         let held = g.bufs.held[i].0;
         let render = if held.is_null() {

@@ -6,7 +6,8 @@ mod cache;
 mod source;
 
 pub use cache::{
-    has_item_cache, item_canonical as item_cache, make_cache, read_cache, store_cache,
+    bytes_of, has_item_cache, item_canonical as item_cache, make_cache, read_cache, read_digest,
+    store_cache,
 };
 pub use source::{utf8, PySource};
 

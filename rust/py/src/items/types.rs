@@ -150,32 +150,33 @@ impl Types {
 
     /// The `seq` of item `i` as the floor scan sees it (see `slots::seq_value`).
     #[inline]
-    pub fn seq_at(&mut self, py: Python<'_>, items: &Items<'_>, i: usize) -> PyResult<Option<i64>> {
-        let p = items.ptr(i);
-        if p.is_null() {
+    pub fn seq_at(&mut self, items: &Items<'_>, i: usize) -> PyResult<Option<i64>> {
+        let Some(item) = items.get(i) else {
             return Ok(None);
-        }
-        // SAFETY: a live item (the sequence holds it; the fast path runs no
-        // Python code).
-        let tp = unsafe { ffi::Py_TYPE(p) };
-        let t = match self.recent(tp) {
-            Some(t) => t,
-            // SAFETY: a live item, as above.
-            None => self.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?,
         };
-        let info = &self.infos[t];
-        if !matches!(info.sort, Sort::Item | Sort::Object) {
+        let t = self.info(&item)?;
+        if !matches!(self.infos[t].sort, Sort::Item | Sort::Object) {
             return Ok(None);
         }
-        Ok(match info.seq {
-            // SAFETY: a slot of this type's layout; ints convert in C.
-            Attr::Slot(offset) => unsafe { seq_value(slot_value(p, offset)) },
-            Attr::Lookup => {
-                // SAFETY: a live item, as above.
-                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-                read_attr(&item, Attr::Lookup, intern!(py, "seq"))?.and_then(|v| seq_of(&v))
+        self.seq_of(&item, t)
+    }
+
+    /// The `seq` of `item`, whose type's facts are `infos[t]` (see
+    /// `slots::seq_value`).
+    #[inline(always)]
+    pub fn seq_of(&self, item: &Bound<'_, PyAny>, t: usize) -> PyResult<Option<i64>> {
+        let info = &self.infos[t];
+        match info.seq {
+            Attr::Slot(offset) if info.tp == item.get_type_ptr() => {
+                // SAFETY: a slot of this item's type's layout; ints convert in C.
+                Ok(unsafe { seq_value(slot_value(item.as_ptr(), offset)) })
             }
-        })
+            _ => {
+                let item = item.to_owned(); // (held: `getattr` may run Python code)
+                let seq = read_attr(&item, Attr::Lookup, intern!(item.py(), "seq"))?;
+                Ok(seq.and_then(|v| seq_of(&v)))
+            }
+        }
     }
 
     /// The facts of a type already checked in this call (no Python code).
