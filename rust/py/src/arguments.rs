@@ -10,7 +10,7 @@ use ctxengine_core::CoreResult;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyMapping, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyMapping, PyString};
 
 use crate::errors::IntoPy;
 use crate::items::Items;
@@ -24,9 +24,7 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// An int that is not a bool.
 pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
-    let ptr = obj.as_ptr();
-    // SAFETY: `ptr` is a live object (borrowed from `obj`); the checks read its type's flags.
-    unsafe { ffi::PyLong_Check(ptr) != 0 && ffi::PyBool_Check(ptr) == 0 }
+    obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>()
 }
 
 /// `int.__repr__(obj)`: the digits of an int's data, also for subclasses.

@@ -19,6 +19,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
+use crate::canonical::cache_of;
 use crate::errors::guard;
 use crate::slots::{untracked, Maker};
 
@@ -345,7 +346,7 @@ impl<'py> Decoder<'py> {
             Err(reason) => return Ok(Err(reason)),
         };
         let cache = match &decoded.cache {
-            Some((bytes, digest)) => untracked(pair(joined(py, bytes)?, PyBytes::new(py, digest))?),
+            Some((bytes, digest)) => untracked(cache_of(joined(py, bytes)?, digest)?.into_any()),
             None => py.None().into_bound(py),
         };
         self.b.item(&decoded.item, seq_obj, cache).map(Ok)
@@ -408,20 +409,6 @@ fn joined<'py>(py: Python<'py>, bytes: &Canonical<'_>) -> PyResult<Bound<'py, Py
             at = at.add(piece.len());
         }
         Ok(obj.cast_into_unchecked())
-    }
-}
-
-/// The tuple `(a, b)`.
-fn pair<'py>(a: Bound<'py, PyBytes>, b: Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
-    let py = a.py();
-    // SAFETY: `PyTuple_New` returns a new reference (or null, an error); its slots are filled
-    // below.
-    unsafe {
-        let t = Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(2))?;
-        // SAFETY: a fresh 2-tuple; each slot takes over one new reference.
-        ffi::PyTuple_SET_ITEM(t.as_ptr(), 0, a.into_ptr());
-        ffi::PyTuple_SET_ITEM(t.as_ptr(), 1, b.into_ptr());
-        Ok(t)
     }
 }
 

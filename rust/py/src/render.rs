@@ -19,9 +19,9 @@ use ctxengine_core::render::{self, Seq, Shape, TextItem, TextRender};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyType};
 
-use crate::canonical::{item_cache as item_canonical, walker};
+use crate::canonical::{item_cache as item_canonical, make_cache, walker};
 use crate::errors::guard;
 use crate::slots::{untracked, Maker};
 
@@ -214,9 +214,8 @@ pub fn render_items<'py>(
 
 /// `(canonical, sha256(canonical))`, a render's `_cj`.
 fn cache_tuple<'py>(py: Python<'py>, canonical: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    let digest = sha256(canonical);
     Ok(untracked(
-        PyTuple::new(py, [PyBytes::new(py, canonical), PyBytes::new(py, &digest)])?.into_any(),
+        make_cache(py, canonical, &sha256(canonical))?.into_any(),
     ))
 }
 

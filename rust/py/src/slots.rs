@@ -65,16 +65,7 @@ impl<'py> Maker<'py> {
         acyclic: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let obj = self.make(values)?;
-        if acyclic {
-            // SAFETY: `obj` is a new instance only this function holds; untracking it is sound
-            // because it can hold no cycle (the caller says so).
-            unsafe {
-                if ffi::PyObject_IS_GC(obj.as_ptr()) != 0 {
-                    ffi::PyObject_GC_UnTrack(obj.as_ptr().cast());
-                }
-            }
-        }
-        Ok(obj)
+        Ok(if acyclic { untracked(obj) } else { obj })
     }
 
     /// A new instance holding `values` (one per name, in order).

@@ -5,7 +5,7 @@ use ctxengine_core::body::{BodyLimits, HistoryItem, Kind};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyString};
 use pyo3::Borrowed;
 
 use super::gather::Buffers;
@@ -296,6 +296,22 @@ fn elements<'py>(
     Ok(out)
 }
 
+/// Every item of a block is a rendered item (an item with the `_cj` cache).
+fn rendered_items(types: &mut Types, items: &[Bound<'_, PyAny>], path: Path<'_>) -> PyResult<()> {
+    for (index, item) in items.iter().enumerate() {
+        let t = types.info(item)?;
+        if types.infos[t].sort != Sort::Item {
+            return Err(argument_error(
+                item.py(),
+                F,
+                format!("{path}[{index}]"),
+                format!("expected a rendered item, got {}", type_name(item)),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The blocks, each of a known kind with rendered items; one history block.
 /// `kept`: the line's memo of the last blocks read with it (`memo`).
 pub fn blocks<'py>(
@@ -312,17 +328,7 @@ pub fn blocks<'py>(
     if let Some(kept) = recalled {
         // The same tuple as last time: its items' types checked again only.
         for (at, block) in kept.iter().enumerate() {
-            for (index, item) in block.items.iter().enumerate() {
-                let t = types.info(item)?;
-                if types.infos[t].sort != Sort::Item {
-                    return Err(argument_error(
-                        py,
-                        F,
-                        format!("{}[{index}]", Path::at(B, at, "items")),
-                        format!("expected a rendered item, got {}", type_name(item)),
-                    ));
-                }
-            }
+            rendered_items(types, &block.items, Path::at(B, at, "items"))?;
         }
         return Ok(kept);
     }
@@ -348,17 +354,7 @@ pub fn blocks<'py>(
             ));
         };
         let items = elements(part("items"), &get("items", intern!(py, "items"))?, "items")?;
-        for (index, item) in items.iter().enumerate() {
-            let t = types.info(item)?;
-            if types.infos[t].sort != Sort::Item {
-                return Err(argument_error(
-                    py,
-                    F,
-                    format!("{}[{index}]", part("items")),
-                    format!("expected a rendered item, got {}", type_name(item)),
-                ));
-            }
-        }
+        rendered_items(types, &items, part("items"))?;
         let id_values = elements(part("ids"), &get("ids", intern!(py, "ids"))?, "ids")?;
         if kind == Kind::Passages && id_values.len() != items.len() {
             return Err(argument_error(
@@ -443,8 +439,7 @@ fn read_limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
     let floor = get("summary_floor", intern!(py, "summary_floor"))?;
     let summary_floor = arguments::optional_int64(F, part("summary_floor"), &floor)?;
     let compactable = get("summary_compactable", intern!(py, "summary_compactable"))?;
-    // SAFETY: a type check of a live object.
-    if unsafe { ffi::PyBool_Check(compactable.as_ptr()) } == 0 {
+    if !compactable.is_instance_of::<PyBool>() {
         return Err(argument_error(
             limits.py(),
             F,

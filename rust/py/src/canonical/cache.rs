@@ -16,9 +16,16 @@ pub fn make_cache<'py>(
     bytes: &[u8],
     digest: &[u8; 32],
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let b = PyBytes::new(py, bytes);
-    let h = PyBytes::new(py, digest);
-    PyTuple::new(py, [b.into_any(), h.into_any()])
+    cache_of(PyBytes::new(py, bytes), digest)
+}
+
+/// The `_cj` tuple of canonical bytes already in a `bytes` object.
+pub fn cache_of<'py>(
+    bytes: Bound<'py, PyBytes>,
+    digest: &[u8; 32],
+) -> PyResult<Bound<'py, PyTuple>> {
+    let digest = PyBytes::new(bytes.py(), digest);
+    PyTuple::new(bytes.py(), [bytes, digest])
 }
 
 /// `hasattr(type(value), "_cj") and hasattr(value, "to_dict")`: conversation

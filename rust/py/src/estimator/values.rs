@@ -5,7 +5,7 @@
 use ctxengine_core::estimate::{Shape, Values};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
+use pyo3::types::{PyDict, PyFloat, PyList, PyMapping, PyString, PyTuple};
 
 use crate::arguments::{int_repr, is_int, type_name};
 use crate::errors::HostError;
@@ -47,10 +47,8 @@ impl<'py> Values for PyValues<'py> {
         if is_int(v) {
             return Ok(int_shape(v));
         }
-        // SAFETY: type checks of a live object.
-        if unsafe { ffi::PyFloat_Check(v.as_ptr()) } != 0 {
-            // SAFETY: `v` is a float (checked just above), alive for the call.
-            return Ok(Shape::Float(unsafe { ffi::PyFloat_AsDouble(v.as_ptr()) }));
+        if let Ok(f) = v.cast::<PyFloat>() {
+            return Ok(Shape::Float(f.value()));
         }
         if let Ok(s) = v.cast::<PyString>() {
             return Ok(Shape::Str(s.to_str().ok().map(str::to_owned)));

@@ -7,7 +7,10 @@ mod slots;
 mod types;
 
 pub use scan::{canonicalize_pending, scan, Facts, Scan, Want};
-pub use slots::{member_offset, prefetch, read_attr, slot_value, tool_role, version_of, Attr};
+pub use slots::{
+    generic_getattr, has_instance_dict, member_offset, prefetch, read_attr, slot_value, tool_role,
+    version_of, Attr,
+};
 pub use types::{Role, Sort, Types};
 
 use pyo3::ffi;

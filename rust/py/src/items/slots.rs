@@ -25,25 +25,39 @@ pub enum Attr {
     Lookup,
 }
 
-/// The valid attribute version tag of a type.
+/// The valid attribute version tag of a type (CPython gives a type a new
+/// tag whenever an attribute of it or of a base is set or deleted).
 #[inline]
-pub unsafe fn version_of(tp: *mut ffi::PyTypeObject) -> Option<std::os::raw::c_uint> {
-    if (*tp).tp_flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0 {
-        Some((*tp).tp_version_tag)
-    } else {
-        None
-    }
+pub fn version_of(ty: &Bound<'_, PyType>) -> Option<std::os::raw::c_uint> {
+    // SAFETY: a live type's fields, read only.
+    let (flags, tag) = unsafe {
+        let tp = ty.as_type_ptr();
+        ((*tp).tp_flags, (*tp).tp_version_tag)
+    };
+    (flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0).then_some(tag)
+}
+
+/// Whether instances of `ty` have an instance dict.
+pub fn has_instance_dict(ty: &Bound<'_, PyType>) -> bool {
+    // SAFETY: a live type's field, read only.
+    unsafe { (*ty.as_type_ptr()).tp_dictoffset != 0 }
+}
+
+/// Whether instances of `ty` use the generic attribute access (a plain
+/// class: no `__getattribute__` or `__getattr__` of its own).
+pub fn generic_getattr(ty: &Bound<'_, PyType>) -> bool {
+    // libpython's own function: its address is unique.
+    let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
+    // SAFETY: a live type's slot, read only.
+    let getattro = unsafe { (*ty.as_type_ptr()).tp_getattro };
+    getattro.map(|f| f as usize) == Some(generic)
 }
 
 /// The member-slot offset of `name` on instances of `ty`, when reading the
 /// slot is exactly what `getattr` would do: generic attribute access and a
 /// plain object member descriptor.
 pub fn slot_offset(ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResult<Attr> {
-    // libpython's own function: its address is unique.
-    let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
-    // SAFETY: a live type's slot, read only.
-    let getattro = unsafe { (*ty.as_type_ptr()).tp_getattro };
-    if getattro.map(|f| f as usize) != Some(generic) {
+    if !generic_getattr(ty) {
         return Ok(Attr::Lookup);
     }
     Ok(member_offset(ty, name, false)?.map_or(Attr::Lookup, Attr::Slot))
