@@ -114,6 +114,15 @@ pub fn optional_int64(
     checked(obj, |a| check::optional_int64(function, &name, a))
 }
 
+/// `None`, or a non-negative 64-bit int (a block's cap).
+pub fn optional_cap(
+    function: &str,
+    name: impl Display,
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<i64>> {
+    checked(obj, |a| check::optional_cap(function, &name, a))
+}
+
 /// An int or a float (not a bool), as a float.
 pub fn ratio(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
     checked(obj, |a| check::ratio(function, &name, a))
@@ -163,8 +172,7 @@ pub fn string<'a>(
 
 /// The UTF-8 of a str, borrowed from it; `None` for a lone surrogate.
 fn utf8_str<'a>(s: &'a Bound<'_, PyString>) -> Option<&'a str> {
-    // SAFETY: CPython's UTF-8 of a str is valid UTF-8, cached in the str.
-    unsafe { crate::canonical::utf8(s.as_ptr()).map(|b| std::str::from_utf8_unchecked(b)) }
+    s.to_str().ok()
 }
 
 /// Any object with callable `raw_estimates` and `corrected`.

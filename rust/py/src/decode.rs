@@ -8,8 +8,9 @@
 //! `__init__` (the core has already made every check the constructor makes)
 //! and each slot is set as `object.__setattr__` would.
 
+use ctxengine_core::decode::item::Value;
 use ctxengine_core::decode::{
-    decode_item, Canonical, Content, Item, Json, Members, Part, TRUST_LEVELS,
+    decode_item, Canonical, Content, Item, Json, Members, Names, Part, TRUST_LEVELS,
 };
 use ctxengine_core::schema::{self, Record};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -17,7 +18,7 @@ use std::cell::RefCell;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::canonical::cache_of;
 use crate::errors::guard;
@@ -98,45 +99,13 @@ fn atomic(value: &Bound<'_, PyAny>) -> bool {
     }
 }
 
-/// Short strings that recur across a batch (member names, tool names,
-/// principals, providers, media types), each made once: a small table
-/// indexed by a hash of the text, a slot keeping the last string it saw.
-struct Memo<'py> {
-    slots: RefCell<Vec<Option<Kept<'py>>>>,
-}
-
-/// A memo slot: the text and its string.
-type Kept<'py> = (Box<str>, Bound<'py, PyString>);
-
-/// Table size (a power of two) and the longest text kept.
-const MEMO_SLOTS: usize = 256;
-const MEMO_MAX_LEN: usize = 32;
+/// Short strings that recur across a batch, each made once (`Names`).
+struct Memo<'py>(RefCell<Names<Bound<'py, PyString>>>);
 
 impl<'py> Memo<'py> {
-    fn new() -> Self {
-        Memo {
-            slots: RefCell::new(vec![None; MEMO_SLOTS]),
-        }
-    }
-
     fn get(&self, py: Python<'py>, s: &str) -> Bound<'py, PyAny> {
-        if s.len() > MEMO_MAX_LEN {
-            return PyString::new(py, s).into_any();
-        }
-        // FNV-1a
-        let hash = s.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-        });
-        let mut slots = self.slots.borrow_mut();
-        let slot = &mut slots[hash as usize & (MEMO_SLOTS - 1)];
-        if let Some((text, value)) = slot {
-            if **text == *s {
-                return value.clone().into_any();
-            }
-        }
-        let value = PyString::new(py, s);
-        *slot = Some((s.into(), value.clone()));
-        value.into_any()
+        let made = self.0.borrow_mut().get(s, |s| PyString::new(py, s));
+        made.into_any()
     }
 }
 
@@ -170,7 +139,7 @@ impl<'py> Builder<'py> {
         let py = self.py;
         Ok(match v {
             Json::Null => py.None().into_bound(py),
-            Json::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
+            Json::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
             Json::Int(i) => i.into_pyobject(py)?.into_any(),
             Json::Float(f) => f.into_pyobject(py)?.into_any(),
             Json::Str(s) => self.name(s),
@@ -229,49 +198,19 @@ impl<'py> Builder<'py> {
         seq: &Bound<'py, PyAny>,
         cache: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let py = self.py;
-        let trust = |t: &u8| self.trust[*t as usize].clone();
-        // The values in the order of the variant's fields, which the schema
-        // test holds to the schema's constructor order.
-        let mut values = match item {
-            Item::System { content, trust: t } | Item::Assistant { content, trust: t } => {
-                vec![self.content(content)?, trust(t)]
-            }
-            Item::User {
-                content,
-                trust: t,
-                principal_id,
-            } => vec![
-                self.content(content)?,
-                trust(t),
-                self.opt_name(principal_id),
-            ],
-            Item::ToolCall {
-                call_id,
-                name,
-                arguments,
-            } => vec![
-                self.str(call_id),
-                self.name(name),
-                self.dict(arguments)?.into_any(),
-            ],
-            Item::ToolResult {
-                call_id,
-                content,
-                is_error,
-                trust: t,
-            } => vec![
-                self.str(call_id),
-                self.content(content)?,
-                pyo3::types::PyBool::new(py, *is_error)
-                    .to_owned()
-                    .into_any(),
-                trust(t),
-            ],
-            Item::Reasoning { provider, payload } => {
-                vec![self.name(provider), self.dict(payload)?.into_any()]
-            }
-        };
+        // The values in the schema's field order (`Item::fields`).
+        let mut values = Vec::with_capacity(8);
+        for v in item.fields() {
+            values.push(match v {
+                Value::Text(s) => self.str(s),
+                Value::Name(s) => self.name(s),
+                Value::OptName(s) => self.opt_name(&s),
+                Value::Content(c) => self.content(c)?,
+                Value::Trust(t) => self.trust[t as usize].clone(),
+                Value::Members(m) => self.dict(m)?.into_any(),
+                Value::Bool(b) => PyBool::new(self.py, b).to_owned().into_any(),
+            });
+        }
         values.push(seq.clone());
         values.push(cache);
         let kind = item.kind();
@@ -327,7 +266,7 @@ impl<'py> Decoder<'py> {
                 text_part: Class::new(&parts.0, &fields_of(&schema::PARTS[0], false), None)?,
                 file_ref: Class::new(&parts.1, &fields_of(&schema::PARTS[1], false), None)?,
                 trust,
-                memo: Memo::new(),
+                memo: Memo(RefCell::default()),
             },
         })
     }

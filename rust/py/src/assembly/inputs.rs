@@ -1,7 +1,7 @@
 //! `BodyInputs` and `BodyLimits` read from Python and checked, in the
 //! reference's order (`check_body_inputs`, `check_limits`).
 
-use ctxengine_core::body::{BodyLimits, HistoryItem, Kind};
+use ctxengine_core::body::{BlockChecks, BodyLimits, HistoryItem, Kind};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -12,19 +12,15 @@ use super::gather::Buffers;
 use super::memo::{KeptBlocks, KeptLimits};
 use crate::arguments::{self, type_name};
 use crate::canonical::read_digest;
-use crate::errors::argument_error;
+use crate::errors::{argument_error, IntoPy};
 use crate::items::{read_attr, slot_value, tool_role, Attr, Role, Sort, Types};
 
 pub const F: &str = "fit_body";
 
 /// The text of a str already checked (by `arguments::string`).
 pub fn text<'a>(s: &'a Bound<'_, PyAny>) -> &'a str {
-    // SAFETY: a str whose UTF-8 was produced (and cached) by the check.
-    unsafe {
-        crate::canonical::utf8(s.as_ptr())
-            .map(|b| std::str::from_utf8_unchecked(b))
-            .unwrap_or_default()
-    }
+    let s = s.cast::<PyString>().ok().and_then(|s| s.to_str().ok());
+    s.unwrap_or_default()
 }
 
 /// The name of an argument's part, formatted only when an error needs it:
@@ -267,19 +263,6 @@ pub struct BlockIn<'py> {
     pub max_tokens: Option<i64>,
 }
 
-fn cap(name: Path<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
-    let cap = arguments::optional_int64(F, name, value)?;
-    if let Some(c) = cap.filter(|c| *c < 0) {
-        return Err(argument_error(
-            value.py(),
-            F,
-            name.to_string(),
-            format!("must not be negative, got {c}"),
-        ));
-    }
-    Ok(cap)
-}
-
 /// Every element of a sequence argument.
 fn elements<'py>(
     name: Path<'_>,
@@ -321,7 +304,7 @@ pub fn blocks<'py>(
 ) -> PyResult<Vec<BlockIn<'py>>> {
     let py = inputs.py();
     let mut out: Vec<BlockIn<'py>> = Vec::new();
-    let mut counts = [0usize; 8];
+    let mut checks = BlockChecks::default();
     let all = field(inputs, Path::of("inputs", "blocks"), intern!(py, "blocks"))?;
     const B: &str = "inputs.blocks";
     let recalled = super::memo::recall(kept.as_ref().and_then(|k| k.as_ref()), &all);
@@ -336,7 +319,7 @@ pub fn blocks<'py>(
         .into_iter()
         .enumerate()
     {
-        let part = |name: &'static str| Path::at(B, at, name);
+        let (block_at, part) = (Path::at(B, at, ""), |name| Path::at(B, at, name));
         let get = |name: &'static str, interned: &Bound<'py, PyString>| {
             field(&block, part(name), interned)
         };
@@ -344,52 +327,19 @@ pub fn blocks<'py>(
         arguments::string(F, part("region_class"), &class)?;
         let kind_obj = get("kind", intern!(py, "kind"))?;
         let kind_name = arguments::string(F, part("kind"), &kind_obj)?;
-        let Some(kind) = Kind::parse(kind_name) else {
-            let repr = kind_obj.repr().map(|r| r.to_string()).unwrap_or_default();
-            return Err(argument_error(
-                py,
-                F,
-                part("kind").to_string(),
-                format!("unknown kind {repr}"),
-            ));
-        };
+        let repr = || kind_obj.repr().map(|r| r.to_string()).unwrap_or_default();
+        let kind = BlockChecks::kind(F, &block_at, kind_name, repr).into_py(py)?;
         let items = elements(part("items"), &get("items", intern!(py, "items"))?, "items")?;
         rendered_items(types, &items, part("items"))?;
-        let id_values = elements(part("ids"), &get("ids", intern!(py, "ids"))?, "ids")?;
-        if kind == Kind::Passages && id_values.len() != items.len() {
-            return Err(argument_error(
-                py,
-                F,
-                part("ids").to_string(),
-                format!("{} ids for {} passages", id_values.len(), items.len()),
-            ));
+        let ids = elements(part("ids"), &get("ids", intern!(py, "ids"))?, "ids")?;
+        BlockChecks::ids(F, &block_at, kind, ids.len(), items.len()).into_py(py)?;
+        for (index, id) in ids.iter().enumerate() {
+            arguments::string(F, format_args!("{block_at}.ids[{index}]"), id)?;
         }
-        for (index, id) in id_values.iter().enumerate() {
-            let name = Path::at(B, at, "");
-            arguments::string(F, format_args!("{name}.ids[{index}]"), id)?;
-        }
-        let ids = id_values;
-        let max_items = cap(
-            part("max_items"),
-            &get("max_items", intern!(py, "max_items"))?,
-        )?;
-        let max_tokens = cap(
-            part("max_tokens"),
-            &get("max_tokens", intern!(py, "max_tokens"))?,
-        )?;
-        let k = Kind::NAMES
-            .iter()
-            .position(|n| *n == kind_name)
-            .unwrap_or(0);
-        counts[k] += 1;
-        if matches!(kind, Kind::History | Kind::WorkingState | Kind::Skills) && counts[k] > 1 {
-            return Err(argument_error(
-                py,
-                F,
-                part("kind").to_string(),
-                format!("a second {kind_name} block"),
-            ));
-        }
+        let cap = |name, interned| arguments::optional_cap(F, part(name), &get(name, interned)?);
+        let max_items = cap("max_items", intern!(py, "max_items"))?;
+        let max_tokens = cap("max_tokens", intern!(py, "max_tokens"))?;
+        checks.count(F, &block_at, kind).into_py(py)?;
         out.push(BlockIn {
             class,
             kind,
@@ -399,9 +349,7 @@ pub fn blocks<'py>(
             max_tokens,
         });
     }
-    if counts[1] != 1 {
-        return Err(argument_error(py, F, B, "expected one history block"));
-    }
+    checks.finish(F).into_py(py)?;
     if let Some(kept) = kept {
         *kept = super::memo::keep(&all, &out);
     }

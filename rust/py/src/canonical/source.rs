@@ -21,20 +21,22 @@ use pyo3::Borrowed;
 
 use super::cache::{bytes_of, has_item_cache, make_cache, read_cache, store_cache};
 
-/// UTF-8 of a `str` (or subclass); `None` for lone surrogates.
+/// The UTF-8 of a `str` (or subclass), cached in the object by CPython;
+/// `None` for lone surrogates.
 ///
 /// # Safety
-/// `ptr` must be a live `str`; the bytes live as long as it does.
+/// `ptr` must be a live `str`; the text lives as long as it does.
 #[inline]
-pub unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a [u8]> {
+pub unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a str> {
     let mut size: ffi::Py_ssize_t = 0;
     let data = ffi::PyUnicode_AsUTF8AndSize(ptr, &mut size);
     if data.is_null() {
         ffi::PyErr_Clear();
-        None
-    } else {
-        Some(std::slice::from_raw_parts(data as *const u8, size as usize))
+        return None;
     }
+    // CPython's UTF-8 of a str is valid UTF-8.
+    let bytes = std::slice::from_raw_parts(data as *const u8, size as usize);
+    Some(std::str::from_utf8_unchecked(bytes))
 }
 
 fn repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -83,7 +85,7 @@ fn int_node<'a>(obj: &Bound<'_, PyAny>) -> PyResult<Node<'a>> {
 fn str_node<'a>(obj: &Bound<'_, PyAny>) -> Node<'a> {
     // SAFETY: a str (the caller checked), which keeps its UTF-8 as long as it lives.
     match unsafe { utf8(obj.as_ptr()) } {
-        Some(s) => Node::Str(s),
+        Some(s) => Node::Str(s.as_bytes()),
         None => Node::Reject(REASON_SURROGATE.to_owned()),
     }
 }
@@ -254,7 +256,7 @@ impl<'py> Source for PySource<'py> {
             return Ok(Err(KeyProblem::Subclass(type_name(&key))));
         }
         match utf8(key.as_ptr()) {
-            Some(text) => Ok(Ok(text)),
+            Some(text) => Ok(Ok(text.as_bytes())),
             // `repr(str.__str__(key))`: the plain string's repr, also for subclasses.
             None => {
                 let plain =

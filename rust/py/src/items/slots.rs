@@ -224,7 +224,7 @@ pub unsafe fn exact_str_role<'a>(
     if id.is_null() || ffi::PyUnicode_CheckExact(id) == 0 {
         return None;
     }
-    let text = utf8_str(id);
+    let text = utf8(id).unwrap_or("");
     let hash = str_hash(id);
     Some(match role {
         Role::Call => (ToolRole::Call(text), hash),
@@ -245,18 +245,4 @@ pub unsafe fn str_hash(id: *mut ffi::PyObject) -> u64 {
     } else {
         cached
     }) as u64
-}
-
-/// The UTF-8 text of a str as `&str` of any lifetime (the caller keeps the
-/// string alive); "" for lone surrogates.
-///
-/// # Safety
-/// `id` must be a live str.
-#[inline(always)]
-pub unsafe fn utf8_str<'a>(id: *mut ffi::PyObject) -> &'a str {
-    match utf8(id) {
-        // CPython's UTF-8 of a str is valid UTF-8.
-        Some(b) => std::str::from_utf8_unchecked(std::slice::from_raw_parts(b.as_ptr(), b.len())),
-        None => "",
-    }
 }
