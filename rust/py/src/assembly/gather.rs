@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
-use crate::canonical::read_digest;
+use crate::canonical::digest_of;
 use crate::items::{canonicalize_pending, prefetch, read_attr, slot_value, Facts, Sort, Types};
 
 /// Buffers this large are not kept.
@@ -183,9 +183,7 @@ impl<'py> Gather<'py> {
         } else {
             None
         };
-        let cj_ptr = cj.as_ref().map_or(std::ptr::null_mut(), |cj| cj.as_ptr());
-        // SAFETY: null or `cj`, held; read_digest checks the tuple and digest.
-        let cached = unsafe { read_digest(cj_ptr) };
+        let cached = cj.as_ref().and_then(digest_of);
         let b = &mut *self.bufs;
         let i = b.facts.len();
         match cached {

@@ -5,7 +5,7 @@ use ctxengine_core::body::{BlockChecks, BodyLimits, HistoryItem, Kind};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyNone, PyString};
 use pyo3::Borrowed;
 
 use super::gather::Buffers;
@@ -116,9 +116,9 @@ pub fn history<'py>(
     // may run Python code, `pin` takes references to what was borrowed.
     let mut i = 0;
     if let Some(l) = line {
-        let null = std::ptr::null_mut();
+        let (null, none) = (std::ptr::null_mut(), PyNone::get(py).as_ptr());
         for e in cached.iter().take(values.len()) {
-            let (item, render, pointer) = (e.item.as_ptr(), e.render.as_ptr(), e.pointer_ptr());
+            let (item, render, pointer) = (e.item.as_ptr(), e.render.as_ptr(), e.pointer_ptr(none));
             if values.ptr(i) != item || !l.same(i, item, render, pointer) {
                 break;
             }

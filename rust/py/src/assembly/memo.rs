@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyString, PyTuple, PyType};
 
 use super::inputs::BlockIn;
-use crate::items::{generic_getattr, has_instance_dict, version_of};
+use crate::items::{type_fields, version_of};
 
 struct Kept {
     class: Py<PyAny>,
@@ -143,8 +143,8 @@ fn unchanging(source: &Bound<'_, PyAny>) -> Option<std::os::raw::c_uint> {
 /// fields of immutable values: None, exact str, int or tuple).
 fn plain_tuple(obj: &Bound<'_, PyAny>) -> Option<std::os::raw::c_uint> {
     let tuple = obj.cast::<PyTuple>().ok()?;
-    let ty = obj.get_type();
-    if has_instance_dict(&ty) || !generic_getattr(&ty) {
+    let facts = type_fields(&obj.get_type());
+    if facts.instance_dict || !facts.generic_getattr {
         return None;
     }
     let plain = |v: Bound<'_, PyAny>| {
@@ -154,5 +154,5 @@ fn plain_tuple(obj: &Bound<'_, PyAny>) -> Option<std::os::raw::c_uint> {
             || v.is_instance_of::<PyBool>()
             || v.is_exact_instance_of::<PyTuple>()
     };
-    tuple.iter().all(plain).then(|| version_of(&ty)).flatten()
+    tuple.iter().all(plain).then_some(facts.version).flatten()
 }

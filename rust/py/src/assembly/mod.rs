@@ -300,13 +300,10 @@ fn extend_entries<'py>(
         let crate::items::Attr::Slot(offset) = g.types.infos[t].cj else {
             break;
         };
-        // SAFETY: a slot of the render type's layout; the render is held.
-        let cj = unsafe { crate::items::slot_value(render.as_ptr(), offset) };
-        if cj.is_null() {
+        let slot = crate::items::Attr::Slot(offset);
+        let Ok(Some(cj)) = crate::items::read_attr(&render, slot, pyo3::intern!(py, "_cj")) else {
             break;
-        }
-        // SAFETY: a live object (the render holds it).
-        let cj = unsafe { Bound::from_borrowed_ptr(py, cj) };
+        };
         let history = &g.bufs.history[i];
         let Some(entry) = line_state::Entry::new(
             item.unbind(),

@@ -69,6 +69,13 @@ pub unsafe fn read_digest(cj: *mut ffi::PyObject) -> Option<([u8; 32], *mut ffi:
     Some((digest, ffi::PyTuple_GET_ITEM(cj, 0)))
 }
 
+/// [`read_digest`] of a held object.
+#[inline]
+pub fn digest_of(cj: &Bound<'_, PyAny>) -> Option<([u8; 32], *mut ffi::PyObject)> {
+    // SAFETY: a live object (held by the caller).
+    unsafe { read_digest(cj.as_ptr()) }
+}
+
 /// A well-formed `_cj` value `(bytes, 32-byte bytes)`: its canonical bytes
 /// and digest.
 ///

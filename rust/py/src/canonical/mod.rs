@@ -6,8 +6,8 @@ mod cache;
 mod source;
 
 pub use cache::{
-    bytes_of, cache_of, has_item_cache, item_canonical as item_cache, make_cache, read_cache,
-    read_digest, store_cache,
+    bytes_of, cache_of, digest_of, has_item_cache, item_canonical as item_cache, make_cache,
+    read_cache, read_digest, store_cache,
 };
 pub use source::{utf8, PySource};
 

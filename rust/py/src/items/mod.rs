@@ -8,8 +8,7 @@ mod types;
 
 pub use scan::{canonicalize_pending, scan, Facts, Scan, Want};
 pub use slots::{
-    generic_getattr, has_instance_dict, member_offset, prefetch, read_attr, slot_value, tool_role,
-    version_of, Attr,
+    member_offset, prefetch, read_attr, slot_value, tool_role, type_fields, version_of, Attr,
 };
 pub use types::{Role, Sort, Types};
 

@@ -15,7 +15,9 @@ use super::slots::{exact_str_role, read_attr, slot_value, tool_role, Attr};
 use super::types::{Role, Sort, Types};
 use super::Items;
 use crate::arguments::type_name;
-use crate::canonical::{bytes_of, make_cache, read_digest, store_cache, walk_error, walker};
+use crate::canonical::{
+    bytes_of, digest_of, make_cache, read_digest, store_cache, walk_error, walker,
+};
 use crate::errors::{argument_error, to_pyerr};
 
 /// What the estimator needs of one value.
@@ -255,9 +257,7 @@ pub fn scan<'py>(
                     // The tuple may live no longer than this read (a
                     // property): it is kept with the facts.
                     let cj = read_attr(&item.to_owned(), cj_how, cj_name).ok().flatten();
-                    let cj_ptr = cj.as_ref().map_or(std::ptr::null_mut(), |cj| cj.as_ptr());
-                    // SAFETY: null or `cj`, held; read_digest checks it.
-                    let read = unsafe { read_digest(cj_ptr) };
+                    let read = cj.as_ref().and_then(digest_of);
                     if let Some(cj) = cj.filter(|_| read.is_some()) {
                         s.buf.keep.push(cj.unbind());
                         s.buf.kept = s.buf.facts.len() + 1; // (the facts pushed next)

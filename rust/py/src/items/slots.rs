@@ -9,7 +9,7 @@ use ctxengine_core::cut::ToolRole;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyType};
+use pyo3::types::{PyBool, PyInt, PyString, PyType};
 
 use super::types::Role;
 use crate::arguments::type_name;
@@ -25,39 +25,52 @@ pub enum Attr {
     Lookup,
 }
 
-/// The valid attribute version tag of a type (CPython gives a type a new
-/// tag whenever an attribute of it or of a base is set or deleted).
+/// What a type's own fields say about reading its instances' attributes.
+pub struct TypeFields {
+    /// Its valid attribute version tag (CPython gives a type a new tag
+    /// whenever an attribute of it or of a base is set or deleted).
+    pub version: Option<std::os::raw::c_uint>,
+    /// Its instances have an instance dict.
+    pub instance_dict: bool,
+    /// Its instances use the generic attribute access (a plain class: no
+    /// `__getattribute__` or `__getattr__` of its own).
+    pub generic_getattr: bool,
+}
+
+/// The fields of `ty` that say how its instances' attributes are read.
 #[inline]
-pub fn version_of(ty: &Bound<'_, PyType>) -> Option<std::os::raw::c_uint> {
-    // SAFETY: a live type's fields, read only.
-    let (flags, tag) = unsafe {
-        let tp = ty.as_type_ptr();
-        ((*tp).tp_flags, (*tp).tp_version_tag)
-    };
-    (flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0).then_some(tag)
-}
-
-/// Whether instances of `ty` have an instance dict.
-pub fn has_instance_dict(ty: &Bound<'_, PyType>) -> bool {
-    // SAFETY: a live type's field, read only.
-    unsafe { (*ty.as_type_ptr()).tp_dictoffset != 0 }
-}
-
-/// Whether instances of `ty` use the generic attribute access (a plain
-/// class: no `__getattribute__` or `__getattr__` of its own).
-pub fn generic_getattr(ty: &Bound<'_, PyType>) -> bool {
+pub fn type_fields(ty: &Bound<'_, PyType>) -> TypeFields {
     // libpython's own function: its address is unique.
     let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
-    // SAFETY: a live type's slot, read only.
-    let getattro = unsafe { (*ty.as_type_ptr()).tp_getattro };
-    getattro.map(|f| f as usize) == Some(generic)
+    // SAFETY: a live type's fields, read only.
+    let (flags, tag, dict, getattro) = unsafe {
+        let tp = ty.as_type_ptr();
+        let tp = &*tp;
+        (
+            tp.tp_flags,
+            tp.tp_version_tag,
+            tp.tp_dictoffset,
+            tp.tp_getattro,
+        )
+    };
+    TypeFields {
+        version: (flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0).then_some(tag),
+        instance_dict: dict != 0,
+        generic_getattr: getattro.map(|f| f as usize) == Some(generic),
+    }
+}
+
+/// The valid attribute version tag of a type (see [`TypeFields::version`]).
+#[inline]
+pub fn version_of(ty: &Bound<'_, PyType>) -> Option<std::os::raw::c_uint> {
+    type_fields(ty).version
 }
 
 /// The member-slot offset of `name` on instances of `ty`, when reading the
 /// slot is exactly what `getattr` would do: generic attribute access and a
 /// plain object member descriptor.
 pub fn slot_offset(ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResult<Attr> {
-    if !generic_getattr(ty) {
+    if !type_fields(ty).generic_getattr {
         return Ok(Attr::Lookup);
     }
     Ok(member_offset(ty, name, false)?.map_or(Attr::Lookup, Attr::Slot))
@@ -162,10 +175,16 @@ pub unsafe fn seq_value(v: *mut ffi::PyObject) -> Option<i64> {
     }
 }
 
-/// [`seq_value`] of a held object.
+/// [`seq_value`] of a held object (read through pyo3: the slow path).
 pub fn seq_of(obj: &Bound<'_, PyAny>) -> Option<i64> {
-    // SAFETY: a live object.
-    unsafe { seq_value(obj.as_ptr()) }
+    if !obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyBool>() {
+        return None;
+    }
+    match obj.extract::<i64>() {
+        Ok(n) => Some(n),
+        // Outside 64 bits: below the range compares at or below any floor.
+        Err(_) => obj.lt(0i64).unwrap_or(false).then_some(i64::MIN),
+    }
 }
 
 /// The tool-pair role of an item and its id's hash: Python's own hash of
