@@ -15,17 +15,12 @@ from pathlib import Path
 BINDING = Path(__file__).resolve().parents[1] / "rust" / "py" / "src"
 
 #: Lines of ``rust/py/src/**/*.rs`` (issue 38's target: 4,000). Only ever lowered.
-MAX_LINES = 7_117
+MAX_LINES = 6_824
 #: Uses of the ``unsafe`` keyword outside comments and strings (target: 60). Only ever lowered.
-MAX_UNSAFE = 117
+MAX_UNSAFE = 59
 #: Files whose ``unsafe`` blocks were not all documented when the rule came in, with how
-#: many are not (their modules were being rewritten on other branches). Entries only shrink
-#: and go; no file may be added.
-UNDOCUMENTED = {
-    "assembly/gather.rs": 3,
-    "assembly/inputs.rs": 7,
-    "interop/langchain/mod.rs": 1,
-}
+#: many are not. Every block is documented now: entries may never be added again.
+UNDOCUMENTED: dict[str, int] = {}
 
 _RAW_STRING = re.compile(r'b?r(#*)"')
 _CHAR = re.compile(r"'(\\.[^']*|[^'\\])'")

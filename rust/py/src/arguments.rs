@@ -10,7 +10,7 @@ use ctxengine_core::CoreResult;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyMapping, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyMapping, PyString};
 
 use crate::errors::IntoPy;
 use crate::items::Items;
@@ -24,9 +24,7 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// An int that is not a bool.
 pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
-    let ptr = obj.as_ptr();
-    // SAFETY: `ptr` is a live object (borrowed from `obj`); the checks read its type's flags.
-    unsafe { ffi::PyLong_Check(ptr) != 0 && ffi::PyBool_Check(ptr) == 0 }
+    obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>()
 }
 
 /// `int.__repr__(obj)`: the digits of an int's data, also for subclasses.
@@ -42,51 +40,63 @@ pub fn int_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(text.cast_into::<PyString>()?.to_string_lossy().into_owned())
 }
 
+/// An int's value within 64 bits, else whether it is negative and its
+/// float (`None` past the float range), both read from the int's own data
+/// (an int subclass's methods are not called).
+pub fn int_value(obj: &Bound<'_, PyAny>) -> PyResult<Result<i64, (bool, Option<f64>)>> {
+    let py = obj.py();
+    let mut overflow: std::os::raw::c_int = 0;
+    // SAFETY: `obj` is an int (the caller checked, `is_instance_of::<PyInt>`):
+    // int's own conversions read its data.
+    let (v, float) = unsafe {
+        let v = ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow);
+        let float = if overflow != 0 {
+            ffi::PyLong_AsDouble(obj.as_ptr())
+        } else {
+            0.0
+        };
+        (v, float)
+    };
+    if overflow == 0 {
+        return match (v == -1).then(|| PyErr::take(py)).flatten() {
+            Some(e) => Err(e),
+            None => Ok(Ok(v)),
+        };
+    }
+    // -1.0 with an error set: past the float range (an OverflowError).
+    let float = match PyErr::take(py) {
+        Some(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => None,
+        Some(e) => return Err(e),
+        None => Some(float),
+    };
+    Ok(Err((overflow < 0, float)))
+}
+
 /// What an argument is, as the core's checks tell values apart.
 fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
-    let py = obj.py();
-    let ptr = obj.as_ptr();
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(utf8_str(s).map_or(Value::Surrogate, Value::Str));
     }
     if obj.is_none() {
         return Ok(Value::None);
     }
-    // SAFETY: `ptr` is a live object (borrowed from `obj`); the checks read its
-    // type's flags, and the conversions are those of the type just checked.
-    unsafe {
-        if ffi::PyBool_Check(ptr) != 0 {
-            return Ok(Value::Bool(ptr == ffi::Py_True()));
-        }
-        if ffi::PyFloat_Check(ptr) != 0 {
-            return Ok(Value::Float(ffi::PyFloat_AS_DOUBLE(ptr)));
-        }
-        if ffi::PyLong_Check(ptr) == 0 {
-            return Ok(Value::Other);
-        }
-        let mut overflow: std::os::raw::c_int = 0;
-        let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
-        if overflow == 0 {
-            if v == -1 {
-                if let Some(e) = PyErr::take(py) {
-                    return Err(e);
-                }
-            }
-            return Ok(Value::Int(v));
-        }
-        let float = ffi::PyLong_AsDouble(ptr);
-        // -1.0 with an error set: past the float range (an OverflowError).
-        let float = match PyErr::take(py) {
-            Some(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => None,
-            Some(e) => return Err(e),
-            None => Some(float),
-        };
-        Ok(Value::BigInt {
-            negative: overflow < 0,
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Value::Float(f.value()));
+    }
+    if !obj.is_instance_of::<PyInt>() {
+        return Ok(Value::Other);
+    }
+    Ok(match int_value(obj)? {
+        Ok(v) => Value::Int(v),
+        Err((negative, float)) => Value::BigInt {
+            negative,
             float,
             digits: int_repr(obj)?,
-        })
-    }
+        },
+    })
 }
 
 /// `check(arg)` of `obj` read as an argument, its error raised as the Python one.
@@ -114,6 +124,15 @@ pub fn optional_int64(
     obj: &Bound<'_, PyAny>,
 ) -> PyResult<Option<i64>> {
     checked(obj, |a| check::optional_int64(function, &name, a))
+}
+
+/// `None`, or a non-negative 64-bit int (a block's cap).
+pub fn optional_cap(
+    function: &str,
+    name: impl Display,
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<i64>> {
+    checked(obj, |a| check::optional_cap(function, &name, a))
 }
 
 /// An int or a float (not a bool), as a float.
@@ -165,8 +184,7 @@ pub fn string<'a>(
 
 /// The UTF-8 of a str, borrowed from it; `None` for a lone surrogate.
 fn utf8_str<'a>(s: &'a Bound<'_, PyString>) -> Option<&'a str> {
-    // SAFETY: CPython's UTF-8 of a str is valid UTF-8, cached in the str.
-    unsafe { crate::canonical::utf8(s.as_ptr()).map(|b| std::str::from_utf8_unchecked(b)) }
+    s.to_str().ok()
 }
 
 /// Any object with callable `raw_estimates` and `corrected`.

@@ -8,8 +8,9 @@
 //! `__init__` (the core has already made every check the constructor makes)
 //! and each slot is set as `object.__setattr__` would.
 
+use ctxengine_core::decode::item::Value;
 use ctxengine_core::decode::{
-    decode_item, Canonical, Content, Item, Json, Members, Part, TRUST_LEVELS,
+    decode_item, Canonical, Content, Item, Json, Members, Names, Part, TRUST_LEVELS,
 };
 use ctxengine_core::schema::{self, Record};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -17,8 +18,9 @@ use std::cell::RefCell;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
+use crate::canonical::cache_of;
 use crate::errors::guard;
 use crate::slots::{untracked, Maker};
 
@@ -97,45 +99,13 @@ fn atomic(value: &Bound<'_, PyAny>) -> bool {
     }
 }
 
-/// Short strings that recur across a batch (member names, tool names,
-/// principals, providers, media types), each made once: a small table
-/// indexed by a hash of the text, a slot keeping the last string it saw.
-struct Memo<'py> {
-    slots: RefCell<Vec<Option<Kept<'py>>>>,
-}
-
-/// A memo slot: the text and its string.
-type Kept<'py> = (Box<str>, Bound<'py, PyString>);
-
-/// Table size (a power of two) and the longest text kept.
-const MEMO_SLOTS: usize = 256;
-const MEMO_MAX_LEN: usize = 32;
+/// Short strings that recur across a batch, each made once (`Names`).
+struct Memo<'py>(RefCell<Names<Bound<'py, PyString>>>);
 
 impl<'py> Memo<'py> {
-    fn new() -> Self {
-        Memo {
-            slots: RefCell::new(vec![None; MEMO_SLOTS]),
-        }
-    }
-
     fn get(&self, py: Python<'py>, s: &str) -> Bound<'py, PyAny> {
-        if s.len() > MEMO_MAX_LEN {
-            return PyString::new(py, s).into_any();
-        }
-        // FNV-1a
-        let hash = s.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-        });
-        let mut slots = self.slots.borrow_mut();
-        let slot = &mut slots[hash as usize & (MEMO_SLOTS - 1)];
-        if let Some((text, value)) = slot {
-            if **text == *s {
-                return value.clone().into_any();
-            }
-        }
-        let value = PyString::new(py, s);
-        *slot = Some((s.into(), value.clone()));
-        value.into_any()
+        let made = self.0.borrow_mut().get(s, |s| PyString::new(py, s));
+        made.into_any()
     }
 }
 
@@ -169,7 +139,7 @@ impl<'py> Builder<'py> {
         let py = self.py;
         Ok(match v {
             Json::Null => py.None().into_bound(py),
-            Json::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
+            Json::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
             Json::Int(i) => i.into_pyobject(py)?.into_any(),
             Json::Float(f) => f.into_pyobject(py)?.into_any(),
             Json::Str(s) => self.name(s),
@@ -228,49 +198,19 @@ impl<'py> Builder<'py> {
         seq: &Bound<'py, PyAny>,
         cache: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let py = self.py;
-        let trust = |t: &u8| self.trust[*t as usize].clone();
-        // The values in the order of the variant's fields, which the schema
-        // test holds to the schema's constructor order.
-        let mut values = match item {
-            Item::System { content, trust: t } | Item::Assistant { content, trust: t } => {
-                vec![self.content(content)?, trust(t)]
-            }
-            Item::User {
-                content,
-                trust: t,
-                principal_id,
-            } => vec![
-                self.content(content)?,
-                trust(t),
-                self.opt_name(principal_id),
-            ],
-            Item::ToolCall {
-                call_id,
-                name,
-                arguments,
-            } => vec![
-                self.str(call_id),
-                self.name(name),
-                self.dict(arguments)?.into_any(),
-            ],
-            Item::ToolResult {
-                call_id,
-                content,
-                is_error,
-                trust: t,
-            } => vec![
-                self.str(call_id),
-                self.content(content)?,
-                pyo3::types::PyBool::new(py, *is_error)
-                    .to_owned()
-                    .into_any(),
-                trust(t),
-            ],
-            Item::Reasoning { provider, payload } => {
-                vec![self.name(provider), self.dict(payload)?.into_any()]
-            }
-        };
+        // The values in the schema's field order (`Item::fields`).
+        let mut values = Vec::with_capacity(8);
+        for v in item.fields() {
+            values.push(match v {
+                Value::Text(s) => self.str(s),
+                Value::Name(s) => self.name(s),
+                Value::OptName(s) => self.opt_name(&s),
+                Value::Content(c) => self.content(c)?,
+                Value::Trust(t) => self.trust[t as usize].clone(),
+                Value::Members(m) => self.dict(m)?.into_any(),
+                Value::Bool(b) => PyBool::new(self.py, b).to_owned().into_any(),
+            });
+        }
         values.push(seq.clone());
         values.push(cache);
         let kind = item.kind();
@@ -326,7 +266,7 @@ impl<'py> Decoder<'py> {
                 text_part: Class::new(&parts.0, &fields_of(&schema::PARTS[0], false), None)?,
                 file_ref: Class::new(&parts.1, &fields_of(&schema::PARTS[1], false), None)?,
                 trust,
-                memo: Memo::new(),
+                memo: Memo(RefCell::default()),
             },
         })
     }
@@ -345,7 +285,7 @@ impl<'py> Decoder<'py> {
             Err(reason) => return Ok(Err(reason)),
         };
         let cache = match &decoded.cache {
-            Some((bytes, digest)) => untracked(pair(joined(py, bytes)?, PyBytes::new(py, digest))?),
+            Some((bytes, digest)) => untracked(cache_of(joined(py, bytes)?, digest)?.into_any()),
             None => py.None().into_bound(py),
         };
         self.b.item(&decoded.item, seq_obj, cache).map(Ok)
@@ -408,20 +348,6 @@ fn joined<'py>(py: Python<'py>, bytes: &Canonical<'_>) -> PyResult<Bound<'py, Py
             at = at.add(piece.len());
         }
         Ok(obj.cast_into_unchecked())
-    }
-}
-
-/// The tuple `(a, b)`.
-fn pair<'py>(a: Bound<'py, PyBytes>, b: Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
-    let py = a.py();
-    // SAFETY: `PyTuple_New` returns a new reference (or null, an error); its slots are filled
-    // below.
-    unsafe {
-        let t = Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(2))?;
-        // SAFETY: a fresh 2-tuple; each slot takes over one new reference.
-        ffi::PyTuple_SET_ITEM(t.as_ptr(), 0, a.into_ptr());
-        ffi::PyTuple_SET_ITEM(t.as_ptr(), 1, b.into_ptr());
-        Ok(t)
     }
 }
 

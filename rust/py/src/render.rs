@@ -19,9 +19,9 @@ use ctxengine_core::render::{self, Seq, Shape, TextItem, TextRender};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyType};
 
-use crate::canonical::{item_cache as item_canonical, walker};
+use crate::canonical::{item_cache as item_canonical, make_cache, walker};
 use crate::errors::guard;
 use crate::slots::{untracked, Maker};
 
@@ -71,10 +71,24 @@ fn content_of<'a>(content: &'a Bound<'_, PyAny>) -> PyResult<Content<'a>> {
 
 /// An item's `seq`: `None`, an int, or an int outside 64 bits.
 fn seq_of(seq: &Bound<'_, PyAny>) -> Seq {
-    if seq.is_none() {
-        return Seq::Null;
+    match seq_i64(seq) {
+        Some(Some(at)) => Seq::At(at),
+        Some(None) => Seq::Null,
+        None => Seq::Unrepresentable,
     }
-    seq.extract().map_or(Seq::Unrepresentable, Seq::At)
+}
+
+/// An item's `seq` as a 64-bit int or `None`; `None` for anything else.
+fn seq_i64(seq: &Bound<'_, PyAny>) -> Option<Option<i64>> {
+    if seq.is_none() {
+        return Some(None);
+    }
+    seq.extract().ok().map(Some)
+}
+
+/// The text of a str, owned (`None`: not a str, or a lone surrogate).
+fn owned_str(value: &Bound<'_, PyAny>) -> Option<String> {
+    Some(value.cast::<PyString>().ok()?.to_str().ok()?.to_owned())
 }
 
 /// The item's 32-byte canonical digest (filling `_cj` when it is empty).
@@ -214,9 +228,8 @@ pub fn render_items<'py>(
 
 /// `(canonical, sha256(canonical))`, a render's `_cj`.
 fn cache_tuple<'py>(py: Python<'py>, canonical: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    let digest = sha256(canonical);
     Ok(untracked(
-        PyTuple::new(py, [PyBytes::new(py, canonical), PyBytes::new(py, &digest)])?.into_any(),
+        make_cache(py, canonical, &sha256(canonical))?.into_any(),
     ))
 }
 
@@ -273,13 +286,8 @@ fn call_canonical<'py>(
     else {
         return Ok(none);
     };
-    let seq = if values[9].is_none() {
-        None
-    } else {
-        match values[9].extract::<i64>() {
-            Ok(s) => Some(s),
-            Err(_) => return Ok(none),
-        }
+    let Some(seq) = seq_i64(&values[9]) else {
+        return Ok(none);
     };
     let mut w = walker(py, Vec::new());
     if w.write_root(values[5].as_ptr()).is_err() {
@@ -311,29 +319,16 @@ fn pointer<'py>(
         return Ok(None);
     };
     let call_id = item.getattr(intern!(py, "call_id"))?;
-    let Ok(Ok(call)) = call_id
-        .cast::<PyString>()
-        .map(|c| c.to_str().map(str::to_owned))
-    else {
+    let Some(call) = owned_str(&call_id) else {
         return Ok(None);
     };
-    let trust = item
-        .getattr(intern!(py, "trust"))?
-        .getattr(intern!(py, "value"))?;
-    let Ok(Ok(trust)) = trust
-        .cast::<PyString>()
-        .map(|t| t.to_str().map(str::to_owned))
-    else {
+    let trust = item.getattr(intern!(py, "trust"))?;
+    let Some(trust) = owned_str(&trust.getattr(intern!(py, "value"))?) else {
         return Ok(None);
     };
     let seq_obj = item.getattr(intern!(py, "seq"))?;
-    let seq = if seq_obj.is_none() {
-        None
-    } else {
-        match seq_obj.extract::<i64>() {
-            Ok(s) => Some(s),
-            Err(_) => return Ok(None),
-        }
+    let Some(seq) = seq_i64(&seq_obj) else {
+        return Ok(None);
     };
     let is_error = item.getattr(intern!(py, "is_error"))?;
     let text = render::pointer(&content, &call, seq, is_error.is_truthy()?, &trust);

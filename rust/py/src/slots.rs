@@ -3,12 +3,14 @@
 //! would write it (the constructor's checks were made by the caller, in the
 //! core). Used by the decoder and the renderer (ADR 0011).
 
-use std::ptr::{self, addr_of_mut};
+use std::ptr;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
+
+use crate::items::member_offset;
 
 /// How a class's instances are built: its slots' offsets when every one is a
 /// plain object member of a class allocated by `object.__new__` (then a
@@ -35,7 +37,7 @@ impl<'py> Maker<'py> {
             names.iter().map(|n| PyString::intern(py, n)).collect();
         let mut offsets = Vec::with_capacity(names.len());
         for name in &names {
-            match member_offset(cls, name)? {
+            match member_offset(cls, name, true)? {
                 Some(off) => offsets.push(off),
                 None => {
                     return Ok(Maker {
@@ -63,16 +65,7 @@ impl<'py> Maker<'py> {
         acyclic: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         let obj = self.make(values)?;
-        if acyclic {
-            // SAFETY: `obj` is a new instance only this function holds; untracking it is sound
-            // because it can hold no cycle (the caller says so).
-            unsafe {
-                if ffi::PyObject_IS_GC(obj.as_ptr()) != 0 {
-                    ffi::PyObject_GC_UnTrack(obj.as_ptr().cast());
-                }
-            }
-        }
-        Ok(obj)
+        Ok(if acyclic { untracked(obj) } else { obj })
     }
 
     /// A new instance holding `values` (one per name, in order).
@@ -127,33 +120,4 @@ pub fn untracked<'py>(value: Bound<'py, PyAny>) -> Bound<'py, PyAny> {
         }
     }
     value
-}
-
-/// The offset of `name`'s member slot in instances of `cls`, when it is a
-/// plain object member (`T_OBJECT_EX`) of a base of `cls`.
-fn member_offset(cls: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResult<Option<isize>> {
-    let Some(descr) = cls.getattr_opt(name)? else {
-        return Ok(None);
-    };
-    // SAFETY: `descr` is held for the call; its fields are read only after its type is checked to
-    // be a member descriptor.
-    unsafe {
-        if ffi::Py_TYPE(descr.as_ptr()) != addr_of_mut!(ffi::PyMemberDescr_Type) {
-            return Ok(None);
-        }
-        let descr = descr.as_ptr() as *mut ffi::PyMemberDescrObject;
-        let owner = (*descr).d_common.d_type;
-        let tp = cls.as_ptr() as *mut ffi::PyTypeObject;
-        if owner.is_null() || ffi::PyType_IsSubtype(tp, owner) == 0 {
-            return Ok(None);
-        }
-        let member = (*descr).d_member;
-        if member.is_null()
-            || (*member).type_code != ffi::Py_T_OBJECT_EX
-            || (*member).flags & ffi::Py_READONLY != 0
-        {
-            return Ok(None);
-        }
-        Ok(Some((*member).offset))
-    }
 }

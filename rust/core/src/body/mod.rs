@@ -8,10 +8,12 @@
 //! tool result's pointer — go through [`BodyHost`], asked at exactly the
 //! points the reference (`ctxengine/reference/assembly.py`) asks.
 
+mod checks;
 mod fit;
 #[cfg(test)]
 mod tests;
 
+pub use checks::BlockChecks;
 pub use fit::fit_body;
 
 use crate::cut::ToolRole;
@@ -64,6 +66,11 @@ impl Kind {
             .iter()
             .position(|n| *n == name)
             .map(|i| KINDS[i])
+    }
+
+    /// Its name in `ctxengine.model.body.BLOCK_KINDS`.
+    pub fn name(self) -> &'static str {
+        Kind::NAMES[self as usize]
     }
 
     /// Passages and lines yield; everything else is fixed (or history).

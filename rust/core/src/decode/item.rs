@@ -63,7 +63,62 @@ pub enum Item<'a> {
     },
 }
 
-impl Item<'_> {
+/// One field's value as the host builds it (see [`Item::fields`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value<'i, 'a> {
+    /// A text (a call id, an artifact id): a string of its own.
+    Text(&'i str),
+    /// A name likely to recur in a batch (a tool name, a provider).
+    Name(&'i str),
+    /// A name or `None`.
+    OptName(Option<&'i str>),
+    Content(&'i Content<'a>),
+    Trust(Trust),
+    /// A dict (tool arguments, a reasoning payload).
+    Members(&'i Members<'a>),
+    Bool(bool),
+}
+
+impl<'a> Item<'a> {
+    /// The field values in the order of the schema's fields (its
+    /// constructor order; `seq` last, not included).
+    pub fn fields(&self) -> Vec<Value<'_, 'a>> {
+        use Value as V;
+        match self {
+            Item::System { content, trust } | Item::Assistant { content, trust } => {
+                vec![V::Content(content), V::Trust(*trust)]
+            }
+            Item::User {
+                content,
+                trust,
+                principal_id,
+            } => vec![
+                V::Content(content),
+                V::Trust(*trust),
+                V::OptName(principal_id.as_deref()),
+            ],
+            Item::ToolCall {
+                call_id,
+                name,
+                arguments,
+            } => vec![V::Text(call_id), V::Name(name), V::Members(arguments)],
+            Item::ToolResult {
+                call_id,
+                content,
+                is_error,
+                trust,
+            } => vec![
+                V::Text(call_id),
+                V::Content(content),
+                V::Bool(*is_error),
+                V::Trust(*trust),
+            ],
+            Item::Reasoning { provider, payload } => {
+                vec![V::Name(provider), V::Members(payload)]
+            }
+        }
+    }
+
     /// The `kind` class attribute of the Python class.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -448,4 +503,36 @@ pub(crate) fn schema_rows() -> Vec<(&'static str, &'static str, Vec<String>)> {
         rows.push(("rust/core/src/decode/item.rs", r.kind, keys));
     }
     rows
+}
+
+#[cfg(test)]
+mod field_order {
+    use super::*;
+    use crate::schema::{Type, ITEMS};
+
+    /// `Item::fields` gives each schema field but `seq`, in the schema's
+    /// order, as a value of the field's type.
+    #[test]
+    fn fields_follow_the_schema() {
+        for r in ITEMS.iter() {
+            let text = crate::schema::sample(r);
+            let json = super::super::json::parse_canonical(&text).unwrap();
+            let item = item_from_json(&json).unwrap();
+            let want: Vec<_> = r.fields.iter().filter(|f| f.name != "seq").collect();
+            let have = item.fields();
+            assert_eq!(have.len(), want.len(), "{}", r.kind);
+            for (v, f) in have.iter().zip(want) {
+                let fits = match v {
+                    Value::Text(_) | Value::Name(_) => matches!(f.ty, Type::Str | Type::Id),
+                    Value::OptName(_) => f.nullable && matches!(f.ty, Type::Str | Type::Id),
+                    Value::Content(_) => f.ty == Type::Content,
+                    Value::Trust(_) => f.ty == Type::Trust,
+                    Value::Members(_) => f.ty == Type::Object,
+                    Value::Bool(_) => f.ty == Type::Bool,
+                };
+                assert!(fits, "{}.{}: {v:?}", r.kind, f.name);
+            }
+            assert_eq!(r.names().last(), Some("seq"), "{}", r.kind);
+        }
+    }
 }

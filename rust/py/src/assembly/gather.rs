@@ -10,9 +10,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::Borrowed;
 
-use crate::items::{
-    canonicalize_pending, prefetch, read_attr, read_digest, slot_value, Facts, Sort, Types,
-};
+use crate::canonical::digest_of;
+use crate::items::{canonicalize_pending, prefetch, read_attr, slot_value, Facts, Sort, Types};
 
 /// Buffers this large are not kept.
 const KEEP_ITEMS: usize = 1 << 20;
@@ -109,12 +108,16 @@ impl Lookahead {
     const NEXT: usize = 2;
 
     /// Before pushing value `i` of `at` (null entries and values of another
-    /// type are skipped). The values must be live, and nothing runs Python
-    /// code while this reads them.
+    /// type are skipped).
+    ///
+    /// # Safety
+    /// Every value `at` gives must be null or live, and no Python code may
+    /// run while this reads them.
     #[inline(always)]
-    pub fn ahead(&self, at: impl Fn(usize) -> *mut pyo3::ffi::PyObject, i: usize) {
+    pub unsafe fn ahead(&self, at: impl Fn(usize) -> *mut pyo3::ffi::PyObject, i: usize) {
         use pyo3::ffi;
-        let cj_of = |p: *mut ffi::PyObject| unsafe {
+        // (Values of the lookahead's type: a slot of their layout.)
+        let cj_of = |p: *mut ffi::PyObject| {
             if p.is_null() || ffi::Py_TYPE(p) != self.tp {
                 return std::ptr::null_mut();
             }
@@ -128,12 +131,9 @@ impl Lookahead {
         }
         prefetch(cj_of(at(i + Self::NEAR)));
         let cj = cj_of(at(i + Self::NEXT));
-        // SAFETY: a live tuple checked before its items are read.
-        unsafe {
-            if !cj.is_null() && ffi::PyTuple_CheckExact(cj) != 0 && ffi::PyTuple_GET_SIZE(cj) == 2 {
-                prefetch(ffi::PyTuple_GET_ITEM(cj, 0));
-                prefetch(ffi::PyTuple_GET_ITEM(cj, 1));
-            }
+        if !cj.is_null() && ffi::PyTuple_CheckExact(cj) != 0 && ffi::PyTuple_GET_SIZE(cj) == 2 {
+            prefetch(ffi::PyTuple_GET_ITEM(cj, 0));
+            prefetch(ffi::PyTuple_GET_ITEM(cj, 1));
         }
     }
 }
@@ -183,10 +183,7 @@ impl<'py> Gather<'py> {
         } else {
             None
         };
-        // SAFETY: a live object; read_digest checks the tuple and digest.
-        let cached = cj
-            .as_ref()
-            .and_then(|cj| unsafe { read_digest(cj.as_ptr()) });
+        let cached = cj.as_ref().and_then(digest_of);
         let b = &mut *self.bufs;
         let i = b.facts.len();
         match cached {
@@ -230,14 +227,11 @@ impl<'py> Gather<'py> {
     /// A [`Lookahead`] for values like `first` (`None` unless its type is an
     /// item type whose facts are known: nothing it does runs Python code).
     pub fn lookahead(&self, first: *mut pyo3::ffi::PyObject) -> Option<Lookahead> {
-        if first.is_null() {
-            return None;
-        }
-        // SAFETY: a live object (held by the caller).
-        let obj = unsafe { Bound::from_borrowed_ptr(self.py, first) };
+        // SAFETY: null or a live object (held by the caller).
+        let obj = unsafe { Borrowed::from_ptr_or_opt(self.py, first) }?;
         let offset = self.types.cj_slot(&obj)?;
         Some(Lookahead {
-            tp: unsafe { pyo3::ffi::Py_TYPE(first) },
+            tp: obj.get_type_ptr(),
             offset,
         })
     }

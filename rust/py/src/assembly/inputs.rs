@@ -1,30 +1,26 @@
 //! `BodyInputs` and `BodyLimits` read from Python and checked, in the
 //! reference's order (`check_body_inputs`, `check_limits`).
 
-use ctxengine_core::body::{BodyLimits, HistoryItem, Kind};
+use ctxengine_core::body::{BlockChecks, BodyLimits, HistoryItem, Kind};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyNone, PyString};
+use pyo3::Borrowed;
 
 use super::gather::Buffers;
 use super::memo::{KeptBlocks, KeptLimits};
 use crate::arguments::{self, type_name};
-use crate::errors::argument_error;
-use crate::items::{
-    read_attr, read_digest, seq_of, seq_value, slot_value, tool_role, Attr, Role, Sort, Types,
-};
+use crate::canonical::read_digest;
+use crate::errors::{argument_error, IntoPy};
+use crate::items::{read_attr, slot_value, tool_role, Attr, Role, Sort, Types};
 
 pub const F: &str = "fit_body";
 
 /// The text of a str already checked (by `arguments::string`).
 pub fn text<'a>(s: &'a Bound<'_, PyAny>) -> &'a str {
-    // SAFETY: a str whose UTF-8 was produced (and cached) by the check.
-    unsafe {
-        crate::canonical::utf8(s.as_ptr())
-            .map(|b| std::str::from_utf8_unchecked(b))
-            .unwrap_or_default()
-    }
+    let s = s.cast::<PyString>().ok().and_then(|s| s.to_str().ok());
+    s.unwrap_or_default()
 }
 
 /// The name of an argument's part, formatted only when an error needs it:
@@ -120,9 +116,9 @@ pub fn history<'py>(
     // may run Python code, `pin` takes references to what was borrowed.
     let mut i = 0;
     if let Some(l) = line {
-        let null = std::ptr::null_mut();
+        let (null, none) = (std::ptr::null_mut(), PyNone::get(py).as_ptr());
         for e in cached.iter().take(values.len()) {
-            let (item, render, pointer) = (e.item.as_ptr(), e.render.as_ptr(), e.pointer_ptr());
+            let (item, render, pointer) = (e.item.as_ptr(), e.render.as_ptr(), e.pointer_ptr(none));
             if values.ptr(i) != item || !l.same(i, item, render, pointer) {
                 break;
             }
@@ -148,18 +144,19 @@ pub fn history<'py>(
         // The item a few steps ahead, fetched while this one is read (a
         // history read once a turn is mostly out of the CPU's caches).
         crate::items::prefetch(values.ptr(i + AHEAD));
-        // SAFETY: a live item (the sequence holds it; nothing ran since).
-        let tp = unsafe { ffi::Py_TYPE(p) };
-        let t = match types.recent(tp) {
+        // SAFETY: an item the sequence holds, borrowed while no Python code
+        // runs; a step that may run some first pins what was borrowed and
+        // takes a reference to the item (`to_owned`).
+        let item = unsafe { Borrowed::from_ptr(py, p) };
+        let t = match types.recent(item.get_type_ptr()) {
             Some(t) => t,
             None => {
                 pin(bufs, &mut pinned);
-                types.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?
+                types.info(&item.to_owned())?
             }
         };
         let info = &types.infos[t];
         if !info.conversation {
-            let item = unsafe { Bound::from_borrowed_ptr(py, p) };
             return Err(argument_error(
                 py,
                 F,
@@ -175,23 +172,13 @@ pub fn history<'py>(
         }
         // The id's text lives in `ids`, then in the buffers' pins, for the
         // whole call (the role's lifetime is that promise).
-        let (tool_role, hash) = if role == Role::Other {
-            (ctxengine_core::cut::ToolRole::Other, 0)
-        } else {
-            let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-            tool_role(&item, role, call_id, &mut ids, (F, name, i))?
-        };
-        let seq = match seq_how {
-            // SAFETY: a slot of this type's layout; ints convert in C.
-            Attr::Slot(offset) => unsafe { seq_value(slot_value(p, offset)) },
-            Attr::Lookup => {
-                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-                read_attr(&item, Attr::Lookup, intern!(py, "seq"))?.and_then(|v| seq_of(&v))
-            }
+        let (tool_role, hash) = match role {
+            Role::Other => (ctxengine_core::cut::ToolRole::Other, 0),
+            _ => tool_role(&item.to_owned(), role, call_id, &mut ids, (F, name, i))?,
         };
         bufs.history.push(HistoryItem {
             raw: 0,
-            seq,
+            seq: types.seq_of(&item, t)?,
             role: tool_role,
             hash,
         });
@@ -204,27 +191,24 @@ pub fn history<'py>(
             continue;
         }
         let cj = match cj_how {
-            // SAFETY: as above: the item holds its `_cj`.
+            // SAFETY: a slot of this type's layout: the item holds its `_cj`.
             Attr::Slot(offset) => unsafe { slot_value(p, offset) },
-            Attr::Lookup => {
-                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-                match read_attr(&item, Attr::Lookup, intern!(py, "_cj"))? {
-                    Some(cj) => {
-                        let ptr = cj.as_ptr();
-                        bufs.pins.push(cj.unbind());
-                        ptr
-                    }
-                    None => null,
+            Attr::Lookup => match read_attr(&item.to_owned(), Attr::Lookup, intern!(py, "_cj"))? {
+                Some(cj) => {
+                    let ptr = cj.as_ptr();
+                    bufs.pins.push(cj.unbind());
+                    ptr
                 }
-            }
+                None => null,
+            },
         };
-        // SAFETY: null or live; read_digest checks the tuple.
-        let key = if !cj.is_null() && unsafe { read_digest(cj) }.is_some() {
-            unsafe { ffi::PyTuple_GET_ITEM(cj, 1) }
-        } else {
-            fresh.push((i, unsafe { Bound::from_borrowed_ptr(py, p) }));
+        // SAFETY: null or live (held as above); a filled cache (read_digest
+        // checks it) holds the digest at 1.
+        let key = unsafe { read_digest(cj).map(|_| ffi::PyTuple_GET_ITEM(cj, 1)) };
+        let key = key.unwrap_or_else(|| {
+            fresh.push((i, item.to_owned()));
             null
-        };
+        });
         bufs.keys.push(key);
         bufs.held.push((null, null));
         i += 1;
@@ -279,19 +263,6 @@ pub struct BlockIn<'py> {
     pub max_tokens: Option<i64>,
 }
 
-fn cap(name: Path<'_>, value: &Bound<'_, PyAny>) -> PyResult<Option<i64>> {
-    let cap = arguments::optional_int64(F, name, value)?;
-    if let Some(c) = cap.filter(|c| *c < 0) {
-        return Err(argument_error(
-            value.py(),
-            F,
-            name.to_string(),
-            format!("must not be negative, got {c}"),
-        ));
-    }
-    Ok(cap)
-}
-
 /// Every element of a sequence argument.
 fn elements<'py>(
     name: Path<'_>,
@@ -308,6 +279,22 @@ fn elements<'py>(
     Ok(out)
 }
 
+/// Every item of a block is a rendered item (an item with the `_cj` cache).
+fn rendered_items(types: &mut Types, items: &[Bound<'_, PyAny>], path: Path<'_>) -> PyResult<()> {
+    for (index, item) in items.iter().enumerate() {
+        let t = types.info(item)?;
+        if types.infos[t].sort != Sort::Item {
+            return Err(argument_error(
+                item.py(),
+                F,
+                format!("{path}[{index}]"),
+                format!("expected a rendered item, got {}", type_name(item)),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The blocks, each of a known kind with rendered items; one history block.
 /// `kept`: the line's memo of the last blocks read with it (`memo`).
 pub fn blocks<'py>(
@@ -317,24 +304,14 @@ pub fn blocks<'py>(
 ) -> PyResult<Vec<BlockIn<'py>>> {
     let py = inputs.py();
     let mut out: Vec<BlockIn<'py>> = Vec::new();
-    let mut counts = [0usize; 8];
+    let mut checks = BlockChecks::default();
     let all = field(inputs, Path::of("inputs", "blocks"), intern!(py, "blocks"))?;
     const B: &str = "inputs.blocks";
     let recalled = super::memo::recall(kept.as_ref().and_then(|k| k.as_ref()), &all);
     if let Some(kept) = recalled {
         // The same tuple as last time: its items' types checked again only.
         for (at, block) in kept.iter().enumerate() {
-            for (index, item) in block.items.iter().enumerate() {
-                let t = types.info(item)?;
-                if types.infos[t].sort != Sort::Item {
-                    return Err(argument_error(
-                        py,
-                        F,
-                        format!("{}[{index}]", Path::at(B, at, "items")),
-                        format!("expected a rendered item, got {}", type_name(item)),
-                    ));
-                }
-            }
+            rendered_items(types, &block.items, Path::at(B, at, "items"))?;
         }
         return Ok(kept);
     }
@@ -342,7 +319,7 @@ pub fn blocks<'py>(
         .into_iter()
         .enumerate()
     {
-        let part = |name: &'static str| Path::at(B, at, name);
+        let (block_at, part) = (Path::at(B, at, ""), |name| Path::at(B, at, name));
         let get = |name: &'static str, interned: &Bound<'py, PyString>| {
             field(&block, part(name), interned)
         };
@@ -350,62 +327,19 @@ pub fn blocks<'py>(
         arguments::string(F, part("region_class"), &class)?;
         let kind_obj = get("kind", intern!(py, "kind"))?;
         let kind_name = arguments::string(F, part("kind"), &kind_obj)?;
-        let Some(kind) = Kind::parse(kind_name) else {
-            let repr = kind_obj.repr().map(|r| r.to_string()).unwrap_or_default();
-            return Err(argument_error(
-                py,
-                F,
-                part("kind").to_string(),
-                format!("unknown kind {repr}"),
-            ));
-        };
+        let repr = || kind_obj.repr().map(|r| r.to_string()).unwrap_or_default();
+        let kind = BlockChecks::kind(F, &block_at, kind_name, repr).into_py(py)?;
         let items = elements(part("items"), &get("items", intern!(py, "items"))?, "items")?;
-        for (index, item) in items.iter().enumerate() {
-            let t = types.info(item)?;
-            if types.infos[t].sort != Sort::Item {
-                return Err(argument_error(
-                    py,
-                    F,
-                    format!("{}[{index}]", part("items")),
-                    format!("expected a rendered item, got {}", type_name(item)),
-                ));
-            }
+        rendered_items(types, &items, part("items"))?;
+        let ids = elements(part("ids"), &get("ids", intern!(py, "ids"))?, "ids")?;
+        BlockChecks::ids(F, &block_at, kind, ids.len(), items.len()).into_py(py)?;
+        for (index, id) in ids.iter().enumerate() {
+            arguments::string(F, format_args!("{block_at}.ids[{index}]"), id)?;
         }
-        let id_values = elements(part("ids"), &get("ids", intern!(py, "ids"))?, "ids")?;
-        if kind == Kind::Passages && id_values.len() != items.len() {
-            return Err(argument_error(
-                py,
-                F,
-                part("ids").to_string(),
-                format!("{} ids for {} passages", id_values.len(), items.len()),
-            ));
-        }
-        for (index, id) in id_values.iter().enumerate() {
-            let name = Path::at(B, at, "");
-            arguments::string(F, format_args!("{name}.ids[{index}]"), id)?;
-        }
-        let ids = id_values;
-        let max_items = cap(
-            part("max_items"),
-            &get("max_items", intern!(py, "max_items"))?,
-        )?;
-        let max_tokens = cap(
-            part("max_tokens"),
-            &get("max_tokens", intern!(py, "max_tokens"))?,
-        )?;
-        let k = Kind::NAMES
-            .iter()
-            .position(|n| *n == kind_name)
-            .unwrap_or(0);
-        counts[k] += 1;
-        if matches!(kind, Kind::History | Kind::WorkingState | Kind::Skills) && counts[k] > 1 {
-            return Err(argument_error(
-                py,
-                F,
-                part("kind").to_string(),
-                format!("a second {kind_name} block"),
-            ));
-        }
+        let cap = |name, interned| arguments::optional_cap(F, part(name), &get(name, interned)?);
+        let max_items = cap("max_items", intern!(py, "max_items"))?;
+        let max_tokens = cap("max_tokens", intern!(py, "max_tokens"))?;
+        checks.count(F, &block_at, kind).into_py(py)?;
         out.push(BlockIn {
             class,
             kind,
@@ -415,9 +349,7 @@ pub fn blocks<'py>(
             max_tokens,
         });
     }
-    if counts[1] != 1 {
-        return Err(argument_error(py, F, B, "expected one history block"));
-    }
+    checks.finish(F).into_py(py)?;
     if let Some(kept) = kept {
         *kept = super::memo::keep(&all, &out);
     }
@@ -455,8 +387,7 @@ fn read_limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
     let floor = get("summary_floor", intern!(py, "summary_floor"))?;
     let summary_floor = arguments::optional_int64(F, part("summary_floor"), &floor)?;
     let compactable = get("summary_compactable", intern!(py, "summary_compactable"))?;
-    // SAFETY: a type check of a live object.
-    if unsafe { ffi::PyBool_Check(compactable.as_ptr()) } == 0 {
+    if !compactable.is_instance_of::<PyBool>() {
         return Err(argument_error(
             limits.py(),
             F,

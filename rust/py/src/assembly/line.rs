@@ -7,7 +7,7 @@
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyNone, PyString};
 
 use super::inputs::{field, Path, F};
 use super::line_state::LineState;
@@ -21,6 +21,8 @@ pub struct Line<'py> {
     renders: Items<'py>,
     pointers: Items<'py>,
     state: Option<Bound<'py, LineState>>,
+    /// `None`'s address (compared only).
+    none: *mut ffi::PyObject,
 }
 
 impl<'py> Line<'py> {
@@ -75,8 +77,7 @@ impl<'py> Line<'py> {
         if self.items.ptr(i) != p {
             return None;
         }
-        // SAFETY: comparing addresses only.
-        let none = unsafe { ffi::Py_None() };
+        let none = self.none;
         let render = self.renders.ptr(i);
         if render.is_null() || render == none {
             return None;
@@ -137,5 +138,6 @@ pub fn line<'py>(inputs: &Bound<'py, PyAny>) -> PyResult<Option<Line<'py>>> {
         renders,
         pointers,
         state,
+        none: PyNone::get(py).as_ptr(),
     }))
 }

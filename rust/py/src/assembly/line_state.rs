@@ -89,13 +89,9 @@ impl Entry {
         }
     }
 
-    /// The pointer as the line holds it (`None`'s address for none).
-    pub fn pointer_ptr(&self) -> *mut ffi::PyObject {
-        match &self.pointer {
-            Some(p) => p.as_ptr(),
-            // SAFETY: the address of the `None` singleton only.
-            None => unsafe { ffi::Py_None() },
-        }
+    /// The pointer as the line holds it (`none`, `None`'s address, for none).
+    pub fn pointer_ptr(&self, none: *mut ffi::PyObject) -> *mut ffi::PyObject {
+        self.pointer.as_ref().map_or(none, Py::as_ptr)
     }
 
     /// An entry from what a call read: the item, render, pointer (the
@@ -108,8 +104,7 @@ impl Entry {
         cj: &Bound<'_, PyAny>,
         read: &HistoryItem<'_>,
     ) -> Option<Entry> {
-        // SAFETY: a live object (held); read_digest checks its shape.
-        let (digest, _) = unsafe { crate::items::read_digest(cj.as_ptr()) }?;
+        let (digest, _) = crate::canonical::digest_of(cj)?;
         let bytes = cj.cast::<PyTuple>().ok()?.get_item(0).ok()?.unbind();
         let role = match read.role {
             ToolRole::Other => CachedRole::Other,

@@ -11,12 +11,11 @@
 //! is set or deleted). The object is held, so its address names it.
 
 use ctxengine_core::body::{BodyLimits, Kind};
-use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::types::{PyBool, PyInt, PyString, PyTuple, PyType};
 
 use super::inputs::BlockIn;
-use crate::items::version_of;
+use crate::items::{type_fields, version_of};
 
 struct Kept {
     class: Py<PyAny>,
@@ -56,23 +55,22 @@ pub struct KeptLimits {
 }
 
 /// Whether `tp` still has the version tag `version`.
-fn unchanged(tp: &Py<PyType>, version: std::os::raw::c_uint) -> bool {
-    // SAFETY: a live type (held).
-    unsafe { version_of(tp.as_ptr().cast()) == Some(version) }
+fn unchanged(py: Python<'_>, tp: &Py<PyType>, version: std::os::raw::c_uint) -> bool {
+    version_of(tp.bind(py)) == Some(version)
 }
 
 /// The limits read from `source` last time, when it is the same object and
 /// its type is unchanged.
 pub fn recall_limits(kept: Option<&KeptLimits>, source: &Bound<'_, PyAny>) -> Option<BodyLimits> {
     let kept = kept?;
-    let same = source.is(kept.source.bind(source.py())) && unchanged(&kept.tp, kept.version);
+    let same =
+        source.is(kept.source.bind(source.py())) && unchanged(source.py(), &kept.tp, kept.version);
     same.then_some(kept.limits)
 }
 
 /// `limits`, read from `source`, to keep when it cannot change.
 pub fn keep_limits(source: &Bound<'_, PyAny>, limits: BodyLimits) -> Option<KeptLimits> {
-    // SAFETY: reads of a live object (the GIL is held).
-    let (_, version) = unsafe { plain_tuple(source.as_ptr()) }?;
+    let version = plain_tuple(source)?;
     Some(KeptLimits {
         source: source.clone().unbind(),
         tp: source.get_type().unbind(),
@@ -89,7 +87,7 @@ pub fn recall<'py>(
 ) -> Option<Vec<BlockIn<'py>>> {
     let py = source.py();
     let kept = kept?;
-    if !source.is(kept.source.bind(py)) || !unchanged(&kept.tp, kept.version) {
+    if !source.is(kept.source.bind(py)) || !unchanged(py, &kept.tp, kept.version) {
         return None;
     }
     Some(
@@ -131,51 +129,30 @@ pub fn keep(source: &Bound<'_, PyAny>, blocks: &[BlockIn<'_>]) -> Option<KeptBlo
 
 /// The blocks' one type's version tag, when the tuple cannot change.
 fn unchanging(source: &Bound<'_, PyAny>) -> Option<std::os::raw::c_uint> {
-    // SAFETY: type checks and reads of live objects (the GIL is held).
-    unsafe {
-        let all = source.as_ptr();
-        if ffi::PyTuple_CheckExact(all) == 0 || ffi::PyTuple_GET_SIZE(all) == 0 {
-            return None;
-        }
-        let (tp, version) = plain_tuple(ffi::PyTuple_GET_ITEM(all, 0))?;
-        for k in 1..ffi::PyTuple_GET_SIZE(all) {
-            let block = ffi::PyTuple_GET_ITEM(all, k);
-            if ffi::Py_TYPE(block) != tp || plain_tuple(block).is_none() {
-                return None;
-            }
-        }
-        Some(version)
-    }
+    let all = source.cast_exact::<PyTuple>().ok()?;
+    let first = all.iter().next()?;
+    let version = plain_tuple(&first)?;
+    let tp = first.get_type_ptr();
+    all.iter()
+        .all(|block| block.get_type_ptr() == tp && plain_tuple(&block).is_some())
+        .then_some(version)
 }
 
-/// A tuple subclass's instance whose attributes cannot change (generic
-/// attribute access, no instance dict, fields of immutable values: None,
-/// exact str, int or tuple), with its type's version tag.
-///
-/// # Safety
-/// `obj` must be a live object.
-unsafe fn plain_tuple(
-    obj: *mut ffi::PyObject,
-) -> Option<(*mut ffi::PyTypeObject, std::os::raw::c_uint)> {
-    let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
-    let tp = ffi::Py_TYPE(obj);
-    if ffi::PyTuple_Check(obj) == 0
-        || (*tp).tp_dictoffset != 0
-        || (*tp).tp_getattro.map(|f| f as usize) != Some(generic)
-    {
+/// The version tag of the type of a tuple subclass's instance whose
+/// attributes cannot change (generic attribute access, no instance dict,
+/// fields of immutable values: None, exact str, int or tuple).
+fn plain_tuple(obj: &Bound<'_, PyAny>) -> Option<std::os::raw::c_uint> {
+    let tuple = obj.cast::<PyTuple>().ok()?;
+    let facts = type_fields(&obj.get_type());
+    if facts.instance_dict || !facts.generic_getattr {
         return None;
     }
-    let version = version_of(tp)?;
-    for f in 0..ffi::PyTuple_GET_SIZE(obj) {
-        let v = ffi::PyTuple_GET_ITEM(obj, f);
-        let plain = v == ffi::Py_None()
-            || ffi::PyUnicode_CheckExact(v) != 0
-            || ffi::PyLong_CheckExact(v) != 0
-            || ffi::PyBool_Check(v) != 0
-            || ffi::PyTuple_CheckExact(v) != 0;
-        if !plain {
-            return None;
-        }
-    }
-    Some((tp, version))
+    let plain = |v: Bound<'_, PyAny>| {
+        v.is_none()
+            || v.is_exact_instance_of::<PyString>()
+            || v.is_exact_instance_of::<PyInt>()
+            || v.is_instance_of::<PyBool>()
+            || v.is_exact_instance_of::<PyTuple>()
+    };
+    tuple.iter().all(plain).then_some(facts.version).flatten()
 }

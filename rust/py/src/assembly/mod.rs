@@ -53,54 +53,41 @@ pub fn fit_body<'py>(
     })
 }
 
-/// The `BodyFit` dict.
+/// The `BodyFit` dict: `body`, `body_raw`, `reason`, `compactable`, `cut`,
+/// `history_budget`, `yield_steps`, `body_sha256` and `missing` (keys
+/// interned once: no new key strings per call).
 fn body_fit<'py>(
     py: Python<'py>,
-    fields: [(&str, Bound<'py, PyAny>); 9],
+    fit: &body::BodyFit,
+    body: Bound<'py, PyList>,
+    body_sha256: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    for (k, v) in fields {
-        // Interned once: no new key strings per call.
-        let key = match k {
-            "body" => pyo3::intern!(py, "body"),
-            "body_raw" => pyo3::intern!(py, "body_raw"),
-            "reason" => pyo3::intern!(py, "reason"),
-            "compactable" => pyo3::intern!(py, "compactable"),
-            "cut" => pyo3::intern!(py, "cut"),
-            "history_budget" => pyo3::intern!(py, "history_budget"),
-            "yield_steps" => pyo3::intern!(py, "yield_steps"),
-            "body_sha256" => pyo3::intern!(py, "body_sha256"),
-            "missing" => pyo3::intern!(py, "missing"),
-            other => {
-                d.set_item(other, v)?;
-                continue;
-            }
-        };
-        d.set_item(key, v)?;
-    }
+    d.set_item(pyo3::intern!(py, "body"), body)?;
+    d.set_item(pyo3::intern!(py, "body_raw"), fit.body_raw)?;
+    d.set_item(pyo3::intern!(py, "reason"), fit.reason.as_str())?;
+    d.set_item(pyo3::intern!(py, "compactable"), fit.compactable)?;
+    d.set_item(pyo3::intern!(py, "cut"), fit.cut)?;
+    d.set_item(pyo3::intern!(py, "history_budget"), fit.history_budget)?;
+    d.set_item(pyo3::intern!(py, "yield_steps"), &fit.steps)?;
+    d.set_item(pyo3::intern!(py, "body_sha256"), body_sha256)?;
+    d.set_item(pyo3::intern!(py, "missing"), &fit.missing)?;
     Ok(d)
 }
 
 /// A `BodyFit` whose only news is the history indices the tables lack.
 fn missing<'py>(py: Python<'py>, indices: Vec<usize>) -> PyResult<Bound<'py, PyDict>> {
-    let empty = || PyList::empty(py).into_any();
-    body_fit(
-        py,
-        [
-            ("body", empty()),
-            ("body_raw", 0i64.into_pyobject(py)?.into_any()),
-            ("reason", "fits".into_pyobject(py)?.into_any()),
-            (
-                "compactable",
-                false.into_pyobject(py)?.to_owned().into_any(),
-            ),
-            ("cut", 0usize.into_pyobject(py)?.into_any()),
-            ("history_budget", 0i64.into_pyobject(py)?.into_any()),
-            ("yield_steps", empty()),
-            ("body_sha256", "".into_pyobject(py)?.into_any()),
-            ("missing", PyList::new(py, indices)?.into_any()),
-        ],
-    )
+    let fit = body::BodyFit {
+        body: Vec::new(),
+        body_raw: 0,
+        reason: body::Reason::Fits,
+        compactable: false,
+        cut: 0,
+        history_budget: 0,
+        steps: Vec::new(),
+        missing: indices,
+    };
+    body_fit(py, &fit, PyList::empty(py), "")
 }
 
 /// The value a table holds for `key` (no Python code runs: the keys are
@@ -218,7 +205,9 @@ fn fit<'py>(
     for i in from_cache..g.bufs.keys.len() {
         if let Some(l) = lookahead.as_ref().filter(|_| !pinned) {
             let held = &g.bufs.held;
-            l.ahead(|k| held.get(k).map_or(std::ptr::null_mut(), |h| h.0), i);
+            // SAFETY: null or renders the line holds, and nothing has run
+            // Python code since they were read (not `pinned`).
+            unsafe { l.ahead(|k| held.get(k).map_or(std::ptr::null_mut(), |h| h.0), i) };
         }
         let held = g.bufs.held[i].0;
         let render = if held.is_null() {
@@ -311,13 +300,10 @@ fn extend_entries<'py>(
         let crate::items::Attr::Slot(offset) = g.types.infos[t].cj else {
             break;
         };
-        // SAFETY: a slot of the render type's layout; the render is held.
-        let cj = unsafe { crate::items::slot_value(render.as_ptr(), offset) };
-        if cj.is_null() {
+        let slot = crate::items::Attr::Slot(offset);
+        let Ok(Some(cj)) = crate::items::read_attr(&render, slot, pyo3::intern!(py, "_cj")) else {
             break;
-        }
-        // SAFETY: a live object (the render holds it).
-        let cj = unsafe { Bound::from_borrowed_ptr(py, cj) };
+        };
         let history = &g.bufs.history[i];
         let Some(entry) = line_state::Entry::new(
             item.unbind(),
@@ -466,29 +452,7 @@ fn measure_and_fit<'py>(
         Some(states) => states.sha256(&flat, 32 * leading),
         None => sha256(&flat),
     });
-    let fit = body_fit(
-        py,
-        [
-            ("body", list.into_any()),
-            ("body_raw", decided.body_raw.into_pyobject(py)?.into_any()),
-            (
-                "reason",
-                decided.reason.as_str().into_pyobject(py)?.into_any(),
-            ),
-            (
-                "compactable",
-                decided.compactable.into_pyobject(py)?.to_owned().into_any(),
-            ),
-            ("cut", decided.cut.into_pyobject(py)?.into_any()),
-            (
-                "history_budget",
-                decided.history_budget.into_pyobject(py)?.into_any(),
-            ),
-            ("yield_steps", PyList::new(py, &decided.steps)?.into_any()),
-            ("body_sha256", body_sha.into_pyobject(py)?.into_any()),
-            ("missing", PyList::empty(py).into_any()),
-        ],
-    )?;
+    let fit = body_fit(py, &decided, list, &body_sha)?;
     Ok((fit, measuring))
 }
 

@@ -16,9 +16,16 @@ pub fn make_cache<'py>(
     bytes: &[u8],
     digest: &[u8; 32],
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let b = PyBytes::new(py, bytes);
-    let h = PyBytes::new(py, digest);
-    PyTuple::new(py, [b.into_any(), h.into_any()])
+    cache_of(PyBytes::new(py, bytes), digest)
+}
+
+/// The `_cj` tuple of canonical bytes already in a `bytes` object.
+pub fn cache_of<'py>(
+    bytes: Bound<'py, PyBytes>,
+    digest: &[u8; 32],
+) -> PyResult<Bound<'py, PyTuple>> {
+    let digest = PyBytes::new(bytes.py(), digest);
+    PyTuple::new(bytes.py(), [bytes, digest])
 }
 
 /// `hasattr(type(value), "_cj") and hasattr(value, "to_dict")`: conversation
@@ -41,28 +48,43 @@ pub unsafe fn bytes_of<'a>(ptr: *mut ffi::PyObject) -> &'a [u8] {
     std::slice::from_raw_parts(data, ffi::Py_SIZE(ptr) as usize)
 }
 
+/// The digest of a filled `_cj` cache `(bytes, 32-byte bytes)` and its
+/// canonical bytes object, not read here (its header is another cache miss:
+/// `Facts::len` checks and reads it on a memo miss only); `None` when not
+/// filled (null included).
+///
+/// # Safety
+/// `cj` must be null or a live object.
+#[inline(always)]
+pub unsafe fn read_digest(cj: *mut ffi::PyObject) -> Option<([u8; 32], *mut ffi::PyObject)> {
+    if cj.is_null() || ffi::PyTuple_CheckExact(cj) == 0 || ffi::PyTuple_GET_SIZE(cj) != 2 {
+        return None;
+    }
+    let d = ffi::PyTuple_GET_ITEM(cj, 1);
+    if ffi::PyBytes_CheckExact(d) == 0 || ffi::Py_SIZE(d) != 32 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    digest.copy_from_slice(bytes_of(d));
+    Some((digest, ffi::PyTuple_GET_ITEM(cj, 0)))
+}
+
+/// [`read_digest`] of a held object.
+#[inline]
+pub fn digest_of(cj: &Bound<'_, PyAny>) -> Option<([u8; 32], *mut ffi::PyObject)> {
+    // SAFETY: a live object (held by the caller).
+    unsafe { read_digest(cj.as_ptr()) }
+}
+
 /// A well-formed `_cj` value `(bytes, 32-byte bytes)`: its canonical bytes
 /// and digest.
 ///
 /// # Safety
-/// `ptr` must be a live object; the slice lives as long as it does.
+/// `cj` must be a live object; the slice lives as long as it does.
 #[inline]
-pub unsafe fn read_cache<'a>(ptr: *mut ffi::PyObject) -> Option<(&'a [u8], [u8; 32])> {
-    if ffi::PyTuple_CheckExact(ptr) == 0 || ffi::PyTuple_GET_SIZE(ptr) != 2 {
-        return None;
-    }
-    let b = ffi::PyTuple_GET_ITEM(ptr, 0);
-    let d = ffi::PyTuple_GET_ITEM(ptr, 1);
-    if ffi::PyBytes_CheckExact(b) == 0 || ffi::PyBytes_CheckExact(d) == 0 {
-        return None;
-    }
-    let digest = bytes_of(d);
-    if digest.len() != 32 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    out.copy_from_slice(digest);
-    Some((bytes_of(b), out))
+pub unsafe fn read_cache<'a>(cj: *mut ffi::PyObject) -> Option<(&'a [u8], [u8; 32])> {
+    let (digest, b) = read_digest(cj)?;
+    (ffi::PyBytes_CheckExact(b) != 0).then(|| (bytes_of(b), digest))
 }
 
 /// Store `value` in the frozen item's `_cj` slot (`object.__setattr__`).

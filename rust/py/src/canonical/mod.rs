@@ -6,7 +6,8 @@ mod cache;
 mod source;
 
 pub use cache::{
-    has_item_cache, item_canonical as item_cache, make_cache, read_cache, store_cache,
+    bytes_of, cache_of, digest_of, has_item_cache, item_canonical as item_cache, make_cache,
+    read_cache, read_digest, store_cache,
 };
 pub use source::{utf8, PySource};
 
@@ -15,9 +16,8 @@ use std::cell::Cell;
 use ctxengine_core::canonical::{WalkError, Walker};
 use ctxengine_core::hash::{hex, sha256};
 use pyo3::exceptions::PyRuntimeError;
-use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::errors::{canonicalization_error, guard};
 
@@ -59,18 +59,14 @@ fn give_back(buf: Vec<u8>) {
 
 /// True for the exact JSON-shaped builtins, which never carry `_cj`.
 fn is_exact_plain(value: &Bound<'_, PyAny>) -> bool {
-    let p = value.as_ptr();
-    // SAFETY: type checks of a live object.
-    unsafe {
-        p == ffi::Py_None()
-            || ffi::PyUnicode_CheckExact(p) != 0
-            || ffi::PyDict_CheckExact(p) != 0
-            || ffi::PyList_CheckExact(p) != 0
-            || ffi::PyTuple_CheckExact(p) != 0
-            || ffi::PyLong_CheckExact(p) != 0
-            || ffi::PyFloat_CheckExact(p) != 0
-            || ffi::PyBool_Check(p) != 0
-    }
+    value.is_none()
+        || value.is_exact_instance_of::<PyString>()
+        || value.is_exact_instance_of::<PyDict>()
+        || value.is_exact_instance_of::<PyList>()
+        || value.is_exact_instance_of::<PyTuple>()
+        || value.is_exact_instance_of::<PyInt>()
+        || value.is_exact_instance_of::<PyFloat>()
+        || value.is_instance_of::<PyBool>()
 }
 
 /// RFC 8785 canonical JSON bytes of `value`.

@@ -11,39 +11,36 @@ use ctxengine_core::canonical::{
     reason_unsupported_subclass, reason_unsupported_type, Cached, KeyProblem, Node, Source,
     REASON_SURROGATE,
 };
-use pyo3::exceptions::PyAttributeError;
+use pyo3::exceptions::{PyAttributeError, PyOverflowError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::Borrowed;
 
 use super::cache::{bytes_of, has_item_cache, make_cache, read_cache, store_cache};
 
-/// UTF-8 of a `str` (or subclass); `None` for lone surrogates.
+/// The UTF-8 of a `str` (or subclass), cached in the object by CPython;
+/// `None` for lone surrogates.
 ///
 /// # Safety
-/// `ptr` must be a live `str`; the bytes live as long as it does.
+/// `ptr` must be a live `str`; the text lives as long as it does.
 #[inline]
-pub unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a [u8]> {
+pub unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a str> {
     let mut size: ffi::Py_ssize_t = 0;
     let data = ffi::PyUnicode_AsUTF8AndSize(ptr, &mut size);
     if data.is_null() {
         ffi::PyErr_Clear();
-        None
-    } else {
-        Some(std::slice::from_raw_parts(data as *const u8, size as usize))
+        return None;
     }
+    // CPython's UTF-8 of a str is valid UTF-8.
+    let bytes = std::slice::from_raw_parts(data as *const u8, size as usize);
+    Some(std::str::from_utf8_unchecked(bytes))
 }
 
 fn repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(obj.repr()?.to_string_lossy().into_owned())
-}
-
-/// `repr(str.__str__(s))`: the plain string's repr, also for subclasses.
-unsafe fn str_repr(py: Python<'_>, s: *mut ffi::PyObject) -> PyResult<String> {
-    let plain = Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_FromObject(s))?;
-    repr(&plain)
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -59,22 +56,91 @@ static DEFAULT_DICT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// An enum member (`TrustLevel.USER`, an `IntEnum`): its builtin data is
 /// accepted (ADR 0010); any other subclass of a JSON type is refused.
-unsafe fn is_enum_member(py: Python<'_>, ptr: *mut ffi::PyObject) -> PyResult<bool> {
-    let e = ENUM.import(py, "enum", "Enum")?;
-    Ok(ffi::PyType_IsSubtype(ffi::Py_TYPE(ptr), e.as_ptr() as *mut ffi::PyTypeObject) != 0)
+fn is_enum_member(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let e = ENUM.import(obj.py(), "enum", "Enum")?;
+    obj.get_type().is_subclass(e)
 }
 
 /// The standard library's dicts that keep their members in the dict itself.
-unsafe fn is_plain_dict_subclass(py: Python<'_>, ptr: *mut ffi::PyObject) -> PyResult<bool> {
-    let tp = ffi::Py_TYPE(ptr) as *mut ffi::PyObject;
-    Ok(tp
-        == ORDERED_DICT
-            .import(py, "collections", "OrderedDict")?
-            .as_ptr()
-        || tp
-            == DEFAULT_DICT
-                .import(py, "collections", "defaultdict")?
-                .as_ptr())
+fn is_plain_dict_subclass(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let (py, tp) = (obj.py(), obj.get_type());
+    Ok(
+        tp.is(ORDERED_DICT.import(py, "collections", "OrderedDict")?)
+            || tp.is(DEFAULT_DICT.import(py, "collections", "defaultdict")?),
+    )
+}
+
+/// An int's value, or `BigInt` outside 64 bits.
+#[inline]
+fn int_node<'a>(obj: &Bound<'_, PyAny>) -> PyResult<Node<'a>> {
+    match obj.extract::<i64>() {
+        Ok(v) => Ok(Node::Int(v)),
+        Err(e) if e.is_instance_of::<PyOverflowError>(obj.py()) => Ok(Node::BigInt),
+        Err(e) => Err(e),
+    }
+}
+
+/// A str's text as a node (`Reject` for a lone surrogate).
+#[inline]
+fn str_node<'a>(obj: &Bound<'_, PyAny>) -> Node<'a> {
+    // SAFETY: a str (the caller checked), which keeps its UTF-8 as long as it lives.
+    match unsafe { utf8(obj.as_ptr()) } {
+        Some(s) => Node::Str(s.as_bytes()),
+        None => Node::Reject(REASON_SURROGATE.to_owned()),
+    }
+}
+
+fn refuse<'a>(obj: &Bound<'_, PyAny>, base: &str) -> Node<'a> {
+    Node::Reject(reason_unsupported_subclass(&type_name(obj), base))
+}
+
+/// What an object of no exact JSON type is: an accepted subclass, a value
+/// type, or refused.
+#[cold]
+fn subclass<'a>(obj: &Bound<'_, PyAny>) -> PyResult<Node<'a>> {
+    let py = obj.py();
+    if obj.is_instance_of::<PyString>() {
+        return Ok(if is_enum_member(obj)? {
+            str_node(obj)
+        } else {
+            refuse(obj, "str")
+        });
+    }
+    if obj.is_instance_of::<PyInt>() {
+        // bool cannot be subclassed: the exact check caught it.
+        return if is_enum_member(obj)? {
+            int_node(obj)
+        } else {
+            Ok(refuse(obj, "int"))
+        };
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(if is_enum_member(obj)? {
+            Node::Float(f.value())
+        } else {
+            refuse(obj, "float")
+        });
+    }
+    if obj.is_instance_of::<PyDict>() {
+        return Ok(if is_plain_dict_subclass(obj)? {
+            Node::Map
+        } else {
+            refuse(obj, "dict")
+        });
+    }
+    if obj.is_instance_of::<PyList>() {
+        return Ok(refuse(obj, "list"));
+    }
+    if obj.is_instance_of::<PyTuple>() {
+        return Ok(refuse(obj, "tuple"));
+    }
+    if has_item_cache(obj)? {
+        return Ok(Node::Object { item: true });
+    }
+    match obj.getattr_opt(intern!(py, "to_dict"))? {
+        Some(f) if f.is_callable() => Ok(Node::Object { item: false }),
+        _ => Ok(Node::Reject(reason_unsupported_type(&type_name(obj)))),
+    }
 }
 
 /// Python objects, borrowed while something holds them.
@@ -86,81 +152,6 @@ impl<'py> PySource<'py> {
     pub fn new(py: Python<'py>) -> Self {
         PySource { py }
     }
-
-    unsafe fn bound(&self, ptr: *mut ffi::PyObject) -> Bound<'py, PyAny> {
-        Bound::from_borrowed_ptr(self.py, ptr)
-    }
-
-    #[cold]
-    unsafe fn subclass<'a>(&mut self, ptr: *mut ffi::PyObject) -> PyResult<Node<'a>> {
-        let py = self.py;
-        if ffi::PyUnicode_Check(ptr) != 0 {
-            if is_enum_member(py, ptr)? {
-                return Ok(match utf8(ptr) {
-                    Some(s) => Node::Str(s),
-                    None => Node::Reject(REASON_SURROGATE.to_owned()),
-                });
-            }
-            return Ok(self.refuse(ptr, "str"));
-        }
-        if ffi::PyLong_Check(ptr) != 0 {
-            // bool cannot be subclassed: the exact check caught it.
-            if is_enum_member(py, ptr)? {
-                return int_node(py, ptr);
-            }
-            return Ok(self.refuse(ptr, "int"));
-        }
-        if ffi::PyFloat_Check(ptr) != 0 {
-            if is_enum_member(py, ptr)? {
-                let v = ffi::PyFloat_AsDouble(ptr);
-                if v == -1.0 && !ffi::PyErr_Occurred().is_null() {
-                    return Err(PyErr::fetch(py));
-                }
-                return Ok(Node::Float(v));
-            }
-            return Ok(self.refuse(ptr, "float"));
-        }
-        if ffi::PyDict_Check(ptr) != 0 {
-            if is_plain_dict_subclass(py, ptr)? {
-                return Ok(Node::Map);
-            }
-            return Ok(self.refuse(ptr, "dict"));
-        }
-        if ffi::PyList_Check(ptr) != 0 {
-            return Ok(self.refuse(ptr, "list"));
-        }
-        if ffi::PyTuple_Check(ptr) != 0 {
-            return Ok(self.refuse(ptr, "tuple"));
-        }
-        let obj = self.bound(ptr);
-        if has_item_cache(&obj)? {
-            return Ok(Node::Object { item: true });
-        }
-        match obj.getattr_opt(intern!(py, "to_dict"))? {
-            Some(f) if f.is_callable() => Ok(Node::Object { item: false }),
-            _ => Ok(Node::Reject(reason_unsupported_type(&type_name(&obj)))),
-        }
-    }
-
-    unsafe fn refuse<'a>(&self, ptr: *mut ffi::PyObject, base: &str) -> Node<'a> {
-        Node::Reject(reason_unsupported_subclass(
-            &type_name(&self.bound(ptr)),
-            base,
-        ))
-    }
-}
-
-#[inline]
-unsafe fn int_node<'a>(py: Python<'_>, ptr: *mut ffi::PyObject) -> PyResult<Node<'a>> {
-    let mut overflow: std::os::raw::c_int = 0;
-    let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
-    if overflow != 0 {
-        return Ok(Node::BigInt);
-    }
-    if v == -1 && !ffi::PyErr_Occurred().is_null() {
-        return Err(PyErr::fetch(py));
-    }
-    Ok(Node::Int(v))
 }
 
 impl<'py> Source for PySource<'py> {
@@ -180,12 +171,10 @@ impl<'py> Source for PySource<'py> {
 
     #[inline(always)]
     unsafe fn classify<'a>(&mut self, ptr: *mut ffi::PyObject) -> PyResult<Node<'a>> {
+        let obj = Borrowed::from_ptr(self.py, ptr);
         let tp = ffi::Py_TYPE(ptr);
         if tp == addr_of_mut!(ffi::PyUnicode_Type) {
-            return Ok(match utf8(ptr) {
-                Some(s) => Node::Str(s),
-                None => Node::Reject(REASON_SURROGATE.to_owned()),
-            });
+            return Ok(str_node(&obj));
         }
         if tp == addr_of_mut!(ffi::PyDict_Type) {
             return Ok(Node::Map);
@@ -200,7 +189,7 @@ impl<'py> Source for PySource<'py> {
             return Ok(Node::Bool(ptr == ffi::Py_True()));
         }
         if tp == addr_of_mut!(ffi::PyLong_Type) {
-            return int_node(self.py, ptr);
+            return int_node(&obj);
         }
         if tp == addr_of_mut!(ffi::PyFloat_Type) {
             return Ok(Node::Float(ffi::PyFloat_AS_DOUBLE(ptr)));
@@ -208,11 +197,11 @@ impl<'py> Source for PySource<'py> {
         if tp == addr_of_mut!(ffi::PyTuple_Type) {
             return Ok(Node::Seq);
         }
-        self.subclass(ptr)
+        subclass(&obj)
     }
 
     unsafe fn type_name(&mut self, value: *mut ffi::PyObject) -> String {
-        type_name(&self.bound(value))
+        type_name(&Borrowed::from_ptr(self.py, value))
     }
 
     #[inline(always)]
@@ -229,8 +218,12 @@ impl<'py> Source for PySource<'py> {
         }
         // A list can change under host code run by a nested value: its
         // size is read afresh and the element held.
-        (i < ffi::PyList_GET_SIZE(seq))
-            .then(|| Elem::Held(self.bound(ffi::PyList_GET_ITEM(seq, i))))
+        (i < ffi::PyList_GET_SIZE(seq)).then(|| {
+            Elem::Held(Bound::from_borrowed_ptr(
+                self.py,
+                ffi::PyList_GET_ITEM(seq, i),
+            ))
+        })
     }
 
     unsafe fn map_members(
@@ -242,7 +235,11 @@ impl<'py> Source for PySource<'py> {
         let mut k: *mut ffi::PyObject = std::ptr::null_mut();
         let mut v: *mut ffi::PyObject = std::ptr::null_mut();
         while ffi::PyDict_Next(map, &mut pos, &mut k, &mut v) != 0 {
-            out.push(Member::new(self.bound(k), self.bound(v)));
+            let (py, k, v) = (self.py, k, v);
+            out.push(Member::new(
+                Bound::from_borrowed_ptr(py, k),
+                Bound::from_borrowed_ptr(py, v),
+            ));
         }
         Ok(())
     }
@@ -251,20 +248,26 @@ impl<'py> Source for PySource<'py> {
         &mut self,
         key: *mut ffi::PyObject,
     ) -> PyResult<Result<&'a [u8], KeyProblem>> {
-        if ffi::PyUnicode_Check(key) == 0 {
-            return Ok(Err(KeyProblem::NotStr(repr(&self.bound(key))?)));
+        let key = Borrowed::from_ptr(self.py, key);
+        if !key.is_instance_of::<PyString>() {
+            return Ok(Err(KeyProblem::NotStr(repr(&key)?)));
         }
-        if ffi::PyUnicode_CheckExact(key) == 0 && !is_enum_member(self.py, key)? {
-            return Ok(Err(KeyProblem::Subclass(type_name(&self.bound(key)))));
+        if !key.is_exact_instance_of::<PyString>() && !is_enum_member(&key)? {
+            return Ok(Err(KeyProblem::Subclass(type_name(&key))));
         }
-        match utf8(key) {
-            Some(text) => Ok(Ok(text)),
-            None => Ok(Err(KeyProblem::Surrogate(str_repr(self.py, key)?))),
+        match utf8(key.as_ptr()) {
+            Some(text) => Ok(Ok(text.as_bytes())),
+            // `repr(str.__str__(key))`: the plain string's repr, also for subclasses.
+            None => {
+                let plain =
+                    Bound::from_owned_ptr_or_err(self.py, ffi::PyUnicode_FromObject(key.as_ptr()))?;
+                Ok(Err(KeyProblem::Surrogate(repr(&plain)?)))
+            }
         }
     }
 
     unsafe fn to_dict(&mut self, value: *mut ffi::PyObject) -> PyResult<Bound<'py, PyAny>> {
-        self.bound(value).call_method0(intern!(self.py, "to_dict"))
+        Borrowed::from_ptr(self.py, value).call_method0(intern!(self.py, "to_dict"))
     }
 
     unsafe fn item_cache(
@@ -272,7 +275,7 @@ impl<'py> Source for PySource<'py> {
         item: *mut ffi::PyObject,
     ) -> PyResult<Option<Cached<Bound<'py, PyAny>>>> {
         let py = self.py;
-        match self.bound(item).getattr(intern!(py, "_cj")) {
+        match Borrowed::from_ptr(py, item).getattr(intern!(py, "_cj")) {
             Ok(cj) => Ok(read_cache(cj.as_ptr()).map(|(bytes, _)| Cached::new(cj, bytes))),
             // A slot never set counts as empty.
             Err(e) if e.is_instance_of::<PyAttributeError>(py) => Ok(None),
@@ -287,7 +290,7 @@ impl<'py> Source for PySource<'py> {
         digest: &[u8; 32],
     ) -> PyResult<Cached<Bound<'py, PyAny>>> {
         let tuple = make_cache(self.py, bytes, digest)?;
-        store_cache(&self.bound(item), &tuple)?;
+        store_cache(&Borrowed::from_ptr(self.py, item), &tuple)?;
         let held = tuple.into_any();
         let stored = bytes_of(ffi::PyTuple_GET_ITEM(held.as_ptr(), 0));
         Ok(Cached::new(held, stored))

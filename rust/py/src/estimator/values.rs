@@ -3,37 +3,32 @@
 //! the core decides what is wrong with it.
 
 use ctxengine_core::estimate::{Shape, Values};
-use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyMapping, PyString, PyTuple};
+use pyo3::types::{PyDict, PyFloat, PyList, PyMapping, PyString, PyTuple};
 
-use crate::arguments::{int_repr, is_int, type_name};
+use crate::arguments::{int_repr, int_value, is_int, type_name};
 use crate::errors::HostError;
 
 /// The values of one call (under the GIL).
 pub struct PyValues<'py>(pub Python<'py>);
 
-fn int_shape<'py>(v: &Bound<'py, PyAny>) -> Shape<Bound<'py, PyAny>> {
-    let mut overflow: std::os::raw::c_int = 0;
-    // SAFETY: an int (checked by the caller); conversions in C.
-    unsafe {
-        let n = ffi::PyLong_AsLongLongAndOverflow(v.as_ptr(), &mut overflow);
-        let value = match overflow {
-            0 => Ok(n),
-            o => Err(o < 0),
-        };
-        let mut float = ffi::PyLong_AsDouble(v.as_ptr());
-        if float == -1.0 && !ffi::PyErr_Occurred().is_null() {
-            // Past the float range (an OverflowError in Python's float()).
-            ffi::PyErr_Clear();
-            float = if overflow < 0 {
+/// An int's shape: its value within 64 bits, and its float (infinite past
+/// the float range, as Python's `float()` would overflow).
+fn int_shape<'py>(v: &Bound<'py, PyAny>) -> PyResult<Shape<Bound<'py, PyAny>>> {
+    Ok(match int_value(v)? {
+        Ok(n) => Shape::Int {
+            value: Ok(n),
+            float: n as f64,
+        },
+        Err((negative, float)) => Shape::Int {
+            value: Err(negative),
+            float: float.unwrap_or(if negative {
                 f64::NEG_INFINITY
             } else {
                 f64::INFINITY
-            };
-        }
-        Shape::Int { value, float }
-    }
+            }),
+        },
+    })
 }
 
 impl<'py> Values for PyValues<'py> {
@@ -45,12 +40,10 @@ impl<'py> Values for PyValues<'py> {
             return Ok(Shape::None);
         }
         if is_int(v) {
-            return Ok(int_shape(v));
+            return Ok(int_shape(v)?);
         }
-        // SAFETY: type checks of a live object.
-        if unsafe { ffi::PyFloat_Check(v.as_ptr()) } != 0 {
-            // SAFETY: `v` is a float (checked just above), alive for the call.
-            return Ok(Shape::Float(unsafe { ffi::PyFloat_AsDouble(v.as_ptr()) }));
+        if let Ok(f) = v.cast::<PyFloat>() {
+            return Ok(Shape::Float(f.value()));
         }
         if let Ok(s) = v.cast::<PyString>() {
             return Ok(Shape::Str(s.to_str().ok().map(str::to_owned)));

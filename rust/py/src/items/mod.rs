@@ -6,8 +6,10 @@ mod scan;
 mod slots;
 mod types;
 
-pub use scan::{canonicalize_pending, read_digest, scan, Facts, Scan, Want};
-pub use slots::{prefetch, read_attr, seq_of, seq_value, slot_value, tool_role, version_of, Attr};
+pub use scan::{canonicalize_pending, scan, Facts, Scan, Want};
+pub use slots::{
+    member_offset, prefetch, read_attr, slot_value, tool_role, type_fields, version_of, Attr,
+};
 pub use types::{Role, Sort, Types};
 
 use pyo3::ffi;
@@ -69,36 +71,20 @@ impl<'py> Items<'py> {
         }
     }
 
+    /// The item at `i` with a reference of its own (`None` past the end).
     #[inline]
     pub fn get(&self, i: usize) -> Option<Bound<'py, PyAny>> {
-        // SAFETY: bounds checked against the current size; the item is borrowed, then a new
-        // reference is taken.
-        unsafe {
-            match self {
-                Items::List(l) => {
-                    let p = l.as_ptr();
-                    if (i as ffi::Py_ssize_t) < ffi::PyList_GET_SIZE(p) {
-                        Some(Bound::from_borrowed_ptr(
-                            l.py(),
-                            ffi::PyList_GET_ITEM(p, i as ffi::Py_ssize_t),
-                        ))
-                    } else {
-                        None
-                    }
-                }
-                Items::Tuple(t) => {
-                    let p = t.as_ptr();
-                    if (i as ffi::Py_ssize_t) < ffi::PyTuple_GET_SIZE(p) {
-                        Some(Bound::from_borrowed_ptr(
-                            t.py(),
-                            ffi::PyTuple_GET_ITEM(p, i as ffi::Py_ssize_t),
-                        ))
-                    } else {
-                        None
-                    }
-                }
-                Items::Other(v) => v.get(i).cloned(),
-            }
+        let p = self.ptr(i);
+        let py = self.py()?;
+        // SAFETY: null or an item the sequence holds (just read): a new reference is taken.
+        unsafe { Bound::from_borrowed_ptr_or_opt(py, p) }
+    }
+
+    fn py(&self) -> Option<Python<'py>> {
+        match self {
+            Items::List(l) => Some(l.py()),
+            Items::Tuple(t) => Some(t.py()),
+            Items::Other(v) => v.first().map(|b| b.py()),
         }
     }
 

@@ -9,12 +9,15 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use pyo3::Borrowed;
 
-use super::slots::{read_attr, slot_value, str_hash, tool_role, utf8_str, Attr};
+use super::slots::{exact_str_role, read_attr, slot_value, tool_role, Attr};
 use super::types::{Role, Sort, Types};
 use super::Items;
 use crate::arguments::type_name;
-use crate::canonical::{make_cache, store_cache, walk_error, walker};
+use crate::canonical::{
+    bytes_of, digest_of, make_cache, read_digest, store_cache, walk_error, walker,
+};
 use crate::errors::{argument_error, to_pyerr};
 
 /// What the estimator needs of one value.
@@ -57,16 +60,19 @@ impl Facts {
     /// The canonical bytes (call with the GIL held, while `bytes` is
     /// alive, like [`Facts::len`]).
     pub fn canonical(&self) -> Vec<u8> {
-        if self.bytes.is_null() {
-            return Vec::new();
-        }
-        // SAFETY: a live object (see the field).
+        self.bytes().to_vec()
+    }
+
+    /// The canonical bytes, borrowed (empty unless `bytes` is a `bytes`).
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: null or alive (see the field); its size and data are read
+        // once its type is checked.
         unsafe {
-            if ffi::PyBytes_Check(self.bytes) != 0 {
-                let p = ffi::PyBytes_AsString(self.bytes) as *const u8;
-                std::slice::from_raw_parts(p, ffi::Py_SIZE(self.bytes) as usize).to_vec()
+            if !self.bytes.is_null() && ffi::PyBytes_Check(self.bytes) != 0 {
+                bytes_of(self.bytes)
             } else {
-                Vec::new()
+                &[]
             }
         }
     }
@@ -85,68 +91,9 @@ impl Facts {
         if self.bytes.is_null() {
             self.len
         } else {
-            // SAFETY: `bytes` is alive (the caller's contract) and the GIL is held; its size is
-            // read once its type is checked.
-            unsafe {
-                if ffi::PyBytes_Check(self.bytes) != 0 {
-                    ffi::Py_SIZE(self.bytes) as usize
-                } else {
-                    0
-                }
-            }
+            self.bytes().len()
         }
     }
-}
-
-/// The digest of a filled `_cj` cache `(bytes, 32-byte bytes)` and its
-/// (unchecked) canonical bytes object; `None` when not filled.
-#[inline]
-pub unsafe fn read_digest(cj: *mut ffi::PyObject) -> Option<([u8; 32], *mut ffi::PyObject)> {
-    if ffi::PyTuple_CheckExact(cj) == 0 || ffi::PyTuple_GET_SIZE(cj) != 2 {
-        return None;
-    }
-    let d = ffi::PyTuple_GET_ITEM(cj, 1);
-    if ffi::PyBytes_CheckExact(d) == 0 || ffi::Py_SIZE(d) != 32 {
-        return None;
-    }
-    let mut digest = [0u8; 32];
-    std::ptr::copy_nonoverlapping(
-        ffi::PyBytes_AS_STRING(d) as *const u8,
-        digest.as_mut_ptr(),
-        32,
-    );
-    Some((digest, ffi::PyTuple_GET_ITEM(cj, 0)))
-}
-
-/// Push the facts of a filled `_cj` cache `(bytes, 32-byte bytes)`, the
-/// digest copied straight into place; false (nothing pushed) when not
-/// filled.
-///
-/// # Safety
-/// `cj` must be a live object; `facts` must have spare capacity.
-#[inline(always)]
-unsafe fn push_cached(facts: &mut Vec<Facts>, kind: usize, cj: *mut ffi::PyObject) -> bool {
-    if ffi::PyTuple_CheckExact(cj) == 0 || ffi::PyTuple_GET_SIZE(cj) != 2 {
-        return false;
-    }
-    let d = ffi::PyTuple_GET_ITEM(cj, 1);
-    if ffi::PyBytes_CheckExact(d) == 0 || ffi::Py_SIZE(d) != 32 {
-        return false;
-    }
-    if facts.len() == facts.capacity() {
-        facts.reserve(1);
-    }
-    let slot = facts.as_mut_ptr().add(facts.len());
-    std::ptr::addr_of_mut!((*slot).kind).write(kind);
-    std::ptr::addr_of_mut!((*slot).len).write(0);
-    std::ptr::addr_of_mut!((*slot).bytes).write(ffi::PyTuple_GET_ITEM(cj, 0));
-    std::ptr::copy_nonoverlapping(
-        ffi::PyBytes_AS_STRING(d) as *const u8,
-        std::ptr::addr_of_mut!((*slot).digest) as *mut u8,
-        32,
-    );
-    facts.set_len(facts.len() + 1);
-    true
 }
 
 /// Per-item buffers, kept per thread between calls: a 10,000-item history
@@ -249,15 +196,14 @@ pub fn scan<'py>(
         if p.is_null() {
             break;
         }
-        // SAFETY: a live object (the sequence holds it, and no Python code
-        // has run since it was read).
-        let tp = unsafe { ffi::Py_TYPE(p) };
-        let t = match types.recent(tp) {
+        // SAFETY: an item the sequence holds, borrowed while no Python code
+        // runs; a step that may run some first takes a reference (`owned`).
+        let item = unsafe { Borrowed::from_ptr(py, p) };
+        let t = match types.recent(item.get_type_ptr()) {
             Some(t) => t,
             None => {
                 s.pin(py, &mut borrowed);
-                // SAFETY: as above; from here on a reference is held.
-                types.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?
+                types.info(&item.to_owned())?
             }
         };
         let info = &types.infos[t];
@@ -265,8 +211,6 @@ pub fn scan<'py>(
         let (cj_how, call_id_how) = (info.cj, info.call_id);
         if let Some(function) = want.pairs {
             if !info.conversation {
-                // SAFETY: as above.
-                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
                 return Err(argument_error(
                     py,
                     function,
@@ -274,38 +218,21 @@ pub fn scan<'py>(
                     format!("expected a conversation item, got {}", type_name(&item)),
                 ));
             }
-            // SAFETY: a slot of this type's layout; an exact str's hash and
-            // UTF-8 run no Python code.
-            let fast = match (role, call_id_how) {
-                (Role::Other, _) => Some((ToolRole::Other, 0)),
-                // SAFETY: `offset` is a slot of this type's layout; an exact str's hash and UTF-8
-                // run no Python code.
-                (_, Attr::Slot(offset)) => unsafe {
+            let fast = match call_id_how {
+                _ if role == Role::Other => Some((ToolRole::Other, 0)),
+                // SAFETY: a slot of this type's layout (`Attr::Slot`); the id
+                // it holds (null or live) is borrowed until `pin`.
+                Attr::Slot(offset) => unsafe {
                     let id = slot_value(p, offset);
-                    if !id.is_null() && ffi::PyUnicode_CheckExact(id) != 0 {
-                        let hash = str_hash(id);
-                        let text = utf8_str(id);
-                        borrowed.push(id);
-                        Some((
-                            if role == Role::Call {
-                                ToolRole::Call(text)
-                            } else {
-                                ToolRole::Result(text)
-                            },
-                            hash,
-                        ))
-                    } else {
-                        None
-                    }
+                    exact_str_role(id, role).inspect(|_| borrowed.push(id))
                 },
-                _ => None,
+                Attr::Lookup => None,
             };
             let (tool_role, hash) = match fast {
-                Some(r) => r,
+                Some(read) => read,
                 None => {
                     s.pin(py, &mut borrowed);
-                    // SAFETY: as above.
-                    let item = unsafe { Bound::from_borrowed_ptr(py, p) };
+                    let item = item.to_owned();
                     tool_role(
                         &item,
                         role,
@@ -323,38 +250,28 @@ pub fn scan<'py>(
         }
         if want.facts {
             let cached = match (sort, cj_how) {
-                // SAFETY: a slot of this type's layout; push_cached checks.
-                (Sort::Item, Attr::Slot(offset)) => unsafe {
-                    let cj = slot_value(p, offset);
-                    !cj.is_null() && push_cached(&mut s.buf.facts, kind, cj)
-                },
+                // SAFETY: a slot of this type's layout; read_digest checks the tuple.
+                (Sort::Item, Attr::Slot(offset)) => unsafe { read_digest(slot_value(p, offset)) },
                 (Sort::Item, Attr::Lookup) => {
                     s.pin(py, &mut borrowed);
-                    // SAFETY: as above.
-                    let item = unsafe { Bound::from_borrowed_ptr(py, p) };
                     // The tuple may live no longer than this read (a
-                    // property): its length is taken while it is held.
-                    let cj = read_attr(&item, cj_how, cj_name).ok().flatten();
-                    // SAFETY: `cj` is held for the call; `push_cached` only reads the tuple and its
-                    // bytes.
-                    let pushed = cj.as_ref().is_some_and(|cj| unsafe {
-                        push_cached(&mut s.buf.facts, kind, cj.as_ptr())
-                    });
-                    if let Some(cj) = cj.filter(|_| pushed) {
+                    // property): it is kept with the facts.
+                    let cj = read_attr(&item.to_owned(), cj_how, cj_name).ok().flatten();
+                    let read = cj.as_ref().and_then(digest_of);
+                    if let Some(cj) = cj.filter(|_| read.is_some()) {
                         s.buf.keep.push(cj.unbind());
-                        s.buf.kept = s.buf.facts.len();
+                        s.buf.kept = s.buf.facts.len() + 1; // (the facts pushed next)
                     }
-                    pushed
+                    read
                 }
-                _ => false,
+                _ => None,
             };
-            if !cached {
-                s.buf.facts.push(Facts::known(kind, 0, [0; 32]));
-                // SAFETY: as above.
-                s.pending
-                    // SAFETY: a live item (the sequence holds it; no Python code has run since it
-                    // was read).
-                    .push((i, unsafe { Bound::from_borrowed_ptr(py, p) }));
+            match cached {
+                Some((digest, bytes)) => s.buf.facts.push(Facts::of_bytes(kind, digest, bytes)),
+                None => {
+                    s.buf.facts.push(Facts::known(kind, 0, [0; 32]));
+                    s.pending.push((i, item.to_owned()));
+                }
             }
         }
         i += 1;
@@ -381,10 +298,9 @@ impl<'py> Scan<'py> {
     #[cold]
     fn pin(&mut self, py: Python<'py>, borrowed: &mut Vec<*mut ffi::PyObject>) {
         for id in borrowed.drain(..) {
-            // SAFETY: live strs (no Python code has run since they were read).
-            self.call_ids
-                // SAFETY: live strs (no Python code has run since they were read).
-                .push(unsafe { Bound::from_borrowed_ptr(py, id) });
+            // SAFETY: a live str (no Python code has run since it was read).
+            let id = unsafe { Bound::from_borrowed_ptr(py, id) };
+            self.call_ids.push(id);
         }
         self.keep_bytes(py);
     }
@@ -393,11 +309,9 @@ impl<'py> Scan<'py> {
     fn keep_bytes(&mut self, py: Python<'py>) {
         let buf = &mut *self.buf;
         for f in &buf.facts[buf.kept..] {
-            if !f.bytes.is_null() {
-                // SAFETY: live (no Python code has run since it was read).
-                buf.keep
-                    // SAFETY: live (no Python code has run since it was read).
-                    .push(unsafe { Bound::from_borrowed_ptr(py, f.bytes) }.unbind());
+            // SAFETY: null or live (no Python code has run since it was read).
+            if let Some(b) = unsafe { Bound::from_borrowed_ptr_or_opt(py, f.bytes) } {
+                buf.keep.push(b.unbind());
             }
         }
         buf.kept = buf.facts.len();

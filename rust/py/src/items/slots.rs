@@ -9,7 +9,7 @@ use ctxengine_core::cut::ToolRole;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyType};
+use pyo3::types::{PyBool, PyInt, PyString, PyType};
 
 use super::types::Role;
 use crate::arguments::type_name;
@@ -25,47 +25,88 @@ pub enum Attr {
     Lookup,
 }
 
-/// The valid attribute version tag of a type.
+/// What a type's own fields say about reading its instances' attributes.
+pub struct TypeFields {
+    /// Its valid attribute version tag (CPython gives a type a new tag
+    /// whenever an attribute of it or of a base is set or deleted).
+    pub version: Option<std::os::raw::c_uint>,
+    /// Its instances have an instance dict.
+    pub instance_dict: bool,
+    /// Its instances use the generic attribute access (a plain class: no
+    /// `__getattribute__` or `__getattr__` of its own).
+    pub generic_getattr: bool,
+}
+
+/// The fields of `ty` that say how its instances' attributes are read.
 #[inline]
-pub unsafe fn version_of(tp: *mut ffi::PyTypeObject) -> Option<std::os::raw::c_uint> {
-    if (*tp).tp_flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0 {
-        Some((*tp).tp_version_tag)
-    } else {
-        None
+pub fn type_fields(ty: &Bound<'_, PyType>) -> TypeFields {
+    // libpython's own function: its address is unique.
+    let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
+    // SAFETY: a live type's fields, read only.
+    let (flags, tag, dict, getattro) = unsafe {
+        let tp = ty.as_type_ptr();
+        let tp = &*tp;
+        (
+            tp.tp_flags,
+            tp.tp_version_tag,
+            tp.tp_dictoffset,
+            tp.tp_getattro,
+        )
+    };
+    TypeFields {
+        version: (flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0).then_some(tag),
+        instance_dict: dict != 0,
+        generic_getattr: getattro.map(|f| f as usize) == Some(generic),
     }
 }
 
-/// The member-slot offset of `name` on instances of `tp`, when reading the
+/// The valid attribute version tag of a type (see [`TypeFields::version`]).
+#[inline]
+pub fn version_of(ty: &Bound<'_, PyType>) -> Option<std::os::raw::c_uint> {
+    type_fields(ty).version
+}
+
+/// The member-slot offset of `name` on instances of `ty`, when reading the
 /// slot is exactly what `getattr` would do: generic attribute access and a
 /// plain object member descriptor.
 pub fn slot_offset(ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResult<Attr> {
-    // SAFETY: `ty` is a live type; its slots and the descriptor's fields are read only after each
-    // one's type is checked.
+    if !type_fields(ty).generic_getattr {
+        return Ok(Attr::Lookup);
+    }
+    Ok(member_offset(ty, name, false)?.map_or(Attr::Lookup, Attr::Slot))
+}
+
+/// The offset of `name`'s member slot in instances of `ty`, when it is a
+/// plain object member (`T_OBJECT_EX`) of a base of `ty` (and, when
+/// `writable`, not read-only): the descriptor's own `__get__` and `__set__`
+/// read and write exactly that slot.
+pub fn member_offset(
+    ty: &Bound<'_, PyType>,
+    name: &Bound<'_, PyString>,
+    writable: bool,
+) -> PyResult<Option<isize>> {
+    let Some(descr) = ty.getattr_opt(name)? else {
+        return Ok(None);
+    };
+    if descr.get_type_ptr() != addr_of_mut!(ffi::PyMemberDescr_Type) {
+        return Ok(None);
+    }
+    // SAFETY: `descr` (held) is a member descriptor (checked just above): its
+    // fields are read, each pointer checked before it is followed.
     unsafe {
-        let tp = ty.as_ptr() as *mut ffi::PyTypeObject;
-        // libpython's own function: its address is unique.
-        let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
-        if (*tp).tp_getattro.map(|f| f as usize) != Some(generic) {
-            return Ok(Attr::Lookup);
-        }
-        let Some(descr) = ty.getattr_opt(name)? else {
-            return Ok(Attr::Lookup);
-        };
-        if ffi::Py_TYPE(descr.as_ptr()) != addr_of_mut!(ffi::PyMemberDescr_Type) {
-            return Ok(Attr::Lookup);
-        }
         let descr = descr.as_ptr() as *mut ffi::PyMemberDescrObject;
-        // The descriptor must describe this layout (a base of the type), as
-        // the descriptor's own __get__ would check.
         let owner = (*descr).d_common.d_type;
-        if owner.is_null() || ffi::PyType_IsSubtype(tp, owner) == 0 {
-            return Ok(Attr::Lookup);
+        if owner.is_null() || ffi::PyType_IsSubtype(ty.as_type_ptr(), owner) == 0 {
+            return Ok(None);
         }
         let member = (*descr).d_member;
-        if member.is_null() || (*member).type_code != ffi::Py_T_OBJECT_EX {
-            return Ok(Attr::Lookup);
+        if member.is_null()
+            || (*member).type_code != ffi::Py_T_OBJECT_EX
+            || (writable && (*member).flags & ffi::Py_READONLY != 0)
+        {
+            return Ok(None);
         }
-        Ok(Attr::Slot((*member).offset))
+        Ok(Some((*member).offset))
     }
 }
 
@@ -134,10 +175,16 @@ pub unsafe fn seq_value(v: *mut ffi::PyObject) -> Option<i64> {
     }
 }
 
-/// [`seq_value`] of a held object.
+/// [`seq_value`] of a held object (read through pyo3: the slow path).
 pub fn seq_of(obj: &Bound<'_, PyAny>) -> Option<i64> {
-    // SAFETY: a live object.
-    unsafe { seq_value(obj.as_ptr()) }
+    if !obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyBool>() {
+        return None;
+    }
+    match obj.extract::<i64>() {
+        Ok(n) => Some(n),
+        // Outside 64 bits: below the range compares at or below any floor.
+        Err(_) => obj.lt(0i64).unwrap_or(false).then_some(i64::MIN),
+    }
 }
 
 /// The tool-pair role of an item and its id's hash: Python's own hash of
@@ -159,8 +206,7 @@ pub fn tool_role<'a, 'py>(
     let py = item.py();
     let id = read_attr(item, how, intern!(py, "call_id"))?;
     let id = match id {
-        // SAFETY: `id` is a live object; the check reads its type.
-        Some(id) if unsafe { ffi::PyUnicode_CheckExact(id.as_ptr()) } != 0 => id,
+        Some(id) if id.is_exact_instance_of::<PyString>() => id,
         // SAFETY: a str subclass: an exact copy of its data.
         Some(id) if id.is_instance_of::<PyString>() => unsafe {
             Bound::from_owned_ptr_or_err(py, ffi::PyUnicode_FromObject(id.as_ptr()))?
@@ -175,25 +221,34 @@ pub fn tool_role<'a, 'py>(
             ));
         }
     };
-    // SAFETY: an exact str.
-    let hash = unsafe { str_hash(id.as_ptr()) };
-    // SAFETY: the UTF-8 buffer lives inside the str object, which `keep`
-    // owns for as long as the caller's validator lives; CPython's UTF-8 of
-    // a str is valid UTF-8.
-    let text: &'a str = match unsafe { utf8(id.as_ptr()) } {
-        // SAFETY: the UTF-8 buffer lives inside the str object, which `keep` owns for as long as
-        // the caller's validator lives; CPython's UTF-8 of a str is valid UTF-8.
-        Some(b) => unsafe {
-            std::str::from_utf8_unchecked(std::slice::from_raw_parts(b.as_ptr(), b.len()))
-        },
-        None => "",
-    };
+    // SAFETY: `id` is an exact str, held by `keep` for as long as the
+    // caller's validator lives (the role borrows its text).
+    let read = unsafe { exact_str_role(id.as_ptr(), role) };
     keep.push(id);
-    Ok(match role {
-        Role::Call => ToolRole::Call(text),
-        _ => ToolRole::Result(text),
+    Ok(read.unwrap_or((ToolRole::Other, 0)))
+}
+
+/// The role of a call (`role`) whose id is `id`, with the id's hash and its
+/// text borrowed from the str object, when `id` is an exact `str` (`None`
+/// for anything else, null included).
+///
+/// # Safety
+/// `id` must be null or a live object, which the caller keeps alive as long
+/// as the role is used.
+#[inline(always)]
+pub unsafe fn exact_str_role<'a>(
+    id: *mut ffi::PyObject,
+    role: Role,
+) -> Option<(ToolRole<'a>, u64)> {
+    if id.is_null() || ffi::PyUnicode_CheckExact(id) == 0 {
+        return None;
+    }
+    let text = utf8(id).unwrap_or("");
+    let hash = str_hash(id);
+    Some(match role {
+        Role::Call => (ToolRole::Call(text), hash),
+        _ => (ToolRole::Result(text), hash),
     })
-    .map(|r| (r, hash))
 }
 
 /// Python's hash of an exact str: the one cached in the object (computed
@@ -209,18 +264,4 @@ pub unsafe fn str_hash(id: *mut ffi::PyObject) -> u64 {
     } else {
         cached
     }) as u64
-}
-
-/// The UTF-8 text of a str as `&str` of any lifetime (the caller keeps the
-/// string alive); "" for lone surrogates.
-///
-/// # Safety
-/// `id` must be a live str.
-#[inline(always)]
-pub unsafe fn utf8_str<'a>(id: *mut ffi::PyObject) -> &'a str {
-    match utf8(id) {
-        // CPython's UTF-8 of a str is valid UTF-8.
-        Some(b) => std::str::from_utf8_unchecked(std::slice::from_raw_parts(b.as_ptr(), b.len())),
-        None => "",
-    }
 }

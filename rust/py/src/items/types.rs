@@ -6,7 +6,7 @@
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use ctxengine_core::cut::CONVERSATION_KINDS;
 
@@ -150,32 +150,33 @@ impl Types {
 
     /// The `seq` of item `i` as the floor scan sees it (see `slots::seq_value`).
     #[inline]
-    pub fn seq_at(&mut self, py: Python<'_>, items: &Items<'_>, i: usize) -> PyResult<Option<i64>> {
-        let p = items.ptr(i);
-        if p.is_null() {
+    pub fn seq_at(&mut self, items: &Items<'_>, i: usize) -> PyResult<Option<i64>> {
+        let Some(item) = items.get(i) else {
             return Ok(None);
-        }
-        // SAFETY: a live item (the sequence holds it; the fast path runs no
-        // Python code).
-        let tp = unsafe { ffi::Py_TYPE(p) };
-        let t = match self.recent(tp) {
-            Some(t) => t,
-            // SAFETY: a live item, as above.
-            None => self.info(&unsafe { Bound::from_borrowed_ptr(py, p) })?,
         };
-        let info = &self.infos[t];
-        if !matches!(info.sort, Sort::Item | Sort::Object) {
+        let t = self.info(&item)?;
+        if !matches!(self.infos[t].sort, Sort::Item | Sort::Object) {
             return Ok(None);
         }
-        Ok(match info.seq {
-            // SAFETY: a slot of this type's layout; ints convert in C.
-            Attr::Slot(offset) => unsafe { seq_value(slot_value(p, offset)) },
-            Attr::Lookup => {
-                // SAFETY: a live item, as above.
-                let item = unsafe { Bound::from_borrowed_ptr(py, p) };
-                read_attr(&item, Attr::Lookup, intern!(py, "seq"))?.and_then(|v| seq_of(&v))
+        self.seq_of(&item, t)
+    }
+
+    /// The `seq` of `item`, whose type's facts are `infos[t]` (see
+    /// `slots::seq_value`).
+    #[inline(always)]
+    pub fn seq_of(&self, item: &Bound<'_, PyAny>, t: usize) -> PyResult<Option<i64>> {
+        let info = &self.infos[t];
+        match info.seq {
+            Attr::Slot(offset) if info.tp == item.get_type_ptr() => {
+                // SAFETY: a slot of this item's type's layout; ints convert in C.
+                Ok(unsafe { seq_value(slot_value(item.as_ptr(), offset)) })
             }
-        })
+            _ => {
+                let item = item.to_owned(); // (held: `getattr` may run Python code)
+                let seq = read_attr(&item, Attr::Lookup, intern!(item.py(), "seq"))?;
+                Ok(seq.and_then(|v| seq_of(&v)))
+            }
+        }
     }
 
     /// The facts of a type already checked in this call (no Python code).
@@ -189,8 +190,7 @@ impl Types {
 
     #[inline(always)]
     pub fn info(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
-        // SAFETY: `obj` is alive for the call; its type pointer is only compared.
-        let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
+        let tp = obj.get_type_ptr();
         for &(hit, at) in &self.recent[..self.recent_len] {
             if hit == tp {
                 return Ok(at);
@@ -202,14 +202,12 @@ impl Types {
     /// Whether reading `obj`'s type runs no Python code: its facts are
     /// cached and still valid (what [`Types::info`] trusts without a read).
     pub fn known(&self, obj: &Bound<'_, PyAny>) -> bool {
-        // SAFETY: `obj` is alive for the call; its type pointer is only compared.
-        let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
+        let tp = obj.get_type_ptr();
         self.recent(tp).is_some()
             || self.infos.iter().any(|t| {
                 t.tp == tp
                     && (t.checked == self.generation
-                        // SAFETY: a live type (the object's).
-                        || matches!((t.version, unsafe { version_of(tp) }), (Some(v), Some(now)) if v == now))
+                        || matches!((t.version, version_of(&obj.get_type())), (Some(v), Some(now)) if v == now))
             })
     }
 
@@ -219,8 +217,7 @@ impl Types {
         if !self.known(obj) {
             return None;
         }
-        // SAFETY: `obj` is alive for the call; its type pointer is only compared.
-        let tp = unsafe { ffi::Py_TYPE(obj.as_ptr()) };
+        let tp = obj.get_type_ptr();
         let info = self.infos.iter().find(|t| t.tp == tp)?;
         match (info.sort, info.cj) {
             (Sort::Item, Attr::Slot(offset)) => Some(offset),
@@ -239,8 +236,7 @@ impl Types {
             Some(i) if self.infos[i].checked == self.generation => i,
             Some(i) => {
                 let info = &mut self.infos[i];
-                // SAFETY: a live type (the object's).
-                match (info.version, unsafe { version_of(tp) }) {
+                match (info.version, version_of(&obj.get_type())) {
                     (Some(v), Some(now)) if v == now => {
                         info.checked = self.generation;
                         i
@@ -271,12 +267,10 @@ impl Types {
             self.recent_len = 0;
         }
         let mut info = self.read_info(obj, tp)?;
-        // SAFETY: a live type; the reference is released by forget_types.
-        unsafe {
-            ffi::Py_INCREF(tp as *mut ffi::PyObject);
-            // Read after the lookups above, which assign a tag if none.
-            info.version = version_of(tp);
-        }
+        let ty = obj.get_type();
+        // Read after the lookups above, which assign a tag if none.
+        info.version = version_of(&ty);
+        let _strong: *mut ffi::PyObject = ty.into_ptr(); // (released by forget_types)
         info.checked = self.generation;
         self.infos.push(info);
         Ok(self.infos.len() - 1)
@@ -288,17 +282,12 @@ impl Types {
         tp: *mut ffi::PyTypeObject,
     ) -> PyResult<TypeInfo> {
         let py = obj.py();
-        let ptr = obj.as_ptr();
-        // SAFETY: `ptr` is borrowed from `obj`, alive for the call; the checks read its type's
-        // flags.
-        let plain_json = unsafe {
-            ptr == ffi::Py_None()
-                || ffi::PyDict_Check(ptr) != 0
-                || ffi::PyList_Check(ptr) != 0
-                || ffi::PyTuple_Check(ptr) != 0
-                || ffi::PyLong_Check(ptr) != 0
-                || ffi::PyFloat_Check(ptr) != 0
-        };
+        let plain_json = obj.is_none()
+            || obj.is_instance_of::<PyDict>()
+            || obj.is_instance_of::<PyList>()
+            || obj.is_instance_of::<PyTuple>()
+            || obj.is_instance_of::<PyInt>()
+            || obj.is_instance_of::<PyFloat>();
         let simple = |sort, kind| TypeInfo {
             tp,
             version: None,
@@ -311,8 +300,7 @@ impl Types {
             seq: Attr::Lookup,
             call_id: Attr::Lookup,
         };
-        // SAFETY: as above.
-        let info = if unsafe { ffi::PyUnicode_Check(ptr) } != 0 {
+        let info = if obj.is_instance_of::<PyString>() {
             simple(Sort::Text, 0)
         } else if plain_json {
             simple(Sort::Json, 1)

@@ -236,6 +236,7 @@ fn instance_dict<'py>(py: Python<'py>, m: &Bound<'py, PyAny>) -> Option<Bound<'p
         let _ = PyErr::take(py);
         return None;
     }
+    // SAFETY: a new reference (not null: checked).
     let d = unsafe { Bound::from_owned_ptr(py, d) };
     d.cast_into_exact::<PyDict>().ok()
 }
