@@ -150,8 +150,7 @@ def _whole(window: SessionWindow, end: int, decisions: dict[int, bool], primed: 
     except OrphanedToolPair:
         kept, still_open, _ = _pairing(items, set())
     history = tuple(kept)
-    # Pairing by position needs no answered ids (``View.answered`` stays unset).
-    window.view = View(end, decisions, history, None, still_open, rows[-1] if rows else None)
+    window.view = View(end, decisions, history, still_open, rows[-1] if rows else None)
     return SeedHistory(history, *_fresh(rows, items, kept, primed))
 
 

@@ -4,7 +4,7 @@ A worker that takes a session's turns keeps, in one ``SessionWindow``, what
 its runs need of the session: the item rows after the carried point in log
 order (sequence, visibility, stored token count) with their decoded items;
 what the last seed made of them (``view``: the history its principal reads,
-the calls answered and left open); the SHA-256 state of that seed's
+the calls left open); the SHA-256 state of that seed's
 canonical conversation; the carry and working-state events below the last
 seed, per reader; the carries decoded; the render line the builder reads
 (``line``: the history's renders and pointers in order, and the native
@@ -95,8 +95,6 @@ class View:
     #: Each visibility class's decision (by ``id``; the window holds the classes).
     decisions: dict[int, bool]
     history: tuple[ConversationItem, ...]
-    #: The call ids ``history`` answers (``None`` until a later seed needs them).
-    answered: set[str] | None
     #: Calls left open (and so out of ``history``).
     open: set[str]
     #: The row of the last item looked at (visible, not reasoning): what is left to prime.
