@@ -57,8 +57,10 @@ lint:
 	$(PYTHON) -m mypy --strict python/ctxengine
 	$(PYTHON) -m mypy.stubtest ctxengine._core
 
+# Two workers (pytest-xdist), one per core of the README's machine; work-stealing, because a few
+# files (the bench smoke, the process-kill tests) run far longer than the rest.
 pytest:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n 2 --dist worksteal
 
 test: install wheel cargo-test lint pytest
 

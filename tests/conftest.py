@@ -27,12 +27,19 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, settings
 
 import ctxengine
 from ctxengine.core import backends
 from ctxengine.model.clock import FixedClock
 from ctxengine.stores.events import Store
 from storekit import STORE_KINDS, PostgresServer, StoreCase, postgres_bin, schema_dsn
+
+# `make test` runs two workers on two cores: how fast hypothesis generates inputs on a busy
+# machine is not what any test here checks, so neither its generation health check nor a
+# per-example deadline may fail a run (tests that care set their own settings).
+settings.register_profile("ctxengine", suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.load_profile("ctxengine")
 
 
 @pytest.fixture(params=backends.BACKENDS)

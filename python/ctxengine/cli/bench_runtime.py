@@ -56,7 +56,7 @@ class RuntimeSettings:
     def for_run(cls, quick: bool) -> RuntimeSettings:
         if not quick:
             return cls()
-        return cls(True, (1_000, 10_000), (1, 2), 30, 80, 3, equal=(2, 11, 60))
+        return cls(True, (1_000, 3_000), (1, 2), 30, 80, 3, equal=(2, 11, 60))
 
 
 @dataclass(slots=True)
@@ -188,7 +188,7 @@ def run_runtime(settings: RuntimeSettings, progress: Callable[[str], None] | Non
     server: PostgresServer | None = None
     try:
         say("runtime: decode rate")
-        results.decode = decode_rate()
+        results.decode = decode_rate(2_000 if settings.quick else 20_000)
         say("runtime: first request, SQLite")
         results.first["sqlite"] = _first(lambda n: f"sqlite:///{root / f'first-{n}.db'}", settings, say)
         bin_dir = postgres_bin() if settings.postgres else None
