@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ..core import telemetry
@@ -105,6 +106,8 @@ class Pressure:
 class Assembly:
     request: ModelRequest
     pressure: Pressure
+    #: The clock reading the body was built with (its runtime metadata; a request record's).
+    now: datetime | None = None
 
 
 class ContextBuilder:
@@ -237,7 +240,8 @@ class ContextBuilder:
         else:
             validate_tool_pairs(turn)
         budget = plan.budget
-        ctx = BodyContext(cp, tuple(turn), self.clock.now(), principal, self.surface)
+        now = self.clock.now()
+        ctx = BodyContext(cp, tuple(turn), now, principal, self.surface)
         history = conversation[:boundary]
         tables = line if line is not None else self._tables(run.session_id, history)
         blocks, view = self._blocks(ctx, budget, tables, self._turn_rules(plan))
@@ -302,7 +306,7 @@ class ContextBuilder:
             tuple(steps),
             plan.counting,
         )
-        return Assembly(request, pressure)
+        return Assembly(request, pressure, now)
 
     def summary_blocks(self, summary: str | None, elided: Sequence[ElidedSpan]) -> tuple[RenderedItem, ...]:
         """The rendered compacted-summary blocks, from this builder's render cache (shared

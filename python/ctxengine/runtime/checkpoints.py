@@ -248,7 +248,7 @@ def shell_dict(checkpoint: Checkpoint, **changes: Any) -> dict[str, Any]:
     return data
 
 
-def _ref_shell(checkpoint: Checkpoint, carry: Carry | None) -> dict[str, Any]:
+def ref_shell(checkpoint: Checkpoint, carry: Carry | None) -> dict[str, Any]:
     """``shell_dict`` in reference form: a summary that is the seed carry's (its text, spans
     and source) is stored as the carry's sequence under ``SUMMARY_CARRY`` (ADR 0011)."""
     if (
@@ -375,7 +375,7 @@ async def write_checkpoint(
         if is_full(version, trigger) or use_refs != ref_base:
             if use_refs:
                 assert session_id is not None
-                shell = _ref_shell(stamped, carry)
+                shell = ref_shell(stamped, carry)
                 if memo is not None:
                     entries, segments = memo.full_refs(session_id, stamped.conversation, items)
                     materialized = {**shell, "conversation": entries}
@@ -407,7 +407,7 @@ async def write_checkpoint(
                 entries = memo.ref_entries(session_id, base, known[1], stamped.conversation)
             else:
                 entries = refs.entries_of(stamped.conversation, session_id)
-            delta = refs.diff_entries(base, _ref_shell(stamped, carry), entries, items)
+            delta = refs.diff_entries(base, ref_shell(stamped, carry), entries, items)
             payload = delta
             if memo is not None:
                 # What the row materializes to: the base's entries kept, then the new ones.
@@ -479,6 +479,7 @@ __all__ = [
     "evolve",
     "decode_resolved",
     "is_ref_chain",
+    "ref_shell",
     "materialize",
     "materialize_refs",
     "read_refs",

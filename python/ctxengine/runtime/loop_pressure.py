@@ -23,6 +23,7 @@ from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, carry_payload, carry_visibility
 from .checkpoints import evolve
 from .compaction import CompactionResult, StructuredCompactor
+from .request_records import BuiltRequest
 from .seeding import summary_counts
 from .session import ITEM_APPENDED
 
@@ -79,6 +80,8 @@ class Compactions:
             assembly = loop.builder.assemble(run, current, agent, principal, plan=plan, line=self._line(run))
             pressure = assembly.pressure
             if pressure.fits:
+                # Kept for its record, written with the step that records the response.
+                loop.writes.memo(run).built = BuiltRequest(run, current, principal, plan, assembly)
                 return assembly.request, current
             if not pressure.compactable or compactions >= MAX_COMPACTIONS_PER_STEP:
                 tried = (

@@ -124,6 +124,8 @@ class RunMemo:
     #: The last reference row written, the dict it materializes to, its conversation.
     ref: tuple[RawCheckpoint, dict[str, Any], Conversation] | None = None
     ref_bytes: int = 0
+    #: The request built last and not recorded yet (``request_records.BuiltRequest``).
+    built: Any = None
 
 
 class SessionWindow:
