@@ -173,14 +173,9 @@ async def verify_session(
             if isinstance(run_id, str) and isinstance(step, int):
                 recorded.add((run_id, step))
             found.append((event.sequence, str(run_id), step if isinstance(step, int) else -1, event))
-    for event in events:
-        match = _ITEM_KEY.match(event.derivation_key) if event.type == ITEM_APPENDED else None
-        if match is None or match["pos"] != "0":
-            continue
-        item = event.payload.get("item")
-        key = (match["run"], int(match["step"]))
-        if isinstance(item, dict) and item.get("type") in RESPONSE_TYPES and key not in recorded:
-            found.append((event.sequence, key[0], key[1], None))
+    for sequence, run_id, step in responses(events):
+        if (run_id, step) not in recorded:
+            found.append((sequence, run_id, step, None))
     found.sort(key=lambda f: f[0])
     checks = []
     for index, (sequence, run_id, step, record) in enumerate(found):
@@ -193,6 +188,28 @@ async def verify_session(
             why = f"its inputs do not rebuild: {type(exc).__name__}: {exc}"
             checks.append(RequestCheck(index, sequence, run_id, step, False, None, why))
     return SessionCheck(session_id, tuple(checks))
+
+
+def responses(events: list[Event]) -> list[tuple[int, str, int]]:
+    """``(sequence, run, step)`` of each model response in the log: a run's items of the
+    response types that follow its seed or a tool result. The step is the one the item's
+    key names (``conversation.item:{run}:{step}:{i}``, what the loop writes), else the
+    response's position in its run (logs whose keys name no step)."""
+    out: list[tuple[int, str, int]] = []
+    last: dict[str, bool] = {}  # run -> whether its last item was part of a response
+    count: dict[str, int] = {}
+    for event in events:
+        item = event.payload.get("item") if event.type == ITEM_APPENDED else None
+        if event.run_id is None or not isinstance(item, dict):
+            continue
+        response = item.get("type") in RESPONSE_TYPES
+        if response and not last.get(event.run_id, False):
+            match = _ITEM_KEY.match(event.derivation_key)
+            n = count.get(event.run_id, 0)
+            out.append((event.sequence, event.run_id, int(match["step"]) if match else n))
+            count[event.run_id] = n + 1
+        last[event.run_id] = response
+    return out
 
 
 async def _check(
@@ -257,5 +274,6 @@ __all__ = [
     "SessionCheck",
     "first_difference",
     "rebuild",
+    "responses",
     "verify_session",
 ]
