@@ -20,12 +20,14 @@ materializes as it does any stored version. A deployment that does not write for
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..assembly.builder import Assembly, ContextBuilder
-from ..assembly.request import ModelRequest, items_sha256
+from ..assembly.render import digest_of
+from ..assembly.request import ModelRequest
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
 from ..model import Checkpoint, Principal, RunContext
@@ -57,13 +59,16 @@ class BuiltRequest:
 
 def region_digests(request: ModelRequest) -> list[list[Any]]:
     """``[region, items, sha256]`` for the prefix (its digest covers the tools) and each run
-    of body items of one region class, in order: where two builds of a request part."""
+    of body items of one region class, in order: where two builds of a request part. A
+    region's digest is the SHA-256 of its items' digests (each cached on the item), so a
+    record costs a join per item, not a second pass over the body's bytes."""
     out: list[list[Any]] = [["prefix", len(request.prefix), request.metadata["prefix_sha256"]]]
     body = request.body
     start = 0
     for i in range(1, len(body) + 1):
         if i == len(body) or body[i].region_class != body[start].region_class:
-            out.append([body[start].region_class, i - start, items_sha256(body[start:i])])
+            joined = b"".join([digest_of(item) for item in body[start:i]])
+            out.append([body[start].region_class, i - start, hashlib.sha256(joined).hexdigest()])
             start = i
     return out
 
@@ -125,7 +130,6 @@ def record_payload(
             "policy_version": plan.policy_version,
             "builder_version": plan.builder_version,
             "counting": plan.counting,
-            "budget": plan.budget.to_dict(),
         },
         "policy": builder.planner.policy.to_dict(),
         "estimator": estimator_state(estimator),
