@@ -216,3 +216,24 @@ async def test_a_reader_of_format_5_refuses_a_request_record(
     finally:
         await case.close_all()
         await store.close()
+
+
+async def test_region_digests_continued_from_the_window_equal_fresh_ones(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxengine.runtime import request_records
+
+    fresh = request_records.region_digests
+    continued = []
+
+    def both(request: Any, memo: Any = None) -> Any:
+        out = fresh(request, memo)
+        assert out == fresh(request)
+        continued.append(memo is not None and memo.region is not None)
+        return out
+
+    monkeypatch.setattr(request_records, "region_digests", both)
+    store = await ce.open_store("memory://")
+    await drive(store, turns=12, output_bytes=8000)  # compactions: the history starts over
+    assert any(e.type == "context.compacted" for e in await store.events.read(SESSION))
+    assert len(continued) > 12 and all(continued[1:])  # the window's from the second on

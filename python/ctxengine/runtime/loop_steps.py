@@ -131,12 +131,14 @@ class StepWrites:
             return None
         if (built.run.run_id, built.run.step) != (run.run_id, run.step):
             return None
+        window = loop.windows.get(run.session_id)
         payload = record_payload(
             built,
             loop.builder,
             loop.estimator,
             carry=memo.seeded[0] if memo.seeded is not None else None,
             items=loop.windows.item_sequences(run.session_id),
+            memo=window if window is not None and window.known and loop.writes.fold_refs else None,
         )
         return record_event(payload, built.run, built.principal)
 

@@ -23,20 +23,23 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import groupby
+from operator import attrgetter
+from typing import Any, Protocol
 
 from ..assembly.builder import Assembly, ContextBuilder
 from ..assembly.render import digest_of
 from ..assembly.request import ModelRequest
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
+from ..core.history import shared_prefix
 from ..model import Checkpoint, Principal, RunContext
 from ..plan import ContextPlan
 from ..stores.events import NewEvent, Visibility
 from ..stores.formats import WritePolicy
 from . import checkpoint_refs as refs
 from .carry import Carry
-from .checkpoints import ref_shell
+from .checkpoints import RefMemory, ref_shell
 
 REQUEST_RECORDED = "context.request.recorded"
 #: The format version that introduced the record (``EVENT_FORMATS``).
@@ -57,20 +60,34 @@ class BuiltRequest:
     assembly: Assembly
 
 
-def region_digests(request: ModelRequest) -> list[list[Any]]:
+class RegionMemory(Protocol):
+    """Where a worker keeps the last history region it digested (``window.SessionWindow``)."""
+
+    region: tuple[tuple[Any, ...], Any] | None
+
+
+def region_digests(request: ModelRequest, memo: RegionMemory | None = None) -> list[list[Any]]:
     """``[region, items, sha256]`` for the prefix (its digest covers the tools) and each run
     of body items of one region class, in order: where two builds of a request part. A
     region's digest is the SHA-256 of its items' digests (each cached on the item), so a
-    record costs a join per item, not a second pass over the body's bytes."""
+    record costs a join per item, not a second pass over the body's bytes; with ``memo``
+    a history region that extends the last one digested is continued from its state."""
     out: list[list[Any]] = [["prefix", len(request.prefix), request.metadata["prefix_sha256"]]]
-    body = request.body
-    start = 0
-    for i in range(1, len(body) + 1):
-        if i == len(body) or body[i].region_class != body[start].region_class:
-            joined = b"".join([digest_of(item) for item in body[start:i]])
-            out.append([body[start].region_class, i - start, hashlib.sha256(joined).hexdigest()])
-            start = i
+    for region, group in groupby(request.body, key=_REGION):
+        items = tuple(group)
+        known = memo.region if memo is not None and region == "history" else None
+        if known is not None and shared_prefix(known[0], items) == len(known[0]):
+            state, tail = known[1].copy(), items[len(known[0]) :]
+        else:
+            state, tail = hashlib.sha256(), items
+        state.update(b"".join([c[1] if (c := item._cj) is not None else digest_of(item) for item in tail]))
+        if memo is not None and region == "history":
+            memo.region = (items, state.copy())
+        out.append([region, len(items), state.hexdigest()])
     return out
+
+
+_REGION = attrgetter("region_class")
 
 
 def estimator_state(estimator: Estimator) -> dict[str, Any]:
@@ -91,16 +108,24 @@ def settings_digest(snapshot: dict[str, Any]) -> str:
 
 
 def checkpoint_snapshot(
-    checkpoint: Checkpoint, session_id: str, carry: Carry | None, items: Sequence[int] | None
+    checkpoint: Checkpoint,
+    session_id: str,
+    carry: Carry | None,
+    items: Sequence[int] | None,
+    memo: RefMemory | None = None,
 ) -> dict[str, Any]:
     """``checkpoint`` as a reference snapshot payload (``checkpoint.ref/2``), as a run's full
-    checkpoint row would hold it."""
-    entries = refs.entries_of(checkpoint.conversation, session_id)
+    checkpoint row would hold it (``memo``: the session window, which folds a conversation
+    that grew at its end from where it last left it)."""
+    if memo is not None:
+        segments = memo.full_refs(session_id, checkpoint.conversation, items)[1]
+    else:
+        segments = refs.to_segments(refs.entries_of(checkpoint.conversation, session_id), items=items)
     shell = ref_shell(checkpoint, carry)
     return {
         "format": refs.SPAN_FORMAT,
         "session_id": session_id,
-        "checkpoint": {**shell, "conversation": refs.to_segments(entries, items=items)},
+        "checkpoint": {**shell, "conversation": segments},
     }
 
 
@@ -111,8 +136,10 @@ def record_payload(
     *,
     carry: Carry | None = None,
     items: Sequence[int] | None = None,
+    memo: Any = None,
 ) -> dict[str, Any]:
-    """The record of ``built`` (see the module)."""
+    """The record of ``built`` (see the module; ``memo``: the session window, a
+    ``RefMemory`` and a ``RegionMemory``)."""
     run, plan, assembly = built.run, built.plan, built.assembly
     request, pressure = assembly.request, assembly.pressure
     meta = request.metadata
@@ -133,11 +160,11 @@ def record_payload(
         },
         "policy": builder.planner.policy.to_dict(),
         "estimator": estimator_state(estimator),
-        "checkpoint": checkpoint_snapshot(built.checkpoint, run.session_id, carry, items),
+        "checkpoint": checkpoint_snapshot(built.checkpoint, run.session_id, carry, items, memo),
         "hashes": {
             "prefix": meta["prefix_sha256"],
             "body": meta["body_sha256"],
-            "regions": region_digests(request),
+            "regions": region_digests(request, memo),
         },
         "tokens": {
             "total": pressure.total_tokens,
@@ -180,6 +207,7 @@ __all__ = [
     "REQUEST_FORMAT",
     "REQUEST_RECORDED",
     "BuiltRequest",
+    "RegionMemory",
     "checkpoint_snapshot",
     "estimator_state",
     "record_event",
