@@ -237,3 +237,31 @@ async def test_region_digests_continued_from_the_window_equal_fresh_ones(
     await drive(store, turns=12, output_bytes=8000)  # compactions: the history starts over
     assert any(e.type == "context.compacted" for e in await store.events.read(SESSION))
     assert len(continued) > 12 and all(continued[1:])  # the window's from the second on
+
+
+async def test_a_record_the_log_does_not_answer_is_reported_not_raised(backend: str) -> None:
+    store = await ce.open_store("memory://")
+    await drive(store, turns=1)
+    first = (await records(store))[0]
+    payload = dict(first.payload)
+    snapshot = dict(payload["checkpoint"])
+    snapshot["checkpoint"] = {**snapshot["checkpoint"], "conversation": [[9_000, 9_001]]}
+    payload["checkpoint"] = snapshot
+    payload["run"] = {**payload["run"], "step": 99}
+    await store.events.append(
+        NewEvent(SESSION, REQUEST_RECORDED, payload, "bad-record", run_id=first.run_id, format_version=6)
+    )
+    del payload["clock"]
+    payload["checkpoint"] = first.payload["checkpoint"]
+    payload["run"] = {**payload["run"], "step": 100}
+    await store.events.append(
+        NewEvent(SESSION, REQUEST_RECORDED, payload, "no-clock", run_id=first.run_id, format_version=6)
+    )
+    check = await verify_session(store, SESSION)
+    bad, lacking = check.requests[-2:]
+    assert (bad.step, bad.ok, bad.first_differing_region) == (99, False, None)
+    assert bad.reason is not None and "CheckpointCorruption" in bad.reason and "9000" in bad.reason
+    assert (lacking.step, lacking.ok) == (100, False) and lacking.reason is not None
+    assert "clock" in lacking.reason
+    assert check.unreproducible == (bad, lacking)
+    assert all(r.ok for r in check.requests[:-2])
