@@ -1,6 +1,6 @@
 """The determinism check on real stores (issue 42, acceptance 1; ADR 0024).
 
-* A session recorded with this build (the session API, compactions included), read back
+* The fifty-turn demo's session, and one recorded through the session API, read back
   by a store opened anew, verifies: every request's prefix and body hash reproduced, on
   both backends, on SQLite and on PostgreSQL; a policy change names the first differing
   region.
@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import ctxengine as ce
+from ctxengine.cli.demo import DemoConfig, run_demo
 from ctxengine.core.budget import BudgetPolicy
 from ctxengine.replay import RequestInputs, rebuild, verify_session
 from ctxengine.replay.verify import NO_RECORD
@@ -53,6 +54,19 @@ async def test_a_recorded_session_verifies_on_a_reopened_store(
         changed = await verify_session(reopened, "s", policy=BudgetPolicy(item_max_ratio=0.001))
         first = next(r for r in changed.requests if not r.ok)
         assert first.first_differing_region == "current_turn"
+    finally:
+        await case.close_all()
+
+
+@pytest.mark.parametrize("kind", STORES)
+async def test_the_fifty_turn_demo_verifies(kind: str, backend: str, store_case_factory: Any) -> None:
+    # Compactions, the clock crossing midnight, working-state updates, questions, a refusal.
+    case = store_case_factory(kind)
+    await run_demo(DemoConfig(store_url=case.url, session_id="demo"))
+    store = await case.open()
+    try:
+        check = await verify_session(store, "demo")
+        assert check.ok and check.reproduced == len(check.requests) == 140
     finally:
         await case.close_all()
 
