@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 #: 3 adds reference checkpoints with spans (``checkpoint.ref/2``); 2's (``checkpoint.ref/1``)
 #: were retired at 0.2.0 (``formats.RETIRED_CHECKPOINT_FORMATS``); 4 the usage event's cache
 #: counts (``runtime.usage.USAGE_CACHE_FORMAT``); 5 the Agents SDK session's events (ADR 0023).
-FORMAT_VERSION = 5
+FORMAT_VERSION = 7
 #: The name this constant had before stored formats were versioned per type.
 SCHEMA_VERSION = FORMAT_VERSION
 
