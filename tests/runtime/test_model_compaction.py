@@ -123,23 +123,6 @@ async def test_a_failed_summary_falls_back_to_the_extractive_one_recorded(
     assert same == current and again == request and len(router.seen) == 1
 
 
-async def test_below_format_7_the_router_is_never_called(tmp_path: Any, clock: Any, backend: str) -> None:
-    store = await ce.open_store(f"sqlite:///{tmp_path / 'old.db'}", write_policy=WritePolicy(max_version=5))
-    try:
-        router = ScriptedRouter()
-        loop = make_loop(store, clock, router)
-        await add_turns(store, TURNS)
-        run, lease, seeded = await start_run(loop, "run-1")
-        _, current = await loop.build_with_pressure(run, seeded, AGENT, ALICE, lease=lease)
-        assert router.seen == []
-        assert current.compacted_summary is not None
-        assert current.compacted_summary.startswith("Compacted conversation")
-        [event] = await compactions(store)
-        assert event.format_version == 1 and "summarizer" not in event.payload
-    finally:
-        await store.close()
-
-
 async def test_a_recorded_summary_of_the_same_input_is_adopted_without_a_call(
     store: Any, clock: Any, backend: str
 ) -> None:
