@@ -19,16 +19,18 @@ import logging
 from dataclasses import replace
 
 from ..assembly.blocks import MODEL_SUMMARY_MARK
+from ..assembly.request import ModelRequest
 from ..assembly.router import Router, RouterReply
 from ..core.budget import ContextBudget
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
+from ..core.slices import finish_async
 from ..errors import ModelValidationError
 from ..model import Checkpoint, ConversationItem, ReasoningItem
 from ..model.checkpoint import MAX_COMPACTION_DEPTH
 from .compaction import MIN_SUMMARY_TOKENS, SUMMARY_RATIO, StructuredCompactor
 from .compaction_record import CompactionResult, RecordedSummaries, SummaryRecord
-from .summary_input import DEFAULT_PROMPT, CompactionPrompt, summary_input, summary_problem
+from .summary_input import DEFAULT_PROMPT, CompactionPrompt, summary_input_steps, summary_problem
 
 log = logging.getLogger("ctxengine.runtime")
 
@@ -137,15 +139,17 @@ class ModelCompactor:
             "untrusted content appears solely as elided pointers."
         )
         budget_tokens = max(1, cap - self.estimator.corrected(self.estimator.raw(header, model_id), model_id))
-        made = summary_input(
-            self.prompt,
-            self.model_id,
-            checkpoint.compacted_summary,
-            _replaced(checkpoint, extractive),
-            through=through,
-            depth=result.depth,
-            max_output_tokens=budget_tokens,
-            assistant=self.assistant,
+        made = await finish_async(
+            summary_input_steps(
+                self.prompt,
+                self.model_id,
+                checkpoint.compacted_summary,
+                _replaced(checkpoint, extractive),
+                through=through,
+                depth=result.depth,
+                max_output_tokens=budget_tokens,
+                assistant=self.assistant,
+            )
         )
         usage_key = f"context.compaction.usage:{result.run_id}:{through}:{made.input_sha256[:16]}"
         record = SummaryRecord("fallback", self.prompt.version, self.model_id, made.input_sha256, usage_key)
@@ -165,7 +169,7 @@ class ModelCompactor:
 
     async def _call(
         self,
-        request: object,
+        request: ModelRequest,
         nonces: frozenset[str],
         record: SummaryRecord,
         cap: int,
@@ -173,7 +177,7 @@ class ModelCompactor:
     ) -> SummaryRecord:
         """The router's answer as a record: adopted, or a fallback naming why."""
         try:
-            reply = await asyncio.wait_for(self.router(request), self.timeout)  # type: ignore[arg-type]
+            reply = await asyncio.wait_for(self.router(request), self.timeout)
         except TimeoutError:
             log.warning("compaction router %s timed out after %.1fs", self.model_id, self.timeout)
             return replace(record, reason="timeout")

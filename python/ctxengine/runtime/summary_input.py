@@ -17,6 +17,7 @@ envelope of its own and must not look like it could close or forge one.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from ..assembly.blocks import is_model_summary
 from ..assembly.request import ModelRequest, RenderedItem
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator
+from ..core.slices import Steps, batches
 from ..errors import ModelValidationError
 from ..model import (
     AssistantMessage,
@@ -89,13 +91,14 @@ class SummaryInput:
 
 
 def _fenced(text: str, trust: TrustLevel, source: str, nonces: set[str]) -> str:
-    digest = bytes.fromhex(payload_hash([source, trust.value, text]))
+    # The nonce's digest only needs to be a function of what is fenced (the envelope's rule).
+    digest = hashlib.sha256(f"{source}\x00{trust.value}\x00{text}".encode()).digest()
     if not trust.is_trusted():
         nonces.add(nonce_for(digest))
     return envelope(text, trust=trust, source=source, digest=digest)
 
 
-def summary_input(
+def summary_input_steps(
     prompt: CompactionPrompt,
     model_id: str,
     previous: str | None,
@@ -105,9 +108,10 @@ def summary_input(
     depth: int,
     max_output_tokens: int,
     assistant: bool,
-) -> SummaryInput:
+) -> Steps[SummaryInput]:
     """The router's request for summarizing ``replaced`` (after ``previous``, the summary in
-    force): every line either fenced summarizable text or a pointer with no content."""
+    force): every line either fenced summarizable text or a pointer with no content. As
+    steps that give the event loop back between slices of a long history (``core.slices``)."""
     nonces: set[str] = set()
     lines: list[str] = []
     if previous:
@@ -115,16 +119,18 @@ def summary_input(
         lines.append("Summary in force so far:")
         lines.append(_fenced(previous, trust, "previous_summary", nonces))
     lines.append(f"Conversation to add to it, oldest first (through event {through}):")
-    for item in replaced:
-        if isinstance(item, ReasoningItem):
-            continue
+
+    def line(item: ConversationItem) -> str:
         trust = item_trust(item)
         where = f"event {item.seq}" if item.seq is not None else "event ?"
         if summarizable(item, assistant=assistant):
             text = content_text(item.content)  # type: ignore[union-attr]
-            lines.append(f"[{where} {item.kind}] " + _fenced(text, trust, where, nonces))
-        else:
-            lines.append(f"[{where} {item.kind}: elided, {trust.value}; kept as a pointer]")
+            return f"[{where} {item.kind}] " + _fenced(text, trust, where, nonces)
+        return f"[{where} {item.kind}: elided, {trust.value}; kept as a pointer]"
+
+    shown = [item for item in replaced if not isinstance(item, ReasoningItem)]
+    lines += yield from batches(lambda part: [line(item) for item in part], shown)
+    yield
     request = ModelRequest(
         prefix=(RenderedItem("compaction_prompt", "system", text=prompt.instructions),),
         body=(RenderedItem("compaction_input", "user", text="\n".join(lines)),),
@@ -162,6 +168,6 @@ __all__ = [
     "CompactionPrompt",
     "SummaryInput",
     "summarizable",
-    "summary_input",
+    "summary_input_steps",
     "summary_problem",
 ]
