@@ -261,3 +261,20 @@ async def test_cancellation_is_not_a_fallback(store: Any, clock: Any) -> None:
     with pytest.raises(asyncio.CancelledError):
         await loop.build_with_pressure(run, seeded, AGENT, ALICE, lease=lease)
     assert await compactions(store) == []
+
+
+async def test_a_run_seeded_from_the_carry_renders_the_model_summary_as_model_output(
+    store: Any, clock: Any, backend: str
+) -> None:
+    router = ScriptedRouter()
+    loop = make_loop(store, clock, router)
+    await add_turns(store, TURNS)
+    run, lease, seeded = await start_run(loop, "run-1")
+    _, current = await loop.build_with_pressure(run, seeded, AGENT, ALICE, lease=lease)
+    # A fresh worker (no router) seeds the next run from the carry: no call, model trust.
+    fresh = make_loop(store, clock, NoRouter())
+    run2, lease2, seeded2 = await start_run(fresh, "run-2")
+    assert seeded2.compacted_summary == current.compacted_summary
+    request, _ = await fresh.build_with_pressure(run2, seeded2, AGENT, ALICE, lease=lease2)
+    assert 'trust="external_untrusted" source="model_summary"' in summary_block(request)
+    assert len(router.seen) == 1
