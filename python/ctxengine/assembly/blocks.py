@@ -53,7 +53,20 @@ def render_prefix(plan: ContextPlan) -> tuple[RenderedItem, ...]:
 # -- Region B blocks -----------------------------------------------------------
 
 
+#: How a model-written summary begins (``runtime.model_compactor``): its first line is the
+#: platform's, so no model text can make a summary read as one or the other.
+MODEL_SUMMARY_MARK = "Model summary of the conversation through event "
+
+
+def is_model_summary(summary: str) -> bool:
+    """A summary written by a model (rendered with the trust of model output, ADR 0026)."""
+    return summary.startswith(MODEL_SUMMARY_MARK)
+
+
 def render_summary(summary: str, elided: Sequence[ElidedSpan]) -> list[RenderedItem]:
+    # An extractive summary quotes user and platform text (fenced as the user's); a model's
+    # summary is model output, fenced as such, never platform text (ADR 0026).
+    model = is_model_summary(summary)
     out = [
         RenderedItem(
             "compacted_summary",
@@ -61,8 +74,8 @@ def render_summary(summary: str, elided: Sequence[ElidedSpan]) -> list[RenderedI
             text="Summary of earlier conversation:\n"
             + envelope(
                 summary,
-                trust=TrustLevel.USER,
-                source="compacted_summary",
+                trust=TrustLevel.EXTERNAL_UNTRUSTED if model else TrustLevel.USER,
+                source="model_summary" if model else "compacted_summary",
                 digest=_value_digest(["summary", summary]),
             ),
         )
@@ -345,6 +358,8 @@ __all__ = [
     "render_metadata",
     "render_prefix",
     "render_skill",
+    "MODEL_SUMMARY_MARK",
+    "is_model_summary",
     "render_summary",
     "render_working_state",
 ]

@@ -15,14 +15,15 @@ from ..assembly.request import ModelRequest
 from ..assembly.session_renders import SessionRenders
 from ..core import telemetry
 from ..core.canonical import payload_hash
-from ..errors import ContextError, ContextOverflow
+from ..errors import ContextError, ContextOverflow, StoreCorruption
 from ..model import AgentSpec, Checkpoint, Principal, RunContext
 from ..plan import ContextPlan
 from ..stores.events import Event, Lease, NewEvent, RawCheckpoint
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, carry_payload, carry_visibility
 from .checkpoints import evolve
-from .compaction import CompactionResult, StructuredCompactor
+from .compaction import StructuredCompactor
+from .compaction_record import SUMMARY_FORMAT, CompactionResult, SummaryRecord
 from .request_records import BuiltRequest
 from .seeding import summary_counts
 from .session import ITEM_APPENDED
@@ -44,6 +45,43 @@ def _key(prefix: str, payload: dict[str, Any]) -> str:
 def _item_cap(loop: ContextLoop, plan: ContextPlan) -> int | None:
     rules = loop.builder.turn_rules(plan)
     return rules.item_cap if rules is not None else None
+
+
+class LogSummaries:
+    """The ``RecordedSummaries`` a loop hands its compactor for one run: this deployment
+    records summaries when its write policy allows format 7; a recorded summary is found in
+    the ``context.compacted`` events after the run's seed (the compactor reads nothing
+    itself)."""
+
+    def __init__(self, loop: ContextLoop, run: RunContext, policy: WritePolicy) -> None:
+        self._loop = loop
+        self._run = run
+        self.records = policy.allows(CONTEXT_COMPACTED, SUMMARY_FORMAT)
+
+    async def find(
+        self, input_sha256: str, prompt_version: str, model_id: str
+    ) -> tuple[int, SummaryRecord] | None:
+        run = self._run
+        events = await self._loop.store.events.read(
+            run.session_id, after=run.seed_sequence, types=(CONTEXT_COMPACTED,)
+        )
+        for event in events:
+            if event.format_version < SUMMARY_FORMAT:
+                continue
+            try:
+                record = CompactionResult.from_dict(event.payload).summarizer
+            except (ContextError, TypeError, ValueError) as exc:
+                raise StoreCorruption(
+                    event.session_id, event.sequence, f"compaction event does not decode: {exc}"
+                ) from None
+            if (
+                record is not None
+                and record.outcome == "adopted"
+                and (record.input_sha256, record.prompt_version, record.model_id)
+                == (input_sha256, prompt_version, model_id)
+            ):
+                return (record.reused if record.reused is not None else event.sequence), record
+        return None
 
 
 class Compactions:
@@ -129,6 +167,7 @@ class Compactions:
                     f"context.compacted:{run.run_id}:{result.replaced_through_sequence}", payload
                 ),
                 run_id=run.run_id,
+                format_version=result.format_version,
             )
             carry = await self._carry_event(run, principal, current, compacted, result, plan)
             await asyncio.sleep(0)
@@ -160,18 +199,29 @@ class Compactions:
     async def _compactor_answer(
         self, current: Checkpoint, plan: ContextPlan, pressure: Pressure, run: RunContext
     ) -> tuple[Checkpoint, CompactionResult]:
-        """The compactor's answer, in slices that give the event loop back (a compactor whose
-        ``compact`` is its own is called as it is)."""
+        """The compactor's answer, awaited (the ``Compactor`` port: a model-backed compactor's
+        call happens here, before the write block, which may run twice). A
+        ``StructuredCompactor`` subclass whose synchronous ``compact`` is its own is called
+        as it is."""
         compactor = self.loop.compactor
-        args = (current, plan.budget, pressure.reason)
-        kwargs = {
-            "model_id": plan.counting_key,
-            "seed_sequence": run.seed_sequence,
-            "history_budget_tokens": pressure.history_budget_tokens,
-        }
-        if type(compactor).compact is StructuredCompactor.compact:
-            return await compactor.compact_async(*args, **kwargs)  # type: ignore[arg-type]
-        return compactor.compact(*args, **kwargs)  # type: ignore[arg-type]
+        budget, reason = plan.budget, pressure.reason
+        key, seed, room = plan.counting_key, run.seed_sequence, pressure.history_budget_tokens
+        if (
+            isinstance(compactor, StructuredCompactor)
+            and type(compactor).compact is not StructuredCompactor.compact
+        ):
+            return compactor.compact(
+                current, budget, reason, model_id=key, seed_sequence=seed, history_budget_tokens=room
+            )
+        return await compactor.compact_async(
+            current,
+            budget,
+            reason,
+            model_id=key,
+            seed_sequence=seed,
+            history_budget_tokens=room,
+            summaries=LogSummaries(self.loop, run, self._policy()),
+        )
 
     async def _commit_compaction(
         self,
