@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..core.slices import batches, finish_async
 from ..errors import ModelValidationError, StoreCorruption
 from ._rows import (
     Row,
@@ -96,6 +97,14 @@ def item_rows(
             raise _bad_row(session_id, row, count=count)
         out.append(ItemRow(seq, row[2], visibility, count))
     return out
+
+
+async def item_rows_async(
+    session_id: str, rows: Sequence[Row], counts: Mapping[object, object] | None = None
+) -> list[ItemRow]:
+    """``item_rows``, giving the event loop back between slices of a long read
+    (``core.slices``): the same rows, the same error at the same row."""
+    return await finish_async(batches(lambda part: item_rows(session_id, part, counts), rows))
 
 
 def _bad_row(session_id: str, row: Row, reason: str | None = None, count: object = None) -> StoreCorruption:
@@ -205,6 +214,7 @@ __all__ = [
     "check_batch",
     "check_counts",
     "item_rows",
+    "item_rows_async",
     "plan_batch",
     "visibility_of",
 ]

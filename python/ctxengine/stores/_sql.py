@@ -184,7 +184,7 @@ class SqlEventLog:
         rows, counts = await self._s._call(self._ops.read_items, session_id, after, before, counter)
         if rows and type(tail := rows[0][_batch_rows.TAIL]) is int:
             self._saw(session_id, tail)  # the tail as the read found it: a hint for the next append
-        return _batch_rows.item_rows(session_id, rows, counts)
+        return await _batch_rows.item_rows_async(session_id, rows, counts)
 
     @staticmethod
     def _check_read(where: str, session_id: str, after: int, before: int | None, counter: str | None) -> None:

@@ -259,7 +259,7 @@ class MemoryEventLog:
             found = None
             if counter is not None:
                 found = {row[0]: counts.get((session_id, row[0], counter)) for row in picked}
-        return _batch_rows.item_rows(session_id, picked, found)
+        return await _batch_rows.item_rows_async(session_id, picked, found)
 
     async def put_counts(self, session_id: str, counter: str, counts: Iterable[tuple[int, int]]) -> None:
         checked = _batch_rows.check_counts(session_id, counter, counts)
