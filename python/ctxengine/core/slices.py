@@ -15,7 +15,9 @@ slice). The slices never change what is computed: the steps keep their
 state to themselves and write the caller's state once, at their end.
 ``batches`` calls a function that maps each item on its own over a slice of
 the items at a time (a native batch call holds the loop to its end), as many
-as the last slice took ``SLICE_SECONDS`` for.
+as the last slice took ``SLICE_SECONDS`` for. One long call that cannot be cut
+(a large payload's canonical JSON, decoded back) runs on a worker thread
+(``off_loop``).
 
 The cyclic collector is paused while long work runs (``collector_paused``, the one
 place that tunes it): a session's window is built of hundreds of thousands of
@@ -90,6 +92,17 @@ async def finish_async(steps: Steps[R]) -> R:
                     break
 
 
+async def off_loop(fn: Callable[[], R]) -> R:
+    """``fn()`` on a worker thread, the event loop running meanwhile; its result.
+
+    For one long call over values no other task changes (a large payload encoded, hashed
+    or decoded back): it cannot be cut into slices, but while the thread runs Python code
+    the interpreter hands the loop the GIL at least every ``sys.getswitchinterval()``
+    (5 ms by default), and between the native calls that hold it (a ``json.loads`` holds
+    it to its end). The context (``contextvars``) goes with it."""
+    return await asyncio.to_thread(fn)
+
+
 #: Long work running now (``collector_paused``), and whether it paused the collector.
 _paused = 0
 _disabled = False
@@ -153,4 +166,5 @@ __all__ = [
     "collector_paused",
     "finish",
     "finish_async",
+    "off_loop",
 ]

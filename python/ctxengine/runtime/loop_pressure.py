@@ -15,6 +15,7 @@ from ..assembly.request import ModelRequest
 from ..assembly.session_renders import SessionRenders
 from ..core import telemetry
 from ..core.canonical import payload_hash
+from ..core.slices import off_loop
 from ..errors import ContextError, ContextOverflow
 from ..model import AgentSpec, Checkpoint, Principal, RunContext
 from ..plan import ContextPlan
@@ -38,6 +39,17 @@ MAX_COMPACTIONS_PER_STEP = 2
 
 def _key(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix}:{payload_hash(payload)[:16]}"
+
+
+def _compaction_event(run: RunContext, result: CompactionResult) -> NewEvent:
+    payload = result.to_dict()
+    return NewEvent(
+        session_id=run.session_id,
+        type=CONTEXT_COMPACTED,
+        payload=payload,
+        derivation_key=_key(f"context.compacted:{run.run_id}:{result.replaced_through_sequence}", payload),
+        run_id=run.run_id,
+    )
 
 
 def _item_cap(loop: ContextLoop, plan: ContextPlan) -> int | None:
@@ -116,17 +128,8 @@ class Compactions:
             # Each stretch of a compaction gives the loop back (a long history's takes a while).
             await asyncio.sleep(0)
             compacted, result = await self._compactor_answer(current, plan, pressure, run)
-            payload = result.to_dict()
-            await asyncio.sleep(0)
-            event = NewEvent(
-                session_id=run.session_id,
-                type=CONTEXT_COMPACTED,
-                payload=payload,
-                derivation_key=_key(
-                    f"context.compacted:{run.run_id}:{result.replaced_through_sequence}", payload
-                ),
-                run_id=run.run_id,
-            )
+            # Its payload lists every pointer it elided: made and hashed off the loop.
+            event = await off_loop(lambda: _compaction_event(run, result))
             carry = await self._carry_event(run, principal, current, compacted, result, plan)
             await asyncio.sleep(0)
             events = [event] if carry is None else [event, carry]

@@ -181,7 +181,9 @@ def prime_history_steps(
     tokens = [row.tokens for row in rows]
     missing: list[tuple[int, object]] = []
     if None in tokens:  # some were never counted: count those, prime the rest
+        yield
         missing = [(row.sequence, r) for row, r in zip(rows, renders, strict=True) if row.tokens is None]
+        yield
         renders = [r for r, raw in zip(renders, tokens, strict=True) if raw is not None]
         tokens = [raw for raw in tokens if raw is not None]
     if tokens:

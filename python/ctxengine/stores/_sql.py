@@ -108,7 +108,7 @@ class SqlEventLog:
         if not news:
             return [], 0
         created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
-        probes = [_rows.probe_event(new, text, created_at) for new, text in zip(news, texts, strict=True)]
+        probes = await _batch_rows.probe_batch(news, texts, created_at)
         results = await self._s._call(self._ops.append_all, news, texts, created_at)
         self._saw(news[0].session_id, max(row[1] for row, _ in results))
         return _batch_rows.batch_events(results, news, texts, probes)

@@ -155,7 +155,7 @@ class MemoryEventLog:
         written = 0
         created_at = _rows.utc_now(s._clock)
         # Every row is probed before any is written: a batch is refused whole.
-        probes = [_rows.probe_event(event, text, created_at) for event, text in zip(news, texts, strict=True)]
+        probes = await _batch_rows.probe_batch(news, texts, created_at)
         async with s._op() as undo:
             for event, text, probe in zip(news, texts, probes, strict=True):
                 rows = s._events.get(event.session_id, [])
