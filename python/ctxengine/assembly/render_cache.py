@@ -47,6 +47,10 @@ def _digests(items: Sequence[Any]) -> list[bytes]:
     return [cj[1] if (cj := item._cj) is not None else digest_of(item) for item in items]
 
 
+def _render_sizes(renders: Sequence[RenderedItem]) -> list[int]:
+    return list(map(one_render_bytes, renders))
+
+
 def _drop_oldest(table: dict[bytes, RenderedItem], enough: Callable[[int, int], bool]) -> tuple[int, int]:
     """Delete ``table``'s entries oldest first until ``enough(entries dropped, their
     one_render_bytes)`` holds (or none is left); returns both numbers."""
@@ -291,8 +295,8 @@ class RenderCache:
             # Canonicalized here, in slices, not by the first fit in one stretch (it measures
             # the pointers of every tool result it elides).
             yield from batches(_digests, new_pointers)
-        yield
-        added = render_bytes(made) + render_bytes(new_pointers)
+        sizes = yield from batches(_render_sizes, [*made, *new_pointers])
+        added = sum(sizes)
         yield
         if tables.renders or tables.pointers:  # filled while this one rendered: the rest only
             self.history(tables, history)

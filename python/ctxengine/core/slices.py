@@ -37,13 +37,23 @@ import gc
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from time import perf_counter
-from typing import TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: Work that yields (``None``) where the loop may run, and returns ``R``.
-Steps = Generator[None, None, R]
+
+class OffLoop(NamedTuple):
+    """What a step yields to have ``fn()`` run off the event loop: ``finish_async`` runs it
+    on a worker thread (``off_loop``), ``finish`` in place; its result is sent back to the
+    step (``offloaded``)."""
+
+    fn: Callable[[], Any]
+
+
+#: Work that yields where the loop may run (``None``) or a call to make off it (an ``OffLoop``;
+#: typed ``Any``, so that a bare ``yield`` stays one), and returns ``R``.
+Steps = Generator[Any, Any, R]
 
 #: Items of the first call of a batch function (``batches``): a few tenths of a millisecond
 #: of native decoding or rendering, a few milliseconds of exact counting, on the Rust backend.
@@ -54,42 +64,65 @@ MAX_SLICE_ITEMS = 1024
 SLICE_SECONDS = 0.001
 
 
+def offloaded(fn: Callable[[], T]) -> Steps[T]:
+    """``fn()`` as a step, run off the event loop by ``finish_async`` (``OffLoop``): for one
+    long call over values no other task changes, which no slice can cut."""
+    result: T = yield OffLoop(fn)
+    return result
+
+
 def finish(steps: Steps[R]) -> R:
-    """Run ``steps`` to the end without yielding; its result."""
+    """Run ``steps`` to the end without yielding (an ``OffLoop`` call in place); its result."""
+    sent: Any = None
     while True:
         try:
-            next(steps)
+            request = steps.send(sent)
         except StopIteration as done:
             result: R = done.value
             return result
+        sent = None if request is None else request.fn()
 
 
 async def finish_async(steps: Steps[R]) -> R:
     """Run ``steps`` to the end, giving the event loop back at a yield once
-    ``SLICE_SECONDS`` have passed since it last ran (the collector paused from then on:
-    ``collector_paused``); its result."""
+    ``SLICE_SECONDS`` have passed since it last ran, and running an ``OffLoop`` call on a
+    worker thread (the collector paused from the first of either on: ``collector_paused``);
+    its result."""
     clock = perf_counter
     until = clock() + SLICE_SECONDS
+    sent: Any = None
     while True:
         try:
-            next(steps)
+            request = steps.send(sent)
         except StopIteration as done:
             result: R = done.value
             return result
-        if clock() >= until:
+        sent = None
+        if request is not None or clock() >= until:
             break
     with collector_paused():
         while True:
-            await asyncio.sleep(0)
+            if request is None:
+                await asyncio.sleep(0)
+            else:
+                sent = await off_loop(request.fn)
             until = clock() + SLICE_SECONDS
             while True:
                 try:
-                    next(steps)
+                    request = steps.send(sent)
                 except StopIteration as done:
                     result = done.value
                     return result
-                if clock() >= until:
+                sent = None
+                if request is not None or clock() >= until:
                     break
+
+
+async def pause(size: int) -> None:
+    """Give the event loop back between two stretches of work over ``size`` items when
+    they are many (more than ``SLICE_ITEMS``): an ordinary turn does not yield here."""
+    if size > SLICE_ITEMS:
+        await asyncio.sleep(0)
 
 
 async def off_loop(fn: Callable[[], R]) -> R:
@@ -159,6 +192,7 @@ def batches(
 
 __all__ = [
     "MAX_SLICE_ITEMS",
+    "OffLoop",
     "SLICE_ITEMS",
     "SLICE_SECONDS",
     "Steps",
@@ -167,4 +201,6 @@ __all__ = [
     "finish",
     "finish_async",
     "off_loop",
+    "offloaded",
+    "pause",
 ]

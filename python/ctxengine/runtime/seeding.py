@@ -26,7 +26,7 @@ from ..assembly.render import render_items
 from ..assembly.request import RenderedItem
 from ..core import backends
 from ..core.estimator import Estimator
-from ..core.slices import Steps, batches, finish
+from ..core.slices import Steps, batches, finish, pause
 from ..errors import ModelValidationError
 from ..model import (
     Checkpoint,
@@ -109,6 +109,7 @@ async def read_seed(
     counter = estimator.counter_id(plan.counting_key, HISTORY) if plan is not None else None
     after = carry.through if carry is not None else 0
     span = await windows.span(run.session_id, after, run.seed_sequence, counter)
+    await pause(span.end)  # the window grew by a long read: seed_history passes over it again
     seed = span.items[span.end - 1] if span.end else None
     if not isinstance(seed, UserMessage) or seed.seq != run.seed_sequence:
         found = "nothing" if seed is None or seed.seq != run.seed_sequence else type(seed).__name__
@@ -158,6 +159,10 @@ def _digest(rendered: object) -> bytes:
     return digest
 
 
+def _digests(renders: Sequence[object]) -> list[bytes]:
+    return [cj[1] if (cj := getattr(r, "_cj", None)) is not None else _digest(r) for r in renders]
+
+
 def prime_history(
     estimator: Estimator,
     model_id: str,
@@ -189,7 +194,7 @@ def prime_history_steps(
     if tokens:
         yield
         # The native renderer fills each render's canonical cache: its digest is read, not made.
-        digests = [cj[1] if (cj := getattr(r, "_cj", None)) is not None else _digest(r) for r in renders]
+        digests = yield from batches(_digests, renders)
         estimator.prime(model_id, RENDERED, digests, cast(list[int], tokens))
     if not missing:
         return ()

@@ -14,6 +14,7 @@ from typing import Any
 from ..core.slices import batches, finish_async, off_loop
 from ..errors import ModelValidationError, StoreCorruption
 from ._rows import (
+    LONG_PAYLOAD,
     Row,
     check_session,
     event_row,
@@ -100,20 +101,14 @@ def item_rows(
     return out
 
 
-#: Payload text (characters) of a batch past which its round trip (``probe_event``) runs
-#: off the event loop: a compaction's event lists every pointer it elided (700 KB at
-#: 20,000 items: decoding it back and checking its form takes 10-20 ms).
-PROBE_OFF_LOOP = 1 << 17
-
-
 async def probe_batch(news: Sequence[NewEvent], texts: Sequence[str], created_at: Any) -> list[Event]:
     """``probe_event`` of each event, the same events; on a worker thread when the texts
-    are long (``PROBE_OFF_LOOP``, ``core.slices.off_loop``)."""
+    are long (``LONG_PAYLOAD``, ``core.slices.off_loop``)."""
 
     def probes() -> list[Event]:
         return [probe_event(new, text, created_at) for new, text in zip(news, texts, strict=True)]
 
-    if sum(map(len, texts)) < PROBE_OFF_LOOP:
+    if sum(map(len, texts)) < LONG_PAYLOAD:
         return probes()
     return await off_loop(probes)
 
