@@ -8,7 +8,7 @@ other session's request, heartbeat or lease renewal runs.
 
 Such work is written once, as a generator that ``yield``s between slices
 (``Steps``): ``finish`` runs it to its end in one go (the synchronous API, and
-every small input), ``finish_async`` awaits ``asyncio.sleep(0)`` at a yield
+every small input), ``finish_async`` gives the loop back (``give_back``) at a yield
 once ``SLICE_SECONDS`` have passed since the loop last ran (so work that
 ends sooner never yields, and an ordinary turn pays one clock read per
 slice). The slices never change what is computed: the steps keep their
@@ -103,7 +103,7 @@ async def finish_async(steps: Steps[R]) -> R:
     with collector_paused():
         while True:
             if request is None:
-                await asyncio.sleep(0)
+                await give_back()
             else:
                 sent = await off_loop(request.fn)
             until = clock() + SLICE_SECONDS
@@ -118,11 +118,28 @@ async def finish_async(steps: Steps[R]) -> R:
                     break
 
 
-async def pause(size: int) -> None:
-    """Give the event loop back between two stretches of work over ``size`` items when
-    they are many (more than ``SLICE_ITEMS``): an ordinary turn does not yield here."""
-    if size > SLICE_ITEMS:
+#: Passes of the event loop a yield waits for (``give_back``).
+PASSES = 3
+
+
+async def give_back() -> None:
+    """Let the event loop run what came due while this task held it, before it goes on.
+
+    One ``asyncio.sleep(0)`` is not enough: it puts this task at the head of the loop's next
+    pass, ahead of the timers and I/O that came due meanwhile, and a task they wake runs
+    two passes later still (the timer or the I/O callback resolves a future, whose callback
+    schedules the task): the next stretch of this work would run first, and the two
+    stretches would block the loop as one."""
+    for _ in range(PASSES):
         await asyncio.sleep(0)
+
+
+async def pause(size: int) -> None:
+    """Give the event loop back (``give_back``) between two stretches of work over ``size``
+    items when they are many (more than ``SLICE_ITEMS``): an ordinary turn does not yield
+    here."""
+    if size > SLICE_ITEMS:
+        await give_back()
 
 
 async def off_loop(fn: Callable[[], R]) -> R:
@@ -200,6 +217,7 @@ __all__ = [
     "collector_paused",
     "finish",
     "finish_async",
+    "give_back",
     "off_loop",
     "offloaded",
     "pause",

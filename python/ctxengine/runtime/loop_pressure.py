@@ -5,7 +5,6 @@ checkpoint committed together and adopted, then measured again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,7 @@ from ..assembly.request import ModelRequest
 from ..assembly.session_renders import SessionRenders
 from ..core import telemetry
 from ..core.canonical import payload_hash
-from ..core.slices import off_loop
+from ..core.slices import give_back, off_loop
 from ..errors import ContextError, ContextOverflow
 from ..model import AgentSpec, Checkpoint, Principal, RunContext
 from ..plan import ContextPlan
@@ -126,16 +125,16 @@ class Compactions:
             reason=pressure.reason,
         ) as span:
             # Each stretch of a compaction gives the loop back (a long history's takes a while).
-            await asyncio.sleep(0)
+            await give_back()
             compacted, result = await self._compactor_answer(current, plan, pressure, run)
             # Its payload lists every pointer it elided: made and hashed off the loop.
             event = await off_loop(lambda: _compaction_event(run, result))
             carry = await self._carry_event(run, principal, current, compacted, result, plan)
-            await asyncio.sleep(0)
+            await give_back()
             events = [event] if carry is None else [event, carry]
             stored, version, rows = await self._commit_compaction(run, lease, current, compacted, events)
             loop.writes.committed(run, rows, stored)
-            await asyncio.sleep(0)
+            await give_back()
             if span.is_recording():
                 telemetry.set_attributes(
                     span,

@@ -16,7 +16,7 @@ records it for every later one).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -26,7 +26,7 @@ from ..assembly.render import render_items
 from ..assembly.request import RenderedItem
 from ..core import backends
 from ..core.estimator import Estimator
-from ..core.slices import Steps, batches, finish, pause
+from ..core.slices import SLICE_ITEMS, Steps, batches, finish, pause
 from ..errors import ModelValidationError
 from ..model import (
     Checkpoint,
@@ -147,6 +147,7 @@ def prime_seed_steps(builder: ContextBuilder, run: RunContext, read: SeedRead) -
         backfill = yield from prime_history_steps(
             builder.estimator, plan.counting_key, read.fresh_rows, renders
         )
+        yield from count_pointers_steps(builder.estimator, plan.counting_key, window.line.pointers)
         window.primed = max(window.primed, run.seed_sequence - 1)
         if read.carry is not None:
             prime_summary(builder.estimator, plan.counting_key, read.carry, builder)
@@ -205,6 +206,17 @@ def prime_history_steps(
     return tuple((seq, raw) for (seq, _), raw in zip(missing, counted, strict=True))
 
 
+def count_pointers_steps(
+    estimator: Estimator, model_id: str, pointers: Mapping[bytes, RenderedItem]
+) -> Steps[None]:
+    """Count a long line's tool-result pointers into the memo, in slices: a fit over budget
+    measures the pointer of every tool result it elides, in its one native call (500
+    pointers counted exactly: a few milliseconds of the first build's stretch). A short
+    line's are left to the fit."""
+    if len(pointers) > SLICE_ITEMS:
+        yield from batches(lambda part: estimator.raw_estimates(part, model_id), list(pointers.values()))
+
+
 def summary_counts(
     estimator: Estimator, model_id: str, summary: str, elided: Sequence[ElidedSpan]
 ) -> dict[str, int]:
@@ -238,6 +250,7 @@ __all__ = [
     "SUMMARY_KINDS",
     "Seed",
     "SeedRead",
+    "count_pointers_steps",
     "history_counts",
     "prime_history",
     "prime_history_steps",
