@@ -22,7 +22,7 @@ from typing import cast
 
 from ..assembly.blocks import render_summary
 from ..assembly.builder import ContextBuilder
-from ..assembly.render import render_items
+from ..assembly.render import digest_of, render_items
 from ..assembly.request import RenderedItem
 from ..core import backends
 from ..core.estimator import Estimator
@@ -34,6 +34,7 @@ from ..model import (
     ElidedSpan,
     Principal,
     RunContext,
+    ToolResult,
     UserMessage,
     WorkingState,
 )
@@ -147,7 +148,9 @@ def prime_seed_steps(builder: ContextBuilder, run: RunContext, read: SeedRead) -
         backfill = yield from prime_history_steps(
             builder.estimator, plan.counting_key, read.fresh_rows, renders
         )
-        yield from count_pointers_steps(builder.estimator, plan.counting_key, window.line.pointers)
+        yield from count_pointers_steps(
+            builder.estimator, plan.counting_key, window.line.pointers, read.fresh_items
+        )
         window.primed = max(window.primed, run.seed_sequence - 1)
         if read.carry is not None:
             prime_summary(builder.estimator, plan.counting_key, read.carry, builder)
@@ -207,14 +210,22 @@ def prime_history_steps(
 
 
 def count_pointers_steps(
-    estimator: Estimator, model_id: str, pointers: Mapping[bytes, RenderedItem]
+    estimator: Estimator,
+    model_id: str,
+    pointers: Mapping[bytes, RenderedItem],
+    items: Sequence[ConversationItem],
 ) -> Steps[None]:
-    """Count a long line's tool-result pointers into the memo, in slices: a fit over budget
-    measures the pointer of every tool result it elides, in its one native call (500
-    pointers counted exactly: a few milliseconds of the first build's stretch). A short
-    line's are left to the fit."""
-    if len(pointers) > SLICE_ITEMS:
-        yield from batches(lambda part: estimator.raw_estimates(part, model_id), list(pointers.values()))
+    """Count the pointers (``pointers``: the line's, by item digest) of the tool results
+    among ``items`` (the rows this seed read fresh) into the memo, in slices, when they are
+    many: a fit over budget measures the pointer of every tool result it elides, in its one
+    native call (500 pointers counted exactly: a few milliseconds of the first build's
+    stretch). A few are left to the fit."""
+    results = [item for item in items if isinstance(item, ToolResult)]
+    if len(results) <= SLICE_ITEMS:
+        return
+    yield
+    made = [p for item in results if (p := pointers.get(digest_of(item))) is not None]
+    yield from batches(lambda part: estimator.raw_estimates(part, model_id), made)
 
 
 def summary_counts(
