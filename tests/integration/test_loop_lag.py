@@ -40,10 +40,11 @@ ITEMS = 20_000
 #: loaded two-core one), far below what the calls held it for in one stretch before the
 #: slices (pick_up 250-340 ms, build_with_pressure 400-650 ms on a quiet machine).
 BOUND = 0.200
-#: The most CPU time the loop's thread may spend between two wake-ups (seconds): what a
-#: loaded machine does not inflate (other processes' time is not the loop thread's). The
-#: calls spent 200-600 ms in one stretch before the slices, 20-35 ms before the third pass
-#: (stretches a single ``asyncio.sleep(0)`` ran back to back); 5-20 ms since.
+#: The most CPU time the loop's thread may spend between two wake-ups (seconds), less the
+#: longest pass of the cyclic collector: what a loaded machine does not inflate (other
+#: processes' time is not the loop thread's). The calls spent 200-600 ms in one stretch
+#: before the slices, 20-35 ms before the third pass (stretches a single ``asyncio.sleep(0)``
+#: ran back to back); 4-24 ms since (ADR 0028).
 CPU_BOUND = 0.060
 
 
@@ -92,7 +93,9 @@ async def test_a_large_never_compacted_session_does_not_hold_the_loop(
         await store.close()
     assert list(found) == list(CALLS)
     held = {
-        call: block.ms() for call, block in found.items() if block.held >= BOUND or block.cpu >= CPU_BOUND
+        call: block.ms()
+        for call, block in found.items()
+        if block.held >= BOUND or block.cpu - block.collector >= CPU_BOUND
     }
     assert not held, f"the event loop was held (ms): {held}"
 
@@ -117,6 +120,6 @@ async def test_a_first_exact_build_does_not_hold_the_loop(
     held = {
         call: block.ms()
         for call, block in found.items()
-        if block.held >= BOUND / 4 or block.cpu >= CPU_BOUND / 4
+        if block.held >= BOUND / 4 or block.cpu - block.collector >= CPU_BOUND / 4
     }
     assert not held, f"the event loop was held (ms): {held}"
