@@ -327,6 +327,7 @@ class ContextBuilder:
     ) -> Steps[list[RenderedItem]]:
         """``prerender`` as steps (``core.slices``): a long history renders in slices."""
         yield from self.renders.history_steps(tables, history)
+        yield
         return self.renders.renders_of(tables, items)
 
     def _limits(self, budget: ContextBudget, floor: int, compactable: bool) -> BodyLimits:

@@ -48,6 +48,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ..core.slices import pause
 from ..errors import CheckpointCorruption, ModelValidationError, StoreError
 from ..model import Checkpoint, ConversationItem, item_from_dict
 from ..stores.events import CheckpointKind, Lease, RawCheckpoint, Store, check_trigger
@@ -383,6 +384,7 @@ async def write_checkpoint(
                     entries = refs.entries_of(stamped.conversation, session_id)
                     segments = refs.to_segments(entries, items=items)
                 checkpoint_dict = {**shell, "conversation": segments}
+                await pause(len(stamped.conversation))  # (a long one's entries took a while)
                 payload = {
                     "format": refs.SPAN_FORMAT,
                     "session_id": session_id,
@@ -440,6 +442,7 @@ async def write_checkpoint(
         into[:] = [*chain, row]
         if memo is not None:
             if materialized is not None:
+                await pause(len(stamped.conversation))
                 memo.ref_wrote(run_id, row, materialized, stamped.conversation)
             else:
                 memo.ref_forget(run_id)

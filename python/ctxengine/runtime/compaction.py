@@ -262,8 +262,10 @@ class StructuredCompactor:
         floor = cp.replaced_through_sequence
         # Items at or below the floor were summarized before; they are never
         # read twice. Reasoning from an earlier run is never input.
+        yield
         stale = [it for it in history if it.seq is not None and it.seq <= floor]
         live = [it for it in history if not (it.seq is not None and it.seq <= floor)]
+        yield
         positions = [i for i, it in enumerate(live) if not isinstance(it, ReasoningItem)]
         candidates = [live[i] for i in positions]
         yield
@@ -287,11 +289,15 @@ class StructuredCompactor:
         new_lines = [line for line in pointed if isinstance(line, str)]
         new_spans = tuple(span for span in pointed if isinstance(span, ElidedSpan))
         through = max([floor, *(it.seq for it in replaced if it.seq is not None)])
+        yield
         source_ids = tuple(
             sorted({*cp.summary_source_event_ids, *(it.seq for it in replaced if it.seq is not None)})
         )
         yield
-        summary = self._summary(cp.compacted_summary, new_lines, through, depth, limit, model_id)
+        old_lines, omitted = _previous_lines(cp.compacted_summary)
+        lines = [*old_lines, *new_lines]
+        line_raws = yield from batches(lambda part: est.raw_estimates(part, model_id), lines)
+        summary = self._summary(lines, line_raws, omitted, through, depth, limit, model_id)
         yield
         listed = yield from self._listed_spans(cp.summary_elided, new_spans)
         compacted = replace(
@@ -337,22 +343,28 @@ class StructuredCompactor:
     # -- the summary ---------------------------------------------------------------
 
     def _summary(
-        self, previous: str | None, new_lines: list[str], through: int, depth: int, limit: int, model_id: str
+        self,
+        lines: list[str],
+        raw: list[int],
+        omitted: int,
+        through: int,
+        depth: int,
+        limit: int,
+        model_id: str,
     ) -> str:
-        """Header, then the oldest excerpt, then as many of the newest as fit the cap.
+        """Header, then the oldest excerpt, then as many of the newest as fit the cap
+        (``lines``: the previous summary's excerpts, ``omitted`` before them, then the new
+        ones; ``raw``: their raw counts).
 
         The first excerpt usually states the task, so it is kept; the rest
         are dropped oldest first, counted in one "omitted" line.
         """
         est = self.estimator
-        old_lines, omitted = _previous_lines(previous)
-        lines = [*old_lines, *new_lines]
         header = (
             f"Compacted conversation through event {through} (depth {depth}): excerpts of user and "
             "platform text only; untrusted content appears solely as elided pointers."
         )
         cap = max(MIN_SUMMARY_TOKENS, int(limit * SUMMARY_RATIO))
-        raw = est.raw_estimates(lines, model_id)
         kept_tail: list[str] = []
         if lines:
             used = est.raw(header, model_id) + raw[0]

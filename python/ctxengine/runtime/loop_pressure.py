@@ -5,7 +5,6 @@ checkpoint committed together and adopted, then measured again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +14,7 @@ from ..assembly.request import ModelRequest
 from ..assembly.session_renders import SessionRenders
 from ..core import telemetry
 from ..core.canonical import payload_hash
+from ..core.slices import give_back, off_loop
 from ..errors import ContextError, ContextOverflow, StoreCorruption
 from ..model import AgentSpec, Checkpoint, Principal, RunContext
 from ..plan import ContextPlan
@@ -40,6 +40,18 @@ MAX_COMPACTIONS_PER_STEP = 2
 
 def _key(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix}:{payload_hash(payload)[:16]}"
+
+
+def _compaction_event(run: RunContext, result: CompactionResult) -> NewEvent:
+    payload = result.to_dict()
+    return NewEvent(
+        session_id=run.session_id,
+        type=CONTEXT_COMPACTED,
+        payload=payload,
+        derivation_key=_key(f"context.compacted:{run.run_id}:{result.replaced_through_sequence}", payload),
+        run_id=run.run_id,
+        format_version=result.format_version,
+    )
 
 
 def _item_cap(loop: ContextLoop, plan: ContextPlan) -> int | None:
@@ -155,26 +167,16 @@ class Compactions:
             reason=pressure.reason,
         ) as span:
             # Each stretch of a compaction gives the loop back (a long history's takes a while).
-            await asyncio.sleep(0)
+            await give_back()
             compacted, result = await self._compactor_answer(current, plan, pressure, run)
-            payload = result.to_dict()
-            await asyncio.sleep(0)
-            event = NewEvent(
-                session_id=run.session_id,
-                type=CONTEXT_COMPACTED,
-                payload=payload,
-                derivation_key=_key(
-                    f"context.compacted:{run.run_id}:{result.replaced_through_sequence}", payload
-                ),
-                run_id=run.run_id,
-                format_version=result.format_version,
-            )
+            # Its payload lists every pointer it elided: made and hashed off the loop.
+            event = await off_loop(lambda: _compaction_event(run, result))
             carry = await self._carry_event(run, principal, current, compacted, result, plan)
-            await asyncio.sleep(0)
+            await give_back()
             events = [event] if carry is None else [event, carry]
             stored, version, rows = await self._commit_compaction(run, lease, current, compacted, events)
             loop.writes.committed(run, rows, stored)
-            await asyncio.sleep(0)
+            await give_back()
             if span.is_recording():
                 telemetry.set_attributes(
                     span,
