@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..assembly.builder import Pressure
@@ -17,7 +18,7 @@ from ..core import telemetry
 from ..core.canonical import payload_hash
 from ..errors import ContextError, ContextOverflow
 from ..model import AgentSpec, Checkpoint, Principal, RunContext
-from ..plan import ContextPlan
+from ..plan import STABLE_BODY_VERSIONS, ContextPlan
 from ..stores.events import Event, Lease, NewEvent, RawCheckpoint
 from ..stores.formats import WritePolicy
 from .carry import CARRY_RECORDED, carry_payload, carry_visibility
@@ -38,6 +39,22 @@ MAX_COMPACTIONS_PER_STEP = 2
 
 def _key(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix}:{payload_hash(payload)[:16]}"
+
+
+def _early(plan: ContextPlan, pressure: Pressure) -> bool:
+    """Whether a request that fits only by truncating history tool results under pressure
+    compacts first (builder version 3, ADR 0027): truncating the oldest result, one more at
+    nearly every turn, changes the history near its start on every request, while one
+    compaction moves the history's start by half its budget at once (``RETAIN_RATIO``) and
+    the next requests share their prefix. The history is then over its budget (that is why
+    a result was truncated), so the compaction replaces something."""
+    return plan.builder_version in STABLE_BODY_VERSIONS and any(
+        step.startswith(TRUNCATED_UNDER_PRESSURE) for step in pressure.yield_steps
+    )
+
+
+#: The yield step of history tool results truncated under pressure (not over their cap).
+TRUNCATED_UNDER_PRESSURE = "tool_results_truncated:"
 
 
 def _item_cap(loop: ContextLoop, plan: ContextPlan) -> int | None:
@@ -78,8 +95,14 @@ class Compactions:
         while True:
             assembly = loop.builder.assemble(run, current, agent, principal, plan=plan, line=self._line(run))
             pressure = assembly.pressure
-            if pressure.fits:
+            if pressure.fits and not (compactions == 0 and _early(plan, pressure)):
                 return assembly.request, current
+            if pressure.fits:
+                # Once, before a request that fits by truncating history results under pressure.
+                pressure = replace(pressure, reason="history_requires_compaction")
+                current = await self._compact(run, current, plan, pressure, principal, lease)
+                compactions += 1
+                continue
             if not pressure.compactable or compactions >= MAX_COMPACTIONS_PER_STEP:
                 tried = (
                     f"after {compactions} compaction(s) this step "
