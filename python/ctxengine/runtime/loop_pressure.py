@@ -21,7 +21,7 @@ from ..model import AgentSpec, Checkpoint, Principal, RunContext
 from ..plan import STABLE_BODY_VERSIONS, ContextPlan
 from ..stores.events import Event, Lease, NewEvent, RawCheckpoint
 from ..stores.formats import WritePolicy
-from .carry import CARRY_RECORDED, carry_payload, carry_visibility
+from .carry import CARRY_RECORDED, carry_payload, carry_visibility, find_carry, stored_carry
 from .checkpoints import evolve
 from .compaction import CompactionResult, StructuredCompactor
 from .seeding import summary_counts
@@ -41,15 +41,18 @@ def _key(prefix: str, payload: dict[str, Any]) -> str:
     return f"{prefix}:{payload_hash(payload)[:16]}"
 
 
-def _early(plan: ContextPlan, pressure: Pressure) -> bool:
+def _early(plan: ContextPlan, pressure: Pressure, checkpoint: Checkpoint, max_depth: int) -> bool:
     """Whether a request that fits only by truncating history tool results under pressure
     compacts first (builder version 3, ADR 0027): truncating the oldest result, one more at
     nearly every turn, changes the history near its start on every request, while one
     compaction moves the history's start by half its budget at once (``RETAIN_RATIO``) and
     the next requests share their prefix. The history is then over its budget (that is why
-    a result was truncated), so the compaction replaces something."""
-    return plan.builder_version in STABLE_BODY_VERSIONS and any(
-        step.startswith(TRUNCATED_UNDER_PRESSURE) for step in pressure.yield_steps
+    a result was truncated), so the compaction replaces something. Not when the summary is
+    at its depth limit: the request that fits is sent as before."""
+    return (
+        plan.builder_version in STABLE_BODY_VERSIONS
+        and checkpoint.summary_depth < max_depth
+        and any(step.startswith(TRUNCATED_UNDER_PRESSURE) for step in pressure.yield_steps)
     )
 
 
@@ -95,7 +98,8 @@ class Compactions:
         while True:
             assembly = loop.builder.assemble(run, current, agent, principal, plan=plan, line=self._line(run))
             pressure = assembly.pressure
-            if pressure.fits and not (compactions == 0 and _early(plan, pressure)):
+            early = compactions == 0 and _early(plan, pressure, current, loop.builder.max_compaction_depth)
+            if pressure.fits and not early:
                 return assembly.request, current
             if pressure.fits:
                 # Once, before a request that fits by truncating history results under pressure.
@@ -225,18 +229,28 @@ class Compactions:
         result: CompactionResult,
         plan: ContextPlan,
     ) -> NewEvent | None:
-        """The carry of an adopted compaction, or ``None``: not written by this deployment, a
-        run this loop did not seed (whose view of the log it does not know), or no visibility
-        class under which every reader would see exactly what it summarizes.
+        """The carry of an adopted compaction, or ``None``: not written by this deployment, or
+        no visibility class under which every reader would see exactly what it summarizes.
 
         The summary holds what the run's seed could see, so the class is computed for the
         principal the run was seeded with (``None``: the unfiltered view)."""
         loop = self.loop
+        if not self._policy().allows(CARRY_RECORDED):
+            return None
         window = loop.windows.get(run.session_id)
         memo = window.runs.get(run.run_id) if window is not None else None
-        if not self._policy().allows(CARRY_RECORDED) or memo is None or memo.seeded is None:
-            return None
-        seeded, writer = memo.seeded
+        if memo is not None and memo.seeded is not None:
+            seeded, writer = memo.seeded
+        else:
+            # A run this loop picked up rather than seeded (resumed by another worker): the
+            # carry its version 1 was seeded from is the one its seed reads (the log below
+            # the seed never changes), for the principal it runs for; the check below drops
+            # it when the checkpoint was not seeded from it. Without this a compaction in a
+            # resumed run recorded no carry, and the session's next run seeded differently
+            # from the one an uninterrupted worker starts (ADR 0027 made that likelier).
+            decode = window.carry if window is not None else stored_carry
+            seeded = await find_carry(loop.store, run.session_id, run.seed_sequence, principal, decode)
+            writer = principal
         if seeded is not None and seeded.sequence not in before.summary_source_event_ids:
             seeded = None  # this checkpoint was not seeded from it
         through = compacted.replaced_through_sequence
