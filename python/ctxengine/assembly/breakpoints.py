@@ -30,30 +30,28 @@ _TURN = frozenset({"current_user", "current_turn"})
 
 
 def body_breakpoints(body: Sequence[RenderedItem]) -> tuple[int, ...]:
-    """The body indices to mark, ascending (none for an empty body or one of tail blocks only)."""
-    end = -1
-    for i in range(len(body) - 1, -1, -1):
-        if body[i].region_class not in TAIL_CLASSES:
-            end = i
-            break
+    """The body indices to mark, ascending (none for an empty body or one of tail blocks only).
+    Read from the end: the tail, then the turn (a history of thousands of items is not read)."""
+    i = len(body) - 1
+    while i >= 0 and body[i].region_class in TAIL_CLASSES:
+        i -= 1
+    end = i
     if end < 0:
         return ()
     stable = -1
-    first_turn = -1
-    for i in range(end + 1):
+    while i >= 0 and body[i].region_class in _TURN:
         item = body[i]
-        if item.region_class in _TURN:
-            if first_turn < 0:
-                first_turn = i
-            text = item.text
-            if (
-                item.region_class == "current_turn"
-                and text is not None
-                and text.startswith((POINTER_TEXT, FOLDED_TEXT))
-            ):
-                stable = i
-    if stable < 0:
-        stable = first_turn - 1 if first_turn > 0 else -1
+        text = item.text
+        if (
+            stable < 0
+            and item.region_class == "current_turn"
+            and text is not None
+            and text.startswith((POINTER_TEXT, FOLDED_TEXT))
+        ):
+            stable = i
+        i -= 1
+    if stable < 0 and i < end:
+        stable = i  # the item before the turn (-1: none)
     return (end,) if stable < 0 or stable >= end else (stable, end)
 
 
