@@ -26,7 +26,8 @@ from ..model import (
     WorkingState,
 )
 from ..plan import ContextPlan
-from ..plan.prefix import PREFIX_MESSAGE_CLASSES, prefix_texts
+from ..plan.planner import STABLE_BODY_VERSIONS
+from ..plan.prefix import prefix_messages
 from .envelope import envelope, escape_inline, json_inline
 from .render import _value_digest
 from .render_cache import RenderCache
@@ -41,13 +42,14 @@ NOTES_TITLE = "Notes kept during this run:"
 
 def render_prefix(plan: ContextPlan) -> tuple[RenderedItem, ...]:
     """The frozen prefix: platform policy, agent instructions, skill catalog, memory snapshot."""
-    texts = prefix_texts(
-        plan.platform_policy, plan.agent_instructions, plan.skill_catalog, plan.memory_snapshot
+    messages = prefix_messages(
+        plan.platform_policy,
+        plan.agent_instructions,
+        plan.skill_catalog,
+        plan.memory_snapshot,
+        omit_empty=plan.builder_version in STABLE_BODY_VERSIONS,
     )
-    return tuple(
-        RenderedItem(region_class, "system", text=text)
-        for region_class, text in zip(PREFIX_MESSAGE_CLASSES, texts, strict=True)
-    )
+    return tuple(RenderedItem(region_class, "system", text=text) for region_class, text in messages)
 
 
 # -- Region B blocks -----------------------------------------------------------
@@ -203,6 +205,8 @@ class BodyContext(NamedTuple):
     #: The turn as a plan of builder version 2 shows it (``clearing.TurnView``), or ``None``:
     #: every turn item rendered whole.
     view: Any = None
+    #: A plan of builder version 3 (ADR 0027): an empty working state renders no block.
+    stable: bool = False
 
 
 # (rendered items, their ids: passages only)
@@ -235,8 +239,13 @@ def _skills(ctx: BodyContext, cache: RenderCache) -> Block:
     return tuple(cache.block(("skill", s), partial(render_skill, s)) for s in skills), ()
 
 
+_NO_STATE = WorkingState()
+
+
 def _working_state(ctx: BodyContext, cache: RenderCache) -> Block:
     state = ctx.checkpoint.working_state
+    if ctx.stable and state == _NO_STATE:
+        return EMPTY
     block: Block = cache.last(
         "working_state",
         state,

@@ -44,8 +44,9 @@ from ..model import (
 )
 from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
 from ..model.clock import Clock, SystemClock
-from ..plan import ContextPlan, ContextPlanner
+from ..plan import STABLE_BODY_VERSIONS, ContextPlan, ContextPlanner
 from .blocks import CORRECTIONS_TITLE, RECALL_TITLE, BodyContext, render_prefix, summary_blocks
+from .breakpoints import body_breakpoints
 from .clearing import TurnRules, TurnView, turn_rules
 from .line_blocks import Rows, body_rows, line_blocks
 from .overflow import overflow_detail
@@ -138,6 +139,7 @@ class ContextBuilder:
         self.renders = render_cache if render_cache is not None else RENDERS
         self._last_limits: tuple[ContextBudget, int, bool, BodyLimits] | None = None
         self._rows: Rows | None = None
+        self._rows_tail_last = False
         self._rules: tuple[ContextPlan, BudgetPolicy, TurnRules | None] | None = None
 
     # -- public ------------------------------------------------------------------
@@ -241,10 +243,11 @@ class ContextBuilder:
             validate_tool_pairs(turn)
         budget = plan.budget
         now = self.clock.now()
-        ctx = BodyContext(cp, tuple(turn), now, principal, self.surface)
+        stable = plan.builder_version in STABLE_BODY_VERSIONS
+        ctx = BodyContext(cp, tuple(turn), now, principal, self.surface, stable=stable)
         history = conversation[:boundary]
         tables = line if line is not None else self._tables(run.session_id, history)
-        blocks, view = self._blocks(ctx, budget, tables, self._turn_rules(plan))
+        blocks, view = self._blocks(ctx, budget, tables, self._turn_rules(plan), stable)
         # The allocator splits the usable body into working state, tool results
         # and history; conversation history carries its tool results, so its
         # cap is the two classes together (the tool-result cap binds separately).
@@ -289,6 +292,9 @@ class ContextBuilder:
         if plan.counting is not None:
             # Only plans that record a method name it: older requests keep their bytes.
             metadata["counting"] = plan.counting
+        if stable:
+            # Where a provider's cache breakpoints go in the body (ADR 0027; version 3 only).
+            metadata["body_cache_breakpoints"] = list(body_breakpoints(body))
         request = ModelRequest(
             prefix, tuple(body), plan.tool_specs, max_out, plan.cache_breakpoints, metadata
         )
@@ -367,13 +373,25 @@ class ContextBuilder:
         return rules
 
     def _blocks(
-        self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders, rules: TurnRules | None
+        self,
+        ctx: BodyContext,
+        budget: ContextBudget,
+        tables: SessionRenders,
+        rules: TurnRules | None,
+        tail_last: bool,
     ) -> tuple[tuple[BodyBlock, ...], TurnView | None]:
-        """Every class of the body in order, rendered, with its caps (``line_blocks``)."""
+        """Every class of the body in order, rendered, with its caps (``line_blocks``); the
+        tail classes last for a plan of builder version 3 (ADR 0027)."""
         policy = self.planner.policy
         rows = self._rows
-        if rows is None or rows[0] is not policy or rows[1] is not budget:
-            rows = self._rows = body_rows(policy, budget)
+        if (
+            rows is None
+            or rows[0] is not policy
+            or rows[1] is not budget
+            or self._rows_tail_last != tail_last
+        ):
+            rows = self._rows = body_rows(policy, budget, tail_last)
+            self._rows_tail_last = tail_last
         return line_blocks(ctx, rows, tables, rules, self.renders, self.estimator)
 
     def _fit_body(

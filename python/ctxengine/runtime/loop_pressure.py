@@ -6,6 +6,7 @@ checkpoint committed together and adopted, then measured again.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..assembly.builder import Pressure
@@ -17,10 +18,10 @@ from ..core.canonical import payload_hash
 from ..core.slices import give_back, off_loop
 from ..errors import ContextError, ContextOverflow, StoreCorruption
 from ..model import AgentSpec, Checkpoint, Principal, RunContext
-from ..plan import ContextPlan
+from ..plan import STABLE_BODY_VERSIONS, ContextPlan
 from ..stores.events import Event, Lease, NewEvent, RawCheckpoint
 from ..stores.formats import WritePolicy
-from .carry import CARRY_RECORDED, carry_payload, carry_visibility
+from .carry import CARRY_RECORDED, carry_payload, carry_visibility, find_carry, stored_carry
 from .checkpoints import evolve
 from .compaction import StructuredCompactor
 from .compaction_record import SUMMARY_FORMAT, CompactionResult, SummaryRecord
@@ -52,6 +53,25 @@ def _compaction_event(run: RunContext, result: CompactionResult) -> NewEvent:
         run_id=run.run_id,
         format_version=result.format_version,
     )
+
+
+def _early(plan: ContextPlan, pressure: Pressure, checkpoint: Checkpoint, max_depth: int) -> bool:
+    """Whether a request that fits only by truncating history tool results under pressure
+    compacts first (builder version 3, ADR 0027): truncating the oldest result, one more at
+    nearly every turn, changes the history near its start on every request, while one
+    compaction moves the history's start by half its budget at once (``RETAIN_RATIO``) and
+    the next requests share their prefix. The history is then over its budget (that is why
+    a result was truncated), so the compaction replaces something. Not when the summary is
+    at its depth limit: the request that fits is sent as before."""
+    return (
+        plan.builder_version in STABLE_BODY_VERSIONS
+        and checkpoint.summary_depth < max_depth
+        and any(step.startswith(TRUNCATED_UNDER_PRESSURE) for step in pressure.yield_steps)
+    )
+
+
+#: The yield step of history tool results truncated under pressure (not over their cap).
+TRUNCATED_UNDER_PRESSURE = "tool_results_truncated:"
 
 
 def _item_cap(loop: ContextLoop, plan: ContextPlan) -> int | None:
@@ -129,10 +149,17 @@ class Compactions:
         while True:
             assembly = loop.builder.assemble(run, current, agent, principal, plan=plan, line=self._line(run))
             pressure = assembly.pressure
-            if pressure.fits:
+            early = compactions == 0 and _early(plan, pressure, current, loop.builder.max_compaction_depth)
+            if pressure.fits and not early:
                 # Kept for its record, written with the step that records the response.
                 loop.writes.memo(run).built = BuiltRequest(run, current, principal, plan, assembly)
                 return assembly.request, current
+            if pressure.fits:
+                # Once, before a request that fits by truncating history results under pressure.
+                pressure = replace(pressure, reason="history_requires_compaction")
+                current = await self._compact(run, current, plan, pressure, principal, lease)
+                compactions += 1
+                continue
             if not pressure.compactable or compactions >= MAX_COMPACTIONS_PER_STEP:
                 tried = (
                     f"after {compactions} compaction(s) this step "
@@ -257,18 +284,28 @@ class Compactions:
         result: CompactionResult,
         plan: ContextPlan,
     ) -> NewEvent | None:
-        """The carry of an adopted compaction, or ``None``: not written by this deployment, a
-        run this loop did not seed (whose view of the log it does not know), or no visibility
-        class under which every reader would see exactly what it summarizes.
+        """The carry of an adopted compaction, or ``None``: not written by this deployment, or
+        no visibility class under which every reader would see exactly what it summarizes.
 
         The summary holds what the run's seed could see, so the class is computed for the
         principal the run was seeded with (``None``: the unfiltered view)."""
         loop = self.loop
+        if not self._policy().allows(CARRY_RECORDED):
+            return None
         window = loop.windows.get(run.session_id)
         memo = window.runs.get(run.run_id) if window is not None else None
-        if not self._policy().allows(CARRY_RECORDED) or memo is None or memo.seeded is None:
-            return None
-        seeded, writer = memo.seeded
+        if memo is not None and memo.seeded is not None:
+            seeded, writer = memo.seeded
+        else:
+            # A run this loop picked up rather than seeded (resumed by another worker): the
+            # carry its version 1 was seeded from is the one its seed reads (the log below
+            # the seed never changes), for the principal it runs for; the check below drops
+            # it when the checkpoint was not seeded from it. Without this a compaction in a
+            # resumed run recorded no carry, and the session's next run seeded differently
+            # from the one an uninterrupted worker starts (ADR 0027 made that likelier).
+            decode = window.carry if window is not None else stored_carry
+            seeded = await find_carry(loop.store, run.session_id, run.seed_sequence, principal, decode)
+            writer = principal
         if seeded is not None and seeded.sequence not in before.summary_source_event_ids:
             seeded = None  # this checkpoint was not seeded from it
         through = compacted.replaced_through_sequence
