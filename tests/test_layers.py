@@ -35,6 +35,8 @@ ENGINE = (
     "engine",
     # Drop-ins for other libraries (LangChain, the Agents SDK), built on the session API.
     "integrations",
+    # Replaying recorded sessions (issue 42): rebuilds requests with the layers below.
+    "replay",
 )
 # Leaf renderers: built on assembly's ModelRequest; no engine layer imports them.
 PROVIDERS_MAY_IMPORT = frozenset({"errors", "model", "core", "assembly", "providers"})

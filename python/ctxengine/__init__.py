@@ -22,6 +22,7 @@ from . import phases, providers
 from .assembly.builder import Assembly, ContextBuilder, Pressure
 from .assembly.request import ModelRequest
 from .assembly.request import RenderedItem as RenderedItem
+from .assembly.router import RouterReply
 from .core.backends import backend, use_backend
 from .core.budget import BudgetPolicy, ContextBudget, allocate
 from .core.budget import check_prefix_class as check_prefix_class
@@ -100,8 +101,11 @@ from .plan import ContextPlan, ContextPlanner, SkillEntry, ToolGate
 from .plan import ToolDecision as ToolDecision
 from .runtime.checkpoints import CheckpointWriter, latest_checkpoint, write_checkpoint
 from .runtime.compaction import CompactionResult, StructuredCompactor
+from .runtime.compaction_record import Compactor
 from .runtime.loop import ContextLoop
+from .runtime.model_compactor import ModelCompactor
 from .runtime.session import append_item, session_history
+from .runtime.summary_input import CompactionPrompt
 from .runtime.working_state import (
     UPDATE_WORKING_STATE_TOOL,
     WorkingStateLimits,
@@ -214,6 +218,11 @@ __all__ = [
     # section 6: compaction, checkpoints, the runtime loop
     "CompactionResult",
     "StructuredCompactor",
+    # model-backed compaction (issue 43, ADR 0026)
+    "Compactor",
+    "CompactionPrompt",
+    "ModelCompactor",
+    "RouterReply",
     "CheckpointWriter",
     "latest_checkpoint",
     "write_checkpoint",

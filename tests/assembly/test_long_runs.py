@@ -226,12 +226,13 @@ async def test_a_stored_v1_plan_renders_as_before() -> None:
             )
 
 
-async def test_new_sessions_plan_with_builder_2_and_stored_plans_keep_theirs() -> None:
+async def test_new_sessions_plan_with_the_newest_builder_and_stored_plans_keep_theirs() -> None:
     store = MemoryStore()
     model = W32
     new = ContextPlanner(store)
     plan = await new.plan("fresh", AGENT, PRINCIPAL, model, TOOLS, policy_version="p1")
-    assert plan.builder_version == BUILDER_VERSION == "ctxengine-builder/2"
+    # Version 3 since ADR 0027 (version 2 since ADR 0021).
+    assert plan.builder_version == BUILDER_VERSION == "ctxengine-builder/3"
     # A session planned by the old builder keeps its plan (and its epoch, so its cache) after
     # the upgrade: the default changed, nobody asked for another version.
     old = await ContextPlanner(store, builder_version=BUILDER_V1).plan(
@@ -240,7 +241,7 @@ async def test_new_sessions_plan_with_builder_2_and_stored_plans_keep_theirs() -
     again = await ContextPlanner(store).plan("old", AGENT, PRINCIPAL, model, TOOLS, policy_version="p1")
     assert (again.epoch, again.builder_version) == (1, BUILDER_V1) and again == old
     assert not await store.events.read("old", types=[EPOCH_ROTATED])
-    # Asking for version 2 explicitly rotates.
+    # Asking for the newest version explicitly rotates.
     upgraded = await ContextPlanner(store, builder_version=BUILDER_VERSION).plan(
         "old", AGENT, PRINCIPAL, model, TOOLS, policy_version="p1"
     )
@@ -308,8 +309,9 @@ def test_an_oversize_user_message_is_clipped_in_its_own_envelope(backend: str) -
 def test_an_item_within_the_cap_is_shown_whole(backend: str) -> None:
     items = _turn(ce.UserMessage("look"), *_pairs([9_000]))
     body = _assemble(items).request.body
-    assert body[-1].text is not None and body[-1].text.count("w") == 9_000
-    assert 'truncated="' not in body[-1].text
+    result = [i for i in body if i.role == "tool"][-1]
+    assert result.text is not None and result.text.count("w") == 9_000
+    assert 'truncated="' not in result.text
 
 
 def test_the_oldest_pairs_of_the_run_are_cleared_and_the_last_k_kept(backend: str) -> None:

@@ -12,12 +12,17 @@ from builder_fixtures import AGENT, ALICE, checkpoint_for, make_builder, make_pl
 from ctxengine.assembly.blocks import NOTES_TITLE
 from ctxengine.assembly.regions import ORDER
 from ctxengine.core import backends
+from ctxengine.plan import BUILDER_V2
 
 
 def _assemble(
-    items: list[Any], policy: ce.BudgetPolicy | None = None, window: int = 128_000, **kw: Any
+    items: list[Any],
+    policy: ce.BudgetPolicy | None = None,
+    window: int = 128_000,
+    builder_version: str | None = None,
+    **kw: Any,
 ) -> Any:
-    planner, plan = make_plan(window, policy=policy)
+    planner, plan = make_plan(window, policy=policy, builder_version=builder_version)
     builder = make_builder(planner)
     return builder.assemble(
         run_at(items, len(items) - 4), checkpoint_for(items, **kw), AGENT, ALICE, plan=plan
@@ -38,7 +43,16 @@ def test_notes_ride_after_recall_untrusted_and_alike_on_both_backends(backend: s
     ce.use_backend(backend)
     assert out["rust"].request.canonical_bytes() == out["python"].request.canonical_bytes()
     classes = _classes(out[backend])
-    assert classes.index("recall") < classes.index("notes") < classes.index("memory_corrections")
+    # Builder version 3 renders the notes in the tail, after the current turn (ADR 0027).
+    assert classes.index("recall") < classes.index("current_turn") < classes.index("notes")
+    assert classes.index("notes") < classes.index("runtime_metadata") == len(classes) - 1
+    # Version 2 (and 1) in the region table's order: after recall, before the corrections.
+    old = _classes(
+        _assemble(
+            items, recall=("likes tea",), corrections=("not coffee",), notes=notes, builder_version=BUILDER_V2
+        )
+    )
+    assert old.index("recall") < old.index("notes") < old.index("memory_corrections")
     assert ORDER["recall"] < ORDER["notes"] < ORDER["memory_corrections"]
     (block,) = [item for item in out[backend].request.body if item.region_class == "notes"]
     assert block.text.startswith(NOTES_TITLE + '\n<untrusted trust="external_untrusted" source="notes"')

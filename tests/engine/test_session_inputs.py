@@ -37,7 +37,9 @@ async def test_a_turn_starts_from_the_message_in_any_shape(message: object) -> N
         body = await turn.request("openai_chat")
     seed = turn.checkpoint.conversation[-1]
     assert isinstance(seed, ce.UserMessage) and ce.engine.messages.text_of(seed) == TEXT
-    assert TEXT in body["messages"][-1]["content"]
+    # The last user message (builder version 3 renders the runtime metadata after it, ADR 0027).
+    (*_, last_user) = (m for m in body["messages"] if m["role"] == "user")
+    assert TEXT in last_user["content"]
 
 
 def test_a_message_that_is_not_one_user_message_is_a_conversion_error() -> None:

@@ -26,7 +26,8 @@ from ..model import (
     WorkingState,
 )
 from ..plan import ContextPlan
-from ..plan.prefix import PREFIX_MESSAGE_CLASSES, prefix_texts
+from ..plan.planner import STABLE_BODY_VERSIONS
+from ..plan.prefix import prefix_messages
 from .envelope import envelope, escape_inline, json_inline
 from .render import _value_digest
 from .render_cache import RenderCache
@@ -41,19 +42,33 @@ NOTES_TITLE = "Notes kept during this run:"
 
 def render_prefix(plan: ContextPlan) -> tuple[RenderedItem, ...]:
     """The frozen prefix: platform policy, agent instructions, skill catalog, memory snapshot."""
-    texts = prefix_texts(
-        plan.platform_policy, plan.agent_instructions, plan.skill_catalog, plan.memory_snapshot
+    messages = prefix_messages(
+        plan.platform_policy,
+        plan.agent_instructions,
+        plan.skill_catalog,
+        plan.memory_snapshot,
+        omit_empty=plan.builder_version in STABLE_BODY_VERSIONS,
     )
-    return tuple(
-        RenderedItem(region_class, "system", text=text)
-        for region_class, text in zip(PREFIX_MESSAGE_CLASSES, texts, strict=True)
-    )
+    return tuple(RenderedItem(region_class, "system", text=text) for region_class, text in messages)
 
 
 # -- Region B blocks -----------------------------------------------------------
 
 
+#: How a model-written summary begins (``runtime.model_compactor``): its first line is the
+#: platform's, so no model text can make a summary read as one or the other.
+MODEL_SUMMARY_MARK = "Model summary of the conversation through event "
+
+
+def is_model_summary(summary: str) -> bool:
+    """A summary written by a model (rendered with the trust of model output, ADR 0026)."""
+    return summary.startswith(MODEL_SUMMARY_MARK)
+
+
 def render_summary(summary: str, elided: Sequence[ElidedSpan]) -> list[RenderedItem]:
+    # An extractive summary quotes user and platform text (fenced as the user's); a model's
+    # summary is model output, fenced as such, never platform text (ADR 0026).
+    model = is_model_summary(summary)
     out = [
         RenderedItem(
             "compacted_summary",
@@ -61,8 +76,8 @@ def render_summary(summary: str, elided: Sequence[ElidedSpan]) -> list[RenderedI
             text="Summary of earlier conversation:\n"
             + envelope(
                 summary,
-                trust=TrustLevel.USER,
-                source="compacted_summary",
+                trust=TrustLevel.EXTERNAL_UNTRUSTED if model else TrustLevel.USER,
+                source="model_summary" if model else "compacted_summary",
                 digest=_value_digest(["summary", summary]),
             ),
         )
@@ -190,6 +205,8 @@ class BodyContext(NamedTuple):
     #: The turn as a plan of builder version 2 shows it (``clearing.TurnView``), or ``None``:
     #: every turn item rendered whole.
     view: Any = None
+    #: A plan of builder version 3 (ADR 0027): an empty working state renders no block.
+    stable: bool = False
 
 
 # (rendered items, their ids: passages only)
@@ -222,8 +239,13 @@ def _skills(ctx: BodyContext, cache: RenderCache) -> Block:
     return tuple(cache.block(("skill", s), partial(render_skill, s)) for s in skills), ()
 
 
+_NO_STATE = WorkingState()
+
+
 def _working_state(ctx: BodyContext, cache: RenderCache) -> Block:
     state = ctx.checkpoint.working_state
+    if ctx.stable and state == _NO_STATE:
+        return EMPTY
     block: Block = cache.last(
         "working_state",
         state,
@@ -345,6 +367,8 @@ __all__ = [
     "render_metadata",
     "render_prefix",
     "render_skill",
+    "MODEL_SUMMARY_MARK",
+    "is_model_summary",
     "render_summary",
     "render_working_state",
 ]

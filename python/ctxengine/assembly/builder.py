@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from ..core import telemetry
@@ -43,8 +44,9 @@ from ..model import (
 )
 from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
 from ..model.clock import Clock, SystemClock
-from ..plan import ContextPlan, ContextPlanner
+from ..plan import STABLE_BODY_VERSIONS, ContextPlan, ContextPlanner
 from .blocks import CORRECTIONS_TITLE, RECALL_TITLE, BodyContext, render_prefix, summary_blocks
+from .breakpoints import body_breakpoints
 from .clearing import TurnRules, TurnView, turn_rules
 from .line_blocks import Rows, body_rows, line_blocks
 from .overflow import overflow_detail
@@ -105,6 +107,8 @@ class Pressure:
 class Assembly:
     request: ModelRequest
     pressure: Pressure
+    #: The clock reading the body was built with (its runtime metadata; a request record's).
+    now: datetime | None = None
 
 
 class ContextBuilder:
@@ -135,6 +139,7 @@ class ContextBuilder:
         self.renders = render_cache if render_cache is not None else RENDERS
         self._last_limits: tuple[ContextBudget, int, bool, BodyLimits] | None = None
         self._rows: Rows | None = None
+        self._rows_tail_last = False
         self._rules: tuple[ContextPlan, BudgetPolicy, TurnRules | None] | None = None
 
     # -- public ------------------------------------------------------------------
@@ -237,10 +242,12 @@ class ContextBuilder:
         else:
             validate_tool_pairs(turn)
         budget = plan.budget
-        ctx = BodyContext(cp, tuple(turn), self.clock.now(), principal, self.surface)
+        now = self.clock.now()
+        stable = plan.builder_version in STABLE_BODY_VERSIONS
+        ctx = BodyContext(cp, tuple(turn), now, principal, self.surface, stable=stable)
         history = conversation[:boundary]
         tables = line if line is not None else self._tables(run.session_id, history)
-        blocks, view = self._blocks(ctx, budget, tables, self._turn_rules(plan))
+        blocks, view = self._blocks(ctx, budget, tables, self._turn_rules(plan), stable)
         # The allocator splits the usable body into working state, tool results
         # and history; conversation history carries its tool results, so its
         # cap is the two classes together (the tool-result cap binds separately).
@@ -285,6 +292,9 @@ class ContextBuilder:
         if plan.counting is not None:
             # Only plans that record a method name it: older requests keep their bytes.
             metadata["counting"] = plan.counting
+        if stable:
+            # Where a provider's cache breakpoints go in the body (ADR 0027; version 3 only).
+            metadata["body_cache_breakpoints"] = list(body_breakpoints(body))
         request = ModelRequest(
             prefix, tuple(body), plan.tool_specs, max_out, plan.cache_breakpoints, metadata
         )
@@ -302,7 +312,7 @@ class ContextBuilder:
             tuple(steps),
             plan.counting,
         )
-        return Assembly(request, pressure)
+        return Assembly(request, pressure, now)
 
     def summary_blocks(self, summary: str | None, elided: Sequence[ElidedSpan]) -> tuple[RenderedItem, ...]:
         """The rendered compacted-summary blocks, from this builder's render cache (shared
@@ -323,6 +333,7 @@ class ContextBuilder:
     ) -> Steps[list[RenderedItem]]:
         """``prerender`` as steps (``core.slices``): a long history renders in slices."""
         yield from self.renders.history_steps(tables, history)
+        yield
         return self.renders.renders_of(tables, items)
 
     def _limits(self, budget: ContextBudget, floor: int, compactable: bool) -> BodyLimits:
@@ -362,13 +373,25 @@ class ContextBuilder:
         return rules
 
     def _blocks(
-        self, ctx: BodyContext, budget: ContextBudget, tables: SessionRenders, rules: TurnRules | None
+        self,
+        ctx: BodyContext,
+        budget: ContextBudget,
+        tables: SessionRenders,
+        rules: TurnRules | None,
+        tail_last: bool,
     ) -> tuple[tuple[BodyBlock, ...], TurnView | None]:
-        """Every class of the body in order, rendered, with its caps (``line_blocks``)."""
+        """Every class of the body in order, rendered, with its caps (``line_blocks``); the
+        tail classes last for a plan of builder version 3 (ADR 0027)."""
         policy = self.planner.policy
         rows = self._rows
-        if rows is None or rows[0] is not policy or rows[1] is not budget:
-            rows = self._rows = body_rows(policy, budget)
+        if (
+            rows is None
+            or rows[0] is not policy
+            or rows[1] is not budget
+            or self._rows_tail_last != tail_last
+        ):
+            rows = self._rows = body_rows(policy, budget, tail_last)
+            self._rows_tail_last = tail_last
         return line_blocks(ctx, rows, tables, rules, self.renders, self.estimator)
 
     def _fit_body(

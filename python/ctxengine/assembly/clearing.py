@@ -49,13 +49,16 @@ from ..core.budget import BudgetPolicy
 from ..core.history import shared_prefix
 from ..model import ConversationItem, ReasoningItem, ToolCall, ToolResult, UserMessage, content_text
 from ..plan import ContextPlan
+from ..plan.planner import STABLE_BODY_VERSIONS
 from .clip import item_cap, shown, utf8_length
 from .envelope import json_inline
 from .render_cache import RenderCache
 from .request import RenderedItem
 
-#: The builder version whose plans get clipping and clearing.
+#: The builder version that introduced clipping and clearing (ADR 0021).
 LONG_RUNS_VERSION = "ctxengine-builder/2"
+#: The builder versions whose plans get clipping and clearing: 2 and its successor 3 (ADR 0027).
+LONG_RUNS_VERSIONS = frozenset({LONG_RUNS_VERSION, "ctxengine-builder/3"})
 POINTER_TEXT = "[tool result elided under context pressure] "
 FOLDED_TEXT = "[tool steps of this run elided under context pressure] "
 #: The tokens set aside for the note of folded steps when deciding how many to fold.
@@ -73,26 +76,33 @@ class TurnRules:
     at_least: int
     exclude_tools: frozenset[str]
     model_id: str
+    #: Builder version 3 (ADR 0027): once a prefix of the turn is over its budget, clearing
+    #: goes this much further (outside the kept pairs), and a prefix that fits with the
+    #: counts decided so far keeps them: the body changes in steps of at least this much.
+    #: 0 before it (ADR 0021's rule).
+    slack: int = 0
 
 
 def turn_rules(plan: ContextPlan, policy: BudgetPolicy) -> TurnRules | None:
     """The rules of ``plan``'s turns, or ``None`` for a plan made before them (which keeps
     rendering as it did)."""
-    if plan.builder_version != LONG_RUNS_VERSION:
+    if plan.builder_version not in LONG_RUNS_VERSIONS:
         return None
     budget = plan.budget
     turn_budget = budget.usable_body_tokens - budget.working_state_tokens - policy.history_floor_tokens
+    at_least = max(
+        1,
+        policy.clearing_at_least_tokens,
+        math.floor(max(0, turn_budget) * policy.clearing_at_least_ratio),
+    )
     return TurnRules(
         item_cap=item_cap(budget, policy),
         turn_budget=max(0, turn_budget),
         keep_pairs=policy.clearing_keep_pairs,
-        at_least=max(
-            1,
-            policy.clearing_at_least_tokens,
-            math.floor(max(0, turn_budget) * policy.clearing_at_least_ratio),
-        ),
+        at_least=at_least,
         exclude_tools=frozenset(policy.clearing_exclude_tools),
         model_id=plan.counting_key,
+        slack=at_least if plan.builder_version in STABLE_BODY_VERSIONS else 0,
     )
 
 
@@ -248,7 +258,7 @@ def _decide(
     """How many of ``useful`` (the clearable pairs) are cleared and how many of those folded:
     the largest counts any prefix of the turn asks for (prefixes from ``start + 1`` items on,
     ``upto`` those before), so both only grow as the run grows (see the module)."""
-    budget, at_least = rules.turn_budget, rules.at_least
+    budget, at_least, slack = rules.turn_budget, rules.at_least, rules.slack
     saving = [raws[at] - known[at][1] for _, _, at in useful]
     clear = Chunks(saving, at_least)
     fold = Chunks([raws[call_at] + known[at][1] for _, call_at, at in useful], at_least)
@@ -263,6 +273,9 @@ def _decide(
             completed += 1
         if total <= budget:
             continue
+        note = FOLD_NOTE_TOKENS if folded else 0
+        if slack and total - clear.cum[cleared] - fold.cum[folded] + note <= budget:
+            continue  # version 3: the counts so far still fit this prefix (ADR 0027)
         # The prefix's clearable pairs: all completed before its newest; outside the kept ones.
         among = bisect_left(order, completed - 1)
         outside = bisect_left(order, completed - rules.keep_pairs) if rules.keep_pairs else among
@@ -272,6 +285,11 @@ def _decide(
         f = fold.count(outside, outside, floor - budget // 2)
         left = total - fold.cum[f] - clear.cum[f] + (FOLD_NOTE_TOKENS if f else 0) - budget
         m = max(f, clear.count(outside, among, left + clear.cum[f]) if left > 0 else f)
+        if slack:
+            # Further by the slack: outside the kept pairs, or into them when fitting the
+            # budget already reaches into them (never the prefix's newest pair).
+            reach = among if m > outside else outside
+            m = max(m, clear.count(outside, reach, left + slack + clear.cum[f]))
         cleared, folded = max(cleared, m), max(folded, f)
     return cleared, folded
 
@@ -376,6 +394,7 @@ __all__ = [
     "FOLDED_TEXT",
     "FOLD_NOTE_TOKENS",
     "LONG_RUNS_VERSION",
+    "LONG_RUNS_VERSIONS",
     "POINTER_TEXT",
     "TurnRules",
     "TurnView",

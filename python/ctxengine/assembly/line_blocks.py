@@ -19,7 +19,7 @@ from ..core.budget import BudgetPolicy, ContextBudget
 from ..model import Checkpoint, ConversationItem, Principal
 from .blocks import BODY_BLOCKS, BodyContext, clock_window
 from .clearing import TurnRules, TurnView, view_turn
-from .regions import BODY_CLASSES
+from .regions import BODY_CLASSES, body_order
 from .render_cache import RenderCache
 from .session_renders import SessionRenders
 
@@ -78,8 +78,9 @@ def _cap(source: str | None, policy: BudgetPolicy, budget: ContextBudget) -> int
     return value
 
 
-def body_rows(policy: BudgetPolicy, budget: ContextBudget) -> Rows:
-    """Every class's renderer and empty block, with the caps of ``policy`` and ``budget``."""
+def body_rows(policy: BudgetPolicy, budget: ContextBudget, tail_last: bool = False) -> Rows:
+    """Every class's renderer and empty block, with the caps of ``policy`` and ``budget``, in
+    the order of ``regions.body_order(tail_last)``."""
     return (
         policy,
         budget,
@@ -93,7 +94,7 @@ def body_rows(policy: BudgetPolicy, budget: ContextBudget) -> Rows:
                     max_tokens=_cap(spec.max_tokens, policy, budget),
                 ),
             )
-            for name, spec in BODY_CLASSES.items()
+            for name, spec in ((name, BODY_CLASSES[name]) for name in body_order(tail_last))
         ],
     )
 

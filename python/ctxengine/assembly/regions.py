@@ -87,6 +87,21 @@ BODY_CLASSES: dict[str, BodyClass] = {
 }
 
 
+#: The classes that change from one step of a run to the next (model-authored notes, the
+#: working state, the runtime metadata). A plan of builder version 3 renders them last,
+#: after the current turn, so that one update does not change the request's bytes in front
+#: of the run's growing tool history (ADR 0027); older plans keep the table's order.
+TAIL_CLASSES: tuple[str, ...] = ("notes", "working_state", "runtime_metadata")
+
+
+def body_order(tail_last: bool) -> tuple[str, ...]:
+    """The body's classes in the order a plan renders them: the table's, or with
+    ``TAIL_CLASSES`` moved after the current turn (``tail_last``, builder version 3)."""
+    if not tail_last:
+        return tuple(BODY_CLASSES)
+    return (*(c for c in BODY_CLASSES if c not in TAIL_CLASSES), *TAIL_CLASSES)
+
+
 def region_of(region_class: str) -> str:
     try:
         return REGION_TABLE[region_class]
@@ -106,9 +121,11 @@ assert [order_of(c) for c in BODY_CLASSES] == sorted(order_of(c) for c in BODY_C
 __all__ = [
     "BODY_CLASSES",
     "ORDER",
+    "TAIL_CLASSES",
     "REGION_TABLE",
     "BodyClass",
     "UndeclaredRegionClass",
+    "body_order",
     "order_of",
     "region_of",
 ]

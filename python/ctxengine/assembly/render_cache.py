@@ -42,6 +42,15 @@ SESSION_OBJECTS = 4096
 DEFAULT_MAX_BYTES = memory_limits().render_bytes
 
 
+def _digests(items: Sequence[Any]) -> list[bytes]:
+    """``digest_of`` each item (canonicalizing those not yet: their ``_cj`` is filled)."""
+    return [cj[1] if (cj := item._cj) is not None else digest_of(item) for item in items]
+
+
+def _render_sizes(renders: Sequence[RenderedItem]) -> list[int]:
+    return list(map(one_render_bytes, renders))
+
+
 def _drop_oldest(table: dict[bytes, RenderedItem], enough: Callable[[int, int], bool]) -> tuple[int, int]:
     """Delete ``table``'s entries oldest first until ``enough(entries dropped, their
     one_render_bytes)`` holds (or none is left); returns both numbers."""
@@ -268,7 +277,8 @@ class RenderCache:
         """``history`` for empty tables: every item rendered, in one backend call each for
         renders and pointers a slice (what ``history`` does, without asking the tables per
         item)."""
-        digests = [cj[1] if (cj := item._cj) is not None else digest_of(item) for item in history]
+        yield
+        digests = yield from batches(_digests, history)
         todo = dict(zip(digests, history, strict=True))  # in history order, as the fit reads it
         if len(todo) != len(history):  # equal items: the first of each renders, as in ``history``
             todo = {}
@@ -282,8 +292,11 @@ class RenderCache:
         new_pointers: list[RenderedItem] = []
         if unpointed:
             new_pointers = yield from batches(render_pointers, list(unpointed.values()))
-        yield
-        added = render_bytes(made) + render_bytes(new_pointers)
+            # Canonicalized here, in slices, not by the first fit in one stretch (it measures
+            # the pointers of every tool result it elides).
+            yield from batches(_digests, new_pointers)
+        sizes = yield from batches(_render_sizes, [*made, *new_pointers])
+        added = sum(sizes)
         yield
         if tables.renders or tables.pointers:  # filled while this one rendered: the rest only
             self.history(tables, history)

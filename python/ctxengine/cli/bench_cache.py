@@ -33,8 +33,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..assembly.clearing import FOLDED_TEXT, POINTER_TEXT
 from ..assembly.request import ModelRequest
-from ..core.prompt_cache import VLLM_BLOCK_TOKENS, PriceTable, PromptCacheSimulator, RequestCache
+from ..core.prompt_cache import PriceTable, PromptCacheSimulator, RequestCache
 from ..errors import ContextOverflow, OrphanedToolPair
 from ..model import (
     AssistantMessage,
@@ -50,11 +51,12 @@ from ..providers import check_wire_pairs, to_anthropic_messages, to_openai_chat
 from ..providers.cache_units import UnitCounter, WireUnits
 from ..stores import open_store
 from ..stores.events import Lease
+from .bench_cache_report import BASELINE, acceptance, cache_markdown
 from .turns import AGENT, POLICY_VERSION, PRINCIPAL, TOOLS, ScriptedWorker, text
 
-#: The baseline's side.
-BASELINE = "trim_messages/openai_chat"
 MODEL_32K = ResolvedModel("openai", "gpt-4o-mini", 32_000, 4_096, 4_096)
+#: The window of the rendering-overhead measurement (issue 39, acceptance 4).
+MODEL_128K = ResolvedModel("openai", "gpt-4o-mini", 128_000, 4_096, 4_096)
 #: Bytes per token of the scripted words (``turns.text``) in o200k: 6.97 over 200 kB.
 BYTES_PER_TOKEN = 7.0
 
@@ -69,6 +71,8 @@ class CacheSettings:
     tool_every: int = 3
     model: ResolvedModel = MODEL_32K
     peers: bool = True
+    #: The long run again on this window, for the rendering overhead (``None``: not run).
+    overhead_model: ResolvedModel | None = MODEL_128K
 
     @classmethod
     def for_run(cls, quick: bool, *, peers: bool = True) -> CacheSettings:
@@ -200,10 +204,19 @@ class Workload:
     history_budget: int = 0
     seconds: float = 0.0
     sides: dict[str, Side] = field(default_factory=dict)
+    #: Requests in which nothing of the conversation was dropped, cleared or clipped: their
+    #: tokens (OpenAI chat) and the bare conversation's at the same points (tools included).
+    whole_requests: int = 0
+    whole_tokens: int = 0
+    whole_bare_tokens: int = 0
 
     def to_dict(self, prices: PriceTable) -> dict[str, Any]:
         ours = self.sides.get("ctxengine/openai_chat")
         return {
+            "requests_with_nothing_dropped": self.whole_requests,
+            "ctxengine_vs_bare_nothing_dropped": round(self.whole_tokens / self.whole_bare_tokens, 4)
+            if self.whole_bare_tokens
+            else None,
             "request_points": self.points,
             "built": self.built,
             "context_overflow": sum(self.overflows.values()),
@@ -255,6 +268,7 @@ class Recorder:
         w.built += 1
         w.bare_at_built += bare
         model = self.worker.model.model
+        whole = _nothing_dropped(request, self.transcript)
         for side, body, wire in (
             ("ctxengine/openai_chat", to_openai_chat(request, model=model), "openai_chat"),
             ("ctxengine/anthropic", to_anthropic_messages(request, model=model), "anthropic_messages"),
@@ -265,6 +279,10 @@ class Recorder:
                 w.invalid_pairs += 1
             units = self.counter.openai_chat(body) if wire == "openai_chat" else self.counter.anthropic(body)
             w.sides[side].add(units)
+            if whole and wire == "openai_chat":
+                w.whole_requests += 1
+                w.whole_tokens += units.total
+                w.whole_bare_tokens += bare + self.tools[0]
         return request, checkpoint
 
     def _trim(self, messages: list[Any]) -> list[Any]:
@@ -298,6 +316,19 @@ class Recorder:
         self.w.sides[BASELINE].add(WireUnits(tokens, tuple(d for _, d in units), (len(units) - 1,)))
 
 
+def _nothing_dropped(request: ModelRequest, transcript: Transcript) -> bool:
+    """Whether ``request`` shows every message of the transcript whole: as many tool results,
+    none a pointer, a fold note or clipped (the overhead measurement compares these only)."""
+    results = [item.text or "" for item in request.body if item.role == "tool"]
+    if len(results) != sum(1 for m in transcript.messages if m["role"] == "tool"):
+        return False
+    marks = (POINTER_TEXT, FOLDED_TEXT)  # a history pointer starts as a turn pointer does
+    return not any(
+        text.startswith(marks) or 'truncated="head+tail"' in text
+        for text in (item.text or "" for item in request.body)
+    )
+
+
 def _chat_tools() -> list[dict[str, Any]]:
     return [
         {
@@ -313,10 +344,10 @@ def output_bytes(rng: random.Random) -> int:
     return int(rng.randint(1_000, 6_000) * BYTES_PER_TOKEN)
 
 
-async def long_run(settings: CacheSettings, root: Path, *, peers: bool) -> Workload:
+async def long_run(settings: CacheSettings, root: Path, *, peers: bool, name: str = "long run") -> Workload:
     """One user message, then ``long_steps`` tool steps in the same run."""
-    w = Workload("long run")
-    store = await open_store(f"sqlite:///{root / 'long.db'}")
+    w = Workload(name)
+    store = await open_store(f"sqlite:///{root / (name.replace(' ', '-') + '.db')}")
     started = time.perf_counter()
     try:
         worker = ScriptedWorker(store, model=settings.model, owner="bench-cache")
@@ -407,7 +438,7 @@ class CacheResults:
     langchain: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "model": self.settings.model.model_id,
             "window": self.settings.model.context_window,
             "prices": {
@@ -418,6 +449,8 @@ class CacheResults:
             "langchain": self.langchain,
             "workloads": {w.name: w.to_dict(self.prices) for w in self.workloads},
         }
+        data["acceptance"] = acceptance(data)
+        return data
 
 
 def run_cache(settings: CacheSettings, prices: PriceTable | None = None) -> CacheResults:
@@ -428,59 +461,21 @@ def run_cache(settings: CacheSettings, prices: PriceTable | None = None) -> Cach
     async def both() -> list[Workload]:
         with tempfile.TemporaryDirectory(prefix="ctxengine-cache-") as tmp:
             root = Path(tmp)
-            return [
+            done = [
                 await long_run(settings, root, peers=peer is not None),
                 await session(settings, root, peers=peer is not None),
             ]
+            if settings.overhead_model is not None:
+                # The rendering overhead: the long run on a window where its first steps
+                # drop nothing (only those requests are compared with the bare conversation).
+                wide = replace(
+                    settings, model=settings.overhead_model, long_steps=min(settings.long_steps, 40)
+                )
+                window = settings.overhead_model.context_window // 1000
+                done.append(await long_run(wide, root, peers=peer is not None, name=f"long run {window}k"))
+            return done
 
     return CacheResults(settings, prices or PriceTable(), asyncio.run(both()), peer)
 
 
-def cache_markdown(results: CacheResults) -> list[str]:
-    """The cache section as Markdown: per workload, each side's figures beside the ceiling."""
-    data = results.to_dict()
-    p = results.prices
-    lines = [
-        "## Prompt cache (issue 39)",
-        "",
-        f"{data['model']}, {data['window']:,}-token window; units counted with o200k; effective "
-        f"cost in input-token equivalents (cached read {p.cached_read:g}x, cache write "
-        f"{p.cache_write:g}x); vLLM blocks of {VLLM_BLOCK_TOKENS} tokens"
-        + ("" if results.langchain else "; LangChain not installed: no baseline"),
-        "",
-    ]
-    for name, w in data["workloads"].items():
-        lines += [
-            f"### {name}",
-            "",
-            f"request points {w['request_points']}, built {w['built']}, ContextOverflow "
-            f"{w['context_overflow']} {w['overflow_classes'] or ''}; history budget "
-            f"{w['history_budget']:,}; bare conversation {w['bare_tokens_per_point']:,.0f} tokens per "
-            f"point; ctxengine / bare at the built requests {w['ctxengine_vs_bare_per_built_request']}; "
-            f"invalid wire pairs {w['invalid_wire_pairs']}; baseline requests without the user "
-            f"message {w['baseline_requests_without_the_user_message']}",
-            "",
-            "| side | requests | input tokens | per request | OpenAI | Anthropic | vLLM | ceiling "
-            "| cost OpenAI | cost Anthropic |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for side, d in w["sides"].items():
-            f = d["cached_fraction"]
-            c = d["effective_cost"]
-
-            def pct(rule: str, f: dict[str, float] = f) -> str:
-                return f"{100 * f[rule]:.1f}%" if rule in f else "-"
-
-            def cost(rule: str, c: dict[str, float] = c) -> str:
-                return f"{c[rule]:,.0f}" if rule in c else "-"
-
-            lines.append(
-                f"| {side} | {d['requests']} | {d['input_tokens']:,} | {d['tokens_per_request']:,.0f} "
-                f"| {pct('openai')} | {pct('anthropic')} | {pct('vllm')} | {pct('ceiling')} "
-                f"| {cost('openai')} | {cost('anthropic')} |"
-            )
-        lines.append("")
-    return lines
-
-
-__all__ = ["CacheResults", "CacheSettings", "Side", "Workload", "cache_markdown", "run_cache"]
+__all__ = ["BASELINE", "CacheResults", "CacheSettings", "Side", "Workload", "cache_markdown", "run_cache"]

@@ -54,8 +54,11 @@ from ..model.clock import FixedClock
 from ..plan import ContextPlan, ContextPlanner, ToolGate
 from ..providers import check_wire_pairs, to_anthropic_messages, to_openai_chat, to_openai_responses
 from ..runtime.compaction import StructuredCompactor
+from ..runtime.compaction_record import Compactor
 from ..runtime.loop import CONTEXT_COMPACTED, ContextLoop, StateUpdate
+from ..runtime.model_compactor import ModelCompactor
 from ..runtime.session import append_item
+from ..runtime.usage import compaction_usage
 from ..stores import open_store
 from ..stores.events import Lease, Store
 from .demo_config import (
@@ -74,6 +77,7 @@ from .fakemodel import (
     TOOLS,
     Answer,
     CallTools,
+    ScriptedSummarizer,
     TurnScript,
     actual_usage,
     run_tool,
@@ -161,6 +165,11 @@ class DemoRecord:
     epoch_reasons: list[str] = field(default_factory=list)
     logged_compactions: int = 0
     logged_max_depth: int = 0
+    #: Compactions whose model summary was adopted / that fell back (``--summarizer scripted``).
+    model_summaries: int = 0
+    summary_fallbacks: int = 0
+    #: Input tokens the compaction calls spent (in the session's books).
+    compaction_tokens: int = 0
     correction_factor: float = 1.0
     error: str | None = None
     elapsed_s: float = 0.0
@@ -207,13 +216,19 @@ class DemoSession:
             store,
             planner=self.planner,
             builder=self.builder,
-            compactor=StructuredCompactor(estimator),
+            compactor=self._compactor(record.config.summarizer, estimator),
             estimator=estimator,
         )
         self.gate = ToolGate(REQUIRED_SCOPES)
         self.principal = Principal("dana", "acme", frozenset({"web.search", "files.read", "mail.send"}))
         self.recall: tuple[str, ...] = ()
         self.corrections: tuple[str, ...] = ()
+
+    @staticmethod
+    def _compactor(summarizer: str, estimator: Estimator) -> Compactor:
+        if summarizer == "scripted":
+            return ModelCompactor(estimator, ScriptedSummarizer())
+        return StructuredCompactor(estimator)
 
     @property
     def session_id(self) -> str:
@@ -403,6 +418,12 @@ class DemoSession:
         compacted = await self.store.events.read(self.session_id, types=(CONTEXT_COMPACTED,))
         record.logged_compactions = len(compacted)
         record.logged_max_depth = max((int(e.payload["depth"]) for e in compacted), default=0)
+        outcomes = [e.payload.get("summarizer", {}).get("outcome") for e in compacted]
+        record.model_summaries = outcomes.count("adopted")
+        record.summary_fallbacks = outcomes.count("fallback")
+        record.compaction_tokens = sum(
+            call.input_tokens for call in map(compaction_usage, compacted) if call is not None
+        )
         record.correction_factor = self.estimator.correction(self.model.model_id)
 
 

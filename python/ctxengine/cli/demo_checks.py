@@ -118,6 +118,15 @@ def check(record: DemoRecord) -> list[Check]:
         )
     )
 
+    if record.config.summarizer == "scripted":
+        checks.append(
+            Check(
+                "every compaction summarized by the scripted model, recorded (format 7)",
+                record.logged_compactions > 0 and record.model_summaries == record.logged_compactions,
+                f"{record.model_summaries} model summaries, {record.summary_fallbacks} fallbacks; "
+                f"{record.compaction_tokens:,} input tokens in the books",
+            )
+        )
     checks.append(
         Check(
             "builds are deterministic (a rebuild gives the same request)",
@@ -177,6 +186,10 @@ def report_dict(record: DemoRecord, checks: list[Check]) -> dict[str, Any]:
         "epochs": record.epochs,
         "prefix_hashes_per_epoch": {str(e): n for e, n in prefix_hashes_per_epoch(record).items()},
         "compactions": record.logged_compactions,
+        "summarizer": record.config.summarizer,
+        "model_summaries": record.model_summaries,
+        "summary_fallbacks": record.summary_fallbacks,
+        "compaction_input_tokens": record.compaction_tokens,
         "max_depth": max([record.logged_max_depth, *(r.summary_depth for r in requests)]),
         "max_total_tokens": max((r.total_tokens for r in requests), default=0),
         "capacity_tokens": max((r.capacity_tokens for r in requests), default=0),

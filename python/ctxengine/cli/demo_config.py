@@ -29,6 +29,13 @@ class DemoConfig:
     backend: str | None = None
     session_id: str | None = None
     context_window: int = DEFAULT_WINDOW
+    #: ``extractive`` (the default compactor) or ``scripted`` (a ``ModelCompactor`` on the
+    #: scripted summarizer, ``fakemodel.ScriptedSummarizer``; ADR 0026).
+    summarizer: str = "extractive"
+
+
+#: What ``--summarizer`` takes.
+SUMMARIZERS = ("extractive", "scripted")
 
 
 def minimum_window(policy: BudgetPolicy | None = None) -> int:
@@ -71,6 +78,10 @@ def check_config(config: DemoConfig) -> None:
             f"{window!r} tokens is below the minimum of {minimum} for the demo's budget policy "
             "(output reserve + prefix ceiling + history floor)",
         )
+    if config.summarizer not in SUMMARIZERS:
+        raise ModelValidationError(
+            "DemoConfig", "summarizer", f"expected one of {', '.join(SUMMARIZERS)}, got {config.summarizer!r}"
+        )
     if config.session_id is not None:
         check_identifier("DemoConfig", "session_id", config.session_id)
         longest = len(demo_run_id(config.session_id, turns).encode("utf-8"))
@@ -86,6 +97,7 @@ def check_config(config: DemoConfig) -> None:
 __all__ = [
     "DEFAULT_TURNS",
     "DEFAULT_WINDOW",
+    "SUMMARIZERS",
     "DemoConfig",
     "check_config",
     "demo_model",

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..assembly.request import ModelRequest
+from ..assembly.router import RouterReply
 from ..model import ToolResult, ToolSpec, TrustLevel
 from ..runtime.working_state import UPDATE_WORKING_STATE_TOOL
 
@@ -284,7 +287,44 @@ def actual_usage(estimated: int, turn: int, step: int) -> int:
     return max(1, int(estimated * ratio))
 
 
+_LINE = re.compile(r"^\[event (\d+) ([a-z_]+)(:? ?)", re.MULTILINE)
+
+
+class ScriptedSummarizer:
+    """The demo's compaction model (``ctxengine demo --summarizer scripted``): a router whose
+    summary is a function of the request it is sent, so every run writes the same summaries.
+    It counts what the request shows (messages it may read, items withheld as pointers) and
+    never repeats their text."""
+
+    model_id = "scripted:summarizer-1"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, request: ModelRequest) -> RouterReply:
+        self.calls += 1
+        text = request.body[0].text or ""
+        shown: dict[str, int] = {}
+        withheld = 0
+        events = []
+        for match in _LINE.finditer(text):
+            events.append(int(match.group(1)))
+            if match.group(3).startswith(":"):
+                withheld += 1
+            else:
+                shown[match.group(2)] = shown.get(match.group(2), 0) + 1
+        parts = ", ".join(f"{n} {kind.replace('_', ' ')}(s)" for kind, n in sorted(shown.items()))
+        span = f"events {min(events)} to {max(events)}" if events else "no new events"
+        summary = (
+            f"Earlier in this session ({span}) the user and the assistant exchanged {parts or 'nothing'}; "
+            f"{withheld} tool or untrusted item(s) were withheld and remain as pointers. The user's "
+            "research and reporting requests continue below."
+        )
+        return RouterReply(summary, input_tokens=len(text) // 4 + 200, output_tokens=len(summary) // 4)
+
+
 __all__ = [
+    "ScriptedSummarizer",
     "CONTROL_TOOL",
     "DEEP_RESEARCH_TURN",
     "EMAIL_REFUSED_TURN",

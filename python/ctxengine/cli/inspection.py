@@ -19,7 +19,7 @@ from ..model import WorkingState
 from ..plan import PLAN_EVENT_TYPES, ContextPlan
 from ..plan.context_plan import stored_plan
 from ..runtime.loop import CONTEXT_COMPACTED
-from ..runtime.usage import USAGE_REPORTED, Usage, stored_usage
+from ..runtime.usage import USAGE_REPORTED, CompactionUsage, Usage, compaction_usage, stored_usage
 from ..runtime.working_state import WORKING_STATE_UPDATED, stored_state
 from ..stores.events import Event, Store
 from .console import Console, Table, Text
@@ -41,9 +41,12 @@ class Compaction:
     replaced_items: int
     tokens_before: int
     tokens_after: int
+    #: A model-backed compaction's outcome (``adopted``, ``fallback``); ``None``: extractive.
+    summarizer: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "summarizer": self.summarizer,
             "sequence": self.sequence,
             "run_id": self.run_id,
             "reason": self.reason,
@@ -66,6 +69,8 @@ class SessionSummary:
     working_state: WorkingState | None = None
     working_state_sequence: int | None = None
     usage: list[Usage] = field(default_factory=list)
+    #: Model-backed compactions' calls, one per usage key (ADR 0026).
+    compaction_usage: list[CompactionUsage] = field(default_factory=list)
     prices: PriceTable = field(default_factory=PriceTable)
 
     def cache(self) -> dict[str, Any]:
@@ -76,18 +81,24 @@ class SessionSummary:
         read = sum(u.cached_read or 0 for u in reported)
         of = sum(u.actual for u in reported)
         p = self.prices
+        # A compaction's call is input too, all of it uncached (ADR 0026).
+        compacting = sum(c.input_tokens for c in self.compaction_usage)
         return {
             "prices": {"input": p.input, "cached_read": p.cached_read, "cache_write": p.cache_write},
             "requests": len(self.usage),
             "reported": len(reported),
-            "input_tokens": sum(u.actual for u in self.usage),
+            "input_tokens": sum(u.actual for u in self.usage) + compacting,
+            "compaction_calls": len(self.compaction_usage),
+            "compaction_input_tokens": compacting,
+            "output_tokens": sum(c.output_tokens for c in self.compaction_usage),
             "cached_read": read,
             "cache_write": sum(u.cache_write or 0 for u in reported),
             "cached_fraction": read / of if of else None,
             "effective_input_cost": sum(
                 p.cost(u.actual, u.cached_read or 0, u.cache_write or 0) for u in self.usage
-            ),
-            "uncached_input_cost": p.cost(sum(u.actual for u in self.usage)),
+            )
+            + p.cost(compacting),
+            "uncached_input_cost": p.cost(sum(u.actual for u in self.usage) + compacting),
         }
 
     @property
@@ -134,6 +145,7 @@ class SessionSummary:
             },
             "working_state": None if self.working_state is None else self.working_state.to_dict(),
             "usage": [u.to_dict() for u in self.usage],
+            "compaction_usage": [c.to_dict() for c in self.compaction_usage],
             "cache": self.cache(),
         }
 
@@ -158,6 +170,7 @@ def _compaction_fields(event: Event) -> Compaction:
         replaced_items=int(p.get("replaced_items", 0)),
         tokens_before=int(p.get("tokens_before", 0)),
         tokens_after=int(p.get("tokens_after", 0)),
+        summarizer=str(p["summarizer"]["outcome"]) if isinstance(p.get("summarizer"), dict) else None,
     )
 
 
@@ -173,6 +186,7 @@ async def inspect_session(
     if prices is not None:
         summary.prices = prices
     runs: set[str] = set()
+    keys: set[str] = set()
     for event in events:
         summary.counts[event.type] += 1
         if event.run_id is not None:
@@ -181,6 +195,10 @@ async def inspect_session(
             summary.plans.append(stored_plan(event))
         elif event.type == CONTEXT_COMPACTED:
             summary.compactions.append(_compaction(event))
+            call = compaction_usage(event)
+            if call is not None and call.usage_key not in keys:
+                keys.add(call.usage_key)
+                summary.compaction_usage.append(call)
         elif event.type == WORKING_STATE_UPDATED:
             summary.working_state = stored_state(event)
             summary.working_state_sequence = event.sequence
@@ -236,7 +254,16 @@ def _compactions_table(summary: SessionSummary) -> Table:
     items = summary.compactions
     depth = max((c.depth for c in items), default=0)
     table = Table(title=f"Compactions ({len(items)}, max depth {depth})", title_justify="left")
-    for column in ("event", "run", "depth", "replaced through", "items", "tokens before → after", "reason"):
+    for column in (
+        "event",
+        "run",
+        "depth",
+        "replaced through",
+        "items",
+        "tokens before → after",
+        "reason",
+        "summary",
+    ):
         table.add_column(column, justify="right" if column in ("event", "depth", "items") else "left")
     for c in items:
         table.add_row(
@@ -247,6 +274,7 @@ def _compactions_table(summary: SessionSummary) -> Table:
             str(c.replaced_items),
             f"{c.tokens_before:,} → {c.tokens_after:,}",
             _shown(c.reason),
+            "extractive" if c.summarizer is None else f"model: {c.summarizer}",
         )
     return table
 
@@ -334,6 +362,12 @@ def _cache_table(summary: SessionSummary) -> Table:
     fraction = c["cached_fraction"]
     table.add_row("requests with cache counts", f"{c['reported']} of {c['requests']}")
     table.add_row("input tokens", f"{c['input_tokens']:,}")
+    if c["compaction_calls"]:
+        table.add_row(
+            "of which compaction calls",
+            f"{c['compaction_input_tokens']:,} in {c['compaction_calls']} call(s), "
+            f"{c['output_tokens']:,} output tokens",
+        )
     table.add_row("cached read / cache write", f"{c['cached_read']:,} / {c['cache_write']:,}")
     table.add_row("cached", "-" if fraction is None else f"{100 * fraction:.1f}%")
     table.add_row("effective input cost", _amount(c["effective_input_cost"]))

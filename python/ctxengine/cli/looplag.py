@@ -19,13 +19,17 @@ the store's open, the pick-up and the first build, which compacts.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
+import json
+import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
 
 from ..model import ResolvedModel, UserMessage
 from ..runtime.session import ITEM_APPENDED, item_payload
@@ -42,11 +46,14 @@ BATCH = 2_000
 
 class Block(NamedTuple):
     """One call's largest event-loop block (seconds): the largest gap, the same less the
-    collector's passes in it (what the call held the loop for), the longest collector pass."""
+    collector's passes in it (what the call held the loop for), the longest collector pass,
+    and the most CPU time the loop's thread spent between two wake-ups (``cpu``: what the
+    loop's own work took, whatever else the machine ran meanwhile)."""
 
     largest: float
     held: float
     collector: float
+    cpu: float = 0.0
 
     def ms(self) -> dict[str, float]:
         return {name: round(value * 1000, 1) for name, value in self._asdict().items()}
@@ -62,6 +69,10 @@ class LoopLag:
     tick: float = TICK
     keep: float = 0.010
     largest: float = 0.0
+    #: The most CPU time of the loop's thread between two wake-ups (``time.thread_time``):
+    #: the work that held the loop, without the time other processes of a loaded machine
+    #: took the core from it (a block measured by the clock counts both).
+    cpu: float = 0.0
     gaps: list[float] = field(default_factory=list)
     #: ``(generation, seconds)`` of each pass of the cyclic collector while the probe ran.
     collections: list[tuple[int, float]] = field(default_factory=list)
@@ -79,13 +90,15 @@ class LoopLag:
         the probe gets its first wake-up; the gap ends at the probe's last wake-up or at
         the block's end, whichever is later)."""
         last = time.perf_counter()
+        used = time.thread_time()
 
         async def tick() -> None:
-            nonlocal last
+            nonlocal last, used
             while True:
                 await asyncio.sleep(self.tick)
                 self._saw(last, now := time.perf_counter())
-                last = now
+                self.cpu = max(self.cpu, (cpu := time.thread_time()) - used)
+                last, used = now, cpu
 
         started = 0.0
 
@@ -106,6 +119,7 @@ class LoopLag:
             gc.callbacks.remove(collected)
             task.cancel()
             self._saw(last, time.perf_counter())
+            self.cpu = max(self.cpu, time.thread_time() - used)
 
     def _saw(self, last: float, now: float) -> None:
         gap = now - last
@@ -128,11 +142,12 @@ class LoopLag:
 
     def block(self) -> Block:
         """The last measurement."""
-        return Block(self.largest, self.held, self.collector)
+        return Block(self.largest, self.held, self.collector, self.cpu)
 
     async def measure(self, call: Callable[[], Awaitable[T]]) -> T:
         """Await ``call()`` under the probe (a fresh measurement: ``largest`` is reset)."""
         self.largest = 0.0
+        self.cpu = 0.0
         self.gaps = []
         self.collections = []
         self._passes = []
@@ -250,6 +265,50 @@ async def first_exact(
     return out
 
 
+async def probe(
+    directory: Path, items: int = 20_000, kinds: Sequence[str] = ("sqlite", "memory")
+) -> dict[str, Any]:
+    """The figures of ``python -m ctxengine.cli.looplag``: a fresh worker's first exact turn
+    (``first_exact``, 2,000 items, SQLite: the 5 ms target) and ``blocks`` of an imported,
+    never compacted session of ``items`` items on each store kind (the 20 ms target), in ms."""
+    from ..core import backends
+    from ..stores import open_store
+
+    exact = f"sqlite:///{directory / 'exact.db'}"
+    store = await open_store(exact)
+    try:
+        seed = await imported_session(store, "exact", 2_000, model=EXACT_MODEL)
+    finally:
+        await store.close()
+    out: dict[str, Any] = {"backend": backends.backend()}
+    found = await first_exact(lambda: open_store(exact), "exact", seed)
+    out["first_exact"] = {call: block.ms() for call, block in found.items()}
+    for kind in kinds:
+        url = "memory://" if kind == "memory" else f"sqlite:///{directory / 'imported.db'}"
+        store = await open_store(url)
+        try:
+            seed = await imported_session(store, "imported", items)
+            if kind != "memory":  # a fresh worker: nothing of the session cached
+                await store.close()
+                store = await open_store(url)
+            found = await blocks(store, "imported", seed)
+        finally:
+            await store.close()
+        out[f"imported_{items}_{kind}"] = {call: block.ms() for call, block in found.items()}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Print ``probe``'s figures as one JSON object."""
+    parser = argparse.ArgumentParser(prog="python -m ctxengine.cli.looplag", description=probe.__doc__)
+    parser.add_argument("--items", type=int, default=20_000, help="items of the imported session")
+    parser.add_argument("--store", action="append", choices=["sqlite", "memory"], help="store kinds")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as directory:
+        found = asyncio.run(probe(Path(directory), args.items, args.store or ("sqlite", "memory")))
+    print(json.dumps(found, indent=1))
+
+
 __all__ = [
     "BATCH",
     "CALLS",
@@ -261,4 +320,10 @@ __all__ = [
     "blocks",
     "first_exact",
     "imported_session",
+    "main",
+    "probe",
 ]
+
+
+if __name__ == "__main__":
+    main()

@@ -53,7 +53,12 @@ def _progress(total: int | None, enabled: bool) -> Iterator[Callable[[str], None
 _STORE_HELP = "sqlite:///relative.db, sqlite:////absolute/path.db, memory:// or postgresql://..."
 
 #: The ``demo`` flag of each ``DemoConfig`` field.
-_DEMO_FLAGS = {"turns": "--turns", "context_window": "--window", "session_id": "--session"}
+_DEMO_FLAGS = {
+    "turns": "--turns",
+    "context_window": "--window",
+    "session_id": "--session",
+    "summarizer": "--summarizer",
+}
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -67,6 +72,7 @@ def _demo(args: argparse.Namespace) -> int:
         backend=args.backend,
         session_id=args.session,
         context_window=args.window,
+        summarizer=args.summarizer,
     )
     try:
         check_config(config)
@@ -274,6 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--session", metavar="ID", help="session id (default: demo-<random>)")
     demo.add_argument("--window", type=int, default=32_000, help="the fake model's context window in tokens")
+    demo.add_argument(
+        "--summarizer",
+        choices=("extractive", "scripted"),
+        default="extractive",
+        help="compaction: the extractive default, or a model-backed compactor on a scripted model",
+    )
     demo.add_argument("--json", action="store_true", help="print the report as one JSON object")
     demo.set_defaults(run=_demo, parser=demo)
 

@@ -8,14 +8,16 @@ other session's request, heartbeat or lease renewal runs.
 
 Such work is written once, as a generator that ``yield``s between slices
 (``Steps``): ``finish`` runs it to its end in one go (the synchronous API, and
-every small input), ``finish_async`` awaits ``asyncio.sleep(0)`` at a yield
+every small input), ``finish_async`` gives the loop back (``give_back``) at a yield
 once ``SLICE_SECONDS`` have passed since the loop last ran (so work that
 ends sooner never yields, and an ordinary turn pays one clock read per
 slice). The slices never change what is computed: the steps keep their
 state to themselves and write the caller's state once, at their end.
 ``batches`` calls a function that maps each item on its own over a slice of
 the items at a time (a native batch call holds the loop to its end), as many
-as the last slice took ``SLICE_SECONDS`` for.
+as the last slice took ``SLICE_SECONDS`` for. One long call that cannot be cut
+(a large payload's canonical JSON, decoded back) runs on a worker thread
+(``off_loop``).
 
 The cyclic collector is paused while long work runs (``collector_paused``, the one
 place that tunes it): a session's window is built of hundreds of thousands of
@@ -35,13 +37,23 @@ import gc
 from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from time import perf_counter
-from typing import TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: Work that yields (``None``) where the loop may run, and returns ``R``.
-Steps = Generator[None, None, R]
+
+class OffLoop(NamedTuple):
+    """What a step yields to have ``fn()`` run off the event loop: ``finish_async`` runs it
+    on a worker thread (``off_loop``), ``finish`` in place; its result is sent back to the
+    step (``offloaded``)."""
+
+    fn: Callable[[], Any]
+
+
+#: Work that yields where the loop may run (``None``) or a call to make off it (an ``OffLoop``;
+#: typed ``Any``, so that a bare ``yield`` stays one), and returns ``R``.
+Steps = Generator[Any, Any, R]
 
 #: Items of the first call of a batch function (``batches``): a few tenths of a millisecond
 #: of native decoding or rendering, a few milliseconds of exact counting, on the Rust backend.
@@ -52,42 +64,93 @@ MAX_SLICE_ITEMS = 1024
 SLICE_SECONDS = 0.001
 
 
+def offloaded(fn: Callable[[], T]) -> Steps[T]:
+    """``fn()`` as a step, run off the event loop by ``finish_async`` (``OffLoop``): for one
+    long call over values no other task changes, which no slice can cut."""
+    result: T = yield OffLoop(fn)
+    return result
+
+
 def finish(steps: Steps[R]) -> R:
-    """Run ``steps`` to the end without yielding; its result."""
+    """Run ``steps`` to the end without yielding (an ``OffLoop`` call in place); its result."""
+    sent: Any = None
     while True:
         try:
-            next(steps)
+            request = steps.send(sent)
         except StopIteration as done:
             result: R = done.value
             return result
+        sent = None if request is None else request.fn()
 
 
 async def finish_async(steps: Steps[R]) -> R:
     """Run ``steps`` to the end, giving the event loop back at a yield once
-    ``SLICE_SECONDS`` have passed since it last ran (the collector paused from then on:
-    ``collector_paused``); its result."""
+    ``SLICE_SECONDS`` have passed since it last ran, and running an ``OffLoop`` call on a
+    worker thread (the collector paused from the first of either on: ``collector_paused``);
+    its result."""
     clock = perf_counter
     until = clock() + SLICE_SECONDS
+    sent: Any = None
     while True:
         try:
-            next(steps)
+            request = steps.send(sent)
         except StopIteration as done:
             result: R = done.value
             return result
-        if clock() >= until:
+        sent = None
+        if request is not None or clock() >= until:
             break
     with collector_paused():
         while True:
-            await asyncio.sleep(0)
+            if request is None:
+                await give_back()
+            else:
+                sent = await off_loop(request.fn)
             until = clock() + SLICE_SECONDS
             while True:
                 try:
-                    next(steps)
+                    request = steps.send(sent)
                 except StopIteration as done:
                     result = done.value
                     return result
-                if clock() >= until:
+                sent = None
+                if request is not None or clock() >= until:
                     break
+
+
+#: Passes of the event loop a yield waits for (``give_back``).
+PASSES = 3
+
+
+async def give_back() -> None:
+    """Let the event loop run what came due while this task held it, before it goes on.
+
+    One ``asyncio.sleep(0)`` is not enough: it puts this task at the head of the loop's next
+    pass, ahead of the timers and I/O that came due meanwhile, and a task they wake runs
+    two passes later still (the timer or the I/O callback resolves a future, whose callback
+    schedules the task): the next stretch of this work would run first, and the two
+    stretches would block the loop as one."""
+    for _ in range(PASSES):
+        await asyncio.sleep(0)
+
+
+async def pause(size: int) -> None:
+    """Give the event loop back (``give_back``) between two stretches of work over ``size``
+    items when they are many (more than ``SLICE_ITEMS``): an ordinary turn does not yield
+    here."""
+    if size > SLICE_ITEMS:
+        await give_back()
+
+
+async def off_loop(fn: Callable[[], R]) -> R:
+    """``fn()`` on a worker thread, the event loop running meanwhile; its result.
+
+    For one long call over values no other task changes (a large payload encoded, hashed
+    or decoded back): it cannot be cut into slices, but while the thread runs Python code
+    the interpreter hands the loop the GIL at least every ``sys.getswitchinterval()``
+    (5 ms by default), and between the native calls that hold it (a ``json.loads`` holds
+    it to its end). The context (``contextvars``) goes with it."""
+    return await asyncio.to_thread(fn)
 
 
 #: Long work running now (``collector_paused``), and whether it paused the collector.
@@ -146,6 +209,7 @@ def batches(
 
 __all__ = [
     "MAX_SLICE_ITEMS",
+    "OffLoop",
     "SLICE_ITEMS",
     "SLICE_SECONDS",
     "Steps",
@@ -153,4 +217,8 @@ __all__ = [
     "collector_paused",
     "finish",
     "finish_async",
+    "give_back",
+    "off_loop",
+    "offloaded",
+    "pause",
 ]

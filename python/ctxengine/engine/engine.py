@@ -6,8 +6,10 @@ builder, compactor, ``ContextLoop``) from the store URL and the agent's configur
 the model (a name in ``MODELS`` or a ``ResolvedModel``), instructions, tools (``ToolSpec``
 or OpenAI / Anthropic tool dicts) and policy (a ``BudgetPolicy`` or its dict form), with
 defaults for everything but the model. ``engine.session(id).turn(message)`` starts a run;
-``engine.resume(run_id)`` picks one up in any process. The parts stay public as the
-engine's attributes (``store``, ``planner``, ``builder``, ``loop``, ``estimator``).
+``engine.resume(run_id)`` picks one up in any process. ``summarizer=`` (a router, e.g.
+``providers.openai_router(client, model=...)``) makes compaction model-backed (ADR 0026).
+The parts stay public as the engine's attributes (``store``, ``planner``, ``builder``,
+``loop``, ``estimator``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from ..assembly.builder import ContextBuilder
+from ..assembly.router import Router
 from ..core.budget import BudgetPolicy
 from ..core.canonical import payload_hash
 from ..core.estimator import Estimator, TokenEstimator
@@ -30,6 +33,7 @@ from ..model.clock import Clock
 from ..plan import ContextPlan, ContextPlanner
 from ..runtime.compaction import StructuredCompactor
 from ..runtime.loop import ContextLoop
+from ..runtime.model_compactor import ModelCompactor
 from ..runtime.usage import USAGE_REPORTED, stored_usage
 from ..stores import open_store
 from ..stores.events import Store
@@ -100,6 +104,7 @@ class Engine:
         owner: str | None = None,
         clock: Clock | None = None,
         estimator: Estimator | None = None,
+        summarizer: Router | None = None,
         owns_store: bool = False,
     ) -> None:
         entry: ModelEntry = lookup_model(model)
@@ -123,7 +128,10 @@ class Engine:
             store,
             planner=self.planner,
             builder=self.builder,
-            compactor=StructuredCompactor(estimator),
+            # A summarizer (a router) makes compaction model-backed (ADR 0026).
+            compactor=StructuredCompactor(estimator)
+            if summarizer is None
+            else ModelCompactor(estimator, summarizer),
             estimator=estimator,
         )
         self._owns_store = owns_store

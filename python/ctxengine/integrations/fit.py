@@ -26,6 +26,7 @@ from ..assembly.request import ModelRequest
 from ..errors import ContextOverflow
 from ..model import Checkpoint, ConversationItem, Principal, ReasoningItem, RunContext, ToolCall, ToolResult
 from ..plan import ContextPlan
+from ..runtime.compaction import StructuredCompactor
 from ..runtime.loop import MAX_COMPACTIONS_PER_STEP
 
 if TYPE_CHECKING:
@@ -82,12 +83,17 @@ def fit_items(
     run = RunContext(f"fit:{plan.session_id}", plan.session_id, seed)
     checkpoint = Checkpoint(run.run_id, conversation=history)
     builder, agent = engine.builder, engine.agent
+    # A fit is stateless and records nothing, so it compacts extractively: a model's summary
+    # could not be recorded, hence not replayed (ADR 0026).
+    compactor = engine.loop.compactor
+    if not isinstance(compactor, StructuredCompactor):
+        compactor = StructuredCompactor(engine.estimator, max_depth=compactor.max_depth)
     for _ in range(MAX_COMPACTIONS_PER_STEP + 1):
         assembly = builder.assemble(run, checkpoint, agent, principal, plan=plan)
         pressure = assembly.pressure
         if pressure.fits or not pressure.compactable:
             break
-        checkpoint, _ = engine.loop.compactor.compact(
+        checkpoint, _ = compactor.compact(
             checkpoint,
             plan.budget,
             pressure.reason,

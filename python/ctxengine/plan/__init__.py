@@ -13,11 +13,13 @@ from .framing import PLATFORM_POLICY
 from .gate import ToolDecision, ToolGate
 from .planner import (
     BUILDER_V1,
+    BUILDER_V2,
     BUILDER_VERSION,
     EPOCH_ROTATED,
     PLAN_CREATED,
     PLAN_EVENT_TYPES,
     ROTATION_REASONS,
+    STABLE_BODY_VERSIONS,
     ContextPlanner,
     PlanningError,
 )
@@ -25,6 +27,7 @@ from .prefix import CACHE_BREAKPOINTS, PREFIX_FRAMING_TOKENS, SkillEntry, prefix
 
 __all__ = [
     "BUILDER_V1",
+    "BUILDER_V2",
     "BUILDER_VERSION",
     "CACHE_BREAKPOINTS",
     "EPOCH_ROTATED",
@@ -33,6 +36,7 @@ __all__ = [
     "PLATFORM_POLICY",
     "PREFIX_FRAMING_TOKENS",
     "ROTATION_REASONS",
+    "STABLE_BODY_VERSIONS",
     "ContextPlan",
     "ContextPlanner",
     "PlanningError",

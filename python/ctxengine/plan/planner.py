@@ -33,18 +33,25 @@ from .prefix import (
     PREFIX_FRAMING_TOKENS,
     SkillEntry,
     prefix_blocks,
-    prefix_texts,
+    prefix_breakpoints,
+    prefix_messages,
     tool_schema_hash,
 )
 
 PLAN_CREATED = "context.plan.created"
 EPOCH_ROTATED = "context.epoch.rotated"
 PLAN_EVENT_TYPES = frozenset({PLAN_CREATED, EPOCH_ROTATED})
-#: The builder version of new sessions' plans: version 2 clips oversize items and clears
-#: tool results inside a long run (ADR 0021); a plan keeps the version it was made with.
-BUILDER_VERSION = "ctxengine-builder/2"
+#: The builder version of new sessions' plans: version 3 renders bodies a provider's prompt
+#: cache can serve (ADR 0027) on top of version 2's clipping and clearing inside a long run
+#: (ADR 0021); a plan keeps the version it was made with.
+BUILDER_VERSION = "ctxengine-builder/3"
 #: The builder before ADR 0021: its stored plans keep rendering byte for byte as they did.
 BUILDER_V1 = "ctxengine-builder/1"
+#: The builder of ADR 0021 (clipping and clearing), before ADR 0027: its stored plans keep
+#: rendering byte for byte as they did.
+BUILDER_V2 = "ctxengine-builder/2"
+#: The builder versions whose plans render cache-stable bodies (ADR 0027).
+STABLE_BODY_VERSIONS = frozenset({"ctxengine-builder/3"})
 
 ROTATION_REASONS = frozenset(
     {
@@ -164,12 +171,20 @@ class ContextPlanner:
         check_prefix_class(
             self.policy, "memory_snapshot", est.estimate_text(memory_snapshot, model_id), len(memory_lines)
         )
+        version = builder_version or self.builder_version or BUILDER_VERSION
+        messages = prefix_messages(
+            self.platform_policy,
+            agent.instructions,
+            catalog,
+            memory_snapshot,
+            omit_empty=version in STABLE_BODY_VERSIONS,
+        )
         if counting == HEURISTIC:
             prefix_tokens = est.estimate(blocks, model_id) + PREFIX_FRAMING_TOKENS
         else:
             # Exactly: the prefix as the model sees it (the rendered system messages),
             # the tools, and the reply priming.
-            texts = prefix_texts(self.platform_policy, agent.instructions, catalog, memory_snapshot)
+            texts = [text for _, text in messages]
             raw = sum(est.raw_estimates(list(texts), model_id)) + sum(est.raw_estimates(specs, model_id))
             prefix_tokens = est.corrected(raw + REPLY_PRIMING_TOKENS, model_id)
         budget = allocate(model, prefix_tokens, self.policy)
@@ -189,9 +204,11 @@ class ContextPlanner:
             agent_instructions=agent.instructions,
             memory_snapshot=memory_snapshot,
             skill_catalog=catalog,
-            cache_breakpoints=CACHE_BREAKPOINTS,
+            cache_breakpoints=prefix_breakpoints(len(messages))
+            if version in STABLE_BODY_VERSIONS
+            else CACHE_BREAKPOINTS,
             policy_version=policy_version,
-            builder_version=builder_version or self.builder_version or BUILDER_VERSION,
+            builder_version=version,
             budget=budget,
             created_at=self.clock.now(),
             reason=reason,
@@ -357,12 +374,14 @@ def _with_reason(plan: ContextPlan, reason: str) -> ContextPlan:
 
 __all__ = [
     "BUILDER_V1",
+    "BUILDER_V2",
     "BUILDER_VERSION",
     "EPOCH_ROTATED",
     "PLAN_CREATED",
     "PLAN_EVENT_TYPES",
     "REPLY_PRIMING_TOKENS",
     "ROTATION_REASONS",
+    "STABLE_BODY_VERSIONS",
     "ContextPlanner",
     "PlanningError",
 ]

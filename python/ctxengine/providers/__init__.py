@@ -12,11 +12,14 @@ from __future__ import annotations
 from .anthropic import to_anthropic_messages
 from .openai import to_openai_chat, to_openai_responses
 from .pairs import check_wire_pairs, wire_call_ids
+from .routers import anthropic_router, openai_router
 
 __all__ = [
+    "anthropic_router",
     "check_wire_pairs",
     "to_anthropic_messages",
     "to_openai_chat",
+    "openai_router",
     "to_openai_responses",
     "wire_call_ids",
 ]

@@ -1,7 +1,11 @@
 """Anthropic Messages request bodies.
 
 The prefix becomes ``system`` text blocks with ``cache_control`` at the
-plan's breakpoints. Body system items (summary, working state, metadata)
+plan's breakpoints. A request of builder version 3 names body breakpoints too
+(``metadata["body_cache_breakpoints"]``, ADR 0027): the block each item renders
+to (or the last one before it, for an item with no Anthropic form) gets
+``cache_control``, at most four breakpoints a request, the prefix's included
+(the latest body ones win). Body system items (summary, working state, metadata)
 have no role of their own in Messages, so they ride as text blocks in the
 user turn they fall in. Consecutive same-role turns are merged, tool results
 lead their user turn, and the first message is from the user.
@@ -16,6 +20,9 @@ from .pairs import wire_call_ids
 
 # Used only when a cut history would otherwise open with the assistant.
 OPENING_USER_TEXT = "[earlier conversation omitted]"
+#: Anthropic's limit of ``cache_control`` breakpoints in one request.
+MAX_BREAKPOINTS = 4
+_EPHEMERAL = {"type": "ephemeral"}
 
 
 def _block(item: RenderedItem, call_id: str | None) -> tuple[str, dict[str, Any]] | None:
@@ -48,14 +55,24 @@ def to_anthropic_messages(request: ModelRequest, *, model: str) -> dict[str, Any
     for i, item in enumerate(request.prefix):
         block: dict[str, Any] = {"type": "text", "text": item.text or ""}
         if i in request.cache_breakpoints:
-            block["cache_control"] = {"type": "ephemeral"}
+            block["cache_control"] = dict(_EPHEMERAL)
         system.append(block)
+    marks = sum(1 for b in system if "cache_control" in b)
+    wanted = request.metadata.get("body_cache_breakpoints") or ()
+    # The latest body breakpoints first: the end of the stable part matters most.
+    marked = set(sorted(wanted)[::-1][: max(0, MAX_BREAKPOINTS - marks)])
     messages: list[dict[str, Any]] = []
-    for item, call_id in zip(request.body, wire_call_ids(request.body), strict=True):
+    last: dict[str, Any] | None = None
+    for index, (item, call_id) in enumerate(zip(request.body, wire_call_ids(request.body), strict=True)):
         made = _block(item, call_id)
         if made is None:
+            if index in marked and last is not None:
+                last["cache_control"] = dict(_EPHEMERAL)
             continue
         role, content = made
+        last = content
+        if index in marked:
+            content["cache_control"] = dict(_EPHEMERAL)
         if messages and messages[-1]["role"] == role:
             blocks: list[dict[str, Any]] = messages[-1]["content"]
             if content["type"] == "tool_result":

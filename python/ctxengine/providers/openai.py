@@ -14,8 +14,12 @@ def _arguments(item: RenderedItem) -> str:
     return json.dumps(item.arguments or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def to_openai_chat(request: ModelRequest, *, model: str) -> dict[str, Any]:
-    """A ``POST /chat/completions`` body. Reasoning items have no Chat form and are left out."""
+def to_openai_chat(
+    request: ModelRequest, *, model: str, prompt_cache_key: str | None = None
+) -> dict[str, Any]:
+    """A ``POST /chat/completions`` body. Reasoning items have no Chat form and are left out.
+    ``prompt_cache_key`` (e.g. the session id) routes a session's requests to the same cache
+    (ADR 0027); without it the body has no such key."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": item.text or ""} for item in request.prefix
     ]
@@ -44,6 +48,8 @@ def to_openai_chat(request: ModelRequest, *, model: str) -> dict[str, Any]:
         "messages": messages,
         "max_completion_tokens": request.max_output_tokens,
     }
+    if prompt_cache_key is not None:
+        body["prompt_cache_key"] = prompt_cache_key
     if request.tools:
         body["tools"] = [
             {
@@ -55,8 +61,11 @@ def to_openai_chat(request: ModelRequest, *, model: str) -> dict[str, Any]:
     return body
 
 
-def to_openai_responses(request: ModelRequest, *, model: str) -> dict[str, Any]:
-    """A ``POST /responses`` body; reasoning items replay verbatim (OpenAI-provider items only)."""
+def to_openai_responses(
+    request: ModelRequest, *, model: str, prompt_cache_key: str | None = None
+) -> dict[str, Any]:
+    """A ``POST /responses`` body; reasoning items replay verbatim (OpenAI-provider items only).
+    ``prompt_cache_key`` as for ``to_openai_chat``."""
     items: list[dict[str, Any]] = [
         {"type": "message", "role": "system", "content": item.text or ""} for item in request.prefix
     ]
@@ -79,6 +88,8 @@ def to_openai_responses(request: ModelRequest, *, model: str) -> dict[str, Any]:
         else:
             items.append({"type": "message", "role": item.role, "content": item.text or ""})
     body: dict[str, Any] = {"model": model, "input": items, "max_output_tokens": request.max_output_tokens}
+    if prompt_cache_key is not None:
+        body["prompt_cache_key"] = prompt_cache_key
     if request.tools:
         body["tools"] = [
             {

@@ -48,6 +48,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ..core.slices import pause
 from ..errors import CheckpointCorruption, ModelValidationError, StoreError
 from ..model import Checkpoint, ConversationItem, item_from_dict
 from ..stores.events import CheckpointKind, Lease, RawCheckpoint, Store, check_trigger
@@ -248,7 +249,7 @@ def shell_dict(checkpoint: Checkpoint, **changes: Any) -> dict[str, Any]:
     return data
 
 
-def _ref_shell(checkpoint: Checkpoint, carry: Carry | None) -> dict[str, Any]:
+def ref_shell(checkpoint: Checkpoint, carry: Carry | None) -> dict[str, Any]:
     """``shell_dict`` in reference form: a summary that is the seed carry's (its text, spans
     and source) is stored as the carry's sequence under ``SUMMARY_CARRY`` (ADR 0011)."""
     if (
@@ -375,7 +376,7 @@ async def write_checkpoint(
         if is_full(version, trigger) or use_refs != ref_base:
             if use_refs:
                 assert session_id is not None
-                shell = _ref_shell(stamped, carry)
+                shell = ref_shell(stamped, carry)
                 if memo is not None:
                     entries, segments = memo.full_refs(session_id, stamped.conversation, items)
                     materialized = {**shell, "conversation": entries}
@@ -383,6 +384,7 @@ async def write_checkpoint(
                     entries = refs.entries_of(stamped.conversation, session_id)
                     segments = refs.to_segments(entries, items=items)
                 checkpoint_dict = {**shell, "conversation": segments}
+                await pause(len(stamped.conversation))  # (a long one's entries took a while)
                 payload = {
                     "format": refs.SPAN_FORMAT,
                     "session_id": session_id,
@@ -407,7 +409,7 @@ async def write_checkpoint(
                 entries = memo.ref_entries(session_id, base, known[1], stamped.conversation)
             else:
                 entries = refs.entries_of(stamped.conversation, session_id)
-            delta = refs.diff_entries(base, _ref_shell(stamped, carry), entries, items)
+            delta = refs.diff_entries(base, ref_shell(stamped, carry), entries, items)
             payload = delta
             if memo is not None:
                 # What the row materializes to: the base's entries kept, then the new ones.
@@ -440,6 +442,7 @@ async def write_checkpoint(
         into[:] = [*chain, row]
         if memo is not None:
             if materialized is not None:
+                await pause(len(stamped.conversation))
                 memo.ref_wrote(run_id, row, materialized, stamped.conversation)
             else:
                 memo.ref_forget(run_id)
@@ -479,6 +482,7 @@ __all__ = [
     "evolve",
     "decode_resolved",
     "is_ref_chain",
+    "ref_shell",
     "materialize",
     "materialize_refs",
     "read_refs",

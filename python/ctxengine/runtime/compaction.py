@@ -39,10 +39,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
-from ..assembly.blocks import render_summary
+from ..assembly.blocks import is_model_summary, render_summary
 from ..assembly.render import render_items
 from ..assembly.request import RenderedItem
 from ..assembly.turn import split_turn
@@ -65,6 +64,7 @@ from ..model import (
     content_text,
 )
 from ..model.checkpoint import MAX_COMPACTION_DEPTH, check_compaction_depth
+from .compaction_record import CompactionResult, RecordedSummaries
 
 #: Trust levels whose text may be quoted (as bounded excerpts) in a summary.
 TRUSTED_TEXT: frozenset[TrustLevel] = frozenset(
@@ -81,65 +81,6 @@ MIN_SUMMARY_TOKENS = 128
 _EXCERPT_LINE = re.compile(r"^- \[event \d+ [a-z_]+\] ")
 _OMITTED_LINE = re.compile(r"^- \[(\d+) earlier excerpts? omitted; see the summary source event ids\]$")
 _FOLDED_ID = re.compile(r"^folded:(\d+)@(\d+)\.\.(\d+)$")
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionResult:
-    """What one compaction did; ``to_dict()`` is the ``context.compacted`` payload.
-
-    ``source_event_ids`` is the union the new summary carries (previous
-    summary's ids and every item replaced now). ``elided`` has one pointer per
-    untrusted item replaced by *this* compaction. No field holds item text.
-    """
-
-    run_id: str
-    reason: str
-    depth: int
-    previous_replaced_through_sequence: int
-    replaced_through_sequence: int
-    replaced_items: int
-    excerpts: int
-    source_event_ids: tuple[int, ...]
-    elided: tuple[ElidedSpan, ...]
-    tokens_before: int
-    tokens_after: int
-    summary_sha256: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "reason": self.reason,
-            "depth": self.depth,
-            "previous_replaced_through_sequence": self.previous_replaced_through_sequence,
-            "replaced_through_sequence": self.replaced_through_sequence,
-            "replaced_items": self.replaced_items,
-            "excerpts": self.excerpts,
-            "source_event_ids": list(self.source_event_ids),
-            "elided": [span.to_dict() for span in self.elided],
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "summary_sha256": self.summary_sha256,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CompactionResult:
-        try:
-            return cls(
-                run_id=d["run_id"],
-                reason=d["reason"],
-                depth=d["depth"],
-                previous_replaced_through_sequence=d["previous_replaced_through_sequence"],
-                replaced_through_sequence=d["replaced_through_sequence"],
-                replaced_items=d["replaced_items"],
-                excerpts=d["excerpts"],
-                source_event_ids=tuple(d["source_event_ids"]),
-                elided=tuple(ElidedSpan.from_dict(s) for s in d["elided"]),
-                tokens_before=d["tokens_before"],
-                tokens_after=d["tokens_after"],
-                summary_sha256=d["summary_sha256"],
-            )
-        except KeyError as exc:
-            raise ModelValidationError("CompactionResult", str(exc.args[0]), "missing") from None
 
 
 class _FixedRaw:
@@ -210,9 +151,13 @@ def _excerpt(item: ConversationItem, trust: TrustLevel) -> str:
 
 
 def _previous_lines(summary: str | None) -> tuple[list[str], int]:
-    """Excerpt lines and the omitted-excerpt count of a summary this module wrote."""
+    """Excerpt lines and the omitted-excerpt count of a summary this module wrote. A model's
+    summary (``is_model_summary``) is model output: none of its lines is read as a trusted
+    excerpt; it counts as one omitted excerpt (its source ids stay in the lineage)."""
     lines: list[str] = []
     omitted = 0
+    if summary is not None and is_model_summary(summary):
+        return lines, 1
     for line in (summary or "").splitlines():
         match = _OMITTED_LINE.match(line)
         if match:
@@ -276,9 +221,11 @@ class StructuredCompactor:
         model_id: str,
         seed_sequence: int,
         history_budget_tokens: int | None = None,
+        summaries: RecordedSummaries | None = None,
     ) -> tuple[Checkpoint, CompactionResult]:
         """``compact``, giving the event loop back between slices of a long history
-        (``core.slices``): the same result."""
+        (``core.slices``): the same result (the ``Compactor`` port; ``summaries`` is not
+        read: an extractive summary needs no record)."""
         return await finish_async(
             self.compact_steps(
                 checkpoint,
@@ -315,8 +262,10 @@ class StructuredCompactor:
         floor = cp.replaced_through_sequence
         # Items at or below the floor were summarized before; they are never
         # read twice. Reasoning from an earlier run is never input.
+        yield
         stale = [it for it in history if it.seq is not None and it.seq <= floor]
         live = [it for it in history if not (it.seq is not None and it.seq <= floor)]
+        yield
         positions = [i for i, it in enumerate(live) if not isinstance(it, ReasoningItem)]
         candidates = [live[i] for i in positions]
         yield
@@ -340,11 +289,15 @@ class StructuredCompactor:
         new_lines = [line for line in pointed if isinstance(line, str)]
         new_spans = tuple(span for span in pointed if isinstance(span, ElidedSpan))
         through = max([floor, *(it.seq for it in replaced if it.seq is not None)])
+        yield
         source_ids = tuple(
             sorted({*cp.summary_source_event_ids, *(it.seq for it in replaced if it.seq is not None)})
         )
         yield
-        summary = self._summary(cp.compacted_summary, new_lines, through, depth, limit, model_id)
+        old_lines, omitted = _previous_lines(cp.compacted_summary)
+        lines = [*old_lines, *new_lines]
+        line_raws = yield from batches(lambda part: est.raw_estimates(part, model_id), lines)
+        summary = self._summary(lines, line_raws, omitted, through, depth, limit, model_id)
         yield
         listed = yield from self._listed_spans(cp.summary_elided, new_spans)
         compacted = replace(
@@ -390,22 +343,28 @@ class StructuredCompactor:
     # -- the summary ---------------------------------------------------------------
 
     def _summary(
-        self, previous: str | None, new_lines: list[str], through: int, depth: int, limit: int, model_id: str
+        self,
+        lines: list[str],
+        raw: list[int],
+        omitted: int,
+        through: int,
+        depth: int,
+        limit: int,
+        model_id: str,
     ) -> str:
-        """Header, then the oldest excerpt, then as many of the newest as fit the cap.
+        """Header, then the oldest excerpt, then as many of the newest as fit the cap
+        (``lines``: the previous summary's excerpts, ``omitted`` before them, then the new
+        ones; ``raw``: their raw counts).
 
         The first excerpt usually states the task, so it is kept; the rest
         are dropped oldest first, counted in one "omitted" line.
         """
         est = self.estimator
-        old_lines, omitted = _previous_lines(previous)
-        lines = [*old_lines, *new_lines]
         header = (
             f"Compacted conversation through event {through} (depth {depth}): excerpts of user and "
             "platform text only; untrusted content appears solely as elided pointers."
         )
         cap = max(MIN_SUMMARY_TOKENS, int(limit * SUMMARY_RATIO))
-        raw = est.raw_estimates(lines, model_id)
         kept_tail: list[str] = []
         if lines:
             used = est.raw(header, model_id) + raw[0]

@@ -36,7 +36,7 @@ from ..model import AgentSpec, Checkpoint, ConversationItem, Principal, RunConte
 from ..plan import ContextPlanner
 from ..stores.events import Lease, Store, Visibility
 from .commits import Commits
-from .compaction import StructuredCompactor
+from .compaction_record import Compactor
 from .loop_pressure import CONTEXT_COMPACTED, MAX_COMPACTIONS_PER_STEP, Compactions
 from .loop_runs import CHECKPOINT_SEEDED, RunStarts, StartedRun
 from .loop_state import WorkingStateWrites
@@ -71,7 +71,7 @@ class ContextLoop:
         *,
         planner: ContextPlanner,
         builder: ContextBuilder,
-        compactor: StructuredCompactor,
+        compactor: Compactor,
         estimator: Estimator,
         working_state: WorkingStateManager | None = None,
         prune_finished: bool = True,

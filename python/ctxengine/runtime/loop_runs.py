@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.canonical import canonical_json
-from ..core.slices import finish_async
+from ..core.slices import finish_async, pause
 from ..errors import ContextError
 from ..model import Checkpoint, Principal, RunContext, UserMessage
 from ..stores.events import Event, ItemRow, Lease, NewEvent, RawCheckpoint, Visibility, interned
@@ -45,6 +45,7 @@ class RunStarts:
 
     async def seed(self, run: RunContext, principal: Principal | None) -> Seed:
         read = await self.read_seed(run, principal)
+        await pause(len(read.history))
         return await finish_async(prime_seed_steps(self.loop.builder, run, read))
 
     async def read_seed(self, run: RunContext, principal: Principal | None) -> SeedRead:
@@ -62,6 +63,7 @@ class RunStarts:
         # hold the store's write lock (the log below the seed never changes).
         loop = self.loop
         read = await self.read_seed(run, principal)
+        await pause(len(read.history))
         overlap = read.counted  # priming stores nothing: it runs while the write is out
         seed = (
             Seed(read.checkpoint, read.carry, read.counter, ())

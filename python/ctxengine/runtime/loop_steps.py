@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import IdempotencyConflict
 from ..model import Checkpoint, ConversationItem, Principal, RunContext
-from ..stores.events import Event, Lease, RawCheckpoint, Visibility
+from ..stores.events import Event, Lease, NewEvent, RawCheckpoint, Visibility
 from .checkpoints import evolve, latest_checkpoint
+from .request_records import BuiltRequest, record_event, record_payload, writes_records
 from .seeding import HISTORY, history_counts
 from .steps import StateUpdate, prepare_step
+from .window import RunMemo
 
 if TYPE_CHECKING:
     from .loop import ContextLoop
@@ -24,6 +26,8 @@ class _Recorded(NamedTuple):
     """What a step's write block committed (``record_step``)."""
 
     stored: list[Event]
+    #: The request record appended with the step (``request_records``), if any.
+    extra: list[Event]
     written: int
     appended: list[ConversationItem]
     updated: Checkpoint
@@ -58,6 +62,7 @@ class StepWrites:
         )
         counts: list[tuple[int, int]] = []
         memo = loop.writes.memo(run)
+        record = self._record(run, memo)
 
         async def body(predicted: bool) -> _Recorded | Checkpoint:
             try:
@@ -69,6 +74,10 @@ class StepWrites:
                 if latest is not None and latest.version > checkpoint.version:
                     return latest  # a retry of a step already recorded: nothing new
             appended = steps.appended(run.session_id, stored)
+            extra: list[Event] = []
+            if record is not None:  # in the step's write block: queued with it when predicted
+                extra, n = await loop.store.events.append_all([record])
+                written += n
             pending = memo.pending
             counts.clear()
             if plan is not None and (appended or pending):
@@ -91,7 +100,7 @@ class StepWrites:
                 appended=stored,
                 appended_items=appended,
             )
-            return _Recorded(stored, written, appended, updated, version, rows)
+            return _Recorded(stored, extra, written, appended, updated, version, rows)
 
         done = await loop.commits.run(
             body,
@@ -102,13 +111,36 @@ class StepWrites:
         )
         if isinstance(done, Checkpoint):
             return done
-        stored, written, appended, updated, version, rows = done
+        stored, extra, written, appended, updated, version, rows = done
         memo.pending = []
-        fresh = written == len(stored)  # all new: this worker knows exactly what it wrote
+        if record is not None:
+            memo.built = None
+        events = [*stored, *extra]
+        fresh = written == len(events)  # all new: this worker knows exactly what it wrote
         tokens = dict(counts)
         item_rows = [steps.item_row(stored, i, tokens.get(item.seq or 0)) for i, item in enumerate(appended)]
-        loop.writes.committed(run, rows, stored if fresh else [], item_rows, appended)
+        loop.writes.committed(run, rows, events if fresh else [], item_rows, appended)
         return evolve(updated, version=version)
+
+    def _record(self, run: RunContext, memo: RunMemo) -> NewEvent | None:
+        """The record of the request this step answers: the one the loop built last for the
+        run at this step, when this deployment writes format 6 (made before the write block)."""
+        built = memo.built
+        loop = self.loop
+        if not isinstance(built, BuiltRequest) or not writes_records(loop.store):
+            return None
+        if (built.run.run_id, built.run.step) != (run.run_id, run.step):
+            return None
+        window = loop.windows.get(run.session_id)
+        payload = record_payload(
+            built,
+            loop.builder,
+            loop.estimator,
+            carry=memo.seeded[0] if memo.seeded is not None else None,
+            items=loop.windows.item_sequences(run.session_id),
+            memo=window if window is not None and window.known and loop.writes.fold_refs else None,
+        )
+        return record_event(payload, built.run, built.principal)
 
 
 def _step_reused(run: RunContext, exc: IdempotencyConflict) -> IdempotencyConflict:

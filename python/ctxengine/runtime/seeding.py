@@ -16,17 +16,17 @@ records it for every later one).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
 from ..assembly.blocks import render_summary
 from ..assembly.builder import ContextBuilder
-from ..assembly.render import render_items
+from ..assembly.render import digest_of, render_items
 from ..assembly.request import RenderedItem
 from ..core import backends
 from ..core.estimator import Estimator
-from ..core.slices import Steps, batches, finish
+from ..core.slices import SLICE_ITEMS, Steps, batches, finish, pause
 from ..errors import ModelValidationError
 from ..model import (
     Checkpoint,
@@ -34,6 +34,7 @@ from ..model import (
     ElidedSpan,
     Principal,
     RunContext,
+    ToolResult,
     UserMessage,
     WorkingState,
 )
@@ -109,6 +110,7 @@ async def read_seed(
     counter = estimator.counter_id(plan.counting_key, HISTORY) if plan is not None else None
     after = carry.through if carry is not None else 0
     span = await windows.span(run.session_id, after, run.seed_sequence, counter)
+    await pause(span.end)  # the window grew by a long read: seed_history passes over it again
     seed = span.items[span.end - 1] if span.end else None
     if not isinstance(seed, UserMessage) or seed.seq != run.seed_sequence:
         found = "nothing" if seed is None or seed.seq != run.seed_sequence else type(seed).__name__
@@ -146,6 +148,9 @@ def prime_seed_steps(builder: ContextBuilder, run: RunContext, read: SeedRead) -
         backfill = yield from prime_history_steps(
             builder.estimator, plan.counting_key, read.fresh_rows, renders
         )
+        yield from count_pointers_steps(
+            builder.estimator, plan.counting_key, window.line.pointers, read.fresh_items
+        )
         window.primed = max(window.primed, run.seed_sequence - 1)
         if read.carry is not None:
             prime_summary(builder.estimator, plan.counting_key, read.carry, builder)
@@ -156,6 +161,10 @@ def _digest(rendered: object) -> bytes:
     cached = getattr(rendered, "_cj", None)  # filled by the native renderer
     digest: bytes = cached[1] if cached is not None else backends.active().item_canonical(rendered)[1]
     return digest
+
+
+def _digests(renders: Sequence[object]) -> list[bytes]:
+    return [cj[1] if (cj := getattr(r, "_cj", None)) is not None else _digest(r) for r in renders]
 
 
 def prime_history(
@@ -181,13 +190,15 @@ def prime_history_steps(
     tokens = [row.tokens for row in rows]
     missing: list[tuple[int, object]] = []
     if None in tokens:  # some were never counted: count those, prime the rest
+        yield
         missing = [(row.sequence, r) for row, r in zip(rows, renders, strict=True) if row.tokens is None]
+        yield
         renders = [r for r, raw in zip(renders, tokens, strict=True) if raw is not None]
         tokens = [raw for raw in tokens if raw is not None]
     if tokens:
         yield
         # The native renderer fills each render's canonical cache: its digest is read, not made.
-        digests = [cj[1] if (cj := getattr(r, "_cj", None)) is not None else _digest(r) for r in renders]
+        digests = yield from batches(_digests, renders)
         estimator.prime(model_id, RENDERED, digests, cast(list[int], tokens))
     if not missing:
         return ()
@@ -196,6 +207,25 @@ def prime_history_steps(
         lambda part: estimator.raw_estimates(part, model_id), [rendered for _, rendered in missing]
     )
     return tuple((seq, raw) for (seq, _), raw in zip(missing, counted, strict=True))
+
+
+def count_pointers_steps(
+    estimator: Estimator,
+    model_id: str,
+    pointers: Mapping[bytes, RenderedItem],
+    items: Sequence[ConversationItem],
+) -> Steps[None]:
+    """Count the pointers (``pointers``: the line's, by item digest) of the tool results
+    among ``items`` (the rows this seed read fresh) into the memo, in slices, when they are
+    many: a fit over budget measures the pointer of every tool result it elides, in its one
+    native call (500 pointers counted exactly: a few milliseconds of the first build's
+    stretch). A few are left to the fit."""
+    results = [item for item in items if isinstance(item, ToolResult)]
+    if len(results) <= SLICE_ITEMS:
+        return
+    yield
+    made = [p for item in results if (p := pointers.get(digest_of(item))) is not None]
+    yield from batches(lambda part: estimator.raw_estimates(part, model_id), made)
 
 
 def summary_counts(
@@ -231,6 +261,7 @@ __all__ = [
     "SUMMARY_KINDS",
     "Seed",
     "SeedRead",
+    "count_pointers_steps",
     "history_counts",
     "prime_history",
     "prime_history_steps",

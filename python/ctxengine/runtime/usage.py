@@ -189,7 +189,57 @@ def stored_usage(event: Event) -> Usage:
         ) from None
 
 
+@dataclass(frozen=True, slots=True)
+class CompactionUsage:
+    """A model-backed compaction's call, as its ``context.compacted`` event records it (ADR
+    0026): under its own key (``usage_key``), never the step's usage key, so it neither
+    replaces nor is replaced by the step's ``context.usage.reported``."""
+
+    sequence: int
+    run_id: str
+    usage_key: str
+    model_id: str
+    input_tokens: int
+    output_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence,
+            "run_id": self.run_id,
+            "usage_key": self.usage_key,
+            "model_id": self.model_id,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
+
+def compaction_usage(event: Event) -> CompactionUsage | None:
+    """The call a ``context.compacted`` event records, or ``None`` (no model call was answered:
+    an extractive compaction, an error, a timeout, a recorded summary reused)."""
+    record = event.payload.get("summarizer") if event.format_version >= 7 else None
+    if record is None:
+        return None
+    try:
+        tokens_in, tokens_out = record["input_tokens"], record["output_tokens"]
+        if tokens_in is None or tokens_out is None:
+            return None
+        return CompactionUsage(
+            event.sequence,
+            str(event.payload["run_id"]),
+            str(record["usage_key"]),
+            str(record["model_id"]),
+            int(tokens_in),
+            int(tokens_out),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreCorruption(
+            event.session_id, event.sequence, f"compaction usage does not decode: {exc}"
+        ) from None
+
+
 __all__ = [
+    "CompactionUsage",
+    "compaction_usage",
     "USAGE_CACHE_FORMAT",
     "USAGE_FORMAT",
     "USAGE_REPORTED",

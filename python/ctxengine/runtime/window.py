@@ -124,6 +124,8 @@ class RunMemo:
     #: The last reference row written, the dict it materializes to, its conversation.
     ref: tuple[RawCheckpoint, dict[str, Any], Conversation] | None = None
     ref_bytes: int = 0
+    #: The request built last and not recorded yet (``request_records.BuiltRequest``).
+    built: Any = None
 
 
 class SessionWindow:
@@ -167,6 +169,8 @@ class SessionWindow:
         #: The last full reference snapshot: conversation, entries, segments, with spans.
         self.full: tuple[Conversation, list[Entry], list[Any], bool] | None = None
         self.full_bytes = 0
+        #: The last request record's history region and its digest state (``request_records``).
+        self.region: tuple[tuple[Any, ...], Any] | None = None
         for memo in self.runs.values():
             memo.ref, memo.ref_bytes = None, 0
 

@@ -11,12 +11,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..core.slices import batches, finish_async, off_loop
 from ..errors import ModelValidationError, StoreCorruption
 from ._rows import (
+    LONG_PAYLOAD,
     Row,
     check_session,
     event_row,
     payload_text,
+    probe_event,
     repeat_of,
 )
 from .events import (
@@ -96,6 +99,26 @@ def item_rows(
             raise _bad_row(session_id, row, count=count)
         out.append(ItemRow(seq, row[2], visibility, count))
     return out
+
+
+async def probe_batch(news: Sequence[NewEvent], texts: Sequence[str], created_at: Any) -> list[Event]:
+    """``probe_event`` of each event, the same events; on a worker thread when the texts
+    are long (``LONG_PAYLOAD``, ``core.slices.off_loop``)."""
+
+    def probes() -> list[Event]:
+        return [probe_event(new, text, created_at) for new, text in zip(news, texts, strict=True)]
+
+    if sum(map(len, texts)) < LONG_PAYLOAD:
+        return probes()
+    return await off_loop(probes)
+
+
+async def item_rows_async(
+    session_id: str, rows: Sequence[Row], counts: Mapping[object, object] | None = None
+) -> list[ItemRow]:
+    """``item_rows``, giving the event loop back between slices of a long read
+    (``core.slices``): the same rows, the same error at the same row."""
+    return await finish_async(batches(lambda part: item_rows(session_id, part, counts), rows))
 
 
 def _bad_row(session_id: str, row: Row, reason: str | None = None, count: object = None) -> StoreCorruption:
@@ -205,6 +228,8 @@ __all__ = [
     "check_batch",
     "check_counts",
     "item_rows",
+    "item_rows_async",
     "plan_batch",
+    "probe_batch",
     "visibility_of",
 ]

@@ -108,7 +108,7 @@ class SqlEventLog:
         if not news:
             return [], 0
         created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
-        probes = [_rows.probe_event(new, text, created_at) for new, text in zip(news, texts, strict=True)]
+        probes = await _batch_rows.probe_batch(news, texts, created_at)
         results = await self._s._call(self._ops.append_all, news, texts, created_at)
         self._saw(news[0].session_id, max(row[1] for row, _ in results))
         return _batch_rows.batch_events(results, news, texts, probes)
@@ -184,7 +184,7 @@ class SqlEventLog:
         rows, counts = await self._s._call(self._ops.read_items, session_id, after, before, counter)
         if rows and type(tail := rows[0][_batch_rows.TAIL]) is int:
             self._saw(session_id, tail)  # the tail as the read found it: a hint for the next append
-        return _batch_rows.item_rows(session_id, rows, counts)
+        return await _batch_rows.item_rows_async(session_id, rows, counts)
 
     @staticmethod
     def _check_read(where: str, session_id: str, after: int, before: int | None, counter: str | None) -> None:

@@ -37,10 +37,10 @@ if TYPE_CHECKING:
 
 #: The newest stored-format version this code reads and writes (ADR 0009). Rows
 #: carry the version they were written with in their ``schema_version`` column.
-#: 3 adds reference checkpoints with spans (``checkpoint.ref/2``); 2's (``checkpoint.ref/1``)
-#: were retired at 0.2.0 (``formats.RETIRED_CHECKPOINT_FORMATS``); 4 the usage event's cache
-#: counts (``runtime.usage.USAGE_CACHE_FORMAT``); 5 the Agents SDK session's events (ADR 0023).
-FORMAT_VERSION = 5
+#: 3 reference checkpoints with spans (``checkpoint.ref/2``; 2's ``checkpoint.ref/1`` retired at 0.2.0);
+#: 4 the usage event's cache counts; 5 the Agents SDK session's events (ADR 0023); 6 the loop's
+#: request records (ADR 0024); 7 model summaries in ``context.compacted`` (ADR 0026).
+FORMAT_VERSION = 7
 #: The name this constant had before stored formats were versioned per type.
 SCHEMA_VERSION = FORMAT_VERSION
 
@@ -71,6 +71,7 @@ EVENT_FORMATS: Mapping[str, int] = MappingProxyType(
         # Provider usage against the estimate, per request (ADR 0012): ctxengine.runtime.usage.
         "context.usage.reported": 2,
         **dict.fromkeys(("agents.items.added", "agents.item.popped", "agents.session.cleared"), 5),
+        "context.request.recorded": 6,  # what a replay needs of each request (ADR 0024)
     }
 )
 EVENT_TYPES: frozenset[str] = frozenset(EVENT_FORMATS)

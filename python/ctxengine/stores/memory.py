@@ -12,11 +12,12 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-from ..core.slices import finish_async
+from ..core.slices import batches, finish_async
 from ..errors import ModelValidationError, StoreError
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
 from . import _batch_rows, _rows
+from ._rows import Row
 from .events import (
     CheckpointKind,
     Event,
@@ -117,6 +118,11 @@ class MemoryStore:
         self._events.setdefault(str(row[0]), []).append(tuple(row))
 
 
+def _stop(before: int | None) -> int | None:
+    """The end of the slice of a session's rows before sequence ``before``."""
+    return None if before is None else max(before - 1, 0)
+
+
 class MemoryEventLog:
     def __init__(self, store: MemoryStore) -> None:
         self._s = store
@@ -155,7 +161,7 @@ class MemoryEventLog:
         written = 0
         created_at = _rows.utc_now(s._clock)
         # Every row is probed before any is written: a batch is refused whole.
-        probes = [_rows.probe_event(event, text, created_at) for event, text in zip(news, texts, strict=True)]
+        probes = await _batch_rows.probe_batch(news, texts, created_at)
         async with s._op() as undo:
             for event, text, probe in zip(news, texts, probes, strict=True):
                 rows = s._events.get(event.session_id, [])
@@ -191,14 +197,14 @@ class MemoryEventLog:
         wanted = _rows.type_filter(types)
         _rows.check_ints("EventLog.read", after=after, before=before)
         async with self._s._op():
-            rows = list(self._s._events.get(session_id, ()))
-        picked = []
-        for row in rows[max(after, 0) :]:
-            if before is not None and row[1] >= before:
-                break
-            if _rows.must_decode(row[2], row[10], wanted):
-                picked.append(row)
-        # Decoded in slices: a long read gives the event loop back between them.
+            # (Row ``i`` holds sequence ``i + 1``.)
+            rows = self._s._events.get(session_id, [])[max(after, 0) : _stop(before)]
+
+        def pick(part: Sequence[Row]) -> list[Row]:
+            return [row for row in part if _rows.must_decode(row[2], row[10], wanted)]
+
+        # Picked and decoded in slices: a long read gives the event loop back between them.
+        picked = await finish_async(batches(pick, rows))
         return await finish_async(_rows.decode_events_steps(picked, wanted))
 
     async def read_covering(
@@ -248,18 +254,20 @@ class MemoryEventLog:
         if counter is not None:
             check_identifier("EventLog.read_items", "counter", counter)
         async with self._s._op():
-            rows = list(self._s._events.get(session_id, ()))
+            rows = self._s._events.get(session_id, [])[max(after, 0) : _stop(before)]
             counts = self._s._counts
             wanted = (_batch_rows.ITEM_TYPE,)
-            picked = [
-                _batch_rows.item_columns(row)
-                for row in rows[max(after, 0) : None if before is None else max(before - 1, 0)]
-                if _rows.must_decode(row[2], row[10], wanted)
-            ]
+
+            def pick(part: Sequence[Row]) -> list[Row]:
+                columns = _batch_rows.item_columns
+                return [columns(row) for row in part if _rows.must_decode(row[2], row[10], wanted)]
+
+            # In slices (the lock held: no other operation changes the rows or counts meanwhile).
+            picked = await finish_async(batches(pick, rows))
             found = None
             if counter is not None:
                 found = {row[0]: counts.get((session_id, row[0], counter)) for row in picked}
-        return _batch_rows.item_rows(session_id, picked, found)
+        return await _batch_rows.item_rows_async(session_id, picked, found)
 
     async def put_counts(self, session_id: str, counter: str, counts: Iterable[tuple[int, int]]) -> None:
         checked = _batch_rows.check_counts(session_id, counter, counts)

@@ -6,7 +6,6 @@ like every statement of ``postgres.py``.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,7 +41,7 @@ async def fetch_rows(cur: Any) -> list[tuple[Any, ...]]:
         if len(part) < FETCH_ROWS:
             return rows
         if clock() >= until:
-            await asyncio.sleep(0)
+            await slices.give_back()
             until = clock() + slices.SLICE_SECONDS
 
 
