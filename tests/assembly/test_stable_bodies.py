@@ -288,7 +288,7 @@ async def test_version_3_compacts_instead_of_truncating_history_under_pressure()
 
 def test_early_compaction_only_for_version_3_under_pressure_below_the_depth_limit() -> None:
     from ctxengine.assembly.builder import Pressure
-    from ctxengine.runtime.loop_pressure import _early
+    from ctxengine.runtime.loop_pressure import compacts_early
 
     _, v3 = make_plan()
     _, v2 = make_plan(builder_version=BUILDER_V2)
@@ -298,7 +298,7 @@ def test_early_compaction_only_for_version_3_under_pressure_below_the_depth_limi
 
     shallow, deep = ce.Checkpoint("r1", summary_depth=1), ce.Checkpoint("r1", summary_depth=2)
     truncated = pressure("tool_results_over_cap:1", "tool_results_truncated:2")
-    assert _early(v3, truncated, shallow, 2)
-    assert not _early(v2, truncated, shallow, 2)  # version 2 truncates as before
-    assert not _early(v3, truncated, deep, 2)  # at the depth limit: sent as it fits
-    assert not _early(v3, pressure("tool_results_over_cap:3"), shallow, 2)  # the cap is not pressure
+    assert compacts_early(v3, truncated, shallow, 2)
+    assert not compacts_early(v2, truncated, shallow, 2)  # version 2 truncates as before
+    assert not compacts_early(v3, truncated, deep, 2)  # at the depth limit: sent as it fits
+    assert not compacts_early(v3, pressure("tool_results_over_cap:3"), shallow, 2)  # the cap is not pressure

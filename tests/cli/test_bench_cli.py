@@ -48,7 +48,10 @@ def test_bench_smoke_writes_table_json_and_plot(tmp_path: Path, capsys: pytest.C
 
 def test_bench_without_peers_and_bad_sizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "b"
-    assert main(["bench", "--sizes", "64", "--quick", "--no-peers", "--no-runtime", "--out", str(out), "--json"]) == 0
+    assert (
+        main(["bench", "--sizes", "64", "--quick", "--no-peers", "--no-runtime", "--out", str(out), "--json"])
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert "langchain" not in data["implementations"]
     with pytest.raises(SystemExit):

@@ -187,8 +187,9 @@ async def test_a_turn_with_a_tool_round_trip_and_a_compaction_is_one_span_each(
     records = recorded.finished("ctxengine.record")
     assert [dict(r.attributes)["ctxengine.items"] for r in records] == [2, 1]  # the pair, the answer
     assert all(dict(r.attributes)["ctxengine.version"] > c["ctxengine.version"] for r in records[1:])
-    # The build that did not fit counted an overflow, the compaction a compaction.
+    # The compaction counted a compaction. (Builder version 3 compacts before a build would
+    # truncate history under pressure, so the build before it fitted: no overflow to count
+    # here; the build-span test above counts one.)
     counters = recorded.counters()
     assert sum(v for _, v in counters["ctxengine.compactions"]) >= 1
-    assert sum(v for _, v in counters["ctxengine.overflows"]) >= 1
     await store.close()

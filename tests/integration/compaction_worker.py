@@ -22,7 +22,12 @@ from typing import Any
 
 from compactionkit import NoRouter, ScriptedRouter
 from ctxengine.providers import to_openai_chat
-from ctxengine.runtime.loop_pressure import CONTEXT_COMPACTED, MAX_COMPACTIONS_PER_STEP, LogSummaries
+from ctxengine.runtime.loop_pressure import (
+    CONTEXT_COMPACTED,
+    MAX_COMPACTIONS_PER_STEP,
+    LogSummaries,
+    compacts_early,
+)
 from ctxengine.stores.formats import WritePolicy
 from enginekit import SMALL, Driver, engine
 
@@ -68,9 +73,11 @@ async def rebuild(url: str, run_id: str) -> None:
     checkpoint = await loop._build_seed(run, who)
     plan = await loop.writes.plan_or_none(run.session_id)
     assert plan is not None
-    for _ in range(MAX_COMPACTIONS_PER_STEP + 1):
+    depth = loop.builder.max_compaction_depth
+    for n in range(MAX_COMPACTIONS_PER_STEP + 1):
         assembly = loop.builder.assemble(run, checkpoint, agent.agent, who, plan=plan)
-        if assembly.pressure.fits:
+        early = n == 0 and compacts_early(plan, assembly.pressure, checkpoint, depth)
+        if assembly.pressure.fits and not early:
             break
         checkpoint, _ = await loop.compactor.compact_async(
             checkpoint,

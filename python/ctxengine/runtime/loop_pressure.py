@@ -55,7 +55,7 @@ def _compaction_event(run: RunContext, result: CompactionResult) -> NewEvent:
     )
 
 
-def _early(plan: ContextPlan, pressure: Pressure, checkpoint: Checkpoint, max_depth: int) -> bool:
+def compacts_early(plan: ContextPlan, pressure: Pressure, checkpoint: Checkpoint, max_depth: int) -> bool:
     """Whether a request that fits only by truncating history tool results under pressure
     compacts first (builder version 3, ADR 0027): truncating the oldest result, one more at
     nearly every turn, changes the history near its start on every request, while one
@@ -149,7 +149,8 @@ class Compactions:
         while True:
             assembly = loop.builder.assemble(run, current, agent, principal, plan=plan, line=self._line(run))
             pressure = assembly.pressure
-            early = compactions == 0 and _early(plan, pressure, current, loop.builder.max_compaction_depth)
+            depth = loop.builder.max_compaction_depth
+            early = compactions == 0 and compacts_early(plan, pressure, current, depth)
             if pressure.fits and not early:
                 # Kept for its record, written with the step that records the response.
                 loop.writes.memo(run).built = BuiltRequest(run, current, principal, plan, assembly)
