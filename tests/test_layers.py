@@ -35,11 +35,13 @@ ENGINE = (
     "engine",
     # Drop-ins for other libraries (LangChain, the Agents SDK), built on the session API.
     "integrations",
+    # Tooling over the engine: replaying recorded sessions under other configurations (ADR 0025).
+    "replay",
 )
 # Leaf renderers: built on assembly's ModelRequest; no engine layer imports them.
 PROVIDERS_MAY_IMPORT = frozenset({"errors", "model", "core", "assembly", "providers"})
 # The session API renders requests for the wire: the one engine layer that imports providers.
-IMPORTS_PROVIDERS = frozenset({"engine"})
+IMPORTS_PROVIDERS = frozenset({"engine", "replay"})
 # The public face (ctxengine/__init__.py) sits above the engine, below cli.
 FACE = frozenset({"face"})
 
