@@ -48,4 +48,5 @@ def bench_replay_sessions_under_three_configurations(benchmark: Any, tmp_path: P
     benchmark.extra_info["sessions"] = SESSIONS
     benchmark.extra_info["requests"] = requests
     benchmark.extra_info["requests_per_second"] = round(rate)
-    print(f"\nreplay: {requests:,} requests in {seconds[-1]:.1f} s with {WORKERS} worker(s): {rate:,.0f} requests/s")
+    took = f"{seconds[-1]:.1f} s with {WORKERS} worker(s)"
+    print(f"\nreplay: {requests:,} requests in {took}: {rate:,.0f} requests/s")

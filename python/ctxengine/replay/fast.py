@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from typing import Any
 
@@ -93,6 +93,16 @@ class Counts:
     results: list[int]
     result_sums: list[int]
     pointers: dict[int, tuple[RenderedItem, int]]
+    #: The estimators (by id) whose memo holds these counts (``prime``).
+    primed: set[int] = field(default_factory=set)
+
+    def prime(self, c: Configured) -> None:
+        """Put the counts in ``c``'s estimator's memo (the compactor counts the history's
+        renders: from the stored counts, as a seed does), once."""
+        if id(c.estimator) not in self.primed:
+            self.primed.add(id(c.estimator))
+            renders = render_items(self.items, "history")
+            c.estimator.prime(c.key, RENDERED, [unit_digest(r) for r in renders], self.raws)
 
 
 def count_session(
@@ -102,14 +112,11 @@ def count_session(
     items = session.items
     raws = [0 if stored is None or n is None else int(n) for n in (stored or [None] * len(items))]
     missing = [i for i in range(len(items)) if stored is None or stored[i] is None]
-    renders = render_items(items, "history") if items else []
     if missing:
-        counted = c.estimator.raw_estimates([renders[i] for i in missing], c.key)
+        renders = render_items([items[i] for i in missing], "history")
+        counted = c.estimator.raw_estimates(renders, c.key)
         for i, n in zip(missing, counted, strict=True):
             raws[i] = n
-    if len(missing) < len(items):
-        # The compactor counts the history's renders: from the stored counts, as a seed does.
-        c.estimator.prime(c.key, RENDERED, [unit_digest(r) for r in renders], raws)
     ends: dict[int, int] = {}
     open_calls: dict[str, int] = {}
     results: list[int] = []
@@ -232,6 +239,7 @@ class SessionReplay:
     def compact(self, user: int, point: int, budget: int) -> None:
         """The loop's compaction: the configuration's compactor over the retained history."""
         items = self.k.items
+        self.k.prime(self.c)
         base = self.cp if self.cp is not None else Checkpoint("replay-run")
         cp = replace(base, conversation=tuple(items[self.start : point]))
         seed = items[user].seq

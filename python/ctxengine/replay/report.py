@@ -184,9 +184,9 @@ def request_lines(o: Outcome, prices: PriceTable) -> Iterator[str]:
             f'"cache": {{"wire_tokens": {g.total}, "shared": {g.shared}, "ceiling": {g.ceiling}, '
             f'"openai": {g.openai}, "anthropic_tokens": {a_total}, "anthropic_read": {read}, '
             f'"anthropic_write": {write}, "vllm": {g.vllm}}}, '
-            f'"cost": {{"openai": {json.dumps(round(p.cost(g.total, g.openai), 3))}, '
-            f'"anthropic": {json.dumps(round(p.cost(a_total, read, write), 3))}, '
-            f'"uncached": {json.dumps(round(p.cost(g.total), 3))}}}}}'
+            f'"cost": {{"openai": {round(p.cost(g.total, g.openai), 3)!r}, '
+            f'"anthropic": {round(p.cost(a_total, read, write), 3)!r}, '
+            f'"uncached": {round(p.cost(g.total), 3)!r}}}}}'
         )
 
 

@@ -114,7 +114,7 @@ def replay_store_to(
     options: ReplayOptions,
     *,
     workers: int = 1,
-    chunk: int = 50,
+    chunk: int | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> Streamed:
     """Replay the sessions of a store into the JSON-lines file ``path`` (request and session
@@ -122,7 +122,10 @@ def replay_store_to(
     out = Path(path)
     names = Replayer(options).names()
     totals = {name: Totals() for name in names}
-    parts = [list(session_ids[i : i + chunk]) for i in range(0, len(session_ids), chunk)]
+    # A part per worker and four more for the progress line, each at least 50 sessions
+    # (a part pays for its own read, plans and estimators).
+    size = chunk or max(50, -(-len(session_ids) // (max(1, workers) * 4)))
+    parts = [list(session_ids[i : i + size]) for i in range(0, len(session_ids), size)]
     files = [out.with_name(f".{out.name}.part{n}") for n in range(len(parts))]
     sessions = 0
     plotted: list[Outcome] = []
