@@ -76,13 +76,14 @@ class SessionCache:
     def add(self, r: Layout) -> RequestCache:
         prev, seen = self.prev, self.seen
         first = prev is None
-        total = self.prefix + sum(r.summary_tokens) + r.history + self.block_tokens + sum(r.turn_tokens)
+        summary_total, turn_total = sum(r.summary_tokens), sum(r.turn_tokens)
+        total = self.prefix + summary_total + r.history + self.block_tokens + turn_total
         # The shared prefix: the prefix unit, then part by part while equal to the last request's.
         shared = 0
         if prev is not None:
             shared = self.prefix
             k = _common(prev.summary, r.summary)
-            shared += sum(r.summary_tokens[:k])
+            shared += summary_total if k == len(r.summary) else sum(r.summary_tokens[:k])
             if k == len(r.summary) == len(prev.summary) and prev.a == r.a:
                 end = min(prev.u, r.u)
                 diff = _first_pointer_change(prev.pointers, r.pointers, r.a, end)
@@ -90,7 +91,7 @@ class SessionCache:
                 if diff == end and prev.u == r.u:
                     shared += self.block_tokens
                     k = _common(prev.turn, r.turn)
-                    shared += sum(r.turn_tokens[:k])
+                    shared += turn_total if k == len(r.turn) else sum(r.turn_tokens[:k])
         # The ceiling: every unit an earlier request held.
         ceiling = 0 if first else self.prefix + (self.block_tokens if self.blocks else 0)
         for key, n in zip(r.summary, r.summary_tokens, strict=True):
@@ -100,7 +101,9 @@ class SessionCache:
         start = r.a
         if prev is not None and prev.a <= r.a and prev.summary == r.summary:
             end = min(prev.u, r.u)
-            changed = set(prev.pointers).symmetric_difference(r.pointers)
+            changed = (
+                set(prev.pointers).symmetric_difference(r.pointers) if prev.pointers != r.pointers else ()
+            )
             ceiling += self._history_tokens(r.a, end, r.pointers)
             for i in changed:
                 if r.a <= i < end:  # shown otherwise than last time: seen only if seen before
@@ -109,12 +112,19 @@ class SessionCache:
                     ceiling -= 0 if key in seen else n
                     new_history.append(key)
             start = end
-        pointers = set(r.pointers)
-        for i in range(start, r.u):
-            key = -1 - i if i in pointers else i
-            if key in seen:
-                ceiling += self.pointer_raw[i] if i in pointers else self.raws[i]
-            new_history.append(key)
+        if r.pointers:
+            pointers = set(r.pointers)
+            for i in range(start, r.u):
+                key = -1 - i if i in pointers else i
+                if key in seen:
+                    ceiling += self.pointer_raw[i] if i in pointers else self.raws[i]
+                new_history.append(key)
+        else:
+            raws = self.raws
+            for i in range(start, r.u):
+                if i in seen:
+                    ceiling += raws[i]
+                new_history.append(i)
         for key, n in zip(r.turn, r.turn_tokens, strict=True):
             if key in seen:
                 ceiling += n
@@ -152,6 +162,8 @@ _PREFIX = ("prefix",)
 
 
 def _common(a: Sequence[Hashable], b: Sequence[Hashable]) -> int:
+    if a is b:
+        return len(a)
     n = min(len(a), len(b))
     for i in range(n):
         if a[i] != b[i]:
