@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ctxengine.replay import ReplayOptions, replay_store_to
-from ctxengine.replay.run import default_workers
 from replay_workload import configs, workload
 
 SESSIONS = int(os.environ.get("CTXENGINE_REPLAY_SESSIONS", "20"))
-WORKERS = int(os.environ.get("CTXENGINE_REPLAY_WORKERS", str(default_workers())))
+WORKERS = int(os.environ.get("CTXENGINE_REPLAY_WORKERS", "1"))
 
 
 def bench_replay_sessions_under_three_configurations(benchmark: Any, tmp_path: Path) -> None:

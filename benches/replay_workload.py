@@ -28,7 +28,7 @@ MODEL_ID = "openai:gpt-4o-mini"
 
 
 def configs() -> list[ReplayConfig]:
-    """Three ctxengine configurations: 20k, 24k and 28k windows (exact counting), each of
+    """Three ctxengine configurations: 22k, 25k and 28k windows (exact counting), each of
     which compacts every session of the workload at least once."""
     from ctxengine.core.budget import BudgetPolicy
 
@@ -41,7 +41,7 @@ def configs() -> list[ReplayConfig]:
             policy,
             Compaction(max_depth=64),
         )
-        for w in (20_000, 24_000, 28_000)
+        for w in (22_000, 25_000, 28_000)
     ]
 
 

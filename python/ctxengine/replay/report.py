@@ -37,6 +37,13 @@ def _figures(o: Outcome, j: int) -> tuple[Request, int, int, int]:
     return r, r.cache.total, r.cache.anthropic_read, r.cache.anthropic_write
 
 
+def _costs(r: Request, a_total: int, read: int, write: int, prices: PriceTable) -> tuple[float, float, float]:
+    """The request's effective input cost: OpenAI's rule, Anthropic's, nothing cached."""
+    g = r.cache
+    assert g is not None
+    return prices.cost(g.total, g.openai), prices.cost(a_total, read, write), prices.cost(g.total)
+
+
 @dataclass(slots=True)
 class Totals:
     """Sums over requests (a session's or a configuration's)."""
@@ -55,39 +62,45 @@ class Totals:
     cost: list[float] = field(default_factory=lambda: [0.0] * 3)
 
     def add(self, o: Outcome, prices: PriceTable) -> None:
-        t, ca, co = self.tokens, self.cache, self.cost
         for j in range(len(o.requests)):
             r, a_total, read, write = _figures(o, j)
-            g = r.cache
-            assert g is not None
-            self.requests += 1
-            if r.fits:
-                self.fits += 1
-            else:
-                self.overflows[r.reason] = self.overflows.get(r.reason, 0) + 1
-            self.compactions += r.compactions
-            self.cut += r.cut > 0
-            self.pointers += r.pointers
-            self.clipped += r.clipped
-            self.cleared += r.cleared
-            self.folded += r.folded
-            t[0] += r.prefix
-            t[1] += r.summary
-            t[2] += r.history
-            t[3] += r.blocks
-            t[4] += r.turn
-            t[5] += r.total
-            ca[0] += g.total
-            ca[1] += g.shared
-            ca[2] += g.ceiling
-            ca[3] += g.openai
-            ca[4] += a_total
-            ca[5] += read
-            ca[6] += write
-            ca[7] += g.vllm
-            co[0] += prices.cost(g.total, g.openai)
-            co[1] += prices.cost(a_total, read, write)
-            co[2] += prices.cost(g.total)
+            self.add_one(r, a_total, read, write, _costs(r, a_total, read, write, prices))
+
+    def add_one(
+        self, r: Request, a_total: int, read: int, write: int, costs: tuple[float, float, float]
+    ) -> None:
+        """One request, with its Anthropic figures and its costs (``_costs``)."""
+        g = r.cache
+        assert g is not None
+        t, ca, co = self.tokens, self.cache, self.cost
+        self.requests += 1
+        if r.fits:
+            self.fits += 1
+        else:
+            self.overflows[r.reason] = self.overflows.get(r.reason, 0) + 1
+        self.compactions += r.compactions
+        self.cut += r.cut > 0
+        self.pointers += r.pointers
+        self.clipped += r.clipped
+        self.cleared += r.cleared
+        self.folded += r.folded
+        t[0] += r.prefix
+        t[1] += r.summary
+        t[2] += r.history
+        t[3] += r.blocks
+        t[4] += r.turn
+        t[5] += r.total
+        ca[0] += g.total
+        ca[1] += g.shared
+        ca[2] += g.ceiling
+        ca[3] += g.openai
+        ca[4] += a_total
+        ca[5] += read
+        ca[6] += write
+        ca[7] += g.vllm
+        co[0] += costs[0]
+        co[1] += costs[1]
+        co[2] += costs[2]
 
     def merge(self, other: Totals) -> None:
         for name in ("requests", "fits", "compactions", "cut", "pointers", "clipped", "cleared", "folded"):
@@ -163,9 +176,10 @@ def request_row(o: Outcome, j: int, prices: PriceTable) -> dict[str, Any]:
     }
 
 
-def request_lines(o: Outcome, prices: PriceTable) -> Iterator[str]:
+def request_lines(o: Outcome, prices: PriceTable, totals: Totals | None = None) -> Iterator[str]:
     """``request_row`` of every request of ``o`` as JSON text (``json.dumps`` of the row,
-    without building it: a report of hundreds of thousands of requests is written fast)."""
+    without building it: a report of hundreds of thousands of requests is written fast),
+    each request added to ``totals`` on the way."""
     name, sid = json.dumps(o.name), json.dumps(o.session.session_id)
     head = f'{{"kind": "request", "config": {name}, "session": {sid}, '
     p = prices
@@ -173,6 +187,9 @@ def request_lines(o: Outcome, prices: PriceTable) -> Iterator[str]:
         r, a_total, read, write = _figures(o, j)
         g = r.cache
         assert g is not None
+        costs = _costs(r, a_total, read, write, p)
+        if totals is not None:
+            totals.add_one(r, a_total, read, write, costs)
         yield (
             f'{head}"request": {r.index}, "item": {r.item}, "run": {r.run}, "step": {r.step}, '
             f'"tokens": {{"prefix": {r.prefix}, "summary": {r.summary}, "history": {r.history}, '
@@ -184,9 +201,8 @@ def request_lines(o: Outcome, prices: PriceTable) -> Iterator[str]:
             f'"cache": {{"wire_tokens": {g.total}, "shared": {g.shared}, "ceiling": {g.ceiling}, '
             f'"openai": {g.openai}, "anthropic_tokens": {a_total}, "anthropic_read": {read}, '
             f'"anthropic_write": {write}, "vllm": {g.vllm}}}, '
-            f'"cost": {{"openai": {round(p.cost(g.total, g.openai), 3)!r}, '
-            f'"anthropic": {round(p.cost(a_total, read, write), 3)!r}, '
-            f'"uncached": {round(p.cost(g.total), 3)!r}}}}}'
+            f'"cost": {{"openai": {round(costs[0], 3)!r}, "anthropic": {round(costs[1], 3)!r}, '
+            f'"uncached": {round(costs[2], 3)!r}}}}}'
         )
 
 
@@ -223,14 +239,14 @@ class Report:
         out: list[Any] = []
         for o in outcomes:
             t = Totals()
-            t.add(o, self.prices)
-            self.totals[o.name].merge(t)
             if rows:
+                t.add(o, self.prices)
                 out += [request_row(o, j, self.prices) for j in range(len(o.requests))]
                 out.append(session_row(o, t))
             else:
-                out += request_lines(o, self.prices)
+                out += request_lines(o, self.prices, t)
                 out.append(json.dumps(session_row(o, t)))
+            self.totals[o.name].merge(t)
         return out
 
     def summaries(self) -> list[dict[str, Any]]:

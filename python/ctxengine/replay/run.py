@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from .api import Outcome, Replayer, ReplayOptions
 from .report import Report, Totals, write_lines
@@ -94,17 +95,32 @@ def _part(
     url: str, ids: Sequence[str], options: ReplayOptions, path: str, plot: bool
 ) -> tuple[dict[str, Totals], int, list[Outcome]]:
     """One worker's share: its sessions replayed, their lines written to ``path``."""
+    with open(path, "w", encoding="utf-8") as fh:
+        return asyncio.run(_stream(url, ids, options, fh, plot))
 
-    async def run() -> tuple[dict[str, Totals], int, list[Outcome]]:
-        sessions = await _read(url, ids, stored_counter(options))
-        rp = Replayer(options)
-        report = Report(rp.names(), _settings(options), options.prices)
-        with open(path, "w", encoding="utf-8") as fh:
-            for session, stored in sessions:
-                write_lines(fh, report.add(await rp.session(session, stored), rows=False))
-        return report.totals, report.sessions, report.plotted if plot else []
 
-    return asyncio.run(run())
+async def _stream(
+    url: str,
+    ids: Sequence[str],
+    options: ReplayOptions,
+    fh: TextIO,
+    plot: bool,
+    on_progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Totals], int, list[Outcome]]:
+    """Sessions read a slice at a time, replayed, their lines written to ``fh``."""
+    rp = Replayer(options)
+    report = Report(rp.names(), _settings(options), options.prices)
+    counter = stored_counter(options)
+    for start in range(0, len(ids), _READ):
+        for session, stored in await _read(url, ids[start : start + _READ], counter):
+            write_lines(fh, report.add(await rp.session(session, stored), rows=False))
+        if on_progress is not None:
+            on_progress(len(ids[start : start + _READ]))
+    return report.totals, report.sessions, report.plotted if plot else []
+
+
+#: Sessions read from the store at a time by one process.
+_READ = 50
 
 
 def replay_store_to(
@@ -118,41 +134,39 @@ def replay_store_to(
     on_progress: Callable[[int], None] | None = None,
 ) -> Streamed:
     """Replay the sessions of a store into the JSON-lines file ``path`` (request and session
-    rows, then the summaries), with ``workers`` processes taking ``chunk`` sessions at a time."""
+    rows, then the summaries); with ``workers`` > 1, worker processes take ``chunk`` sessions
+    at a time."""
     out = Path(path)
     names = Replayer(options).names()
     totals = {name: Totals() for name in names}
-    # A part per worker and four more for the progress line, each at least 50 sessions
-    # (a part pays for its own read, plans and estimators).
-    size = chunk or max(50, -(-len(session_ids) // (max(1, workers) * 4)))
-    parts = [list(session_ids[i : i + size]) for i in range(0, len(session_ids), size)]
-    files = [out.with_name(f".{out.name}.part{n}") for n in range(len(parts))]
     sessions = 0
     plotted: list[Outcome] = []
+    files: list[Path] = []
     try:
-        if workers <= 1:
-            results = (
-                _part(url, ids, options, str(f), n == 0)
-                for n, (ids, f) in enumerate(zip(parts, files, strict=True))
-            )
-            for got in results:
-                sessions = _merge(totals, got, sessions, plotted, on_progress)
-        else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                futures = [
-                    pool.submit(_part, url, ids, options, str(f), n == 0)
-                    for n, (ids, f) in enumerate(zip(parts, files, strict=True))
-                ]
-                for future in futures:
-                    sessions = _merge(totals, future.result(), sessions, plotted, on_progress)
-        report = Report(names, _settings(options), options.prices)
-        report.totals, report.sessions = totals, sessions
-        summaries = report.summaries()
-        with out.open("wb") as fh:
-            for f in files:
-                fh.write(f.read_bytes())
-            for s in summaries:
-                fh.write((json.dumps(s) + "\n").encode())
+        with out.open("w", encoding="utf-8") as fh:
+            if workers <= 1:
+                got = asyncio.run(_stream(url, session_ids, options, fh, True, on_progress))
+                sessions = _merge(totals, got, sessions, plotted, None)
+            else:
+                # A part per worker and four more for the progress line, each at least 50
+                # sessions (a part pays for its own plans and estimators).
+                size = chunk or max(50, -(-len(session_ids) // (workers * 4)))
+                parts = [list(session_ids[i : i + size]) for i in range(0, len(session_ids), size)]
+                files = [out.with_name(f".{out.name}.part{n}") for n in range(len(parts))]
+                with ProcessPoolExecutor(max_workers=workers) as pool:
+                    futures = [
+                        pool.submit(_part, url, ids, options, str(f), n == 0)
+                        for n, (ids, f) in enumerate(zip(parts, files, strict=True))
+                    ]
+                    for future, f in zip(futures, files, strict=True):
+                        sessions = _merge(totals, future.result(), sessions, plotted, on_progress)
+                        with f.open(encoding="utf-8") as part:
+                            shutil.copyfileobj(part, fh, 1 << 20)
+                        f.unlink()
+            report = Report(names, _settings(options), options.prices)
+            report.totals, report.sessions = totals, sessions
+            summaries = report.summaries()
+            write_lines(fh, (json.dumps(s) for s in summaries))
     finally:
         for f in files:
             f.unlink(missing_ok=True)
