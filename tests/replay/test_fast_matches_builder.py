@@ -26,8 +26,8 @@ FIELDS = (
 )  # fmt: skip
 
 
-def config(window: int, name: str = "c") -> ReplayConfig:
-    policy = BudgetPolicy.from_dict({"history": {"floor_tokens": 4000}})
+def config(window: int, name: str = "c", depth: int = 16, floor: int = 4000) -> ReplayConfig:
+    policy = BudgetPolicy.from_dict({"history": {"floor_tokens": floor}})
     return ReplayConfig(
         name,
         ResolvedModel("openai", "gpt-4o-mini", window, 4_096, 2_048),
@@ -67,4 +67,12 @@ def test_the_same_log_under_a_larger_window(backend: str) -> None:
 def test_long_run_clips_and_clears(backend: str) -> None:
     exact, fast = asyncio.run(both(config(32_000), long_run(24), True))
     assert sum(r.clipped for r in exact) and sum(r.cleared for r in exact)
+    assert [figures(r) for r in fast] == [figures(r) for r in exact]
+
+
+def test_every_run_compacts_from_depth_zero(backend: str) -> None:
+    """A run seeds from the session's carry with its depth re-based to 0 (ADR 0011): with a
+    depth limit of 1, each run may compact once."""
+    exact, fast = asyncio.run(both(config(9_000, depth=1, floor=2000), chat(60), True))
+    assert sum(r.compactions for r in exact) >= 3 and all(r.fits for r in exact)
     assert [figures(r) for r in fast] == [figures(r) for r in exact]

@@ -23,7 +23,7 @@ from ..providers import to_anthropic_messages, to_openai_chat
 from ..providers.cache_units import UnitCounter
 from ..runtime.loop import ContextLoop
 from ..stores.memory import MemoryStore
-from .fast import Request
+from .fast import DEPTH, Request
 from .setup import BLOCK_CLASSES, POLICY_VERSION, TURN_CLASSES, Configured
 from .sources import ReplaySession, request_points
 
@@ -158,11 +158,14 @@ class ExactReplay:
         plan = self.planner.cached(run.session_id)
         try:
             request, cp2 = await self.loop.build_with_pressure(run, cp, c.agent, c.principal, lease=lease)
-        except (ContextOverflow, CompactionDepthExceeded):
+        except (ContextOverflow, CompactionDepthExceeded) as exc:
             assembly = self.builder.assemble(run, cp, c.agent, c.principal, plan=plan)
             self._cp = cp
             self.built.append(None)
-            return self._figures(index, point, n, step, assembly.request, assembly.pressure, 0)
+            r = self._figures(index, point, n, step, assembly.request, assembly.pressure, 0)
+            if isinstance(exc, CompactionDepthExceeded):  # as the fast path names it
+                r.fits, r.reason = False, DEPTH
+            return r
         self._cp = cp2
         self.built.append(request)
         pressure = self.builder.assemble(run, cp2, c.agent, c.principal, plan=plan).pressure

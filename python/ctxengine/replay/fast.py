@@ -286,6 +286,9 @@ class SessionReplay:
                 u -= 1
             if u != user:
                 user, view, step, run = u, None, 0, run + 1
+                if self.cp is not None:
+                    # A run seeds from the session's carry, its depth re-based to 0 (ADR 0011).
+                    self.cp = replace(self.cp, summary_depth=0)
             view, (keys, tokens, clipped, cleared, folded) = self._turn(u, point, view)
             turn_raw = sum(tokens)
             compactions = 0
