@@ -35,13 +35,14 @@ ENGINE = (
     "engine",
     # Drop-ins for other libraries (LangChain, the Agents SDK), built on the session API.
     "integrations",
-    # Replaying recorded sessions (issue 42): rebuilds requests with the layers below.
+    # Replaying recorded sessions (issue 42): verified as recorded (ADR 0024) and under other
+    # configurations (ADR 0025).
     "replay",
 )
 # Leaf renderers: built on assembly's ModelRequest; no engine layer imports them.
 PROVIDERS_MAY_IMPORT = frozenset({"errors", "model", "core", "assembly", "providers"})
 # The session API renders requests for the wire: the one engine layer that imports providers.
-IMPORTS_PROVIDERS = frozenset({"engine"})
+IMPORTS_PROVIDERS = frozenset({"engine", "replay"})
 # The public face (ctxengine/__init__.py) sits above the engine, below cli.
 FACE = frozenset({"face"})
 

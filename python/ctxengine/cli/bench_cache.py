@@ -23,12 +23,10 @@ automatic caching). The same transcript untrimmed is the bare conversation.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,6 @@ from ..errors import ContextOverflow, OrphanedToolPair
 from ..model import (
     AssistantMessage,
     Checkpoint,
-    ConversationItem,
     ResolvedModel,
     RunContext,
     ToolCall,
@@ -49,6 +46,7 @@ from ..model import (
 )
 from ..providers import check_wire_pairs, to_anthropic_messages, to_openai_chat
 from ..providers.cache_units import UnitCounter, WireUnits
+from ..replay.baselines import Transcript, chat_tools, trimmed
 from ..stores import open_store
 from ..stores.events import Lease
 from .bench_cache_report import BASELINE, acceptance, cache_markdown
@@ -139,57 +137,6 @@ class Side:
 
 
 @dataclass(slots=True)
-class Transcript:
-    """The conversation so far as plain chat messages, each with its unit, and as LangChain
-    messages for the baseline (built once per message)."""
-
-    counter: UnitCounter
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    units: list[tuple[int, bytes]] = field(default_factory=list)
-    langchain: list[Any] = field(default_factory=list)
-    by_id: dict[int, int] = field(default_factory=dict)
-    user_index: int | None = None
-
-    def add(self, items: Sequence[ConversationItem]) -> None:
-        for item in items:
-            message = _bare(item)
-            if message is None:
-                continue
-            self.messages.append(message)
-            self.units.append(self.counter.unit(message))
-            if isinstance(item, UserMessage):
-                self.user_index = len(self.messages) - 1
-
-    def langchain_messages(self) -> list[Any]:
-        from langchain_core.messages import convert_to_messages
-
-        for i in range(len(self.langchain), len(self.messages)):
-            (converted,) = convert_to_messages([self.messages[i]])
-            self.langchain.append(converted)
-            self.by_id[id(converted)] = i
-        return self.langchain
-
-
-def _bare(item: ConversationItem) -> dict[str, Any] | None:
-    """An item as a plain OpenAI chat message (no envelope)."""
-    if isinstance(item, UserMessage):
-        return {"role": "user", "content": str(item.content)}
-    if isinstance(item, AssistantMessage):
-        return {"role": "assistant", "content": str(item.content)}
-    if isinstance(item, ToolCall):
-        arguments = json.dumps(item.arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        call = {
-            "id": item.call_id,
-            "type": "function",
-            "function": {"name": item.name, "arguments": arguments},
-        }
-        return {"role": "assistant", "content": None, "tool_calls": [call]}
-    if isinstance(item, ToolResult):
-        return {"role": "tool", "tool_call_id": item.call_id, "content": str(item.content)}
-    return None
-
-
-@dataclass(slots=True)
 class Workload:
     """One workload's requests on every side."""
 
@@ -243,7 +190,7 @@ class Recorder:
         self.transcript = Transcript(self.counter)
         self.system = self.counter.unit({"role": "system", "content": AGENT.instructions})
         # The tool list as to_openai_chat renders it: the baseline sends the same tools.
-        self.tools = self.counter.unit({"tools": _chat_tools()})
+        self.tools = self.counter.unit({"tools": chat_tools(TOOLS)})
         workload.sides["ctxengine/openai_chat"] = Side("ctxengine/openai_chat", ("openai", "vllm"))
         workload.sides["ctxengine/anthropic"] = Side("ctxengine/anthropic", ("anthropic",))
         self.peers = peers
@@ -285,29 +232,11 @@ class Recorder:
                 w.whole_bare_tokens += bare + self.tools[0]
         return request, checkpoint
 
-    def _trim(self, messages: list[Any]) -> list[Any]:
-        from langchain_core.messages import trim_messages
-
-        t = self.transcript
-
-        def count(batch: Sequence[Any]) -> int:
-            return sum(t.units[t.by_id[id(m)]][0] for m in batch)
-
-        kept: list[Any] = trim_messages(
-            messages,
-            max_tokens=self.w.history_budget,
-            token_counter=count,
-            strategy="last",
-            start_on="human",
-        )
-        return kept
-
     def _baseline(self) -> None:
         if not self.peers:
             return
         t = self.transcript
-        kept = self._trim(t.langchain_messages())
-        indices = [t.by_id[id(m)] for m in kept]
+        indices = trimmed(t, self.w.history_budget)
         if t.user_index is not None and t.user_index not in indices:
             self.w.baseline_without_user += 1
         units = [self.tools, self.system, *(t.units[i] for i in indices)]
@@ -327,16 +256,6 @@ def _nothing_dropped(request: ModelRequest, transcript: Transcript) -> bool:
         text.startswith(marks) or 'truncated="head+tail"' in text
         for text in (item.text or "" for item in request.body)
     )
-
-
-def _chat_tools() -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-        }
-        for t in TOOLS
-    ]
 
 
 def output_bytes(rng: random.Random) -> int:

@@ -1,4 +1,5 @@
-"""The ``ctxengine`` command line (SPEC section 9): ``demo``, ``inspect``, ``migrate`` and ``bench``.
+"""The ``ctxengine`` command line (SPEC section 9): ``demo``, ``inspect``, ``migrate``, ``bench``
+and ``replay``.
 
 Exit codes: 0 success; 1 an invariant broke (``demo``); 2 bad input or an
 unreachable store (the message names it; arguments that cannot run are argparse's
@@ -330,6 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", action="store_true", help="print the results as one JSON object")
     bench.set_defaults(run=_bench)
+
+    from .replay import add_parser as add_replay
+
+    add_replay(sub, _STORE_HELP, _add_prices)
     return parser
 
 

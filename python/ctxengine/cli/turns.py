@@ -195,15 +195,21 @@ def _acked(run: RunContext, items: Sequence[ConversationItem]) -> list[tuple[int
 
 
 async def bulk_history(
-    store: Store, session_id: str, items: Sequence[ConversationItem], *, estimator: Estimator | None = None
+    store: Store,
+    session_id: str,
+    items: Sequence[ConversationItem],
+    *,
+    estimator: Estimator | None = None,
+    model_id: str = MODEL.model_id,
 ) -> int:
     """Append ``items`` (their ``seq`` ignored) in batches, with their token counts under the
-    estimator's history counter for ``MODEL``, as earlier runs would have left them; returns the
-    last sequence. For building long benchmark sessions quickly."""
+    estimator's history counter for ``model_id`` (a counting key: ``MODEL``'s by default), as
+    earlier runs would have left them; returns the last sequence. For building long benchmark
+    sessions quickly."""
     from ..runtime.session import ITEM_APPENDED, item_payload
 
     est = estimator if estimator is not None else cast(Estimator, TokenEstimator())
-    counter = est.counter_id(MODEL.model_id, HISTORY)
+    counter = est.counter_id(model_id, HISTORY)
     last = 0
     for start in range(0, len(items), 2_000):
         batch = items[start : start + 2_000]
@@ -220,7 +226,7 @@ async def bulk_history(
         async with store.transaction():
             stored, _ = await store.events.append_all(events)
             logged = [replace(item, seq=event.sequence) for item, event in zip(batch, stored, strict=True)]
-            await store.events.put_counts(session_id, counter, history_counts(est, MODEL.model_id, logged))
+            await store.events.put_counts(session_id, counter, history_counts(est, model_id, logged))
         last = stored[-1].sequence
     return last
 
