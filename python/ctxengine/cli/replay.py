@@ -11,6 +11,13 @@ Outputs in ``--out``: ``replay.jsonl`` (the report rows), ``replay.md`` (the sum
 table) and PNG plots of the first session when matplotlib is installed; ``--json`` prints
 the summaries as one JSON object. A progress line goes to stderr on a terminal or with
 ``--progress``.
+
+    ctxengine replay --store sqlite:///runs.db --session s1 --check
+
+``--check`` is the determinism check (ADR 0024): every recorded request of the sessions
+rebuilt under its recorded configuration to its recorded prefix and body hashes; a
+mismatch names the first differing region and exits 1. Requests recorded before format 6
+are listed with the reason they cannot be rebuilt, and do not fail the check.
 """
 
 from __future__ import annotations
@@ -61,6 +68,11 @@ def add_parser(sub: Any, store_help: str, add_prices: Callable[[argparse.Argumen
     p.add_argument("--out", default="replay-out", help="output directory (default replay-out/)")
     p.add_argument("--json", action="store_true", help="print the summaries as one JSON object")
     p.add_argument("--progress", action="store_true", help="a progress line on stderr even off a terminal")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="rebuild each recorded request of --store's sessions to its recorded hashes (1: one differs)",
+    )
     add_prices(p)
     p.set_defaults(run=run, parser=p)
 
@@ -125,7 +137,41 @@ class Progress:
             print(file=sys.stderr)
 
 
+async def _verify(url: str, ids: list[str]) -> list[Any]:
+    from ..replay import verify_session
+    from ..stores import open_store
+
+    store = await open_store(url, read_only=True)
+    try:
+        return [await verify_session(store, sid) for sid in ids]
+    finally:
+        await store.close()
+
+
+def check(args: argparse.Namespace) -> int:
+    """``--check``: 0 when every request with a record reproduced, 1 otherwise."""
+    if not args.store:
+        args.parser.error("--check needs --store")
+    checks = asyncio.run(_verify(args.store, _ids(args)))
+    differing = [(c.session_id, r) for c in checks for r in c.requests if r.first_differing_region]
+    if args.json:
+        print(json.dumps({"sessions": [c.to_dict() for c in checks]}, sort_keys=True))
+        return 1 if differing else 0
+    for c in checks:
+        print(
+            f"{c.session_id}: {c.reproduced} of {len(c.requests)} requests reproduced, "
+            f"{len(c.unreproducible)} without what a rebuild needs"
+        )
+        for r in (r for r in c.requests if not r.ok):
+            region = r.first_differing_region
+            why = f"first differing region {region}" if region else r.reason
+            print(f"  request {r.index} (event {r.sequence}, run {r.run_id} step {r.step}): {why}")
+    return 1 if differing else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.check:
+        return check(args)
     from ..replay import ReplayOptions, load_transcript, markdown, plots, replay_sessions, replay_store_to
 
     prices = PriceTable(args.input_price, args.cached_read_price, args.cache_write_price)
