@@ -29,6 +29,7 @@ from ..assembly.request import RenderedItem
 from ..core.prompt_cache import RequestCache
 from ..errors import CompactionDepthExceeded
 from ..model import Checkpoint, ConversationItem, ToolCall, ToolResult, UserMessage, content_text
+from ..plan import STABLE_BODY_VERSIONS
 from ..reference.cut import cut_after_pairs
 from ..runtime.loop_pressure import MAX_COMPACTIONS_PER_STEP
 from ..runtime.seeding import RENDERED
@@ -185,6 +186,7 @@ class SessionReplay:
         history_raw = k.sums[user] - k.sums[lo]
         base = fixed + summary
         pointers: list[int] = []
+        pressured = False  # a history tool result truncated under pressure, not over its cap
         if (
             c(history_raw) > self.tool_cap
             or c(base + history_raw) > self.usable
@@ -212,7 +214,7 @@ class SessionReplay:
             while (
                 c(base + history_raw) > self.usable or c(history_raw) > self.history_cap
             ) and truncate_next():
-                pass
+                pressured = True
         budget = max(0, min(self.history_cap, self.usable - c(base)))
         cut = 0
         floor = self.cp.replaced_through_sequence if self.cp is not None else None
@@ -234,6 +236,8 @@ class SessionReplay:
             "history_raw": history_raw,
             "pointers": pointers,
             "summary": summary,
+            # Builder version 3 compacts once instead (ADR 0027; ``loop_pressure.compacts_early``).
+            "early": pressured and self.c.plan.builder_version in STABLE_BODY_VERSIONS and depth_ok,
         }
 
     def compact(self, user: int, point: int, budget: int) -> None:
@@ -294,9 +298,10 @@ class SessionReplay:
             compactions = 0
             while True:
                 fit = self.fit(u, turn_raw)
+                early = compactions == 0 and fit["reason"] == FITS and fit["early"]
                 if (
-                    fit["reason"] == FITS
-                    or not fit["compactable"]
+                    (fit["reason"] == FITS and not early)
+                    or (fit["reason"] != FITS and not fit["compactable"])
                     or compactions >= MAX_COMPACTIONS_PER_STEP
                     or not self.c.config.compaction.enabled
                 ):
