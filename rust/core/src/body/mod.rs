@@ -10,6 +10,7 @@
 
 mod checks;
 mod fit;
+pub mod line;
 #[cfg(test)]
 mod tests;
 

@@ -5,6 +5,7 @@
 //! [`EstimatorState`] is plain data; the binding keeps it behind one mutex
 //! and looks a whole history up under a single lock.
 
+mod batch;
 mod config;
 mod memo;
 mod memo_index;
@@ -12,6 +13,7 @@ mod snapshot;
 #[cfg(test)]
 mod tests;
 
+pub use batch::{Fact, Measured, Measuring, Resolved};
 pub use config::{
     check_count, check_raw_sum, check_reconcile, check_table, settings, Shape, Values,
 };

@@ -15,6 +15,7 @@ mod memo;
 pub use line_state::LineState;
 
 use ctxengine_core::body::{self, Block, BodyHost, Kind, Part};
+use ctxengine_core::estimate::{Measuring, Resolved};
 use ctxengine_core::hash::{hex, sha256, PrefixStates};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -22,7 +23,7 @@ use pyo3::types::{PyDict, PyList};
 
 use crate::arguments::{self, type_name};
 use crate::errors::{argument_error, guard, HostError, IntoPy};
-use crate::estimator::{Measuring, Resolved, TokenEstimator};
+use crate::estimator::TokenEstimator;
 use crate::items::{Facts, Types};
 use gather::{Buffers, Gather};
 use inputs::{BlockIn, F};
@@ -200,7 +201,7 @@ fn fit<'py>(
             g.bufs.pin_borrowed(py, i + 1);
             pinned = true;
         }
-        g.push_cached(r, e.digest, e.bytes.as_ptr())?;
+        g.push_cached(r, e.facts.digest, e.bytes.as_ptr())?;
     }
     for i in from_cache..g.bufs.keys.len() {
         if let Some(l) = lookahead.as_ref().filter(|_| !pinned) {
@@ -253,10 +254,7 @@ fn fit<'py>(
         // Every entry keeps its render's count as this call measured it
         // (those served keep theirs).
         let (facts, raws) = (g.facts(), &g.bufs.raws);
-        let from = measuring.served;
-        for (i, e) in r.entries_mut().iter_mut().enumerate().skip(from) {
-            e.measured = measuring.tag(facts[i].kind, raws[i]);
-        }
+        r.measured_from(measuring.served, |i| measuring.tag(facts[i].kind, raws[i]));
     }
     Ok(result)
 }
@@ -372,7 +370,7 @@ fn measure_and_fit<'py>(
             &g.types.kinds,
             g.facts(),
             known,
-            |e| e.measured,
+            |e| e.facts.measured,
             &mut raws,
         )
         .into_py(py)?;

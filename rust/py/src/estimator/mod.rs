@@ -14,15 +14,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyType};
 use crate::arguments::{self, type_name};
 use crate::errors::{estimator_error, guard, HostError, IntoPy};
 use crate::items::{Items, Types};
-pub use batch::{Measured, Measuring};
 pub use values::PyValues;
-
-/// Interned ids for [`TokenEstimator::raw_one`] (ids never change).
-#[derive(Default)]
-pub struct Resolved {
-    counter: Option<u32>,
-    kinds: Vec<u32>,
-}
 
 /// Per-model token counts (exact for public encodings, the calibrated byte
 /// heuristic elsewhere) with a bounded LRU memo (ADR 0001, ADR 0012).
