@@ -158,6 +158,17 @@ pub enum Seq {
     Unrepresentable,
 }
 
+impl From<Option<Option<i64>>> for Seq {
+    /// A 64-bit `seq` or `None` (`Some(None)`); `None`: an int outside 64 bits.
+    fn from(seq: Option<Option<i64>>) -> Seq {
+        match seq {
+            Some(Some(at)) => Seq::At(at),
+            Some(None) => Seq::Null,
+            None => Seq::Unrepresentable,
+        }
+    }
+}
+
 impl Seq {
     fn value(self) -> Option<i64> {
         match self {
@@ -438,6 +449,13 @@ mod tests {
             String::from_utf8(r.canonical.clone()).unwrap(),
             r#"{"arguments":null,"call_id":null,"is_error":false,"name":null,"provider":null,"reasoning":null,"region_class":"history","role":"user","seq":4,"text":"<untrusted trust=\"user\" source=\"user\" nonce=\"2461ac590b46bf68\">see\n[file art-1 image/png]</untrusted:2461ac590b46bf68>"}"#
         );
+    }
+
+    #[test]
+    fn a_seq_as_read() {
+        assert_eq!(Seq::from(Some(Some(3))), Seq::At(3));
+        assert_eq!(Seq::from(Some(None)), Seq::Null);
+        assert_eq!(Seq::from(None), Seq::Unrepresentable);
     }
 
     #[test]

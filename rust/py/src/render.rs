@@ -20,7 +20,7 @@ use ctxengine_core::render::{self, Fill, Made, Seq, Shape, TextItem, TextRender}
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyType};
+use pyo3::types::{PyBool, PyList, PyString, PyType};
 
 use crate::canonical::{item_cache as item_canonical, make_cache, walker};
 use crate::errors::guard;
@@ -70,15 +70,8 @@ fn owned_str(value: &Bound<'_, PyAny>) -> Option<String> {
 
 /// The item's 32-byte canonical digest (filling `_cj` when it is empty).
 fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
-    let cached = item_canonical(item)?;
-    let digest = cached.get_item(1)?;
-    let bytes = digest.cast::<PyBytes>()?.as_bytes();
-    let mut out = [0u8; 32];
-    if bytes.len() != 32 {
-        return Err(PyTypeError::new_err("an item's _cj digest is not 32 bytes"));
-    }
-    out.copy_from_slice(bytes);
-    Ok(out)
+    let read = crate::canonical::digest_of(item_canonical(item)?.as_any()).map(|(d, _)| d);
+    read.ok_or_else(|| PyTypeError::new_err("an item's _cj digest is not 32 bytes"))
 }
 
 /// A render's role as one shared string per role (a render holds it; its value is all that
@@ -111,44 +104,65 @@ fn rendered_maker<'py>(function: &str, rendered_cls: &Bound<'py, PyType>) -> PyR
     Maker::new(rendered_cls, &expected)
 }
 
-/// The slots' values as `plan` fills them: `text` for the render's text,
-/// `read` for the item's fields (in slot order); the cache slot `None`.
-fn fill<'py>(
-    region: &Bound<'py, PyAny>,
-    plan: &[Fill],
-    text: &str,
-    mut read: impl FnMut(&'static str) -> PyResult<Bound<'py, PyAny>>,
-) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    let py = region.py();
-    let none = py.None().into_bound(py);
-    let bool = |b: bool| PyBool::new(py, b).to_owned().into_any();
-    plan.iter()
-        .map(|f| {
-            Ok(match *f {
-                Fill::Region => region.clone(),
-                Fill::Role(role) => role_str(py, role).into_any(),
-                Fill::Text => PyString::new(py, text).into_any(),
-                Fill::Field(name) => read(name)?,
-                Fill::Truth(name) => bool(read(name)?.is_truthy()?),
-                Fill::False => bool(false),
-                Fill::None | Fill::Cache => none.clone(),
-            })
-        })
-        .collect()
+/// A slot as a template fills it: a value every render shares, or one read
+/// per item (the field's name interned once).
+enum Slot<'py> {
+    Fixed(Bound<'py, PyAny>),
+    Text,
+    Field(&'static str, Bound<'py, PyString>),
+    Truth(&'static str, Bound<'py, PyString>),
 }
 
-/// `item.<name>`, the name interned (the fields a plan reads).
-fn field<'py>(item: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    let py = item.py();
-    item.getattr(match name {
-        "call_id" => intern!(py, "call_id"),
-        "name" => intern!(py, "name"),
-        "arguments" => intern!(py, "arguments"),
-        "provider" => intern!(py, "provider"),
-        "payload" => intern!(py, "payload"),
-        "seq" => intern!(py, "seq"),
-        _ => return item.getattr(name),
-    })
+/// A plan with the values every render of it shares made once (the region,
+/// the role, the constants): per item only the text and its fields are read.
+struct Template<'py> {
+    plan: Vec<Fill>,
+    slots: Vec<Slot<'py>>,
+    /// The slot of the canonical cache.
+    cache: usize,
+}
+
+impl<'py> Template<'py> {
+    fn new(region: &Bound<'py, PyAny>, made: Made) -> Self {
+        let py = region.py();
+        let plan = render::plan(made);
+        let slots = (plan.iter())
+            .map(|f| match *f {
+                Fill::Region => Slot::Fixed(region.clone()),
+                Fill::Role(role) => Slot::Fixed(role_str(py, role).into_any()),
+                Fill::False => Slot::Fixed(PyBool::new(py, false).to_owned().into_any()),
+                Fill::None | Fill::Cache => Slot::Fixed(py.None().into_bound(py)),
+                Fill::Text => Slot::Text,
+                Fill::Field(name) => Slot::Field(name, PyString::intern(py, name)),
+                Fill::Truth(name) => Slot::Truth(name, PyString::intern(py, name)),
+            })
+            .collect();
+        let cache = slot(&plan, Fill::Cache);
+        Template { plan, slots, cache }
+    }
+
+    /// The slots' values: `text` for the render's text, `read` for the
+    /// item's fields (name, interned name; in slot order); the cache slot `None`.
+    fn fill(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        mut read: impl FnMut(&str, &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let mut values = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            values.push(match slot {
+                Slot::Fixed(v) => v.clone(),
+                Slot::Text => PyString::new(py, text).into_any(),
+                Slot::Field(name, interned) => read(name, interned)?,
+                Slot::Truth(name, interned) => {
+                    let truth = read(name, interned)?.is_truthy()?;
+                    PyBool::new(py, truth).to_owned().into_any()
+                }
+            });
+        }
+        Ok(values)
+    }
 }
 
 /// The slot `plan` fills with `fill`.
@@ -157,7 +171,7 @@ fn slot(plan: &[Fill], fill: Fill) -> usize {
 }
 
 /// A kind's shape and how its render fills the slots.
-type Planned = (Shape, Vec<Fill>);
+type Planned<'py> = (Shape, Template<'py>);
 
 /// Each item's rendered form for `region_class`, made here (messages, tool
 /// results, tool calls, reasoning) or `None` (the caller renders it).
@@ -175,7 +189,7 @@ pub fn render_items<'py>(
         let region_obj = region_class.as_any();
         let out = PyList::empty(py);
         // The shape of type(item).kind and its plan, looked up once per class.
-        let mut shapes: Vec<(usize, Option<Planned>)> = Vec::new();
+        let mut shapes: Vec<(usize, Option<Planned<'py>>)> = Vec::new();
         // The buffers every item's render is written into (then copied into its objects).
         let mut render = TextRender::default();
         for item in items.try_iter()? {
@@ -187,21 +201,21 @@ pub fn render_items<'py>(
                 None => {
                     let kind: String = tp.getattr(intern!(py, "kind"))?.extract()?;
                     let shape = render::shape(&kind);
-                    shapes.push((key, shape.map(|s| (s, render::plan(Made::Shape(s))))));
+                    let made = |s| (s, Template::new(region_obj, Made::Shape(s)));
+                    shapes.push((key, shape.map(made)));
                     shapes.len() - 1
                 }
             };
-            let Some((shape, plan)) = &shapes[at].1 else {
+            let Some((shape, template)) = &shapes[at].1 else {
                 out.append(py.None())?;
                 continue;
             };
-            let cache = slot(plan, Fill::Cache);
             let Shape::Text(role) = *shape else {
                 // A tool call or a reasoning item: no text, the call (or the
                 // provider's continuation) as it is.
-                let mut values = fill(region_obj, plan, "", |name| field(&item, name))?;
+                let mut values = template.fill(py, "", |_, name| item.getattr(name))?;
                 if *shape == Shape::Call {
-                    values[cache] = call_canonical(py, region, plan, &values)?;
+                    values[template.cache] = call_canonical(py, region, &template.plan, &values)?;
                 }
                 // It shares the call's arguments (a dict): the collector keeps seeing it.
                 out.append(maker.make(values)?)?;
@@ -224,11 +238,6 @@ pub fn render_items<'py>(
             let seq_obj = item.getattr(intern!(py, "seq"))?;
             let is_error =
                 call_id.is_some() && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
-            let seq = match seq_i64(&seq_obj) {
-                Some(Some(at)) => Seq::At(at),
-                Some(None) => Seq::Null,
-                None => Seq::Unrepresentable,
-            };
             let made = render.render(
                 region,
                 &TextItem {
@@ -237,18 +246,18 @@ pub fn render_items<'py>(
                     trust,
                     call_id: call_id_str,
                     is_error,
-                    seq,
+                    seq: Seq::from(seq_i64(&seq_obj)),
                     digest: &digest,
                 },
             );
-            let mut values = fill(region_obj, plan, &render.text, |name| match name {
+            let mut values = template.fill(py, &render.text, |name, interned| match name {
                 "call_id" => Ok(call_id.clone().unwrap_or_else(|| py.None().into_bound(py))),
                 "seq" => Ok(seq_obj.clone()),
                 "is_error" => Ok(PyBool::new(py, is_error).to_owned().into_any()),
-                _ => field(&item, name),
+                _ => item.getattr(interned),
             })?;
             if made {
-                values[cache] = cache_tuple(py, &render.canonical)?;
+                values[template.cache] = cache_tuple(py, &render.canonical)?;
             }
             // Strings, a bool, an int and a tuple of bytes: it can hold no cycle.
             out.append(maker.make_acyclic(values, true)?)?;
@@ -301,8 +310,7 @@ fn call_canonical<'py>(
 fn pointer<'py>(
     item: &Bound<'py, PyAny>,
     maker: &Maker<'py>,
-    region: &Bound<'py, PyAny>,
-    plan: &[Fill],
+    template: &Template<'py>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = item.py();
     let kind: String = item.get_type().getattr(intern!(py, "kind"))?.extract()?;
@@ -327,7 +335,7 @@ fn pointer<'py>(
     };
     let is_error = item.getattr(intern!(py, "is_error"))?;
     let text = render::pointer(&content, &call, seq, is_error.is_truthy()?, &trust);
-    let values = fill(region, plan, &text, |name| {
+    let values = template.fill(py, &text, |name, _| {
         Ok(match name {
             "call_id" => call_id.clone(),
             "is_error" => is_error.clone(),
@@ -349,10 +357,10 @@ pub fn render_pointers<'py>(
     guard(py, || {
         let maker = rendered_maker("render_pointers", rendered_cls)?;
         let region = PyString::new(py, "history").into_any();
-        let plan = render::plan(Made::Pointer);
+        let template = Template::new(&region, Made::Pointer);
         let out = PyList::empty(py);
         for item in items.try_iter()? {
-            match pointer(&item?, &maker, &region, &plan)? {
+            match pointer(&item?, &maker, &template)? {
                 Some(rendered) => out.append(rendered)?,
                 None => out.append(py.None())?,
             }
