@@ -10,7 +10,6 @@ declaration lists everything that still has to follow it.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -167,13 +166,17 @@ def check_trust(r: Report) -> None:
 
 def check_rendered(r: Report) -> None:
     check_dataclass(r, "python/ctxengine/assembly/request.py", RenderedItem, s.RENDERED)
-    source = (ROOT / "rust/py/src/render.rs").read_text()
-    match = re.search(r"const SLOTS: \[&str; \d+\] = \[(.*?)\];", source, re.S)
-    slots = tuple(re.findall(r'"([^"]+)"', match.group(1))) if match else ()
+    # The native renderer fills the slots the core's schema declares (`render::slots`)
+    # and refuses a RenderedItem whose slots differ.
     r.check(
-        "rust/py/src/render.rs (SLOTS)",
+        "rust/core/src/render.rs (slots)",
         "RenderedItem slots",
-        lambda: expect(slots, (*s.RENDERED.names, "_cj")),
+        lambda: expect(tuple(RenderedItem.__slots__), (*s.RENDERED.names, "_cj")),
+    )
+    r.check(
+        "rust/py/src/render.rs (render_items)",
+        "RenderedItem slots",
+        lambda: _core.render_items([], "history", RenderedItem),
     )
 
 

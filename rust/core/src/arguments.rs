@@ -236,9 +236,63 @@ pub fn foreign_not_int(method: &str, type_name: &str) -> CoreError {
     ))
 }
 
+/// The name of an argument's part, formatted only when an error needs it:
+/// `base.field`, or `base[at].field`.
+#[derive(Clone, Copy)]
+pub struct Path<'a> {
+    base: &'a str,
+    at: Option<usize>,
+    field: &'a str,
+}
+
+impl<'a> Path<'a> {
+    pub fn of(base: &'a str, field: &'a str) -> Self {
+        Path {
+            base,
+            at: None,
+            field,
+        }
+    }
+
+    pub fn at(base: &'a str, at: usize, field: &'a str) -> Self {
+        Path {
+            base,
+            at: Some(at),
+            field,
+        }
+    }
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.at {
+            Some(at) => write!(f, "{}[{at}]", self.base)?,
+            None => f.write_str(self.base)?,
+        }
+        if !self.field.is_empty() {
+            write!(f, ".{}", self.field)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_name_an_arguments_part() {
+        assert_eq!(Path::of("inputs", "history").to_string(), "inputs.history");
+        assert_eq!(Path::of("inputs.blocks", "").to_string(), "inputs.blocks");
+        assert_eq!(
+            Path::at("inputs.blocks", 2, "ids").to_string(),
+            "inputs.blocks[2].ids"
+        );
+        assert_eq!(
+            Path::at("inputs.blocks", 0, "").to_string(),
+            "inputs.blocks[0]"
+        );
+    }
 
     fn arg<'a>(value: Value<'a>, type_name: &'a dyn Fn() -> String) -> Arg<'a, 'a> {
         Arg { value, type_name }

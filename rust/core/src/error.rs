@@ -33,7 +33,54 @@ pub enum CoreError {
     },
 }
 
+/// The Python classes of `ctxengine.errors` the variants map to, in
+/// [`CoreError::class`] order.
+pub const CLASSES: [&str; 6] = [
+    "CanonicalizationError",
+    "ContextOverflow",
+    "PolicyError",
+    "OrphanedToolPair",
+    "EstimatorError",
+    "ArgumentError",
+];
+
 impl CoreError {
+    /// Its class's index in [`CLASSES`] and the class's constructor
+    /// arguments, in order.
+    pub fn class(self) -> (usize, Vec<crate::data::Data>) {
+        use crate::data::Data;
+        let s = Data::Str;
+        match self {
+            CoreError::Canonicalization { path, reason } => (0, vec![s(path), s(reason)]),
+            CoreError::ContextOverflow {
+                budget_class,
+                tokens,
+                cap,
+                detail,
+            } => (
+                1,
+                vec![
+                    s(budget_class),
+                    Data::int(tokens),
+                    Data::int(cap),
+                    s(detail),
+                ],
+            ),
+            CoreError::Policy { key, reason } => (2, vec![s(key), s(reason)]),
+            CoreError::OrphanedToolPair {
+                call_id,
+                index,
+                reason,
+            } => (3, vec![s(call_id), Data::int(index as u64), s(reason)]),
+            CoreError::Estimator(message) => (4, vec![s(message)]),
+            CoreError::Argument {
+                function,
+                argument,
+                reason,
+            } => (5, vec![s(function), s(argument), s(reason)]),
+        }
+    }
+
     pub fn canonicalization(path: impl Into<String>, reason: impl Into<String>) -> Self {
         CoreError::Canonicalization {
             path: path.into(),
@@ -121,3 +168,37 @@ impl fmt::Display for CoreError {
 impl std::error::Error for CoreError {}
 
 pub type CoreResult<T> = Result<T, CoreError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Data;
+
+    #[test]
+    fn each_error_names_its_class_and_arguments() {
+        let (class, args) = CoreError::orphan("c1", 4, "no result").class();
+        assert_eq!(CLASSES[class], "OrphanedToolPair");
+        assert_eq!(
+            args,
+            [Data::from("c1"), Data::int(4u8), Data::from("no result")]
+        );
+        let (class, args) = CoreError::overflow("prefix", 9, 5, "").class();
+        assert_eq!(CLASSES[class], "ContextOverflow");
+        assert_eq!(args[1..3], [Data::int(9), Data::int(5)]);
+        assert_eq!(
+            CLASSES[CoreError::estimator("x").class().0],
+            "EstimatorError"
+        );
+        let argument = CoreError::argument("f", "a", "r").class();
+        assert_eq!(
+            (CLASSES[argument.0], argument.1.len()),
+            ("ArgumentError", 3)
+        );
+        assert_eq!(
+            CLASSES[CoreError::policy("k", "r").class().0],
+            "PolicyError"
+        );
+        let canonical = CoreError::canonicalization("$", "r").class().0;
+        assert_eq!(CLASSES[canonical], "CanonicalizationError");
+    }
+}

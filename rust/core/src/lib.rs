@@ -12,6 +12,7 @@ pub mod calibrate;
 pub mod canonical;
 pub mod counting;
 pub mod cut;
+pub mod data;
 pub mod decode;
 pub mod envelope;
 pub mod error;

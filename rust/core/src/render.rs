@@ -38,6 +38,81 @@ pub fn shape(kind: &str) -> Option<Shape> {
     })
 }
 
+/// The slots of the rendered item (`RenderedItem`): the schema's fields
+/// ([`crate::schema::RENDERED`]) in constructor order, then its `_cj` cache.
+pub fn slots() -> Vec<&'static str> {
+    crate::schema::RENDERED.names().chain(["_cj"]).collect()
+}
+
+/// What a render is made from: an item of a [`Shape`], or a tool result's
+/// pointer (`render_pointer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Made {
+    Shape(Shape),
+    Pointer,
+}
+
+/// How one slot of a rendered item is filled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// The region class the items render for (a pointer: `history`).
+    Region,
+    /// A role (one shared string per role).
+    Role(&'static str),
+    /// The render's text ([`TextRender::text`], or the pointer's).
+    Text,
+    /// The item's own field of this name, as it is.
+    Field(&'static str),
+    /// The item's field of this name, as a bool.
+    Truth(&'static str),
+    False,
+    None,
+    /// The render's canonical cache, `(bytes, sha256(bytes))`, when made.
+    Cache,
+}
+
+/// How a render `made` fills each of [`slots`], in order.
+pub fn plan(made: Made) -> Vec<Fill> {
+    slots().into_iter().map(|slot| fill(made, slot)).collect()
+}
+
+/// How a render `made` fills the rendered item's slot `slot`.
+fn fill(made: Made, slot: &str) -> Fill {
+    let tool = matches!(made, Made::Shape(Shape::Text("tool")) | Made::Pointer);
+    let call = made == Made::Shape(Shape::Call);
+    let reasoning = made == Made::Shape(Shape::Reasoning);
+    match slot {
+        "region_class" => Fill::Region,
+        "role" => Fill::Role(match made {
+            Made::Shape(Shape::Text(role)) => role,
+            Made::Pointer => "tool",
+            Made::Shape(Shape::Call | Shape::Reasoning) => "assistant",
+        }),
+        "text" if !(call || reasoning) => Fill::Text,
+        "call_id" if tool || call => Fill::Field("call_id"),
+        "name" | "arguments" if call => Fill::Field(slot_field(slot)),
+        // (A pointer keeps the result's own value; a text render, its truth.)
+        "is_error" if made == Made::Pointer => Fill::Field("is_error"),
+        "is_error" if tool => Fill::Truth("is_error"),
+        "is_error" => Fill::False,
+        "provider" | "reasoning" if reasoning => Fill::Field(slot_field(slot)),
+        "seq" => Fill::Field("seq"),
+        "_cj" if matches!(made, Made::Shape(Shape::Text(_) | Shape::Call)) => Fill::Cache,
+        _ => Fill::None,
+    }
+}
+
+/// The item field a slot of the same meaning is filled from.
+fn slot_field(slot: &str) -> &'static str {
+    match slot {
+        "name" => "name",
+        "arguments" => "arguments",
+        "provider" => "provider",
+        // A reasoning item's continuation is its `payload`.
+        _ => "payload",
+    }
+}
+
 /// The text of a content part: a text part's text, a file reference as
 /// `[file ARTIFACT_ID MEDIA_TYPE]`.
 fn push_part(out: &mut String, part: &Part<'_>) {
@@ -81,6 +156,17 @@ pub enum Seq {
     At(i64),
     /// An int outside 64 bits: the render is made, its canonical bytes are not.
     Unrepresentable,
+}
+
+impl From<Option<Option<i64>>> for Seq {
+    /// A 64-bit `seq` or `None` (`Some(None)`); `None`: an int outside 64 bits.
+    fn from(seq: Option<Option<i64>>) -> Seq {
+        match seq {
+            Some(Some(at)) => Seq::At(at),
+            Some(None) => Seq::Null,
+            None => Seq::Unrepresentable,
+        }
+    }
 }
 
 impl Seq {
@@ -175,6 +261,77 @@ mod tests {
             media_type: Cow::Borrowed(media),
             filename: Some(Cow::Borrowed("ignored.png")),
         }
+    }
+
+    #[test]
+    fn every_render_fills_every_slot() {
+        use Fill::*;
+        assert_eq!(
+            slots(),
+            [
+                "region_class",
+                "role",
+                "text",
+                "call_id",
+                "name",
+                "arguments",
+                "is_error",
+                "provider",
+                "reasoning",
+                "seq",
+                "_cj"
+            ]
+        );
+        let none3 = [None, None, None];
+        let user = plan(Made::Shape(Shape::Text("user")));
+        assert_eq!(
+            user,
+            [
+                Region,
+                Role("user"),
+                Text,
+                None,
+                None,
+                None,
+                False,
+                None,
+                None,
+                Field("seq"),
+                Cache
+            ]
+        );
+        let tool = plan(Made::Shape(Shape::Text("tool")));
+        assert_eq!(
+            tool[3..7],
+            [Field("call_id"), None, None, Truth("is_error")]
+        );
+        let call = plan(Made::Shape(Shape::Call));
+        assert_eq!(
+            call,
+            [
+                Region,
+                Role("assistant"),
+                None,
+                Field("call_id"),
+                Field("name"),
+                Field("arguments"),
+                False,
+                None,
+                None,
+                Field("seq"),
+                Cache
+            ]
+        );
+        let reasoning = plan(Made::Shape(Shape::Reasoning));
+        assert_eq!(reasoning[2..7], [None, None, None, None, False]);
+        assert_eq!(
+            reasoning[7..],
+            [Field("provider"), Field("payload"), Field("seq"), None]
+        );
+        let pointer = plan(Made::Pointer);
+        assert_eq!(pointer[..4], [Region, Role("tool"), Text, Field("call_id")]);
+        assert_eq!(pointer[4..7], [None, None, Field("is_error")]);
+        assert_eq!(pointer[7..], [none3[0], None, Field("seq"), None]);
     }
 
     #[test]
@@ -292,6 +449,13 @@ mod tests {
             String::from_utf8(r.canonical.clone()).unwrap(),
             r#"{"arguments":null,"call_id":null,"is_error":false,"name":null,"provider":null,"reasoning":null,"region_class":"history","role":"user","seq":4,"text":"<untrusted trust=\"user\" source=\"user\" nonce=\"2461ac590b46bf68\">see\n[file art-1 image/png]</untrusted:2461ac590b46bf68>"}"#
         );
+    }
+
+    #[test]
+    fn a_seq_as_read() {
+        assert_eq!(Seq::from(Some(Some(3))), Seq::At(3));
+        assert_eq!(Seq::from(Some(None)), Seq::Null);
+        assert_eq!(Seq::from(None), Seq::Unrepresentable);
     }
 
     #[test]

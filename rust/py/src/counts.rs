@@ -1,27 +1,20 @@
 //! Stored token counts (ADR 0011): the estimator's `counter_id` and `prime`,
-//! identical to the reference backend's. `TokenEstimator` delegates here.
+//! identical to the reference backend's. The checks, their wording and the
+//! priming are `ctxengine_core::estimate::prime`; `TokenEstimator`
+//! delegates here.
 
-use ctxengine_core::estimate::MemoKey;
+use ctxengine_core::estimate::{check_kind, check_prime};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
-use crate::arguments;
-use crate::errors::{estimator_error, HostError};
+use crate::arguments::{self, type_name};
+use crate::errors::{HostError, IntoPy};
 use crate::estimator::{PyValues, TokenEstimator};
 
 /// The `kind` argument: a str without lone surrogates (`EstimatorError` otherwise).
 fn kind_arg<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
-    let py = obj.py();
-    let s = obj.cast::<PyString>().map_err(|_| {
-        let got = obj
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default();
-        estimator_error(py, format!("kind: expected a str, got {got}"))
-    })?;
-    s.to_str()
-        .map_err(|_| estimator_error(py, "kind: lone surrogate in string"))
+    let text = obj.cast::<PyString>().ok().map(|s| s.to_str().ok());
+    check_kind(text, || type_name(obj)).into_py(obj.py())
 }
 
 /// The id a raw count of `kind` is stored under for the key `model_id`
@@ -34,9 +27,7 @@ pub fn counter_id(
 ) -> PyResult<String> {
     let model_id = arguments::model_id(model_id)?;
     let kind = kind_arg(kind)?;
-    let mut st = est.lock();
-    let counter = st.counter_id(model_id);
-    Ok(st.counter(counter).stored_id(kind))
+    Ok(est.lock().stored_id_of(model_id, kind))
 }
 
 /// Memoize `(model_id, kind, digest) -> raw` for each pair not memoized yet.
@@ -50,50 +41,14 @@ pub fn prime(
 ) -> PyResult<()> {
     let model_id = arguments::model_id(model_id)?;
     let kind = kind_arg(kind)?;
-    let digests: Vec<Bound<'_, PyAny>> = digests.try_iter()?.collect::<PyResult<_>>()?;
+    let digest = |d: Bound<'_, PyAny>| d.cast::<PyBytes>().ok()?.as_bytes().try_into().ok();
+    let digests: Vec<Option<[u8; 32]>> = digests
+        .try_iter()?
+        .map(|d| d.map(digest))
+        .collect::<PyResult<_>>()?;
     let raws: Vec<Bound<'_, PyAny>> = raws.try_iter()?.collect::<PyResult<_>>()?;
-    if digests.len() != raws.len() {
-        return Err(estimator_error(
-            py,
-            format!("prime: {} digests for {} counts", digests.len(), raws.len()),
-        ));
-    }
-    let mut entries = Vec::with_capacity(digests.len());
-    for (i, (digest, raw)) in digests.iter().zip(&raws).enumerate() {
-        let bytes = match digest.cast::<PyBytes>() {
-            Ok(b) if b.as_bytes().len() == 32 => b.as_bytes(),
-            _ => {
-                return Err(estimator_error(
-                    py,
-                    format!("prime: digests[{i}] is not a 32-byte SHA-256 digest"),
-                ))
-            }
-        };
-        let mut d = [0u8; 32];
-        d.copy_from_slice(bytes);
-        entries.push((
-            d,
-            ctxengine_core::estimate::check_count(
-                &mut PyValues(py),
-                raw,
-                &format!("prime: raws[{i}]"),
-            )
-            .map_err(HostError::into_pyerr(py))?,
-        ));
-    }
-    let mut st = est.lock();
-    let counter = st.counter_id(model_id);
-    let model = st.counter(counter).memo;
-    let kind = st.kind(kind);
-    for (digest, raw) in entries {
-        st.memo_mut().prime(
-            MemoKey {
-                model,
-                kind,
-                digest,
-            },
-            raw,
-        );
-    }
+    let entries =
+        check_prime(&mut PyValues(py), &digests, &raws).map_err(HostError::into_pyerr(py))?;
+    est.lock().prime_all(model_id, kind, &entries);
     Ok(())
 }

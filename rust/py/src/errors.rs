@@ -11,16 +11,12 @@ use ctxengine_core::CoreError;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyTuple, PyType};
 
 static ERRORS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-static CANONICALIZATION: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static CONTEXT_OVERFLOW: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static POLICY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static ORPHANED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static ESTIMATOR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-static ARGUMENT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+/// The classes of `ctxengine_core::error::CLASSES`, by index.
+static CLASSES: [PyOnceLock<Py<PyType>>; 6] = [const { PyOnceLock::new() }; 6];
 static CONTEXT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// `bind_errors(module)`: the module whose classes this module raises
@@ -48,53 +44,15 @@ fn class<'py>(
     .map(|cls| cls.bind(py))
 }
 
-fn instantiate<'py, A>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyType>>,
-    name: &str,
-    args: A,
-) -> PyErr
-where
-    A: pyo3::call::PyCallArgs<'py>,
-{
-    match class(py, cell, name).and_then(|cls| cls.call1(args)) {
+/// The Python exception for a core error: its class (`CoreError::class`)
+/// called with its arguments.
+pub fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
+    let (k, args) = err.class();
+    let args: PyResult<Vec<_>> = args.iter().map(|a| crate::data::to_py(py, a)).collect();
+    let cls = class(py, &CLASSES[k], ctxengine_core::error::CLASSES[k]);
+    match cls.and_then(|cls| cls.call1(PyTuple::new(py, args?)?)) {
         Ok(exc) => PyErr::from_value(exc),
         Err(err) => err,
-    }
-}
-
-/// The Python exception for a core error.
-pub fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
-    match err {
-        CoreError::Canonicalization { path, reason } => instantiate(
-            py,
-            &CANONICALIZATION,
-            "CanonicalizationError",
-            (path, reason),
-        ),
-        CoreError::ContextOverflow {
-            budget_class,
-            tokens,
-            cap,
-            detail,
-        } => instantiate(
-            py,
-            &CONTEXT_OVERFLOW,
-            "ContextOverflow",
-            (budget_class, tokens, cap, detail),
-        ),
-        CoreError::Policy { key, reason } => instantiate(py, &POLICY, "PolicyError", (key, reason)),
-        CoreError::OrphanedToolPair {
-            call_id,
-            index,
-            reason,
-        } => instantiate(py, &ORPHANED, "OrphanedToolPair", (call_id, index, reason)),
-        CoreError::Estimator(message) => instantiate(py, &ESTIMATOR, "EstimatorError", (message,)),
-        CoreError::Argument {
-            function,
-            argument,
-            reason,
-        } => instantiate(py, &ARGUMENT, "ArgumentError", (function, argument, reason)),
     }
 }
 

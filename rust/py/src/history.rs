@@ -157,16 +157,6 @@ impl CutHost for PyCut<'_, '_> {
     fn seq(&self, index: usize) -> Result<Option<i64>, HostError> {
         Ok(self.types.borrow_mut().seq_at(self.values, index)?)
     }
-
-    fn floor_bound(&self, from: usize, count: usize, floor: i64) -> Result<usize, HostError> {
-        let mut types = self.types.borrow_mut();
-        for i in (from..count).rev() {
-            if matches!(types.seq_at(self.values, i)?, Some(seq) if seq <= floor) {
-                return Ok(i + 1);
-            }
-        }
-        Ok(0)
-    }
 }
 
 /// How many leading items `a` and `b` share: the first `n` with `a[i] is

@@ -11,6 +11,7 @@ mod assembly;
 mod budget;
 mod canonical;
 mod counts;
+mod data;
 mod decode;
 mod errors;
 mod estimator;

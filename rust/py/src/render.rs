@@ -3,10 +3,11 @@
 //!
 //! Messages, tool results and tool calls (the bulk of any history) are
 //! rendered by the core (`ctxengine_core::render`: the role of each kind, the
-//! content text, the envelope, the canonical render bytes); this module reads
-//! each item's fields into the core's values and builds the `RenderedItem`
-//! without running `__init__` (as `decode_items` builds items) with its
-//! canonical cache filled. Anything else comes back as `None` for the caller
+//! content text, the envelope, the canonical render bytes, and which field
+//! fills each slot, `render::plan`); this module reads each item's fields
+//! into the core's values and builds the `RenderedItem` without running
+//! `__init__` (as `decode_items` builds items) with its canonical cache
+//! filled. Anything else comes back as `None` for the caller
 //! to render (data in, data out: no callback). The native module imports
 //! nothing from `ctxengine`: the caller passes the class.
 
@@ -15,30 +16,15 @@ use std::borrow::Cow;
 use ctxengine_core::decode::item::{Content, Part};
 use ctxengine_core::envelope::rendered_call_canonical;
 use ctxengine_core::hash::sha256;
-use ctxengine_core::render::{self, Seq, Shape, TextItem, TextRender};
+use ctxengine_core::render::{self, Fill, Made, Seq, Shape, TextItem, TextRender};
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyType};
+use pyo3::types::{PyBool, PyList, PyString, PyType};
 
 use crate::canonical::{item_cache as item_canonical, make_cache, walker};
 use crate::errors::guard;
 use crate::slots::{untracked, Maker};
-
-/// The slots of `RenderedItem`, in the order values are passed to [`make`].
-const SLOTS: [&str; 11] = [
-    "region_class",
-    "role",
-    "text",
-    "call_id",
-    "name",
-    "arguments",
-    "is_error",
-    "provider",
-    "reasoning",
-    "seq",
-    "_cj",
-];
 
 /// A message's content as the core's value: a str, or its parts (text parts
 /// and file references, told apart by their class `kind`), borrowed.
@@ -69,15 +55,6 @@ fn content_of<'a>(content: &'a Bound<'_, PyAny>) -> PyResult<Content<'a>> {
     Ok(Content::Parts(parts))
 }
 
-/// An item's `seq`: `None`, an int, or an int outside 64 bits.
-fn seq_of(seq: &Bound<'_, PyAny>) -> Seq {
-    match seq_i64(seq) {
-        Some(Some(at)) => Seq::At(at),
-        Some(None) => Seq::Null,
-        None => Seq::Unrepresentable,
-    }
-}
-
 /// An item's `seq` as a 64-bit int or `None`; `None` for anything else.
 fn seq_i64(seq: &Bound<'_, PyAny>) -> Option<Option<i64>> {
     if seq.is_none() {
@@ -93,15 +70,8 @@ fn owned_str(value: &Bound<'_, PyAny>) -> Option<String> {
 
 /// The item's 32-byte canonical digest (filling `_cj` when it is empty).
 fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
-    let cached = item_canonical(item)?;
-    let digest = cached.get_item(1)?;
-    let bytes = digest.cast::<PyBytes>()?.as_bytes();
-    let mut out = [0u8; 32];
-    if bytes.len() != 32 {
-        return Err(PyTypeError::new_err("an item's _cj digest is not 32 bytes"));
-    }
-    out.copy_from_slice(bytes);
-    Ok(out)
+    let read = crate::canonical::digest_of(item_canonical(item)?.as_any()).map(|(d, _)| d);
+    read.ok_or_else(|| PyTypeError::new_err("an item's _cj digest is not 32 bytes"))
 }
 
 /// A render's role as one shared string per role (a render holds it; its value is all that
@@ -116,17 +86,92 @@ fn role_str<'py>(py: Python<'py>, role: &str) -> Bound<'py, PyString> {
     }
 }
 
-/// A maker of `rendered_cls` (`RenderedItem`), checked to have the slots [`SLOTS`].
+/// A maker of `rendered_cls` (`RenderedItem`), checked to have the slots
+/// the schema declares (`render::slots`).
 fn rendered_maker<'py>(function: &str, rendered_cls: &Bound<'py, PyType>) -> PyResult<Maker<'py>> {
+    let expected = render::slots();
     let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
-    if slots.iter().map(String::as_str).ne(SLOTS.iter().copied()) {
+    if slots
+        .iter()
+        .map(String::as_str)
+        .ne(expected.iter().copied())
+    {
         return Err(PyTypeError::new_err(format!(
-            "{function}: {} does not have the slots {SLOTS:?}",
+            "{function}: {} does not have the slots {expected:?}",
             rendered_cls.name()?
         )));
     }
-    Maker::new(rendered_cls, &SLOTS)
+    Maker::new(rendered_cls, &expected)
 }
+
+/// A slot as a template fills it: a value every render shares, or one read
+/// per item (the field's name interned once).
+enum Slot<'py> {
+    Fixed(Bound<'py, PyAny>),
+    Text,
+    Field(&'static str, Bound<'py, PyString>),
+    Truth(&'static str, Bound<'py, PyString>),
+}
+
+/// A plan with the values every render of it shares made once (the region,
+/// the role, the constants): per item only the text and its fields are read.
+struct Template<'py> {
+    plan: Vec<Fill>,
+    slots: Vec<Slot<'py>>,
+    /// The slot of the canonical cache.
+    cache: usize,
+}
+
+impl<'py> Template<'py> {
+    fn new(region: &Bound<'py, PyAny>, made: Made) -> Self {
+        let py = region.py();
+        let plan = render::plan(made);
+        let slots = (plan.iter())
+            .map(|f| match *f {
+                Fill::Region => Slot::Fixed(region.clone()),
+                Fill::Role(role) => Slot::Fixed(role_str(py, role).into_any()),
+                Fill::False => Slot::Fixed(PyBool::new(py, false).to_owned().into_any()),
+                Fill::None | Fill::Cache => Slot::Fixed(py.None().into_bound(py)),
+                Fill::Text => Slot::Text,
+                Fill::Field(name) => Slot::Field(name, PyString::intern(py, name)),
+                Fill::Truth(name) => Slot::Truth(name, PyString::intern(py, name)),
+            })
+            .collect();
+        let cache = slot(&plan, Fill::Cache);
+        Template { plan, slots, cache }
+    }
+
+    /// The slots' values: `text` for the render's text, `read` for the
+    /// item's fields (name, interned name; in slot order); the cache slot `None`.
+    fn fill(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        mut read: impl FnMut(&str, &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let mut values = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            values.push(match slot {
+                Slot::Fixed(v) => v.clone(),
+                Slot::Text => PyString::new(py, text).into_any(),
+                Slot::Field(name, interned) => read(name, interned)?,
+                Slot::Truth(name, interned) => {
+                    let truth = read(name, interned)?.is_truthy()?;
+                    PyBool::new(py, truth).to_owned().into_any()
+                }
+            });
+        }
+        Ok(values)
+    }
+}
+
+/// The slot `plan` fills with `fill`.
+fn slot(plan: &[Fill], fill: Fill) -> usize {
+    plan.iter().position(|f| *f == fill).unwrap_or(plan.len())
+}
+
+/// A kind's shape and how its render fills the slots.
+type Planned<'py> = (Shape, Template<'py>);
 
 /// Each item's rendered form for `region_class`, made here (messages, tool
 /// results, tool calls, reasoning) or `None` (the caller renders it).
@@ -141,40 +186,44 @@ pub fn render_items<'py>(
     guard(py, || {
         let maker = rendered_maker("render_items", rendered_cls)?;
         let region = region_class.to_str()?;
-        let none = py.None().into_bound(py);
+        let region_obj = region_class.as_any();
         let out = PyList::empty(py);
-        // The shape of type(item).kind, looked up once per class.
-        let mut shapes: Vec<(usize, Option<Shape>)> = Vec::new();
+        // The shape of type(item).kind and its plan, looked up once per class.
+        let mut shapes: Vec<(usize, Option<Planned<'py>>)> = Vec::new();
         // The buffers every item's render is written into (then copied into its objects).
         let mut render = TextRender::default();
         for item in items.try_iter()? {
             let item = item?;
             let tp = item.get_type();
             let key = tp.as_ptr() as usize;
-            let shape = match shapes.iter().find(|(k, _)| *k == key) {
-                Some(&(_, shape)) => shape,
+            let at = match shapes.iter().position(|(k, _)| *k == key) {
+                Some(at) => at,
                 None => {
                     let kind: String = tp.getattr(intern!(py, "kind"))?.extract()?;
-                    shapes.push((key, render::shape(&kind)));
-                    render::shape(&kind)
+                    let shape = render::shape(&kind);
+                    let made = |s| (s, Template::new(region_obj, Made::Shape(s)));
+                    shapes.push((key, shape.map(made)));
+                    shapes.len() - 1
                 }
             };
-            let role = match shape {
-                Some(Shape::Text(role)) => role,
-                Some(shape @ (Shape::Call | Shape::Reasoning)) => {
-                    out.append(no_text(&maker, &item, region_class, region, shape)?)?;
-                    continue;
-                }
-                None => {
-                    out.append(&none)?;
-                    continue;
-                }
+            let Some((shape, template)) = &shapes[at].1 else {
+                out.append(py.None())?;
+                continue;
             };
-            let tool = role == "tool";
-            let call_id = if tool {
-                Some(item.getattr(intern!(py, "call_id"))?)
-            } else {
-                None
+            let Shape::Text(role) = *shape else {
+                // A tool call or a reasoning item: no text, the call (or the
+                // provider's continuation) as it is.
+                let mut values = template.fill(py, "", |_, name| item.getattr(name))?;
+                if *shape == Shape::Call {
+                    values[template.cache] = call_canonical(py, region, &template.plan, &values)?;
+                }
+                // It shares the call's arguments (a dict): the collector keeps seeing it.
+                out.append(maker.make(values)?)?;
+                continue;
+            };
+            let call_id = match role {
+                "tool" => Some(item.getattr(intern!(py, "call_id"))?),
+                _ => None,
             };
             let call_id_str = match &call_id {
                 Some(c) => Some(c.cast::<PyString>()?.to_str()?),
@@ -187,7 +236,8 @@ pub fn render_items<'py>(
             let text = render::content_text(&content);
             let digest = digest_of(&item)?;
             let seq_obj = item.getattr(intern!(py, "seq"))?;
-            let is_error = tool && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
+            let is_error =
+                call_id.is_some() && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
             let made = render.render(
                 region,
                 &TextItem {
@@ -196,31 +246,21 @@ pub fn render_items<'py>(
                     trust,
                     call_id: call_id_str,
                     is_error,
-                    seq: seq_of(&seq_obj),
+                    seq: Seq::from(seq_i64(&seq_obj)),
                     digest: &digest,
                 },
             );
-            let cj = if made {
-                cache_tuple(py, &render.canonical)?
-            } else {
-                none.clone()
-            };
-            let values = [
-                region_class.clone().into_any(),
-                role_str(py, role).into_any(),
-                PyString::new(py, &render.text).into_any(),
-                call_id.unwrap_or_else(|| none.clone()),
-                none.clone(),
-                none.clone(),
-                PyBool::new(py, is_error).to_owned().into_any(),
-                none.clone(),
-                none.clone(),
-                seq_obj,
-                cj,
-            ];
+            let mut values = template.fill(py, &render.text, |name, interned| match name {
+                "call_id" => Ok(call_id.clone().unwrap_or_else(|| py.None().into_bound(py))),
+                "seq" => Ok(seq_obj.clone()),
+                "is_error" => Ok(PyBool::new(py, is_error).to_owned().into_any()),
+                _ => item.getattr(interned),
+            })?;
+            if made {
+                values[template.cache] = cache_tuple(py, &render.canonical)?;
+            }
             // Strings, a bool, an int and a tuple of bytes: it can hold no cycle.
-            let rendered = maker.make_acyclic(values.into(), true)?;
-            out.append(rendered)?;
+            out.append(maker.make_acyclic(values, true)?)?;
         }
         Ok(out)
     })
@@ -233,64 +273,28 @@ fn cache_tuple<'py>(py: Python<'py>, canonical: &[u8]) -> PyResult<Bound<'py, Py
     ))
 }
 
-/// The render of a tool call or a reasoning item: no text, the call (or the
-/// provider's continuation) as it is. A call's canonical cache is made here
-/// when it can be; a reasoning item's is left for first use.
-fn no_text<'py>(
-    maker: &Maker<'py>,
-    item: &Bound<'py, PyAny>,
-    region_class: &Bound<'py, PyString>,
-    region: &str,
-    shape: Shape,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = item.py();
-    let none = py.None().into_bound(py);
-    let call = shape == Shape::Call;
-    let field = |name: &Bound<'py, PyString>, wanted: bool| {
-        if wanted {
-            item.getattr(name)
-        } else {
-            Ok(none.clone())
-        }
-    };
-    let mut values = [
-        region_class.clone().into_any(),
-        role_str(py, "assistant").into_any(),
-        none.clone(),
-        field(intern!(py, "call_id"), call)?,
-        field(intern!(py, "name"), call)?,
-        field(intern!(py, "arguments"), call)?,
-        PyBool::new(py, false).to_owned().into_any(),
-        field(intern!(py, "provider"), !call)?,
-        field(intern!(py, "payload"), !call)?,
-        item.getattr(intern!(py, "seq"))?,
-        none.clone(),
-    ];
-    if call {
-        values[10] = call_canonical(py, region, &values)?;
-    }
-    // It shares the call's arguments (a dict): the collector keeps seeing it.
-    maker.make(values.into())
-}
-
 /// A tool call render's `_cj` (canonical bytes and digest), made here as a text
 /// render's is, or `None` (left for first use: an argument the walk refuses,
-/// a sequence outside the canonical range). `values` are in [`SLOTS`] order.
+/// a sequence outside the canonical range). `values` as `plan` filled them.
 fn call_canonical<'py>(
     py: Python<'py>,
     region: &str,
-    values: &[Bound<'py, PyAny>; 11],
+    plan: &[Fill],
+    values: &[Bound<'py, PyAny>],
 ) -> PyResult<Bound<'py, PyAny>> {
     let none = py.None().into_bound(py);
-    let (Ok(call_id), Ok(name)) = (values[3].cast::<PyString>(), values[4].cast::<PyString>())
-    else {
+    let value = |name| &values[slot(plan, Fill::Field(name))];
+    let (Ok(call_id), Ok(name)) = (
+        value("call_id").cast::<PyString>(),
+        value("name").cast::<PyString>(),
+    ) else {
         return Ok(none);
     };
-    let Some(seq) = seq_i64(&values[9]) else {
+    let Some(seq) = seq_i64(value("seq")) else {
         return Ok(none);
     };
     let mut w = walker(py, Vec::new());
-    if w.write_root(values[5].as_ptr()).is_err() {
+    if w.write_root(value("arguments").as_ptr()).is_err() {
         return Ok(none);
     }
     let Some(bytes) =
@@ -306,8 +310,7 @@ fn call_canonical<'py>(
 fn pointer<'py>(
     item: &Bound<'py, PyAny>,
     maker: &Maker<'py>,
-    region: &Bound<'py, PyAny>,
-    role: &Bound<'py, PyAny>,
+    template: &Template<'py>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = item.py();
     let kind: String = item.get_type().getattr(intern!(py, "kind"))?.extract()?;
@@ -332,20 +335,13 @@ fn pointer<'py>(
     };
     let is_error = item.getattr(intern!(py, "is_error"))?;
     let text = render::pointer(&content, &call, seq, is_error.is_truthy()?, &trust);
-    let none = py.None().into_bound(py);
-    let values = vec![
-        region.clone(),
-        role.clone(),
-        PyString::new(py, &text).into_any(),
-        call_id,
-        none.clone(),
-        none.clone(),
-        is_error,
-        none.clone(),
-        none.clone(),
-        seq_obj,
-        none,
-    ];
+    let values = template.fill(py, &text, |name, _| {
+        Ok(match name {
+            "call_id" => call_id.clone(),
+            "is_error" => is_error.clone(),
+            _ => seq_obj.clone(),
+        })
+    })?;
     Ok(Some(maker.make(values)?))
 }
 
@@ -361,10 +357,10 @@ pub fn render_pointers<'py>(
     guard(py, || {
         let maker = rendered_maker("render_pointers", rendered_cls)?;
         let region = PyString::new(py, "history").into_any();
-        let role = PyString::new(py, "tool").into_any();
+        let template = Template::new(&region, Made::Pointer);
         let out = PyList::empty(py);
         for item in items.try_iter()? {
-            match pointer(&item?, &maker, &region, &role)? {
+            match pointer(&item?, &maker, &template)? {
                 Some(rendered) => out.append(rendered)?,
                 None => out.append(py.None())?,
             }

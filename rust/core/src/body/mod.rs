@@ -10,11 +10,14 @@
 
 mod checks;
 mod fit;
+pub mod line;
+mod result;
 #[cfg(test)]
 mod tests;
 
 pub use checks::BlockChecks;
 pub use fit::fit_body;
+pub use result::{body_sha256, UNMEASURED};
 
 use crate::cut::ToolRole;
 use crate::error::CoreError;

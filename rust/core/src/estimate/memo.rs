@@ -256,6 +256,17 @@ impl Memo {
         }
     }
 
+    /// `memo_stats()`: `{"hits", "misses", "size", "capacity"}`.
+    pub fn stats(&self) -> crate::data::Data {
+        use crate::data::Data;
+        Data::dict([
+            ("hits", Data::int(self.hits)),
+            ("misses", Data::int(self.misses)),
+            ("size", Data::int(self.len() as u64)),
+            ("capacity", Data::int(self.capacity() as u64)),
+        ])
+    }
+
     /// Insert a value read from elsewhere (a stored count, ADR 0011) unless
     /// `key` is already memoized; counts neither a hit nor a miss.
     pub fn prime(&mut self, key: MemoKey, value: i64) {

@@ -5,17 +5,21 @@
 //! [`EstimatorState`] is plain data; the binding keeps it behind one mutex
 //! and looks a whole history up under a single lock.
 
+mod batch;
 mod config;
 mod memo;
 mod memo_index;
+mod prime;
 mod snapshot;
 #[cfg(test)]
 mod tests;
 
+pub use batch::{Fact, Measured, Measuring, Resolved};
 pub use config::{
     check_count, check_raw_sum, check_reconcile, check_table, settings, Shape, Values,
 };
 pub use memo::{Memo, MemoKey, PassThrough};
+pub use prime::{check_kind, check_prime};
 pub use snapshot::{check_max_version, restore, Snapshot, SNAPSHOT_VERSION, V1_KEYS, V2_KEYS};
 
 use crate::error::{CoreError, CoreResult};

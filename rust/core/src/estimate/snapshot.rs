@@ -8,6 +8,7 @@
 use super::config::{check_count, check_count_max, check_settings, check_table, fail};
 use super::{EstimatorState, Reconciled, Shape, Values};
 use crate::calibrate;
+use crate::data::Data;
 use crate::tokenize::Method;
 
 /// The newest snapshot format this core writes and reads.
@@ -51,6 +52,45 @@ pub struct Snapshot {
     pub encodings: Vec<(String, Method)>,
     /// Calibration key -> its window, for the non-empty windows.
     pub samples: Vec<(String, Window)>,
+}
+
+impl Snapshot {
+    /// The dict `snapshot()` returns, keys in the order both backends write
+    /// them (`encodings` and `samples` in version 2 only).
+    pub fn to_data(&self) -> Data {
+        let pair = |a: u64, b: u64| Data::List(vec![Data::int(a), Data::int(b)]);
+        let mut d = vec![
+            ("version", Data::int(self.version)),
+            ("bytes_per_token", Data::Float(self.bytes_per_token)),
+            ("framing_tokens", Data::int(self.framing_tokens)),
+            (
+                "profiles",
+                Data::dict(self.profiles.iter().map(|(prefix, p)| {
+                    let p = vec![Data::Float(p.bytes_per_token), Data::int(p.framing_tokens)];
+                    (prefix.as_str(), Data::List(p))
+                })),
+            ),
+            ("memo_capacity", Data::int(self.memo_capacity as u64)),
+            (
+                "corrections",
+                Data::dict(
+                    (self.corrections.iter())
+                        .map(|(key, s)| (key.as_str(), pair(s.estimated, s.actual))),
+                ),
+            ),
+        ];
+        if self.version >= 2 {
+            let encodings = self.encodings.iter();
+            let samples = self.samples.iter().map(|(key, window)| {
+                let pairs = window.iter().map(|&(e, a)| pair(e, a)).collect();
+                (key.as_str(), Data::List(pairs))
+            });
+            let encodings = encodings.map(|(prefix, m)| (prefix.as_str(), Data::from(m.name())));
+            d.push(("encodings", Data::dict(encodings)));
+            d.push(("samples", Data::dict(samples)));
+        }
+        Data::dict(d)
+    }
 }
 
 /// `snapshot()`'s `max_version`: 1 or 2 (`None`: the newest).

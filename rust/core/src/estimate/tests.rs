@@ -318,50 +318,42 @@ fn settings_are_checked_in_order_with_their_names() {
 }
 
 /// A snapshot as the host would hand it back.
+/// A snapshot as the dict `snapshot()` returns (`Snapshot::to_data`).
 fn as_value(snap: &Snapshot) -> V {
-    let pairs = |v: &[(u64, u64)]| {
-        V::L(
-            v.iter()
-                .map(|&(e, a)| V::L(vec![V::I(e as i64), V::I(a as i64)]))
+    from_data(&snap.to_data())
+}
+
+fn from_data(d: &crate::data::Data) -> V {
+    use crate::data::Data;
+    match d {
+        Data::None | Data::Bool(_) => V::N,
+        Data::Int(n) => V::I(*n as i64),
+        Data::Float(f) => V::F(*f),
+        Data::Str(s) => V::S(leak(s)),
+        Data::List(l) => V::L(l.iter().map(from_data).collect()),
+        Data::Dict(m) => V::M(
+            m.iter()
+                .map(|(k, v)| (V::S(leak(k)), from_data(v)))
                 .collect(),
-        )
-    };
-    let mut members = vec![
-        (V::S("version"), V::I(snap.version)),
-        (V::S("bytes_per_token"), V::F(snap.bytes_per_token)),
-        (V::S("framing_tokens"), V::I(snap.framing_tokens)),
-        (V::S("profiles"), V::M(vec![])),
-        (V::S("memo_capacity"), V::I(snap.memo_capacity as i64)),
-        (
-            V::S("corrections"),
-            V::M(
-                snap.corrections
-                    .iter()
-                    .map(|(k, s)| {
-                        let sums = vec![V::I(s.estimated as i64), V::I(s.actual as i64)];
-                        (V::S(leak(k)), V::L(sums))
-                    })
-                    .collect(),
-            ),
         ),
-    ];
-    if snap.version == 2 {
-        let table = snap.encodings.iter();
-        members.push((
-            V::S("encodings"),
-            V::M(
-                table
-                    .map(|(p, m)| (V::S(leak(p)), V::S(m.name())))
-                    .collect(),
-            ),
-        ));
-        let samples = snap.samples.iter();
-        members.push((
-            V::S("samples"),
-            V::M(samples.map(|(k, w)| (V::S(leak(k)), pairs(w))).collect()),
-        ));
     }
-    V::M(members)
+}
+
+#[test]
+fn a_snapshot_dict_has_its_versions_keys() {
+    use crate::data::Data;
+    for version in [1, 2] {
+        let mut state = EstimatorState::new(Profile::new(3.5, 2).unwrap(), Vec::new(), 10);
+        state.reconcile("m", 10, 12).unwrap();
+        let Data::Dict(pairs) = state.snapshot(version).to_data() else {
+            panic!("a dict");
+        };
+        let mut keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys[..3], ["version", "bytes_per_token", "framing_tokens"]);
+        keys.sort_unstable();
+        let expected: &[&str] = if version == 1 { &V1_KEYS } else { &V2_KEYS };
+        assert_eq!(keys, expected);
+    }
 }
 
 fn leak(s: &str) -> &'static str {

@@ -5,9 +5,11 @@
 //! `repr` of its tool calls, rounded up, plus 85 tokens an image block and 3
 //! a message.
 //!
-//! Lengths are Python's (`len`: code points). The binding reads a message's
-//! fields and walks its tool calls; the rules are here, pure, and the length
-//! of a `repr` is computed from the lengths of its parts ([`repr`]).
+//! Lengths are Python's (`len`: code points). The binding hands a message's
+//! fields in as [`Value`]s; the rules are here, pure ([`count`]), and the
+//! length of a `repr` is computed from the lengths of its parts ([`repr`]).
+
+use super::value::Value;
 
 /// Tokens an image block counts.
 pub const IMAGE_TOKENS: i64 = 85;
@@ -86,6 +88,135 @@ impl Approximate {
     pub fn finish(self) -> i64 {
         self.tokens + self.chars.div_ceil(4) as i64 + MESSAGE_TOKENS
     }
+}
+
+/// What a message is to the count (LangChain's message classes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Speaker<'a> {
+    /// An `AIMessage`: its tool calls count by their `repr` (str content).
+    Ai,
+    /// A `ToolMessage`: its tool call id counts.
+    Tool,
+    /// A `SystemMessage`: its `__openai_role__`, else `system`, counts.
+    System,
+    /// Any other message, by its role (empty: a `ChatMessage`'s own role
+    /// field, left to the reference).
+    Role(&'a str),
+}
+
+/// `count_tokens_approximately` of one message, or `None` when a shape
+/// needs the reference: `extra` is an AI message's `tool_calls`, a tool
+/// message's `tool_call_id`, any other's `additional_kwargs`.
+pub fn count<V: Value>(content: &V, name: &V, speaker: Speaker<'_>, extra: &V) -> Option<i64> {
+    let mut count = match content.chars() {
+        Some(n) => Approximate::text_content(n),
+        None => {
+            let mut count = Approximate::list_content();
+            content.elements(|block| {
+                if let Some(n) = block.chars() {
+                    count.text(n);
+                    return Some(());
+                }
+                block.dict_len()?;
+                match block_kind(block.get("type")?.str()?)? {
+                    BlockKind::Image => count.image(),
+                    BlockKind::Text => {
+                        if let Some(text) = block.get("text") {
+                            count.text(text.chars()?);
+                        }
+                    }
+                }
+                Some(())
+            })?;
+            count
+        }
+    };
+    match speaker {
+        Speaker::Ai => {
+            if count.counts_tool_calls(extra.truthy()?) {
+                count.chars(repr_len(extra, 0).or_else(|| extra.repr_len())?);
+            }
+            count.chars("assistant".len());
+        }
+        Speaker::Tool => {
+            count.chars(extra.chars()?);
+            count.chars("tool".len());
+        }
+        Speaker::System => {
+            extra.dict_len()?;
+            count.chars(match extra.get("__openai_role__") {
+                None => SYSTEM_ROLE.len(),
+                Some(role) => role.chars()?,
+            });
+        }
+        Speaker::Role("") => return None,
+        Speaker::Role(role) => count.chars(role.len()),
+    }
+    if !name.is_null() {
+        count.chars(name.chars()?);
+    }
+    Some(count.finish())
+}
+
+/// `len(repr(v))` for the JSON-like values tool calls hold, from the
+/// lengths of their parts: ASCII strings, ints, bools, `None`, dicts with
+/// string keys, lists and tuples here, anything else by the host's own
+/// `repr`; `None` (the caller reprs the whole value) past a nesting depth
+/// only a cycle reaches, or for a key that is not an ASCII string.
+pub fn repr_len<V: Value>(v: &V, depth: usize) -> Option<usize> {
+    if depth > 64 {
+        return None;
+    }
+    if v.str().is_some() || v.chars().is_some() {
+        return v.str().and_then(repr::ascii_str).or_else(|| v.repr_len());
+    }
+    if let Some(b) = v.bool() {
+        return Some(repr::bool(b));
+    }
+    if v.is_null() {
+        return Some(repr::NONE);
+    }
+    if let Some(i) = v.exact_int() {
+        return Some(repr::int(i));
+    }
+    if let Some(n) = v.dict_len() {
+        let mut parts = 0;
+        v.members(|key, value| {
+            parts += repr::ascii_str(key?)? + repr_len(&value, depth + 1)?;
+            Some(())
+        })?;
+        return Some(repr::dict(n, parts));
+    }
+    for tuple in [false, true] {
+        if let Some(len) = sequence_repr_len(v, tuple, depth) {
+            return len;
+        }
+    }
+    v.repr_len()
+}
+
+/// [`repr_len`] of an exact list (`tuple`: tuple); `None` for another value,
+/// `Some(None)` when an element's length is not known.
+fn sequence_repr_len<V: Value>(v: &V, tuple: bool, depth: usize) -> Option<Option<usize>> {
+    let (mut n, mut parts, mut stopped) = (0, 0, false);
+    let add = |x: V| {
+        n += 1;
+        parts += repr_len(&x, depth + 1).or_else(|| {
+            stopped = true;
+            None
+        })?;
+        Some(())
+    };
+    let walked = if tuple {
+        v.tuple_elements(add)
+    } else {
+        v.elements(add)
+    };
+    if stopped {
+        return Some(None);
+    }
+    walked?;
+    Some(Some(repr::sequence(tuple, n, parts)))
 }
 
 /// The length of Python's `repr` of the JSON-like values a tool call holds,
@@ -172,6 +303,72 @@ mod tests {
         assert_eq!(m.finish(), 85 + 5 + 3);
         assert!(Approximate::text_content(0).counts_tool_calls(true));
         assert!(!Approximate::text_content(0).counts_tool_calls(false));
+    }
+
+    fn json(text: &str) -> crate::decode::Json<'_> {
+        crate::decode::parse_canonical(text).expect("canonical json")
+    }
+
+    #[test]
+    fn messages_count_natively_as_langchain_counts() {
+        let (null, s) = (json("null"), json("\"hello world\""));
+        // HumanMessage("hello world"): 11 + len("user") chars -> 4 + 3.
+        assert_eq!(
+            count(&&s, &&null, Speaker::Role("user"), &&json("{}")),
+            Some(7)
+        );
+        // [text "abcd", image] from an AI message named "bob" (tool calls not counted).
+        let blocks = json(r#"[{"text":"abcd","type":"text"},{"type":"image_url"},"xy"]"#);
+        let calls = json(r#"[{"id":"c1"}]"#);
+        let bob = json("\"bob\"");
+        assert_eq!(
+            count(&&blocks, &&bob, Speaker::Ai, &&calls),
+            Some(85 + 5 + 3)
+        );
+        // An AI message with str content counts its tool calls' repr:
+        // "[{'id': 'c1'}]" is 14 chars, + 9 for the role.
+        assert_eq!(
+            count(&&json("\"\""), &&null, Speaker::Ai, &&calls),
+            Some(6 + 3)
+        );
+        // A tool message counts its call id; a system message its role.
+        assert_eq!(
+            count(&&json("\"abc\""), &&null, Speaker::Tool, &&json("\"id-1\"")),
+            Some(3 + 3)
+        );
+        let role = json(r#"{"__openai_role__":"developer"}"#);
+        assert_eq!(count(&&s, &&null, Speaker::System, &&role), Some(5 + 3));
+        assert_eq!(
+            count(&&s, &&null, Speaker::System, &&json("{}")),
+            Some(5 + 3)
+        );
+        // Shapes left to the reference.
+        assert_eq!(count(&&s, &&null, Speaker::Role(""), &&json("{}")), None);
+        assert_eq!(
+            count(
+                &&json("[{\"type\":\"tool_use\"}]"),
+                &&null,
+                Speaker::Role("user"),
+                &&null
+            ),
+            None
+        );
+        assert_eq!(
+            count(&&json("3"), &&null, Speaker::Role("user"), &&null),
+            None
+        );
+        assert_eq!(count(&&s, &&json("1"), Speaker::Role("user"), &&null), None);
+        assert_eq!(count(&&s, &&null, Speaker::Tool, &&json("1")), None);
+    }
+
+    #[test]
+    fn repr_lengths_of_nested_values() {
+        let v = json(r#"[{"args":{"a":[1,true,null],"b":"x'y"},"id":-12}]"#);
+        let python = "[{'args': {'a': [1, True, None], 'b': \"x'y\"}, 'id': -12}]";
+        assert_eq!(repr_len(&&v, 0), Some(python.len()));
+        // A float or a non-ASCII string: the host's repr (none here).
+        assert_eq!(repr_len(&&json("[1.5]"), 0), None);
+        assert_eq!(repr_len(&&json(r#"{"é":1}"#), 0), None);
     }
 
     #[test]

@@ -26,6 +26,26 @@ pub trait Value: Sized {
     fn members(&self, f: impl FnMut(Option<&str>, Self) -> Option<()>) -> Option<()>;
     /// Each element of an exact list, as [`Value::members`].
     fn elements(&self, f: impl FnMut(Self) -> Option<()>) -> Option<()>;
+
+    /// An exact string's length in code points (Python's `len`).
+    fn chars(&self) -> Option<usize> {
+        self.str().map(|s| s.chars().count())
+    }
+    /// An exact int (not a bool, not a subclass) within 64 bits.
+    fn exact_int(&self) -> Option<i64> {
+        self.int()
+    }
+    /// Its truth, as Python's `bool(v)` (`None`: the host cannot tell).
+    fn truthy(&self) -> Option<bool>;
+    /// Each element of an exact tuple, as [`Value::members`].
+    fn tuple_elements(&self, _f: impl FnMut(Self) -> Option<()>) -> Option<()> {
+        None
+    }
+    /// The length of its `repr`, as the host writes it (`None`: the host
+    /// cannot tell).
+    fn repr_len(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Parsed JSON reads as the values `json.loads` gives.
@@ -77,5 +97,16 @@ impl<'j, 'a> Value for &'j Json<'a> {
             f(v)?;
         }
         Some(())
+    }
+    fn truthy(&self) -> Option<bool> {
+        Some(match self {
+            Json::Null => false,
+            Json::Bool(b) => *b,
+            Json::Int(i) => *i != 0,
+            Json::Float(f) => *f != 0.0,
+            Json::Str(s) => !s.is_empty(),
+            Json::Array(a) => !a.is_empty(),
+            Json::Object(m) => !m.is_empty(),
+        })
     }
 }

@@ -14,6 +14,7 @@ use crate::arguments::{self, type_name};
 use crate::canonical::read_digest;
 use crate::errors::{argument_error, IntoPy};
 use crate::items::{read_attr, slot_value, tool_role, Attr, Role, Sort, Types};
+pub use ctxengine_core::arguments::Path;
 
 pub const F: &str = "fit_body";
 
@@ -21,46 +22,6 @@ pub const F: &str = "fit_body";
 pub fn text<'a>(s: &'a Bound<'_, PyAny>) -> &'a str {
     let s = s.cast::<PyString>().ok().and_then(|s| s.to_str().ok());
     s.unwrap_or_default()
-}
-
-/// The name of an argument's part, formatted only when an error needs it:
-/// `base.field`, or `base[at].field`.
-#[derive(Clone, Copy)]
-pub struct Path<'a> {
-    base: &'a str,
-    at: Option<usize>,
-    field: &'a str,
-}
-
-impl<'a> Path<'a> {
-    pub fn of(base: &'a str, field: &'a str) -> Self {
-        Path {
-            base,
-            at: None,
-            field,
-        }
-    }
-
-    fn at(base: &'a str, at: usize, field: &'a str) -> Self {
-        Path {
-            base,
-            at: Some(at),
-            field,
-        }
-    }
-}
-
-impl std::fmt::Display for Path<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.at {
-            Some(at) => write!(f, "{}[{at}]", self.base)?,
-            None => f.write_str(self.base)?,
-        }
-        if !self.field.is_empty() {
-            write!(f, ".{}", self.field)?;
-        }
-        Ok(())
-    }
 }
 
 /// `owner.<name>`, or an `ArgumentError` naming it.

@@ -34,9 +34,9 @@ pub struct KeptBlocks {
     blocks: Vec<Kept>,
 }
 
-impl KeptBlocks {
+impl ctxengine_core::body::line::Kept for KeptBlocks {
     /// Their estimated memory (references and structs).
-    pub fn nbytes(&self) -> usize {
+    fn nbytes(&self) -> usize {
         let refs: usize = self
             .blocks
             .iter()

@@ -15,14 +15,15 @@ mod memo;
 pub use line_state::LineState;
 
 use ctxengine_core::body::{self, Block, BodyHost, Kind, Part};
-use ctxengine_core::hash::{hex, sha256, PrefixStates};
+use ctxengine_core::estimate::{Measuring, Resolved};
+use ctxengine_core::hash::PrefixStates;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::arguments::{self, type_name};
 use crate::errors::{argument_error, guard, HostError, IntoPy};
-use crate::estimator::{Measuring, Resolved, TokenEstimator};
+use crate::estimator::TokenEstimator;
 use crate::items::{Facts, Types};
 use gather::{Buffers, Gather};
 use inputs::{BlockIn, F};
@@ -77,17 +78,7 @@ fn body_fit<'py>(
 
 /// A `BodyFit` whose only news is the history indices the tables lack.
 fn missing<'py>(py: Python<'py>, indices: Vec<usize>) -> PyResult<Bound<'py, PyDict>> {
-    let fit = body::BodyFit {
-        body: Vec::new(),
-        body_raw: 0,
-        reason: body::Reason::Fits,
-        compactable: false,
-        cut: 0,
-        history_budget: 0,
-        steps: Vec::new(),
-        missing: indices,
-    };
-    body_fit(py, &fit, PyList::empty(py), "")
+    body_fit(py, &body::BodyFit::missing(indices), PyList::empty(py), "")
 }
 
 /// The value a table holds for `key` (no Python code runs: the keys are
@@ -200,7 +191,7 @@ fn fit<'py>(
             g.bufs.pin_borrowed(py, i + 1);
             pinned = true;
         }
-        g.push_cached(r, e.digest, e.bytes.as_ptr())?;
+        g.push_cached(r, e.facts.digest, e.bytes.as_ptr())?;
     }
     for i in from_cache..g.bufs.keys.len() {
         if let Some(l) = lookahead.as_ref().filter(|_| !pinned) {
@@ -253,10 +244,7 @@ fn fit<'py>(
         // Every entry keeps its render's count as this call measured it
         // (those served keep theirs).
         let (facts, raws) = (g.facts(), &g.bufs.raws);
-        let from = measuring.served;
-        for (i, e) in r.entries_mut().iter_mut().enumerate().skip(from) {
-            e.measured = measuring.tag(facts[i].kind, raws[i]);
-        }
+        r.measured_from(measuring.served, |i| measuring.tag(facts[i].kind, raws[i]));
     }
     Ok(result)
 }
@@ -348,7 +336,7 @@ fn measure_and_fit<'py>(
     // Every block's items in body order (a lines block: its whole block).
     let mut block_at: Vec<Vec<usize>> = Vec::with_capacity(blocks.len());
     for b in blocks {
-        let mut at = vec![usize::MAX; b.items.len()];
+        let mut at = vec![body::UNMEASURED; b.items.len()];
         if b.kind == Kind::Lines {
             if let Some(last) = b.items.last() {
                 pins.before_push(g, Some(last));
@@ -372,7 +360,7 @@ fn measure_and_fit<'py>(
             &g.types.kinds,
             g.facts(),
             known,
-            |e| e.measured,
+            |e| e.facts.measured,
             &mut raws,
         )
         .into_py(py)?;
@@ -382,18 +370,11 @@ fn measure_and_fit<'py>(
     let core_blocks: Vec<Block> = blocks
         .iter()
         .zip(&block_at)
-        .map(|(b, at)| Block {
-            class: inputs::text(&b.class),
-            kind: b.kind,
-            len: b.items.len(),
-            raws: at
-                .iter()
-                .filter(|&&i| i != usize::MAX)
-                .map(|&i| raws[i])
-                .collect(),
-            ids: b.ids.iter().map(|id| inputs::text(id)).collect(),
-            max_items: b.max_items,
-            max_tokens: b.max_tokens,
+        .map(|(b, at)| {
+            let ids = b.ids.iter().map(|id| inputs::text(id)).collect();
+            let class = inputs::text(&b.class);
+            let (len, caps) = (b.items.len(), (b.max_items, b.max_tokens));
+            Block::measured(class, b.kind, len, at, &raws, ids, caps.0, caps.1)
         })
         .collect();
     g.bufs.raws = raws;
@@ -411,7 +392,7 @@ fn measure_and_fit<'py>(
         held: &held,
         pins,
         pointers,
-        pointer_at: vec![usize::MAX; n],
+        pointer_at: vec![body::UNMEASURED; n],
         resolved: Resolved::default(),
     };
     let decided = body::fit_body(limits, &core_blocks, &history, factor, &mut host);
@@ -435,23 +416,10 @@ fn measure_and_fit<'py>(
         })
         .collect();
     let list = PyList::new(py, at.iter().map(|&i| g.obj(i)))?;
-    let mut flat: Vec<u8> = Vec::with_capacity(at.len() * 32);
-    for &i in &at {
-        flat.extend_from_slice(&g.facts()[i].digest);
-    }
     // The leading summary and history digests repeat from build to build.
-    let leading = decided
-        .body
-        .iter()
-        .take_while(|p| match p {
-            Part::History(_) | Part::Pointer(_) => true,
-            Part::Item { block, .. } => blocks[*block].kind == Kind::Summary,
-        })
-        .count();
-    let body_sha = hex(&match prefixes {
-        Some(states) => states.sha256(&flat, 32 * leading),
-        None => sha256(&flat),
-    });
+    let leading = decided.leading(|b| blocks[b].kind);
+    let digests = at.iter().map(|&i| &g.facts()[i].digest);
+    let body_sha = body::body_sha256(digests, leading, prefixes);
     let fit = body_fit(py, &decided, list, &body_sha)?;
     Ok((fit, measuring))
 }
@@ -495,7 +463,7 @@ struct Host<'a, 'py> {
     est: &'a TokenEstimator,
     model_id: &'a str,
     blocks: &'a [BlockIn<'py>],
-    /// Gather index of each block item measured so far (`usize::MAX`: not).
+    /// Gather index of each block item measured so far (`UNMEASURED`: not).
     block_at: &'a mut Vec<Vec<usize>>,
     /// The history items' digests (the tables' keys; null where the line
     /// holds the item).

@@ -1,53 +1,28 @@
 //! Batches measured under one lock: the facts of values (canonical length,
 //! digest and, for an exact count on a memo miss, bytes, by kind) through
-//! the core's memo.
+//! the core's memo (`ctxengine_core::estimate::batch`).
 
 use ctxengine_core::calibrate::{self, Ratio};
-use ctxengine_core::estimate::{EstimatorState, Profile};
-use ctxengine_core::tokenize::Method;
+use ctxengine_core::estimate::{Fact, Measured, Measuring, Profile, Resolved};
 use ctxengine_core::CoreError;
 use pyo3::prelude::*;
 
-use super::{Resolved, TokenEstimator};
+use super::TokenEstimator;
 use crate::errors::{estimator_error, IntoPy};
 use crate::items::{scan, Facts, Items, Scan, Types, Want};
 
-/// The raw count of one fact under the lock.
-#[inline]
-fn raw_of(st: &mut EstimatorState, counter: u32, kind: u32, f: &Facts) -> Result<i64, CoreError> {
-    st.raw_counted(counter, kind, &f.digest, || f.len(), || f.canonical())
-}
-
-/// A raw count with the way it was counted: the estimator state's serial,
-/// its memo counter and the value's kind id (all 0: none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Measured {
-    pub serial: u64,
-    pub memo: u32,
-    pub kind: u32,
-    pub raw: i64,
-}
-
-/// How one batch counted (`raw_batch_known`): tags its counts for keeping.
-pub struct Measuring {
-    serial: u64,
-    memo: u32,
-    /// The state's kind id of each gathered kind index.
-    kinds: Vec<u32>,
-    /// How many leading values were served their known counts.
-    pub served: usize,
-}
-
-impl Measuring {
-    /// The count `raw` of a value of gathered kind `kind`, tagged.
-    #[inline]
-    pub fn tag(&self, kind: usize, raw: i64) -> Measured {
-        Measured {
-            serial: self.serial,
-            memo: self.memo,
-            kind: self.kinds[kind],
-            raw,
-        }
+impl Fact for Facts {
+    fn kind(&self) -> usize {
+        self.kind
+    }
+    fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+    fn canonical_len(&self) -> usize {
+        self.len()
+    }
+    fn canonical(&self) -> Vec<u8> {
+        Facts::canonical(self)
     }
 }
 
@@ -77,13 +52,7 @@ impl TokenEstimator {
         Ok(factor)
     }
 
-    /// [`TokenEstimator::raw_batch_into`] where the leading values carry
-    /// counts measured before (`known[i]` for value `i`, a line cache's):
-    /// those of the leading run measured under this state's counter of
-    /// `model_id` and the value's kind are served as they are, each counted
-    /// as a memo hit without a lookup (the memo's recency of their keys is
-    /// not refreshed); the rest go through the memo in order. Also returns
-    /// how to tag this call's counts for keeping.
+    /// `EstimatorState::raw_batch_known` under the lock.
     pub fn raw_batch_known<K>(
         &self,
         model_id: &str,
@@ -93,43 +62,11 @@ impl TokenEstimator {
         measured: impl Fn(&K) -> Measured,
         raws: &mut Vec<i64>,
     ) -> Result<(Ratio, Measuring), CoreError> {
-        raws.clear();
-        raws.reserve(facts.len());
         let mut st = self.lock();
-        let counter = st.counter_id(model_id);
-        let kind_ids: Vec<u32> = kinds.iter().map(|k| st.kind(k)).collect();
-        let mut measuring = Measuring {
-            serial: st.serial(),
-            memo: st.counter(counter).memo,
-            kinds: kind_ids,
-            served: 0,
-        };
-        for (k, f) in known.iter().zip(facts) {
-            let k = measured(k);
-            if measuring.tag(f.kind, k.raw) != k {
-                break;
-            }
-            raws.push(k.raw);
-        }
-        let served = raws.len();
-        measuring.served = served;
-        st.memo_mut().hits += served as u64;
-        let rest = &facts[served..];
-        st.memo_mut().reserve(rest.len());
-        let kind_ids = &measuring.kinds;
-        st.raw_counted_each(
-            counter,
-            rest,
-            |f| (kind_ids[f.kind], &f.digest),
-            Facts::len,
-            Facts::canonical,
-            raws,
-        )?;
-        Ok((st.factor(counter), measuring))
+        st.raw_batch_known(model_id, kinds, facts, known, measured, raws)
     }
 
-    /// One more raw count after a batch (`raw_batch_into`), with the
-    /// counter and kind ids resolved once per call instead of per value.
+    /// `EstimatorState::raw_one` under the lock.
     pub fn raw_one(
         &self,
         resolved: &mut Resolved,
@@ -137,35 +74,19 @@ impl TokenEstimator {
         kinds: &[String],
         fact: &Facts,
     ) -> Result<i64, CoreError> {
-        let mut st = self.lock();
-        let counter = match resolved.counter {
-            Some(c) => c,
-            None => *resolved.counter.insert(st.counter_id(model_id)),
-        };
-        while resolved.kinds.len() < kinds.len() {
-            let id = st.kind(&kinds[resolved.kinds.len()]);
-            resolved.kinds.push(id);
-        }
-        raw_of(&mut st, counter, resolved.kinds[fact.kind], fact)
+        self.lock().raw_one(resolved, model_id, kinds, fact)
     }
 
     /// The byte heuristic's profile and the factor of a key, or `None` when
     /// the key counts exactly (the native interop cuts then take the
     /// generic path, through the estimator).
     pub fn heuristic(&self, model_id: &str) -> Option<(Profile, Ratio)> {
-        let mut st = self.lock();
-        let counter = st.counter_id(model_id);
-        if st.counter(counter).method != Method::Heuristic {
-            return None;
-        }
-        Some((st.counter(counter).profile, st.factor(counter)))
+        self.lock().heuristic(model_id)
     }
 
     /// The factor of a key (for the cut's own fit).
     pub fn factor(&self, model_id: &str) -> Ratio {
-        let mut st = self.lock();
-        let counter = st.counter_id(model_id);
-        st.factor(counter)
+        self.lock().factor_of(model_id)
     }
 
     /// The facts of `values` (in `buf.facts`, their kinds indexing

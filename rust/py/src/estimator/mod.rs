@@ -7,22 +7,14 @@ mod values;
 
 use std::sync::{Mutex, MutexGuard};
 
-use ctxengine_core::estimate::{self, EstimatorState, Snapshot};
+use ctxengine_core::estimate::{self, EstimatorState};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyDict, PyString, PyType};
 
 use crate::arguments::{self, type_name};
 use crate::errors::{estimator_error, guard, HostError, IntoPy};
 use crate::items::{Items, Types};
-pub use batch::{Measured, Measuring};
 pub use values::PyValues;
-
-/// Interned ids for [`TokenEstimator::raw_one`] (ids never change).
-#[derive(Default)]
-pub struct Resolved {
-    counter: Option<u32>,
-    kinds: Vec<u32>,
-}
 
 /// Per-model token counts (exact for public encodings, the calibrated byte
 /// heuristic elsewhere) with a bounded LRU memo (ADR 0001, ADR 0012).
@@ -269,7 +261,7 @@ impl TokenEstimator {
         let max_version = estimate::check_max_version(&mut PyValues(py), max_version)
             .map_err(HostError::into_pyerr(py))?;
         let snap = self.lock().snapshot(max_version);
-        snapshot_dict(py, snap)
+        Ok(crate::data::to_py(py, &snap.to_data())?.cast_into::<PyDict>()?)
     }
 
     /// Rebuild an estimator from `snapshot()` output of any version (either backend's).
@@ -290,17 +282,8 @@ impl TokenEstimator {
 
     /// `{"hits", "misses", "size", "capacity"}` of the memo.
     fn memo_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let (hits, misses, size, capacity) = {
-            let st = self.lock();
-            let m = st.memo();
-            (m.hits, m.misses, m.len(), m.capacity())
-        };
-        let d = PyDict::new(py);
-        d.set_item("hits", hits)?;
-        d.set_item("misses", misses)?;
-        d.set_item("size", size)?;
-        d.set_item("capacity", capacity)?;
-        Ok(d)
+        let stats = self.lock().memo().stats();
+        Ok(crate::data::to_py(py, &stats)?.cast_into::<PyDict>()?)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -330,48 +313,4 @@ impl TokenEstimator {
             e.repr()?
         ))
     }
-}
-
-/// A snapshot as the dict `snapshot()` returns (`encodings` and `samples`
-/// in version 2 only).
-fn snapshot_dict(py: Python<'_>, snap: Snapshot) -> PyResult<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("version", snap.version)?;
-    d.set_item("bytes_per_token", snap.bytes_per_token)?;
-    d.set_item("framing_tokens", snap.framing_tokens)?;
-    let p = PyDict::new(py);
-    for (prefix, profile) in snap.profiles {
-        let pair = PyList::new(
-            py,
-            [
-                profile.bytes_per_token.into_pyobject(py)?.into_any(),
-                profile.framing_tokens.into_pyobject(py)?.into_any(),
-            ],
-        )?;
-        p.set_item(prefix, pair)?;
-    }
-    d.set_item("profiles", p)?;
-    d.set_item("memo_capacity", snap.memo_capacity)?;
-    let c = PyDict::new(py);
-    for (key, sums) in snap.corrections {
-        c.set_item(key, PyList::new(py, [sums.estimated, sums.actual])?)?;
-    }
-    d.set_item("corrections", c)?;
-    if snap.version >= 2 {
-        let e = PyDict::new(py);
-        for (prefix, method) in snap.encodings {
-            e.set_item(prefix, method.name())?;
-        }
-        d.set_item("encodings", e)?;
-        let s = PyDict::new(py);
-        for (key, window) in snap.samples {
-            let pairs = window
-                .iter()
-                .map(|&(e, a)| PyList::new(py, [e, a]))
-                .collect::<PyResult<Vec<_>>>()?;
-            s.set_item(key, PyList::new(py, pairs)?)?;
-        }
-        d.set_item("samples", s)?;
-    }
-    Ok(d)
 }

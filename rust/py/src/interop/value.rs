@@ -5,7 +5,7 @@
 
 use ctxengine_core::interop::value::Value;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
 /// A borrowed Python value.
 pub struct PyValue<'py>(pub Bound<'py, PyAny>);
@@ -58,5 +58,30 @@ impl Value for PyValue<'_> {
             f(PyValue(v))?;
         }
         Some(())
+    }
+
+    fn chars(&self) -> Option<usize> {
+        self.0.cast_exact::<PyString>().ok()?.len().ok()
+    }
+
+    fn exact_int(&self) -> Option<i64> {
+        let v = self.0.cast_exact::<PyInt>().ok()?;
+        v.extract::<i64>().ok()
+    }
+
+    fn truthy(&self) -> Option<bool> {
+        self.0.is_truthy().ok()
+    }
+
+    fn tuple_elements(&self, mut f: impl FnMut(Self) -> Option<()>) -> Option<()> {
+        let tuple = self.0.cast_exact::<PyTuple>().ok()?;
+        for v in tuple.iter() {
+            f(PyValue(v))?;
+        }
+        Some(())
+    }
+
+    fn repr_len(&self) -> Option<usize> {
+        self.0.repr().ok()?.len().ok()
     }
 }

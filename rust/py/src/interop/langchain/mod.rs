@@ -1,8 +1,10 @@
 //! `LangChainCounter` and `langchain_trim`: `count_tokens_approximately`
 //! per message, memoized by message identity, and the trim over it.
 //!
-//! A message's count is read natively for the common shapes (string
-//! content, text/image blocks, tool calls via `repr`: [`count`]) and
+//! A message's count is made natively for the common shapes (string
+//! content, text/image blocks, tool calls via `repr`:
+//! `ctxengine_core::interop::approximate::count`, the message's fields read
+//! through the interop value seam, `PyValue`) and
 //! through the classes' `count` (the reference's `approximate_count`,
 //! handed in with the classes) for anything else, so the number is
 //! LangChain's by construction.
@@ -13,8 +15,6 @@
 //! bounded by the bytes its entries are estimated to hold ([`entry_size`]),
 //! `max_bytes`, which the Python side sets (`MemoryLimits.trim_bytes`).
 
-mod count;
-
 use std::sync::{Arc, Mutex, Weak};
 
 use ctxengine_core::interop::generations::Generations;
@@ -24,9 +24,10 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyType, PyWeakrefMethods, PyWeakrefReference};
 
+use super::value::PyValue;
 use crate::arguments;
 use crate::errors::guard;
-use count::count_native;
+use ctxengine_core::interop::approximate::{count, Speaker};
 
 const OTHER: u8 = 0;
 const SYSTEM: u8 = 1;
@@ -306,12 +307,16 @@ fn facts(
         let (entry, size) = match memo.take_old(key) {
             Some((e, size)) if same(&e) => (e, size),
             _ => {
-                let role = class.map_or("", |k| c.kinds[k].2);
-                let count = match class {
-                    Some(_) => count_native(py, &m, &content, &name, kind, role, &extra)?,
-                    None => None,
+                let speaker = match kind {
+                    AI => Speaker::Ai,
+                    TOOL => Speaker::Tool,
+                    SYSTEM => Speaker::System,
+                    _ => Speaker::Role(class.map_or("", |k| c.kinds[k].2)),
                 };
-                let count = match count {
+                let (body, who) = (PyValue(content.clone()), PyValue(name.clone()));
+                let native =
+                    class.and_then(|_| count(&body, &who, speaker, &PyValue(extra.clone())));
+                let count = match native {
                     Some(v) => v,
                     None => {
                         // (`LangChainClasses.count`: LangChain's own count.)
