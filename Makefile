@@ -62,7 +62,11 @@ lint:
 pytest:
 	$(PYTHON) -m pytest -q -n 2 --dist worksteal
 
-test: install wheel cargo-test lint pytest
+# The Rust checks and the Python lints share nothing: run side by side (mypy is one thread,
+# and cargo's last crate and link are too), then the suite.
+test: install wheel
+	$(MAKE) --no-print-directory -j2 cargo-test lint
+	$(MAKE) --no-print-directory pytest
 
 # The peers extra (LangChain, matplotlib) lets `ctxengine bench` compare and plot.
 bench: system-deps
