@@ -46,10 +46,11 @@ sdist:
 demo: install
 	$(PYTHON) -m ctxengine demo
 
+# MAKEFLAGS cleared: under `make -j2` cargo would try make's jobserver and warn; it runs its own jobs.
 cargo-test:
-	cargo test
+	MAKEFLAGS= cargo test
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	MAKEFLAGS= cargo clippy --workspace --all-targets -- -D warnings
 
 lint:
 	$(PYTHON) -m ruff check python tests benches
