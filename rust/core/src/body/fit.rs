@@ -176,17 +176,7 @@ pub fn fit_body<H: BodyHost>(
     }
     let truncated = t.truncated;
     if lacking {
-        let missing = host.lacking_pointers(&results)?;
-        return Ok(BodyFit {
-            body: Vec::new(),
-            body_raw: 0,
-            reason: Reason::Fits,
-            compactable: false,
-            cut: 0,
-            history_budget: 0,
-            steps: Vec::new(),
-            missing,
-        });
+        return Ok(BodyFit::missing(host.lacking_pointers(&results)?));
     }
     if count > 0 {
         steps.push(format!("tool_results_truncated:{count}"));
