@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from ctxengine.core.budget import BudgetPolicy
 from ctxengine.replay import RequestInputs, rebuild, verify_session
 from ctxengine.replay.verify import NO_RECORD
 from enginekit import SMALL, Driver, engine
-from storekit import postgres_bin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "golden"))
 import goldenkit
@@ -71,43 +69,24 @@ async def test_the_fifty_turn_demo_verifies(kind: str, backend: str, store_case_
         await case.close_all()
 
 
-@pytest.fixture(params=STORES)
-async def golden(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> AsyncIterator[Any]:
-    """A fresh copy of a golden store (as ``test_golden`` opens them)."""
-    if request.param == "sqlite":
-        store = await ce.open_store(goldenkit.sqlite_copy(tmp_path))
-        try:
-            yield store
-        finally:
-            await store.close()
-        return
-    server = request.getfixturevalue("postgres_dsn")
-    bin_dir = postgres_bin()
-    assert bin_dir is not None
-    with goldenkit.postgres_copy(server, bin_dir / "psql") as dsn:
-        store = await ce.open_store(dsn)
-        try:
-            yield store
-        finally:
-            await store.close()
-
-
-async def test_sessions_from_before_format_6_say_what_cannot_be_reproduced(golden: Any) -> None:
+async def test_sessions_from_before_format_6_say_what_cannot_be_reproduced(golden: tuple[str, Any]) -> None:
+    _, store = golden
     records = goldenkit.load_json("requests.json.xz")
     for sid in goldenkit.SESSIONS:
-        check = await verify_session(golden, sid)
+        check = await verify_session(store, sid)
         recorded = [r for r in records if r["session_id"] == sid]
         assert len(check.requests) == len(recorded) > 0, sid
         assert not check.ok and check.reproduced == 0
         assert all(r.reason == NO_RECORD and not r.ok for r in check.requests)
         assert [r.index for r in check.requests] == list(range(len(recorded)))
-    demo = await verify_session(golden, "golden-demo")
+    demo = await verify_session(store, "golden-demo")
     want = [(r["run"]["run_id"], r["run"]["step"]) for r in records if r["session_id"] == "golden-demo"]
     assert [(r.run_id, r.step) for r in demo.requests] == want
 
 
-async def test_the_golden_session_replays_to_its_recorded_payloads(golden: Any) -> None:
-    plan = await ce.ContextPlanner(golden).current("golden-demo")
+async def test_the_golden_session_replays_to_its_recorded_payloads(golden: tuple[str, Any]) -> None:
+    _, store = golden
+    plan = await ce.ContextPlanner(store).current("golden-demo")
     assert plan is not None
     records = [r for r in goldenkit.load_json("requests.json.xz") if r["session_id"] == "golden-demo"]
     assert len(records) == 140
@@ -123,7 +102,7 @@ async def test_the_golden_session_replays_to_its_recorded_payloads(golden: Any) 
             policy=BudgetPolicy(),  # what the golden builds used (the planner's default)
             surface=record["surface"],
         )
-        request = rebuild(golden, inputs).request
+        request = rebuild(store, inputs).request
         model = ce.ResolvedModel.from_dict(record["model"]).model
         where = f"{record['run']['run_id']} step {record['run']['step']}"
         assert dict(request.metadata) == record["metadata"], where
