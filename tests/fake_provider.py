@@ -20,11 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from loopback import JsonHandler, serving
 
 ENVELOPE = re.compile(r"<untrusted [^>]*>(.*?)</untrusted:[0-9a-f]+>", re.DOTALL)
 
@@ -267,29 +267,17 @@ def serve(model: ScriptedModel | None = None) -> Iterator[dict[str, str]]:
     the ``openai`` and ``anthropic`` clients at it."""
     scripted = model if model is not None else ScriptedModel(reasoning=False, mentions=True)
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             wire = _PATHS.get(self.path.split("?")[0])
-            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+            body = self.read_json()
             if wire is None:
                 self.send_response(404)
                 self.end_headers()
                 return
-            data = json.dumps(scripted.respond(body, wire)).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.send_json(200, scripted.respond(body, wire))
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(Handler) as base:
         yield {
             "OPENAI_BASE_URL": f"{base}/v1",
             "OPENAI_API_KEY": "test-key",
@@ -298,6 +286,3 @@ def serve(model: ScriptedModel | None = None) -> Iterator[dict[str, str]]:
             "NO_PROXY": "127.0.0.1,localhost",
             "no_proxy": "127.0.0.1,localhost",
         }
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -5,9 +5,7 @@ each request and answers with a summary and usage; and a compaction through each
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import anthropic
@@ -17,18 +15,18 @@ import pytest
 import ctxengine as ce
 from builder_fixtures import make_plan
 from ctxengine.providers import anthropic_router, openai_router, to_anthropic_messages, to_openai_chat
+from loopback import JsonHandler, serving
 
 SUMMARY = "The user compared two offers; the assistant found the second cheaper."
 
 
-class _Summarizer(BaseHTTPRequestHandler):
+class _Summarizer(JsonHandler):
     bodies: ClassVar[list[tuple[str, Any]]] = []
     reply_text: ClassVar[str] = SUMMARY
     status: ClassVar[int] = 200
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length", "0"))
-        body = json.loads(self.rfile.read(length))
+        body = self.read_json()
         self.bodies.append((self.path, body))
         if self.path.endswith("/chat/completions"):
             reply: dict[str, Any] = {
@@ -60,27 +58,13 @@ class _Summarizer(BaseHTTPRequestHandler):
                     "output_tokens": 17,
                 },
             }
-        data = json.dumps(reply if self.status == 200 else {"error": {"message": "down"}}).encode()
-        self.send_response(self.status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
+        self.send_json(self.status, reply if self.status == 200 else {"error": {"message": "down"}})
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Summarizer)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Summarizer) as url:
+        yield url
 
 
 def _checkpoint() -> tuple[ce.Checkpoint, int]:

@@ -6,10 +6,7 @@ and answers with a minimal valid response.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import anthropic
@@ -19,6 +16,7 @@ import pytest
 import ctxengine as ce
 from builder_fixtures import AGENT, ALICE, checkpoint_for, make_builder, make_plan, session
 from ctxengine.providers import check_wire_pairs, to_anthropic_messages, to_openai_chat, to_openai_responses
+from loopback import JsonHandler, serving
 
 CHAT_REPLY = {
     "id": "chatcmpl-1",
@@ -49,12 +47,11 @@ ANTHROPIC_REPLY = {
 }
 
 
-class _Recorder(BaseHTTPRequestHandler):
+class _Recorder(JsonHandler):
     bodies: ClassVar[list[tuple[str, Any]]] = []
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length", "0"))
-        body = json.loads(self.rfile.read(length))
+        body = self.read_json()
         self.bodies.append((self.path, body))
         if self.path.endswith("/chat/completions"):
             reply: dict[str, Any] = CHAT_REPLY
@@ -62,27 +59,13 @@ class _Recorder(BaseHTTPRequestHandler):
             reply = RESPONSES_REPLY
         else:
             reply = ANTHROPIC_REPLY
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
+        self.send_json(200, reply)
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Recorder) as url:
+        yield url
 
 
 def _request(window: int = 128_000) -> ce.ModelRequest:
