@@ -5,30 +5,20 @@ held); the second knows nothing but the run id. Compactions happen before and af
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from processkit import run_worker
 from storekit import StoreCase
 
-TESTS = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).with_name("session_worker.py")
 
 
 def worker(url: str, *args: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(
-        [sys.executable, str(WORKER), url, *args], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return run_worker(WORKER, url, *args)
 
 
 @pytest.mark.parametrize("stop", ["built", "answered-one"])

@@ -5,16 +5,13 @@ is pair-safe and within the budget, and the budget binds (pointers, the cut, the
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from processkit import run_worker
 from storekit import StoreCase
 
 HERE = Path(__file__).resolve().parent
@@ -22,18 +19,7 @@ WORKER = HERE / "agents_worker.py"
 
 
 def worker(url: str, first: int, last: int) -> dict[str, Any]:
-    path = [str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    done = subprocess.run(
-        [sys.executable, str(WORKER), url, str(first), str(last)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    return run_worker(WORKER, url, str(first), str(last))
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
