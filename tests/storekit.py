@@ -24,7 +24,15 @@ from ctxengine.stores.events import Store
 
 STORE_KINDS = ("memory", "sqlite", "postgres")
 #: Re-exported for the tests (the kit lives in ctxengine.cli.pgserver).
-__all__ = ["STORE_KINDS", "PostgresServer", "StoreCase", "_free_port", "postgres_bin", "schema_dsn"]
+__all__ = [
+    "STORE_KINDS",
+    "PostgresServer",
+    "StoreCase",
+    "_free_port",
+    "older_reader",
+    "postgres_bin",
+    "schema_dsn",
+]
 
 
 def schema_dsn(dsn: str, schema: str) -> str:
@@ -105,3 +113,21 @@ class StoreCase:
         columns = ", ".join(EVENT_COLUMNS)
         placeholders = ", ".join("?" * len(ordered))
         self.raw_execute(f"INSERT INTO ctxengine_events ({columns}) VALUES ({placeholders})", ordered)
+
+
+def older_reader(monkeypatch: Any, version: int) -> None:
+    """Make this process read as a build whose newest format is ``version`` (``monkeypatch``:
+    pytest's), for the older-reader tests of each stored shape (ADR 0009)."""
+    import sys
+
+    from ctxengine.stores import sqlite_items
+    from ctxengine.stores.events import FORMAT_VERSION
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("ctxengine.stores") and isinstance(getattr(module, "FORMAT_VERSION", None), int):
+            monkeypatch.setattr(module, "FORMAT_VERSION", version)
+    # SQLite's anomaly probe has the version written into its text.
+    baked = f"schema_version > {FORMAT_VERSION}"
+    assert baked in sqlite_items.ANOMALY_FLOOR
+    floor = sqlite_items.ANOMALY_FLOOR.replace(baked, f"schema_version > {version}")
+    monkeypatch.setattr(sqlite_items, "ANOMALY_FLOOR", floor)

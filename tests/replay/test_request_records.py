@@ -5,7 +5,6 @@ rebuilding each from the log (memory store, both backends; the SQL stores in
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import pytest
@@ -18,6 +17,7 @@ from ctxengine.runtime.request_records import REQUEST_FORMAT, REQUEST_RECORDED
 from ctxengine.stores.events import EVENT_FORMATS, FORMAT_VERSION, NewEvent
 from ctxengine.stores.formats import WritePolicy
 from enginekit import SMALL, Driver, engine
+from storekit import older_reader
 
 SESSION = "s"
 
@@ -173,19 +173,6 @@ async def test_a_retried_step_writes_no_second_record(backend: str) -> None:
     assert len(await store.events.read("w")) == count
     assert len([e for e in await store.events.read("w") if e.type == REQUEST_RECORDED]) == 2
     assert (await verify_session(store, "w")).ok
-
-
-def older_reader(monkeypatch: pytest.MonkeyPatch, version: int) -> None:
-    """Make this process read as a build whose newest format is ``version``."""
-    from ctxengine.stores import sqlite_items
-
-    for name, module in list(sys.modules.items()):
-        if name.startswith("ctxengine.stores") and isinstance(getattr(module, "FORMAT_VERSION", None), int):
-            monkeypatch.setattr(module, "FORMAT_VERSION", version)
-    baked = f"schema_version > {FORMAT_VERSION}"
-    assert baked in sqlite_items.ANOMALY_FLOOR
-    floor = sqlite_items.ANOMALY_FLOOR.replace(baked, f"schema_version > {version}")
-    monkeypatch.setattr(sqlite_items, "ANOMALY_FLOOR", floor)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_usage_cache import older_reader
 
 import ctxengine as ce
 from compactionkit import AGENT, ALICE, SESSION, TURNS, ScriptedRouter, add_turns, make_loop, start_run
@@ -16,6 +15,7 @@ from ctxengine.errors import UnsupportedFormat
 from ctxengine.runtime.loop_pressure import CONTEXT_COMPACTED
 from ctxengine.runtime.session import ITEM_APPENDED
 from ctxengine.stores.formats import WritePolicy
+from storekit import older_reader
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])

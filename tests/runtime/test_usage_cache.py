@@ -24,6 +24,7 @@ from ctxengine.runtime.usage import (
 )
 from ctxengine.stores.events import NewEvent, Visibility
 from ctxengine.stores.formats import WritePolicy
+from storekit import older_reader
 
 MODEL = ce.ResolvedModel("anthropic", "claude-y", 200_000, 16_384, 8_192)
 AGENT = ce.AgentSpec("agent-1", "v1", "You help with reports.")
@@ -172,23 +173,6 @@ async def test_a_format_4_row_without_its_counts_is_corrupt(backend: str) -> Non
     (event,) = await usage_rows(store)
     with pytest.raises(ce.StoreCorruption, match="cached_read"):
         stored_usage(event)
-
-
-def older_reader(monkeypatch: pytest.MonkeyPatch, version: int) -> None:
-    """Make this process read as a build whose newest format is ``version`` (0.2.0: 3)."""
-    import sys
-
-    from ctxengine.stores import sqlite_items
-    from ctxengine.stores.events import FORMAT_VERSION
-
-    for name, module in list(sys.modules.items()):
-        if name.startswith("ctxengine.stores") and isinstance(getattr(module, "FORMAT_VERSION", None), int):
-            monkeypatch.setattr(module, "FORMAT_VERSION", version)
-    # SQLite's anomaly probe has the version written into its text.
-    baked = f"schema_version > {FORMAT_VERSION}"
-    assert baked in sqlite_items.ANOMALY_FLOOR
-    floor = sqlite_items.ANOMALY_FLOOR.replace(baked, f"schema_version > {version}")
-    monkeypatch.setattr(sqlite_items, "ANOMALY_FLOOR", floor)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
