@@ -153,10 +153,10 @@ def check(args: argparse.Namespace) -> int:
     if not args.store:
         args.parser.error("--check needs --store")
     checks = asyncio.run(_verify(args.store, _ids(args)))
-    differing = [(c.session_id, r) for c in checks for r in c.requests if r.first_differing_region]
+    status = 1 if any(r.first_differing_region for c in checks for r in c.requests) else 0
     if args.json:
         print(json.dumps({"sessions": [c.to_dict() for c in checks]}, sort_keys=True))
-        return 1 if differing else 0
+        return status
     for c in checks:
         print(
             f"{c.session_id}: {c.reproduced} of {len(c.requests)} requests reproduced, "
@@ -166,7 +166,7 @@ def check(args: argparse.Namespace) -> int:
             region = r.first_differing_region
             why = f"first differing region {region}" if region else r.reason
             print(f"  request {r.index} (event {r.sequence}, run {r.run_id} step {r.step}): {why}")
-    return 1 if differing else 0
+    return status
 
 
 def run(args: argparse.Namespace) -> int:
