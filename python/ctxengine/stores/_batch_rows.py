@@ -33,6 +33,7 @@ from .events import (
     Visibility,
     check_identifier,
     check_int,
+    visibility_class,
 )
 from .formats import row_version
 
@@ -139,7 +140,7 @@ def _bad_row(session_id: str, row: Row, reason: str | None = None, count: object
 def visibility_of(session_id: str, scope: object, ident: object) -> Visibility:
     """A stored visibility class, or ``StoreCorruption`` naming the session."""
     try:
-        return Visibility(scope, ident)  # type: ignore[arg-type]
+        return visibility_class(scope, ident)
     except ModelValidationError as exc:
         raise StoreCorruption(session_id, None, f"bad visibility: {exc}") from None
 

@@ -36,12 +36,12 @@ from .events import (
     Lease,
     NewEvent,
     RawCheckpoint,
-    Visibility,
     check_checkpoint_kind,
     check_event_type,
     check_identifier,
     check_int,
     check_trigger,
+    visibility_class,
 )
 
 EVENT_COLUMNS = (
@@ -161,7 +161,7 @@ def decode_event(row: Row) -> Event:
         version = formats.row_version(session_id, sequence, row[2], row[10])
         event_type = row[2]
         try:
-            visibility = Visibility(row[7], row[8])
+            visibility = visibility_class(row[7], row[8])
         except ModelValidationError as exc:
             raise ValueError(f"bad visibility: {exc}") from None
         return Event(
