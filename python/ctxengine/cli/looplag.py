@@ -199,10 +199,37 @@ async def imported_session(
 CALLS = ("pick_up", "build_with_pressure", "session_history", "events.read")
 
 
-async def blocks(store: Store, session_id: str, seed: int, *, run_id: str = "picked") -> dict[str, Block]:
+class Heap:
+    """The objects the cyclic collector tracks (each full pass walks them all, and those that
+    survive since the last pass decide when the next one runs): ``counts`` has the process's
+    total after each call (its result held) and ``added`` how many more than before it (net),
+    keyed as ``blocks``' calls, with ``before`` (the fresh worker, before the first). Counting
+    runs no collection: one outside the calls would move the next one."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.added: dict[str, int] = {}
+        self._last = 0
+
+    def start(self) -> None:
+        self.counts["before"] = self._last = len(gc.get_objects())
+
+    def saw(self, call: str) -> None:
+        self.counts[call] = now = len(gc.get_objects())
+        self.added[call] = now - self._last
+        self._last = now
+
+    def figures(self) -> dict[str, dict[str, int]]:
+        return {"tracked": dict(self.counts), "added": dict(self.added)}
+
+
+async def blocks(
+    store: Store, session_id: str, seed: int, *, run_id: str = "picked", heap: Heap | None = None
+) -> dict[str, Block]:
     """The largest event-loop block (seconds) of each of ``CALLS`` by a worker that has never
     seen the session: pick the run at ``seed`` up, build its first request (compacting), read
-    the session's history and its whole log."""
+    the session's history and its whole log. ``heap`` counts the collector's objects after
+    each call, outside the measured calls."""
     from ..model import RunContext
     from ..runtime.session import session_history
 
@@ -211,20 +238,30 @@ async def blocks(store: Store, session_id: str, seed: int, *, run_id: str = "pic
     probe = LoopLag()
     out: dict[str, Block] = {}
     run = RunContext(run_id, session_id, seed)
+
+    def saw(call: str) -> None:
+        out[call] = probe.block()
+        if heap is not None:
+            heap.saw(call)
+
+    if heap is not None:
+        heap.start()
     started = await probe.measure(lambda: worker.loop.pick_up(run, PRINCIPAL, owner="fresh"))
-    out["pick_up"] = probe.block()
+    saw("pick_up")
     _, checkpoint = await probe.measure(
         lambda: worker.loop.build_with_pressure(
             run, started.checkpoint, AGENT, PRINCIPAL, lease=started.lease
         )
     )
-    out["build_with_pressure"] = probe.block()
+    saw("build_with_pressure")
     if checkpoint.summary_depth < 1:
         raise AssertionError("the first request did not compact: the session is too short to measure")
-    await probe.measure(lambda: session_history(store, session_id, seed))
-    out["session_history"] = probe.block()
-    await probe.measure(lambda: store.events.read(session_id))
-    out["events.read"] = probe.block()
+    history = await probe.measure(lambda: session_history(store, session_id, seed))
+    saw("session_history")
+    del history
+    events = await probe.measure(lambda: store.events.read(session_id))
+    saw("events.read")
+    del events
     return out
 
 
@@ -270,7 +307,8 @@ async def probe(
 ) -> dict[str, Any]:
     """The figures of ``python -m ctxengine.cli.looplag``: a fresh worker's first exact turn
     (``first_exact``, 2,000 items, SQLite: the 5 ms target) and ``blocks`` of an imported,
-    never compacted session of ``items`` items on each store kind (the 20 ms target), in ms."""
+    never compacted session of ``items`` items on each store kind (the 20 ms target), in ms,
+    with the collector's objects after each call (``Heap``: ``heap_<items>_<kind>``)."""
     from ..core import backends
     from ..stores import open_store
 
@@ -291,10 +329,12 @@ async def probe(
             if kind != "memory":  # a fresh worker: nothing of the session cached
                 await store.close()
                 store = await open_store(url)
-            found = await blocks(store, "imported", seed)
+            heap = Heap()
+            found = await blocks(store, "imported", seed, heap=heap)
         finally:
             await store.close()
         out[f"imported_{items}_{kind}"] = {call: block.ms() for call, block in found.items()}
+        out[f"heap_{items}_{kind}"] = heap.figures()
     return out
 
 
@@ -315,6 +355,7 @@ __all__ = [
     "Block",
     "EXACT_MODEL",
     "FIRST_CALLS",
+    "Heap",
     "TICK",
     "LoopLag",
     "blocks",
