@@ -21,6 +21,7 @@ from ._rows import (
     payload_text,
     probe_event,
     repeat_of,
+    visibility_class,
 )
 from .events import (
     FORMAT_VERSION,
@@ -33,7 +34,6 @@ from .events import (
     Visibility,
     check_identifier,
     check_int,
-    visibility_class,
 )
 from .formats import row_version
 

@@ -32,16 +32,18 @@ from . import formats
 from .events import (
     EVENT_TYPES,
     FORMAT_VERSION,
+    VISIBILITY_CLASSES,
     Event,
     Lease,
     NewEvent,
     RawCheckpoint,
+    Visibility,
     check_checkpoint_kind,
     check_event_type,
     check_identifier,
     check_int,
     check_trigger,
-    visibility_class,
+    interned,
 )
 
 EVENT_COLUMNS = (
@@ -144,6 +146,17 @@ def _str(name: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} is {value!r}, not non-empty text")
     return value
+
+
+def visibility_class(scope: object, ident: object) -> Visibility:
+    """The process's one ``Visibility(scope, ident)`` (``interned``), made (and checked) only
+    when it is not known yet: a read of 20,000 events holds one object per class, not one per
+    event (each a container the cyclic collector would track and walk)."""
+    try:
+        found = VISIBILITY_CLASSES.get((scope, ident))  # type: ignore[arg-type]
+    except TypeError:  # an unhashable column value: Visibility names what is wrong with it
+        found = None
+    return found if found is not None else interned(Visibility(scope, ident))  # type: ignore[arg-type]
 
 
 def decode_event(row: Row) -> Event:

@@ -232,17 +232,6 @@ def interned(visibility: Visibility) -> Visibility:
     return found
 
 
-def visibility_class(scope: object, ident: object) -> Visibility:
-    """The process's one ``Visibility(scope, ident)`` (``interned``), made (and checked) only
-    when it is not known yet: a read of 20,000 events holds one object per class, not one per
-    event (each a container the cyclic collector would track and walk)."""
-    try:
-        found = VISIBILITY_CLASSES.get((scope, ident))  # type: ignore[arg-type]
-    except TypeError:  # an unhashable column value: Visibility names what is wrong with it
-        found = None
-    return found if found is not None else interned(Visibility(scope, ident))  # type: ignore[arg-type]
-
-
 @dataclass(frozen=True, slots=True)
 class NewEvent:
     """An event to append. The store assigns ``sequence`` and ``created_at``.
@@ -508,5 +497,4 @@ __all__ = [
     "check_event_type",
     "check_trigger",
     "interned",
-    "visibility_class",
 ]
