@@ -11,9 +11,10 @@ Recorded in ``extra_info`` (ms, the worst round): per call the largest gap, the 
 the cyclic collector's passes inside it (``held``: the engine's own block), the longest
 collector pass and the most CPU time of the loop's thread between two wake-ups (``cpu``:
 the engine's own work, which a loaded machine does not inflate); ``met``, ``held_met`` and
-``cpu_met`` say whether each is within the target. ``python -m ctxengine.cli.looplag``
-prints the same figures for one fresh process. ``tests/integration/test_loop_lag.py``
-asserts looser bounds on every store.
+``cpu_met`` say whether each is within the target; for the 20,000 items, the objects the
+cyclic collector tracks after each call and how many the call added (``cli.looplag.Heap``).
+``python -m ctxengine.cli.looplag`` prints the same figures for one fresh process.
+``tests/integration/test_loop_lag.py`` asserts looser bounds on every store.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import pytest
 
 import ctxengine as ce
-from ctxengine.cli.looplag import EXACT_MODEL, Block, blocks, first_exact, imported_session
+from ctxengine.cli.looplag import EXACT_MODEL, Block, Heap, blocks, first_exact, imported_session
 from ctxengine.core import backends
 
 ITEMS = 20_000
@@ -65,12 +66,13 @@ def bench_loop_lag_20k_never_compacted(benchmark: Any, kind: str, tmp_path: Path
     loop = asyncio.new_event_loop()
     store, seed = loop.run_until_complete(setup())
     worst: dict[str, Block] = {}
+    heap = Heap()
 
     def measure() -> dict[str, Block]:
         async def fresh() -> dict[str, Block]:
             opened = store if kind == "memory" else await ce.open_store(url)
             try:
-                return await blocks(opened, "imported", seed, run_id=f"picked-{next(runs)}")
+                return await blocks(opened, "imported", seed, run_id=f"picked-{next(runs)}", heap=heap)
             finally:
                 if opened is not store:
                     await opened.close()
@@ -83,6 +85,9 @@ def bench_loop_lag_20k_never_compacted(benchmark: Any, kind: str, tmp_path: Path
     loop.run_until_complete(store.close())
     loop.close()
     _record(benchmark, worst, TARGET_20K)
+    for what, counts in heap.figures().items():  # the last round's
+        for call, count in counts.items():
+            benchmark.extra_info[f"{call}.{what}_objects"] = count
 
 
 def bench_loop_lag_first_exact(benchmark: Any, tmp_path: Path) -> None:
