@@ -1,18 +1,22 @@
-//! Argument checks of the entry points (ADR 0010): the checks and their
-//! wording are `ctxengine_core::arguments` (as `ctxengine/reference/arguments.py`
-//! words them); this module reads each Python argument into the core's
-//! [`Value`] and maps the core's error once (`errors::to_pyerr`).
+//! Python values as the core's checks see them, read in one place: an
+//! argument as `ctxengine_core::arguments::Value` (ADR 0010; the checks and
+//! their wording are the core's, as `ctxengine/reference/arguments.py` words
+//! them), and the estimator's settings, counts and snapshots as
+//! `ctxengine_core::estimate::Values` ([`PyValues`]). The core's errors are
+//! mapped once (`errors::to_pyerr`).
 
 use std::fmt::Display;
 
 use ctxengine_core::arguments::{self as check, Arg, Value};
+use ctxengine_core::estimate::{Shape, Values};
 use ctxengine_core::CoreResult;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyMapping, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMapping};
+use pyo3::types::{PyString, PyTuple};
 
-use crate::errors::IntoPy;
+use crate::errors::{HostError, IntoPy};
 use crate::items::Items;
 
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -75,7 +79,7 @@ pub fn int_value(obj: &Bound<'_, PyAny>) -> PyResult<Result<i64, (bool, Option<f
 /// What an argument is, as the core's checks tell values apart.
 fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(utf8_str(s).map_or(Value::Surrogate, Value::Str));
+        return Ok(s.to_str().map_or(Value::Surrogate, Value::Str));
     }
     if obj.is_none() {
         return Ok(Value::None);
@@ -91,6 +95,7 @@ fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     }
     Ok(match int_value(obj)? {
         Ok(v) => Value::Int(v),
+        // (The digits of an int past 64 bits are read for the error naming it.)
         Err((negative, float)) => Value::BigInt {
             negative,
             float,
@@ -182,11 +187,6 @@ pub fn string<'a>(
     checked(obj, |a| check::string(function, &name, a))
 }
 
-/// The UTF-8 of a str, borrowed from it; `None` for a lone surrogate.
-fn utf8_str<'a>(s: &'a Bound<'_, PyString>) -> Option<&'a str> {
-    s.to_str().ok()
-}
-
 /// Any object with callable `raw_estimates` and `corrected`.
 pub fn estimator_like(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = obj.py();
@@ -202,7 +202,7 @@ pub fn estimator_like(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
 /// An iterable other than a str, bytes or a mapping.
 fn iterable<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Items<'py>>> {
     // Lists and tuples first: no abc check for the common case.
-    if obj.is_instance_of::<pyo3::types::PyList>() || obj.is_instance_of::<pyo3::types::PyTuple>() {
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         return Items::new(obj).map(Some);
     }
     if obj.is_instance_of::<PyString>()
@@ -246,8 +246,7 @@ pub fn raw_estimates(function: &str, obj: &Bound<'_, PyAny>, count: usize) -> Py
 /// What a foreign estimator's `raw_estimates` returned.
 pub fn foreign_raws(obj: &Bound<'_, PyAny>, count: usize) -> PyResult<Vec<i64>> {
     let py = obj.py();
-    let seq =
-        obj.cast::<pyo3::types::PyList>().is_ok() || obj.cast::<pyo3::types::PyTuple>().is_ok();
+    let seq = obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>();
     if !seq || obj.len()? != count {
         let got = if seq {
             obj.len()?.to_string()
@@ -290,9 +289,62 @@ pub fn model_id<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
     checked(obj, check::model_id)
 }
 
+/// The estimator methods' other str arguments (`kind`).
+pub fn estimator_str<'a>(name: &str, obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
+    checked(obj, |a| check::estimator_str(name, a))
+}
+
+/// `estimate_text`'s `text`.
+pub fn estimator_text(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    checked(obj, check::estimator_text)
+}
+
 /// The estimator methods' sequences of values.
 pub fn values<'py>(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<Items<'py>> {
     iterable(obj)?
         .ok_or_else(|| check::not_values(name, &type_name(obj)))
         .into_py(obj.py())
+}
+
+/// The values of one call of the estimator's checks (under the GIL).
+pub struct PyValues<'py>(pub Python<'py>);
+
+impl<'py> Values for PyValues<'py> {
+    type Value = Bound<'py, PyAny>;
+    type Error = HostError;
+
+    fn shape(&mut self, v: &Bound<'py, PyAny>) -> Result<Shape<Bound<'py, PyAny>>, HostError> {
+        let scalar = value_of(v)?;
+        if !matches!(scalar, Value::Other) {
+            return Ok(scalar.into());
+        }
+        if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+            return Ok(Shape::Sequence(v.try_iter()?.collect::<PyResult<_>>()?));
+        }
+        if let Ok(d) = v.cast::<PyDict>() {
+            return Ok(Shape::Mapping(d.iter().collect()));
+        }
+        if v.cast::<PyMapping>().is_ok() {
+            let items = v.call_method0(intern!(v.py(), "items"))?.try_iter()?;
+            return Ok(Shape::Mapping(
+                items.map(|p| p?.extract()).collect::<PyResult<_>>()?,
+            ));
+        }
+        Ok(Shape::Other)
+    }
+
+    fn repr(&mut self, v: &Bound<'py, PyAny>) -> Result<String, HostError> {
+        if is_int(v) {
+            return Ok(int_repr(v)?);
+        }
+        Ok(v.repr()?.to_string_lossy().into_owned())
+    }
+
+    fn text(&mut self, v: &Bound<'py, PyAny>) -> Result<String, HostError> {
+        Ok(v.str()?.to_string_lossy().into_owned())
+    }
+
+    fn type_name(&mut self, v: &Bound<'py, PyAny>) -> String {
+        type_name(v)
+    }
 }

@@ -10,7 +10,6 @@ mod arguments;
 mod assembly;
 mod budget;
 mod canonical;
-mod counts;
 mod data;
 mod decode;
 mod errors;

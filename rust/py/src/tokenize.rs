@@ -9,9 +9,9 @@ use ctxengine_core::tokenize::Encoding;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::arguments::PyValues;
 use crate::arguments::{string, type_name};
 use crate::errors::{argument_error, HostError, IntoPy};
-use crate::estimator::PyValues;
 
 /// Texts longer than this are counted with the GIL released.
 const DETACH_BYTES: usize = 64 * 1024;

@@ -1,20 +1,21 @@
 //! `TokenEstimator`: a frozen pyclass whose state (profiles, counting
 //! table, memo, calibration) lives behind one mutex. A batch is looked up
-//! under a single lock; Python code never runs while the lock is held.
+//! under a single lock; Python code never runs while the lock is held. The
+//! checks are `ctxengine_core::estimate` (settings, counts, snapshots) and
+//! `ctxengine_core::arguments` (`model_id`, `kind`, the value sequences).
 
 mod batch;
-mod values;
 
 use std::sync::{Mutex, MutexGuard};
 
+use ctxengine_core::calibrate;
 use ctxengine_core::estimate::{self, EstimatorState};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyType};
+use pyo3::types::{IntoPyDict, PyBytes, PyType};
 
-use crate::arguments::{self, type_name};
+use crate::arguments::{self, PyValues};
 use crate::errors::{estimator_error, guard, HostError, IntoPy};
 use crate::items::{Items, Types};
-pub use values::PyValues;
 
 /// Per-model token counts (exact for public encodings, the calibrated byte
 /// heuristic elsewhere) with a bounded LRU memo (ADR 0001, ADR 0012).
@@ -23,33 +24,39 @@ pub struct TokenEstimator {
     state: Mutex<EstimatorState>,
 }
 
+type Arg<'a, 'py> = &'a Bound<'py, PyAny>;
+
 impl TokenEstimator {
     pub fn lock(&self) -> MutexGuard<'_, EstimatorState> {
         // A panic cannot happen while the lock is held; recover anyway.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn from_parts(
-        py: Python<'_>,
-        bytes_per_token: &Bound<'_, PyAny>,
-        framing_tokens: &Bound<'_, PyAny>,
-        profiles: &Bound<'_, PyAny>,
-        memo_capacity: &Bound<'_, PyAny>,
-        encodings: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let mut h = PyValues(py);
-        let state = estimate::settings(
-            &mut h,
-            bytes_per_token,
-            framing_tokens,
-            profiles,
-            memo_capacity,
-            encodings,
-        )
-        .map_err(HostError::into_pyerr(py))?;
-        Ok(TokenEstimator {
-            state: Mutex::new(state),
-        })
+    fn of(state: Result<EstimatorState, HostError>, py: Python<'_>) -> PyResult<Self> {
+        let state = Mutex::new(state.map_err(HostError::into_pyerr(py))?);
+        Ok(TokenEstimator { state })
+    }
+
+    /// The raw counts of `values` under one lock.
+    fn raws(&self, py: Python<'_>, values: &Items<'_>, model_id: &str) -> PyResult<Vec<i64>> {
+        let mut types = Types::new(py)?;
+        let scan = Self::facts_of(py, &mut types, values)?;
+        let mut raws = Vec::new();
+        (self.raw_batch_into(model_id, &types.kinds, &scan.buf.facts, &mut raws)).into_py(py)?;
+        Ok(raws)
+    }
+
+    /// `corrected(sum of the raw counts of values)`, the sum checked.
+    fn sum_corrected(&self, py: Python<'_>, values: &Items<'_>, model_id: &str) -> PyResult<i128> {
+        let mut types = Types::new(py)?;
+        let scan = Self::facts_of(py, &mut types, values)?;
+        let mut raws = Vec::new();
+        let factor = (self.raw_batch_into(model_id, &types.kinds, &scan.buf.facts, &mut raws))
+            .into_py(py)?;
+        let total = raws.iter().try_fold(0i64, |t, r| t.checked_add(*r));
+        let total = total
+            .ok_or_else(|| estimator_error(py, "raw estimate sum overflows a 64-bit integer"))?;
+        Ok(calibrate::apply(total, factor))
     }
 }
 
@@ -62,87 +69,70 @@ impl TokenEstimator {
     )]
     fn new(
         py: Python<'_>,
-        bytes_per_token: Option<&Bound<'_, PyAny>>,
-        framing_tokens: Option<&Bound<'_, PyAny>>,
-        profiles: Option<&Bound<'_, PyAny>>,
-        memo_capacity: Option<&Bound<'_, PyAny>>,
-        encodings: Option<&Bound<'_, PyAny>>,
+        bytes_per_token: Option<Arg<'_, '_>>,
+        framing_tokens: Option<Arg<'_, '_>>,
+        profiles: Option<Arg<'_, '_>>,
+        memo_capacity: Option<Arg<'_, '_>>,
+        encodings: Option<Arg<'_, '_>>,
     ) -> PyResult<Self> {
-        let bpt = match bytes_per_token {
-            Some(v) => v.clone(),
-            None => 3.0f64.into_pyobject(py)?.into_any(),
-        };
-        let framing = match framing_tokens {
-            Some(v) => v.clone(),
-            None => 4i64.into_pyobject(py)?.into_any(),
-        };
-        let capacity = match memo_capacity {
-            Some(v) => v.clone(),
-            None => 100_000i64.into_pyobject(py)?.into_any(),
-        };
-        let none = py.None().into_bound(py);
-        Self::from_parts(
+        let (bpt, framing, capacity) = (bytes_per_token, framing_tokens, memo_capacity);
+        let h = &mut PyValues(py);
+        Self::of(
+            estimate::settings(h, bpt, framing, profiles, capacity, encodings),
             py,
-            &bpt,
-            &framing,
-            profiles.unwrap_or(&none),
-            &capacity,
-            encodings,
         )
     }
 
     /// The uncorrected count of one value (exact, or the byte heuristic), memoized.
-    fn raw(
-        &self,
-        py: Python<'_>,
-        value: &Bound<'_, PyAny>,
-        model_id: &Bound<'_, PyAny>,
-    ) -> PyResult<i64> {
+    fn raw(&self, py: Python<'_>, value: Arg<'_, '_>, model_id: Arg<'_, '_>) -> PyResult<i64> {
         guard(py, || {
             let model_id = arguments::model_id(model_id)?;
-            let mut types = Types::new(py)?;
-            let values = Items::Other(vec![value.clone()]);
-            let scan = Self::facts_of(py, &mut types, &values)?;
-            let raws = self
-                .raw_batch(model_id, &types.kinds, &scan.buf.facts)
-                .into_py(py)?;
-            raws.first()
-                .copied()
-                .ok_or_else(|| estimator_error(py, "no estimate"))
+            Ok(self.raws(py, &Items::Other(vec![value.clone()]), model_id)?[0])
         })
     }
 
-    /// Names how this estimator counts `kind` for `model_id` (ADR 0011).
-    fn counter_id(&self, model_id: &Bound<'_, PyAny>, kind: &Bound<'_, PyAny>) -> PyResult<String> {
-        crate::counts::counter_id(self, model_id, kind)
+    /// Names how this estimator counts `kind` for `model_id` (ADR 0011):
+    /// `heuristic:BYTES_PER_TOKEN:FRAMING|kind` or `ENCODING:RECIPE_VERSION|kind`.
+    fn counter_id(&self, model_id: Arg<'_, '_>, kind: Arg<'_, '_>) -> PyResult<String> {
+        let model_id = arguments::model_id(model_id)?;
+        let kind = arguments::estimator_str("kind", kind)?;
+        Ok(self.lock().stored_id_of(model_id, kind))
     }
 
-    /// Memoize stored raw counts: `(model_id, kind, digest) -> raw` (ADR 0011).
+    /// Memoize stored raw counts: `(model_id, kind, digest) -> raw` (ADR 0011),
+    /// for each pair not memoized yet.
     fn prime(
         &self,
         py: Python<'_>,
-        model_id: &Bound<'_, PyAny>,
-        kind: &Bound<'_, PyAny>,
-        digests: &Bound<'_, PyAny>,
-        raws: &Bound<'_, PyAny>,
+        model_id: Arg<'_, '_>,
+        kind: Arg<'_, '_>,
+        digests: Arg<'_, '_>,
+        raws: Arg<'_, '_>,
     ) -> PyResult<()> {
-        crate::counts::prime(py, self, model_id, kind, digests, raws)
+        let model_id = arguments::model_id(model_id)?;
+        let kind = arguments::estimator_str("kind", kind)?;
+        let digest = |d: Bound<'_, PyAny>| d.cast::<PyBytes>().ok()?.as_bytes().try_into().ok();
+        let digests: Vec<Option<[u8; 32]>> = digests
+            .try_iter()?
+            .map(|d| d.map(digest))
+            .collect::<PyResult<_>>()?;
+        let raws: Vec<Bound<'_, PyAny>> = raws.try_iter()?.collect::<PyResult<_>>()?;
+        let entries = estimate::check_prime(&mut PyValues(py), &digests, &raws)
+            .map_err(HostError::into_pyerr(py))?;
+        self.lock().prime_all(model_id, kind, &entries);
+        Ok(())
     }
 
     /// The raw estimate of each item, in one batched call.
     fn raw_estimates(
         &self,
         py: Python<'_>,
-        items: &Bound<'_, PyAny>,
-        model_id: &Bound<'_, PyAny>,
+        items: Arg<'_, '_>,
+        model_id: Arg<'_, '_>,
     ) -> PyResult<Vec<i64>> {
         guard(py, || {
             let values = arguments::values("items", items)?;
-            let model_id = arguments::model_id(model_id)?;
-            let mut types = Types::new(py)?;
-            let scan = Self::facts_of(py, &mut types, &values)?;
-            self.raw_batch(model_id, &types.kinds, &scan.buf.facts)
-                .into_py(py)
+            self.raws(py, &values, arguments::model_id(model_id)?)
         })
     }
 
@@ -150,8 +140,8 @@ impl TokenEstimator {
     fn estimate(
         &self,
         py: Python<'_>,
-        items: &Bound<'_, PyAny>,
-        model_id: &Bound<'_, PyAny>,
+        items: Arg<'_, '_>,
+        model_id: Arg<'_, '_>,
     ) -> PyResult<i128> {
         guard(py, || {
             let values = arguments::values("items", items)?;
@@ -163,16 +153,11 @@ impl TokenEstimator {
     fn estimate_text(
         &self,
         py: Python<'_>,
-        text: &Bound<'_, PyAny>,
-        model_id: &Bound<'_, PyAny>,
+        text: Arg<'_, '_>,
+        model_id: Arg<'_, '_>,
     ) -> PyResult<i128> {
         guard(py, || {
-            if !text.is_instance_of::<PyString>() {
-                return Err(estimator_error(
-                    py,
-                    format!("text: expected a str, got {}", type_name(text)),
-                ));
-            }
+            arguments::estimator_text(text)?;
             let model_id = arguments::model_id(model_id)?;
             self.sum_corrected(py, &Items::Other(vec![text.clone()]), model_id)
         })
@@ -182,8 +167,8 @@ impl TokenEstimator {
     fn estimate_tools(
         &self,
         py: Python<'_>,
-        tools: &Bound<'_, PyAny>,
-        model_id: &Bound<'_, PyAny>,
+        tools: Arg<'_, '_>,
+        model_id: Arg<'_, '_>,
     ) -> PyResult<i128> {
         guard(py, || {
             let values = arguments::values("tools", tools)?;
@@ -195,14 +180,15 @@ impl TokenEstimator {
     fn corrected(
         &self,
         py: Python<'_>,
-        raw_sum: &Bound<'_, PyAny>,
-        model_id: &Bound<'_, PyAny>,
+        raw_sum: Arg<'_, '_>,
+        model_id: Arg<'_, '_>,
     ) -> PyResult<i128> {
         guard(py, || {
             let raw_sum = estimate::check_raw_sum(&mut PyValues(py), raw_sum)
                 .map_err(HostError::into_pyerr(py))?;
-            let model_id = arguments::model_id(model_id)?;
-            Ok(self.lock().corrected(raw_sum, model_id))
+            Ok(self
+                .lock()
+                .corrected(raw_sum, arguments::model_id(model_id)?))
         })
     }
 
@@ -210,9 +196,9 @@ impl TokenEstimator {
     fn reconcile(
         &self,
         py: Python<'_>,
-        model_id: &Bound<'_, PyAny>,
-        estimated: &Bound<'_, PyAny>,
-        actual: &Bound<'_, PyAny>,
+        model_id: Arg<'_, '_>,
+        estimated: Arg<'_, '_>,
+        actual: Arg<'_, '_>,
     ) -> PyResult<()> {
         guard(py, || {
             let model_id = arguments::model_id(model_id)?;
@@ -223,30 +209,23 @@ impl TokenEstimator {
     }
 
     /// `"heuristic"` or the encoding that counts `model_id` (a `#method` suffix wins).
-    fn counting_method(
-        &self,
-        py: Python<'_>,
-        model_id: &Bound<'_, PyAny>,
-    ) -> PyResult<&'static str> {
+    fn counting_method(&self, py: Python<'_>, model_id: Arg<'_, '_>) -> PyResult<&'static str> {
         guard(py, || {
-            let model_id = arguments::model_id(model_id)?;
-            Ok(self.lock().method(model_id).name())
+            Ok(self.lock().method(arguments::model_id(model_id)?).name())
         })
     }
 
     /// The factor applied to raw sums; 1.0 before any reconcile.
-    fn correction(&self, py: Python<'_>, model_id: &Bound<'_, PyAny>) -> PyResult<f64> {
+    fn correction(&self, py: Python<'_>, model_id: Arg<'_, '_>) -> PyResult<f64> {
         guard(py, || {
-            let model_id = arguments::model_id(model_id)?;
-            Ok(self.lock().correction(model_id))
+            Ok(self.lock().correction(arguments::model_id(model_id)?))
         })
     }
 
     /// `actual / estimated`, unclamped; 1.0 before any reconcile.
-    fn error_ratio(&self, py: Python<'_>, model_id: &Bound<'_, PyAny>) -> PyResult<f64> {
+    fn error_ratio(&self, py: Python<'_>, model_id: Arg<'_, '_>) -> PyResult<f64> {
         guard(py, || {
-            let model_id = arguments::model_id(model_id)?;
-            Ok(self.lock().error_ratio(model_id))
+            Ok(self.lock().error_ratio(arguments::model_id(model_id)?))
         })
     }
 
@@ -256,61 +235,50 @@ impl TokenEstimator {
     fn snapshot<'py>(
         &self,
         py: Python<'py>,
-        max_version: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
+        max_version: Option<Arg<'_, 'py>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let max_version = estimate::check_max_version(&mut PyValues(py), max_version)
             .map_err(HostError::into_pyerr(py))?;
         let snap = self.lock().snapshot(max_version);
-        Ok(crate::data::to_py(py, &snap.to_data())?.cast_into::<PyDict>()?)
+        crate::data::to_py(py, &snap.to_data())
     }
 
     /// Rebuild an estimator from `snapshot()` output of any version (either backend's).
     #[classmethod]
-    fn restore(
-        _cls: &Bound<'_, PyType>,
-        py: Python<'_>,
-        snapshot: &Bound<'_, PyAny>,
-    ) -> PyResult<Self> {
+    fn restore(_cls: &Bound<'_, PyType>, py: Python<'_>, snapshot: Arg<'_, '_>) -> PyResult<Self> {
         guard(py, || {
-            let state = estimate::restore(&mut PyValues(py), snapshot)
-                .map_err(HostError::into_pyerr(py))?;
-            Ok(TokenEstimator {
-                state: Mutex::new(state),
-            })
+            Self::of(estimate::restore(&mut PyValues(py), snapshot), py)
         })
     }
 
     /// `{"hits", "misses", "size", "capacity"}` of the memo.
-    fn memo_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn memo_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let stats = self.lock().memo().stats();
-        Ok(crate::data::to_py(py, &stats)?.cast_into::<PyDict>()?)
+        crate::data::to_py(py, &stats)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let (default, profiles, capacity, table) = {
             let st = self.lock();
+            let profiles = st.profiles().to_vec();
             (
                 st.default_profile(),
-                st.profiles().to_vec(),
+                profiles,
                 st.memo().capacity(),
                 st.table().extra().to_vec(),
             )
         };
-        let p = PyDict::new(py);
-        for (prefix, profile) in profiles {
-            p.set_item(prefix, (profile.bytes_per_token, profile.framing_tokens))?;
-        }
-        let e = PyDict::new(py);
-        for (prefix, method) in table {
-            e.set_item(prefix, method.name())?;
-        }
+        let profiles = profiles
+            .into_iter()
+            .map(|(k, p)| (k, (p.bytes_per_token, p.framing_tokens)));
+        let table = table.into_iter().map(|(k, method)| (k, method.name()));
         Ok(format!(
             "TokenEstimator(bytes_per_token={}, framing_tokens={}, profiles={}, memo_capacity={}, encodings={})",
             default.bytes_per_token.into_pyobject(py)?.repr()?,
             default.framing_tokens,
-            p.repr()?,
+            profiles.into_py_dict(py)?.repr()?,
             capacity,
-            e.repr()?
+            table.into_py_dict(py)?.repr()?
         ))
     }
 }

@@ -42,7 +42,7 @@ pub(crate) fn fast_cut<'py>(
     let Ok(est) = estimator.cast::<TokenEstimator>() else {
         return Ok(None);
     };
-    let Some((profile, factor)) = est.get().heuristic(a.model_id) else {
+    let Some((profile, factor)) = est.get().lock().heuristic(a.model_id) else {
         return Ok(None);
     };
     let args = CutArgs {
