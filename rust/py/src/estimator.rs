@@ -4,18 +4,16 @@
 //! checks are `ctxengine_core::estimate` (settings, counts, snapshots) and
 //! `ctxengine_core::arguments` (`model_id`, `kind`, the value sequences).
 
-mod batch;
-
 use std::sync::{Mutex, MutexGuard};
 
-use ctxengine_core::calibrate;
-use ctxengine_core::estimate::{self, EstimatorState};
+use ctxengine_core::calibrate::{self, Ratio};
+use ctxengine_core::estimate::{self, EstimatorState, Fact};
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyType};
 
 use crate::arguments::{self, PyValues};
 use crate::errors::{estimator_error, guard, HostError, IntoPy};
-use crate::items::{Items, Types};
+use crate::items::{scan, Facts, Items, Scan, Types, Want};
 
 /// Per-model token counts (exact for public encodings, the calibrated byte
 /// heuristic elsewhere) with a bounded LRU memo (ADR 0001, ADR 0012).
@@ -37,26 +35,50 @@ impl TokenEstimator {
         Ok(TokenEstimator { state })
     }
 
-    /// The raw counts of `values` under one lock.
-    fn raws(&self, py: Python<'_>, values: &Items<'_>, model_id: &str) -> PyResult<Vec<i64>> {
+    /// The raw counts of `values` (their facts gathered first, then
+    /// measured through the core's memo under one lock) and the factor of
+    /// `model_id`.
+    fn raws(
+        &self,
+        py: Python<'_>,
+        values: &Items<'_>,
+        model_id: &str,
+    ) -> PyResult<(Vec<i64>, Ratio)> {
         let mut types = Types::new(py)?;
-        let scan = Self::facts_of(py, &mut types, values)?;
+        let want = Want {
+            pairs: None,
+            facts: true,
+        };
+        let mut s: Scan<'_> = scan(py, &mut types, values, want)?;
+        s.finish_facts(py, &mut types)?;
         let mut raws = Vec::new();
-        (self.raw_batch_into(model_id, &types.kinds, &scan.buf.facts, &mut raws)).into_py(py)?;
-        Ok(raws)
+        let factor = (self.lock()).raw_batch(model_id, &types.kinds, &s.buf.facts, &mut raws);
+        Ok((raws, factor.into_py(py)?))
     }
 
     /// `corrected(sum of the raw counts of values)`, the sum checked.
     fn sum_corrected(&self, py: Python<'_>, values: &Items<'_>, model_id: &str) -> PyResult<i128> {
-        let mut types = Types::new(py)?;
-        let scan = Self::facts_of(py, &mut types, values)?;
-        let mut raws = Vec::new();
-        let factor = (self.raw_batch_into(model_id, &types.kinds, &scan.buf.facts, &mut raws))
-            .into_py(py)?;
+        let (raws, factor) = self.raws(py, values, model_id)?;
         let total = raws.iter().try_fold(0i64, |t, r| t.checked_add(*r));
         let total = total
             .ok_or_else(|| estimator_error(py, "raw estimate sum overflows a 64-bit integer"))?;
         Ok(calibrate::apply(total, factor))
+    }
+}
+
+/// A value's facts as the core's batch reads them.
+impl Fact for Facts {
+    fn kind(&self) -> usize {
+        self.kind
+    }
+    fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+    fn canonical_len(&self) -> usize {
+        self.len()
+    }
+    fn canonical(&self) -> Vec<u8> {
+        Facts::canonical(self)
     }
 }
 
@@ -87,7 +109,9 @@ impl TokenEstimator {
     fn raw(&self, py: Python<'_>, value: Arg<'_, '_>, model_id: Arg<'_, '_>) -> PyResult<i64> {
         guard(py, || {
             let model_id = arguments::model_id(model_id)?;
-            Ok(self.raws(py, &Items::Other(vec![value.clone()]), model_id)?[0])
+            Ok(self
+                .raws(py, &Items::Other(vec![value.clone()]), model_id)?
+                .0[0])
         })
     }
 
@@ -132,7 +156,7 @@ impl TokenEstimator {
     ) -> PyResult<Vec<i64>> {
         guard(py, || {
             let values = arguments::values("items", items)?;
-            self.raws(py, &values, arguments::model_id(model_id)?)
+            Ok(self.raws(py, &values, arguments::model_id(model_id)?)?.0)
         })
     }
 
