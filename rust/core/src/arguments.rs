@@ -31,6 +31,8 @@ pub enum Value<'a> {
     Str(&'a str),
     /// A str holding a lone surrogate (it has no UTF-8).
     Surrogate,
+    /// A bytes object's bytes.
+    Bytes(&'a [u8]),
     /// Anything else.
     Other,
 }
@@ -132,6 +134,14 @@ pub fn string<'a>(function: &str, name: &dyn Display, arg: &Arg<'a, '_>) -> Core
         Value::Str(s) => Ok(s),
         Value::Surrogate => Err(argument(function, name, "lone surrogate in string")),
         _ => Err(expected(function, name, "a str", arg)),
+    }
+}
+
+/// A bytes object.
+pub fn bytes<'a>(function: &str, name: &dyn Display, arg: &Arg<'a, '_>) -> CoreResult<&'a [u8]> {
+    match arg.value {
+        Value::Bytes(b) => Ok(b),
+        _ => Err(expected(function, name, "bytes", arg)),
     }
 }
 
@@ -333,6 +343,20 @@ mod tests {
             }
             .to_owned(),
         }
+    }
+
+    #[test]
+    fn bytes_are_bytes() {
+        let s = || "str".to_owned();
+        assert_eq!(
+            bytes("f", &"b", &arg(Value::Bytes(b"x"), &s)),
+            Ok(&b"x"[..])
+        );
+        let bad = bytes("exact_raw", &"canonical", &arg(Value::Str("x"), &s));
+        assert_eq!(
+            message(bad),
+            "exact_raw: canonical: expected bytes, got str"
+        );
     }
 
     #[test]

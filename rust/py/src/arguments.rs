@@ -90,6 +90,9 @@ fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     if let Ok(f) = obj.cast::<PyFloat>() {
         return Ok(Value::Float(f.value()));
     }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Value::Bytes(b.as_bytes()));
+    }
     if !obj.is_instance_of::<PyInt>() {
         return Ok(Value::Other);
     }
@@ -117,37 +120,33 @@ fn checked<'a, T>(
     check(&arg).into_py(obj.py())
 }
 
-/// A signed 64-bit int (not a bool).
-pub fn int64(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
-    checked(obj, |a| check::int64(function, &name, a))
+/// `NAME(function, name, obj)`: `obj` read as an argument and checked by
+/// the core's check of the same name, its error raised as the Python one.
+macro_rules! checks {
+    ($($(#[$doc:meta])* $check:ident -> $out:ty;)*) => {$(
+        $(#[$doc])*
+        #[allow(clippy::needless_lifetimes)]
+        pub fn $check<'a>(function: &str, name: impl Display, obj: &'a Bound<'_, PyAny>) -> PyResult<$out> {
+            checked(obj, |a| check::$check(function, &name, a))
+        }
+    )*};
 }
 
-/// `None`, or a signed 64-bit int (not a bool).
-pub fn optional_int64(
-    function: &str,
-    name: impl Display,
-    obj: &Bound<'_, PyAny>,
-) -> PyResult<Option<i64>> {
-    checked(obj, |a| check::optional_int64(function, &name, a))
-}
-
-/// `None`, or a non-negative 64-bit int (a block's cap).
-pub fn optional_cap(
-    function: &str,
-    name: impl Display,
-    obj: &Bound<'_, PyAny>,
-) -> PyResult<Option<i64>> {
-    checked(obj, |a| check::optional_cap(function, &name, a))
-}
-
-/// An int or a float (not a bool), as a float.
-pub fn ratio(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
-    checked(obj, |a| check::ratio(function, &name, a))
-}
-
-/// A token limit (LangChain's `max_tokens`), as `check::token_limit` reads it.
-pub fn token_limit(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
-    checked(obj, |a| check::token_limit(function, &name, a))
+checks! {
+    /// A signed 64-bit int (not a bool).
+    int64 -> i64;
+    /// `None`, or a signed 64-bit int (not a bool).
+    optional_int64 -> Option<i64>;
+    /// `None`, or a non-negative 64-bit int (a block's cap).
+    optional_cap -> Option<i64>;
+    /// An int or a float (not a bool), as a float.
+    ratio -> f64;
+    /// A token limit (LangChain's `max_tokens`), as the core reads it.
+    token_limit -> i64;
+    /// A str that encodes as UTF-8 (no lone surrogate).
+    string -> &'a str;
+    /// A bytes object.
+    bytes -> &'a [u8];
 }
 
 /// The arguments of a cut after its history (`select_history` and the
@@ -176,15 +175,6 @@ pub fn cut_arguments<'a>(
         history_tokens,
         model_id,
     })
-}
-
-/// A str that encodes as UTF-8 (no lone surrogate).
-pub fn string<'a>(
-    function: &str,
-    name: impl Display,
-    obj: &'a Bound<'_, PyAny>,
-) -> PyResult<&'a str> {
-    checked(obj, |a| check::string(function, &name, a))
 }
 
 /// Any object with callable `raw_estimates` and `corrected`.

@@ -54,7 +54,7 @@ impl<V> From<Value<'_>> for Shape<V> {
             Value::Float(f) => Shape::Float(f),
             Value::Str(s) => Shape::Str(Some(s.to_owned())),
             Value::Surrogate => Shape::Str(None),
-            Value::Bool(_) | Value::Other => Shape::Other,
+            Value::Bool(_) | Value::Bytes(_) | Value::Other => Shape::Other,
         }
     }
 }
