@@ -8,11 +8,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use ctxengine_core::calibrate::{self, Ratio};
 use ctxengine_core::estimate::{self, EstimatorState, Fact};
+use ctxengine_core::CoreError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyType};
 
 use crate::arguments::{self, PyValues};
-use crate::errors::{estimator_error, guard, HostError, IntoPy};
+use crate::errors::{guard, HostError, IntoPy};
 use crate::items::{scan, Facts, Items, Scan, Types, Want};
 
 /// Per-model token counts (exact for public encodings, the calibrated byte
@@ -22,7 +23,15 @@ pub struct TokenEstimator {
     state: Mutex<EstimatorState>,
 }
 
-type Arg<'a, 'py> = &'a Bound<'py, PyAny>;
+type Obj<'a> = &'a Bound<'a, PyAny>;
+
+/// A check of the core's over Python values, its error raised as the Python one.
+fn checked<'py, T>(
+    py: Python<'py>,
+    check: impl FnOnce(&mut PyValues<'py>) -> Result<T, HostError>,
+) -> PyResult<T> {
+    check(&mut PyValues(py)).map_err(HostError::into_pyerr(py))
+}
 
 impl TokenEstimator {
     pub fn lock(&self) -> MutexGuard<'_, EstimatorState> {
@@ -30,9 +39,21 @@ impl TokenEstimator {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn of(state: Result<EstimatorState, HostError>, py: Python<'_>) -> PyResult<Self> {
-        let state = Mutex::new(state.map_err(HostError::into_pyerr(py))?);
-        Ok(TokenEstimator { state })
+    fn of(state: EstimatorState) -> Self {
+        TokenEstimator {
+            state: Mutex::new(state),
+        }
+    }
+
+    /// `f` of the state and the checked `model_id`, under the lock.
+    fn keyed<T>(
+        &self,
+        model_id: Obj<'_>,
+        f: impl FnOnce(&mut EstimatorState, &str) -> T,
+    ) -> PyResult<T> {
+        guard(model_id.py(), || {
+            Ok(f(&mut self.lock(), arguments::model_id(model_id)?))
+        })
     }
 
     /// The raw counts of `values` (their facts gathered first, then
@@ -60,9 +81,20 @@ impl TokenEstimator {
     fn sum_corrected(&self, py: Python<'_>, values: &Items<'_>, model_id: &str) -> PyResult<i128> {
         let (raws, factor) = self.raws(py, values, model_id)?;
         let total = raws.iter().try_fold(0i64, |t, r| t.checked_add(*r));
-        let total = total
-            .ok_or_else(|| estimator_error(py, "raw estimate sum overflows a 64-bit integer"))?;
-        Ok(calibrate::apply(total, factor))
+        let overflow = || CoreError::estimator("raw estimate sum overflows a 64-bit integer");
+        Ok(calibrate::apply(
+            total.ok_or_else(overflow).into_py(py)?,
+            factor,
+        ))
+    }
+
+    /// `corrected(sum of the raw counts)` of the sequence argument `name`.
+    fn sum_of(&self, name: &str, values: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        let py = values.py();
+        guard(py, || {
+            let values = arguments::values(name, values)?;
+            self.sum_corrected(py, &values, arguments::model_id(model_id)?)
+        })
     }
 }
 
@@ -91,33 +123,32 @@ impl TokenEstimator {
     )]
     fn new(
         py: Python<'_>,
-        bytes_per_token: Option<Arg<'_, '_>>,
-        framing_tokens: Option<Arg<'_, '_>>,
-        profiles: Option<Arg<'_, '_>>,
-        memo_capacity: Option<Arg<'_, '_>>,
-        encodings: Option<Arg<'_, '_>>,
+        bytes_per_token: Option<Obj<'_>>,
+        framing_tokens: Option<Obj<'_>>,
+        profiles: Option<Obj<'_>>,
+        memo_capacity: Option<Obj<'_>>,
+        encodings: Option<Obj<'_>>,
     ) -> PyResult<Self> {
         let (bpt, framing, capacity) = (bytes_per_token, framing_tokens, memo_capacity);
-        let h = &mut PyValues(py);
-        Self::of(
-            estimate::settings(h, bpt, framing, profiles, capacity, encodings),
-            py,
-        )
+        let state = checked(py, |h| {
+            estimate::settings(h, bpt, framing, profiles, capacity, encodings)
+        });
+        Ok(Self::of(state?))
     }
 
     /// The uncorrected count of one value (exact, or the byte heuristic), memoized.
-    fn raw(&self, py: Python<'_>, value: Arg<'_, '_>, model_id: Arg<'_, '_>) -> PyResult<i64> {
+    fn raw(&self, value: Obj<'_>, model_id: Obj<'_>) -> PyResult<i64> {
+        let py = value.py();
         guard(py, || {
             let model_id = arguments::model_id(model_id)?;
-            Ok(self
-                .raws(py, &Items::Other(vec![value.clone()]), model_id)?
-                .0[0])
+            let (raws, _) = self.raws(py, &Items::Other(vec![value.clone()]), model_id)?;
+            Ok(raws[0])
         })
     }
 
     /// Names how this estimator counts `kind` for `model_id` (ADR 0011):
     /// `heuristic:BYTES_PER_TOKEN:FRAMING|kind` or `ENCODING:RECIPE_VERSION|kind`.
-    fn counter_id(&self, model_id: Arg<'_, '_>, kind: Arg<'_, '_>) -> PyResult<String> {
+    fn counter_id(&self, model_id: Obj<'_>, kind: Obj<'_>) -> PyResult<String> {
         let model_id = arguments::model_id(model_id)?;
         let kind = arguments::estimator_str("kind", kind)?;
         Ok(self.lock().stored_id_of(model_id, kind))
@@ -127,12 +158,12 @@ impl TokenEstimator {
     /// for each pair not memoized yet.
     fn prime(
         &self,
-        py: Python<'_>,
-        model_id: Arg<'_, '_>,
-        kind: Arg<'_, '_>,
-        digests: Arg<'_, '_>,
-        raws: Arg<'_, '_>,
+        model_id: Obj<'_>,
+        kind: Obj<'_>,
+        digests: Obj<'_>,
+        raws: Obj<'_>,
     ) -> PyResult<()> {
+        let kind_py = kind.py();
         let model_id = arguments::model_id(model_id)?;
         let kind = arguments::estimator_str("kind", kind)?;
         let digest = |d: Bound<'_, PyAny>| d.cast::<PyBytes>().ok()?.as_bytes().try_into().ok();
@@ -141,19 +172,14 @@ impl TokenEstimator {
             .map(|d| d.map(digest))
             .collect::<PyResult<_>>()?;
         let raws: Vec<Bound<'_, PyAny>> = raws.try_iter()?.collect::<PyResult<_>>()?;
-        let entries = estimate::check_prime(&mut PyValues(py), &digests, &raws)
-            .map_err(HostError::into_pyerr(py))?;
+        let entries = checked(kind_py, |h| estimate::check_prime(h, &digests, &raws))?;
         self.lock().prime_all(model_id, kind, &entries);
         Ok(())
     }
 
     /// The raw estimate of each item, in one batched call.
-    fn raw_estimates(
-        &self,
-        py: Python<'_>,
-        items: Arg<'_, '_>,
-        model_id: Arg<'_, '_>,
-    ) -> PyResult<Vec<i64>> {
+    fn raw_estimates(&self, items: Obj<'_>, model_id: Obj<'_>) -> PyResult<Vec<i64>> {
+        let py = items.py();
         guard(py, || {
             let values = arguments::values("items", items)?;
             Ok(self.raws(py, &values, arguments::model_id(model_id)?)?.0)
@@ -161,25 +187,13 @@ impl TokenEstimator {
     }
 
     /// `corrected(sum of raw estimates)`.
-    fn estimate(
-        &self,
-        py: Python<'_>,
-        items: Arg<'_, '_>,
-        model_id: Arg<'_, '_>,
-    ) -> PyResult<i128> {
-        guard(py, || {
-            let values = arguments::values("items", items)?;
-            self.sum_corrected(py, &values, arguments::model_id(model_id)?)
-        })
+    fn estimate(&self, items: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        self.sum_of("items", items, model_id)
     }
 
     /// `corrected(raw(text))`.
-    fn estimate_text(
-        &self,
-        py: Python<'_>,
-        text: Arg<'_, '_>,
-        model_id: Arg<'_, '_>,
-    ) -> PyResult<i128> {
+    fn estimate_text(&self, text: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        let py = text.py();
         guard(py, || {
             arguments::estimator_text(text)?;
             let model_id = arguments::model_id(model_id)?;
@@ -188,69 +202,39 @@ impl TokenEstimator {
     }
 
     /// `corrected(sum of raw estimates of the tool specs)`.
-    fn estimate_tools(
-        &self,
-        py: Python<'_>,
-        tools: Arg<'_, '_>,
-        model_id: Arg<'_, '_>,
-    ) -> PyResult<i128> {
-        guard(py, || {
-            let values = arguments::values("tools", tools)?;
-            self.sum_corrected(py, &values, arguments::model_id(model_id)?)
-        })
+    fn estimate_tools(&self, tools: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        self.sum_of("tools", tools, model_id)
     }
 
     /// `raw_sum`, scaled up by the model's reconciled factor exactly in integers.
-    fn corrected(
-        &self,
-        py: Python<'_>,
-        raw_sum: Arg<'_, '_>,
-        model_id: Arg<'_, '_>,
-    ) -> PyResult<i128> {
-        guard(py, || {
-            let raw_sum = estimate::check_raw_sum(&mut PyValues(py), raw_sum)
-                .map_err(HostError::into_pyerr(py))?;
-            Ok(self
-                .lock()
-                .corrected(raw_sum, arguments::model_id(model_id)?))
-        })
+    fn corrected(&self, raw_sum: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        let raw_sum = checked(raw_sum.py(), |h| estimate::check_raw_sum(h, raw_sum))?;
+        self.keyed(model_id, |st, m| st.corrected(raw_sum, m))
     }
 
     /// Record one response: `estimated` > 0 and `actual` >= 0 tokens.
-    fn reconcile(
-        &self,
-        py: Python<'_>,
-        model_id: Arg<'_, '_>,
-        estimated: Arg<'_, '_>,
-        actual: Arg<'_, '_>,
-    ) -> PyResult<()> {
+    fn reconcile(&self, model_id: Obj<'_>, estimated: Obj<'_>, actual: Obj<'_>) -> PyResult<()> {
+        let py = model_id.py();
         guard(py, || {
             let model_id = arguments::model_id(model_id)?;
-            let (e, a) = estimate::check_reconcile(&mut PyValues(py), estimated, actual)
-                .map_err(HostError::into_pyerr(py))?;
+            let (e, a) = checked(py, |h| estimate::check_reconcile(h, estimated, actual))?;
             self.lock().reconcile(model_id, e, a).into_py(py)
         })
     }
 
     /// `"heuristic"` or the encoding that counts `model_id` (a `#method` suffix wins).
-    fn counting_method(&self, py: Python<'_>, model_id: Arg<'_, '_>) -> PyResult<&'static str> {
-        guard(py, || {
-            Ok(self.lock().method(arguments::model_id(model_id)?).name())
-        })
+    fn counting_method(&self, model_id: Obj<'_>) -> PyResult<&'static str> {
+        self.keyed(model_id, |st, m| st.method(m).name())
     }
 
     /// The factor applied to raw sums; 1.0 before any reconcile.
-    fn correction(&self, py: Python<'_>, model_id: Arg<'_, '_>) -> PyResult<f64> {
-        guard(py, || {
-            Ok(self.lock().correction(arguments::model_id(model_id)?))
-        })
+    fn correction(&self, model_id: Obj<'_>) -> PyResult<f64> {
+        self.keyed(model_id, |st, m| st.correction(m))
     }
 
     /// `actual / estimated`, unclamped; 1.0 before any reconcile.
-    fn error_ratio(&self, py: Python<'_>, model_id: Arg<'_, '_>) -> PyResult<f64> {
-        guard(py, || {
-            Ok(self.lock().error_ratio(arguments::model_id(model_id)?))
-        })
+    fn error_ratio(&self, model_id: Obj<'_>) -> PyResult<f64> {
+        self.keyed(model_id, |st, m| st.error_ratio(m))
     }
 
     /// Settings and calibration (not the memo), as plain data: version 1
@@ -259,19 +243,19 @@ impl TokenEstimator {
     fn snapshot<'py>(
         &self,
         py: Python<'py>,
-        max_version: Option<Arg<'_, 'py>>,
+        max_version: Option<Obj<'_>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let max_version = estimate::check_max_version(&mut PyValues(py), max_version)
-            .map_err(HostError::into_pyerr(py))?;
+        let max_version = checked(py, |h| estimate::check_max_version(h, max_version))?;
         let snap = self.lock().snapshot(max_version);
         crate::data::to_py(py, &snap.to_data())
     }
 
     /// Rebuild an estimator from `snapshot()` output of any version (either backend's).
     #[classmethod]
-    fn restore(_cls: &Bound<'_, PyType>, py: Python<'_>, snapshot: Arg<'_, '_>) -> PyResult<Self> {
+    fn restore(_cls: &Bound<'_, PyType>, snapshot: Obj<'_>) -> PyResult<Self> {
+        let py = snapshot.py();
         guard(py, || {
-            Self::of(estimate::restore(&mut PyValues(py), snapshot), py)
+            Ok(Self::of(checked(py, |h| estimate::restore(h, snapshot))?))
         })
     }
 
@@ -282,20 +266,18 @@ impl TokenEstimator {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let (default, profiles, capacity, table) = {
-            let st = self.lock();
-            let profiles = st.profiles().to_vec();
-            (
-                st.default_profile(),
-                profiles,
-                st.memo().capacity(),
-                st.table().extra().to_vec(),
-            )
-        };
-        let profiles = profiles
-            .into_iter()
-            .map(|(k, p)| (k, (p.bytes_per_token, p.framing_tokens)));
-        let table = table.into_iter().map(|(k, method)| (k, method.name()));
+        let st = self.lock();
+        let (default, capacity) = (st.default_profile(), st.memo().capacity());
+        let profiles: Vec<_> = (st.profiles().iter())
+            .map(|(k, p)| (k.clone(), (p.bytes_per_token, p.framing_tokens)))
+            .collect();
+        let table: Vec<_> = st
+            .table()
+            .extra()
+            .iter()
+            .map(|(k, m)| (k.clone(), m.name()))
+            .collect();
+        drop(st); // (no Python code runs under the lock)
         Ok(format!(
             "TokenEstimator(bytes_per_token={}, framing_tokens={}, profiles={}, memo_capacity={}, encodings={})",
             default.bytes_per_token.into_pyobject(py)?.repr()?,
