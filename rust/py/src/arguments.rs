@@ -31,17 +31,12 @@ pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
     obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>()
 }
 
-/// `int.__repr__(obj)`: the digits of an int's data, also for subclasses.
+/// `int.__repr__(obj)`: the digits of an int's data, also for subclasses
+/// (int's own method, called on `obj`: a subclass's `__repr__` is not).
 pub fn int_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = obj.py();
-    // SAFETY: `obj` is an int; int's own repr slot reads its data.
-    let text = unsafe {
-        let repr = (*std::ptr::addr_of_mut!(ffi::PyLong_Type))
-            .tp_repr
-            .ok_or_else(|| PyErr::fetch(py))?;
-        Bound::from_owned_ptr_or_err(py, repr(obj.as_ptr()))?
-    };
-    Ok(text.cast_into::<PyString>()?.to_string_lossy().into_owned())
+    let repr = py.get_type::<PyInt>().getattr(intern!(py, "__repr__"))?;
+    Ok(repr.call1((obj,))?.str()?.to_string_lossy().into_owned())
 }
 
 /// An int's value within 64 bits, else whether it is negative and its
