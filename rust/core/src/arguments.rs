@@ -31,6 +31,8 @@ pub enum Value<'a> {
     Str(&'a str),
     /// A str holding a lone surrogate (it has no UTF-8).
     Surrogate,
+    /// A bytes object's bytes.
+    Bytes(&'a [u8]),
     /// Anything else.
     Other,
 }
@@ -135,6 +137,14 @@ pub fn string<'a>(function: &str, name: &dyn Display, arg: &Arg<'a, '_>) -> Core
     }
 }
 
+/// A bytes object.
+pub fn bytes<'a>(function: &str, name: &dyn Display, arg: &Arg<'a, '_>) -> CoreResult<&'a [u8]> {
+    match arg.value {
+        Value::Bytes(b) => Ok(b),
+        _ => Err(expected(function, name, "bytes", arg)),
+    }
+}
+
 /// A sequence argument that is not one (`what` names its elements).
 pub fn not_a_sequence(
     function: &str,
@@ -192,11 +202,30 @@ impl Display for RawName {
 
 /// The estimator methods' `model_id`.
 pub fn model_id<'a>(arg: &Arg<'a, '_>) -> CoreResult<&'a str> {
+    estimator_str("model_id", arg)
+}
+
+/// A str argument `name` of the estimator's methods (`model_id`, `kind`).
+pub fn estimator_str<'a>(name: &str, arg: &Arg<'a, '_>) -> CoreResult<&'a str> {
     match arg.value {
         Value::Str(s) => Ok(s),
-        Value::Surrogate => Err(CoreError::estimator("model_id: lone surrogate in string")),
+        Value::Surrogate => Err(CoreError::estimator(format!(
+            "{name}: lone surrogate in string"
+        ))),
         _ => Err(CoreError::estimator(format!(
-            "model_id: expected a str, got {}",
+            "{name}: expected a str, got {}",
+            (arg.type_name)()
+        ))),
+    }
+}
+
+/// `estimate_text`'s `text`: any str (a lone surrogate fails when it is
+/// canonicalized).
+pub fn estimator_text(arg: &Arg<'_, '_>) -> CoreResult<()> {
+    match arg.value {
+        Value::Str(_) | Value::Surrogate => Ok(()),
+        _ => Err(CoreError::estimator(format!(
+            "text: expected a str, got {}",
             (arg.type_name)()
         ))),
     }
@@ -314,6 +343,42 @@ mod tests {
             }
             .to_owned(),
         }
+    }
+
+    #[test]
+    fn bytes_are_bytes() {
+        let s = || "str".to_owned();
+        assert_eq!(
+            bytes("f", &"b", &arg(Value::Bytes(b"x"), &s)),
+            Ok(&b"x"[..])
+        );
+        let bad = bytes("exact_raw", &"canonical", &arg(Value::Str("x"), &s));
+        assert_eq!(
+            message(bad),
+            "exact_raw: canonical: expected bytes, got str"
+        );
+    }
+
+    #[test]
+    fn the_estimators_strs_are_named_in_its_errors() {
+        let i = || "int".to_owned();
+        let kind = |v| estimator_str("kind", &arg(v, &i)).map_err(|e| e.to_string());
+        assert_eq!(kind(Value::Str("user_message")), Ok("user_message"));
+        assert_eq!(
+            kind(Value::Surrogate),
+            Err("kind: lone surrogate in string".into())
+        );
+        assert_eq!(
+            kind(Value::Int(1)),
+            Err("kind: expected a str, got int".into())
+        );
+        assert_eq!(model_id(&arg(Value::Str("m"), &i)), Ok("m"));
+        assert_eq!(estimator_text(&arg(Value::Surrogate, &i)), Ok(()));
+        let bad = estimator_text(&arg(Value::None, &|| "NoneType".to_owned()));
+        assert_eq!(
+            bad.unwrap_err().to_string(),
+            "text: expected a str, got NoneType"
+        );
     }
 
     #[test]

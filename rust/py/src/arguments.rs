@@ -1,18 +1,22 @@
-//! Argument checks of the entry points (ADR 0010): the checks and their
-//! wording are `ctxengine_core::arguments` (as `ctxengine/reference/arguments.py`
-//! words them); this module reads each Python argument into the core's
-//! [`Value`] and maps the core's error once (`errors::to_pyerr`).
+//! Python values as the core's checks see them, read in one place: an
+//! argument as `ctxengine_core::arguments::Value` (ADR 0010; the checks and
+//! their wording are the core's, as `ctxengine/reference/arguments.py` words
+//! them), and the estimator's settings, counts and snapshots as
+//! `ctxengine_core::estimate::Values` ([`PyValues`]). The core's errors are
+//! mapped once (`errors::to_pyerr`).
 
 use std::fmt::Display;
 
 use ctxengine_core::arguments::{self as check, Arg, Value};
+use ctxengine_core::estimate::{Shape, Values};
 use ctxengine_core::CoreResult;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyMapping, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMapping};
+use pyo3::types::{PyString, PyTuple};
 
-use crate::errors::IntoPy;
+use crate::errors::{HostError, IntoPy};
 use crate::items::Items;
 
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -27,17 +31,12 @@ pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
     obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>()
 }
 
-/// `int.__repr__(obj)`: the digits of an int's data, also for subclasses.
+/// `int.__repr__(obj)`: the digits of an int's data, also for subclasses
+/// (int's own method, called on `obj`: a subclass's `__repr__` is not).
 pub fn int_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = obj.py();
-    // SAFETY: `obj` is an int; int's own repr slot reads its data.
-    let text = unsafe {
-        let repr = (*std::ptr::addr_of_mut!(ffi::PyLong_Type))
-            .tp_repr
-            .ok_or_else(|| PyErr::fetch(py))?;
-        Bound::from_owned_ptr_or_err(py, repr(obj.as_ptr()))?
-    };
-    Ok(text.cast_into::<PyString>()?.to_string_lossy().into_owned())
+    let repr = py.get_type::<PyInt>().getattr(intern!(py, "__repr__"))?;
+    Ok(repr.call1((obj,))?.str()?.to_string_lossy().into_owned())
 }
 
 /// An int's value within 64 bits, else whether it is negative and its
@@ -75,7 +74,7 @@ pub fn int_value(obj: &Bound<'_, PyAny>) -> PyResult<Result<i64, (bool, Option<f
 /// What an argument is, as the core's checks tell values apart.
 fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(utf8_str(s).map_or(Value::Surrogate, Value::Str));
+        return Ok(s.to_str().map_or(Value::Surrogate, Value::Str));
     }
     if obj.is_none() {
         return Ok(Value::None);
@@ -86,11 +85,15 @@ fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     if let Ok(f) = obj.cast::<PyFloat>() {
         return Ok(Value::Float(f.value()));
     }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Value::Bytes(b.as_bytes()));
+    }
     if !obj.is_instance_of::<PyInt>() {
         return Ok(Value::Other);
     }
     Ok(match int_value(obj)? {
         Ok(v) => Value::Int(v),
+        // (The digits of an int past 64 bits are read for the error naming it.)
         Err((negative, float)) => Value::BigInt {
             negative,
             float,
@@ -112,37 +115,33 @@ fn checked<'a, T>(
     check(&arg).into_py(obj.py())
 }
 
-/// A signed 64-bit int (not a bool).
-pub fn int64(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
-    checked(obj, |a| check::int64(function, &name, a))
+/// `NAME(function, name, obj)`: `obj` read as an argument and checked by
+/// the core's check of the same name, its error raised as the Python one.
+macro_rules! checks {
+    ($($(#[$doc:meta])* $check:ident -> $out:ty;)*) => {$(
+        $(#[$doc])*
+        #[allow(clippy::needless_lifetimes)]
+        pub fn $check<'a>(function: &str, name: impl Display, obj: &'a Bound<'_, PyAny>) -> PyResult<$out> {
+            checked(obj, |a| check::$check(function, &name, a))
+        }
+    )*};
 }
 
-/// `None`, or a signed 64-bit int (not a bool).
-pub fn optional_int64(
-    function: &str,
-    name: impl Display,
-    obj: &Bound<'_, PyAny>,
-) -> PyResult<Option<i64>> {
-    checked(obj, |a| check::optional_int64(function, &name, a))
-}
-
-/// `None`, or a non-negative 64-bit int (a block's cap).
-pub fn optional_cap(
-    function: &str,
-    name: impl Display,
-    obj: &Bound<'_, PyAny>,
-) -> PyResult<Option<i64>> {
-    checked(obj, |a| check::optional_cap(function, &name, a))
-}
-
-/// An int or a float (not a bool), as a float.
-pub fn ratio(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
-    checked(obj, |a| check::ratio(function, &name, a))
-}
-
-/// A token limit (LangChain's `max_tokens`), as `check::token_limit` reads it.
-pub fn token_limit(function: &str, name: impl Display, obj: &Bound<'_, PyAny>) -> PyResult<i64> {
-    checked(obj, |a| check::token_limit(function, &name, a))
+checks! {
+    /// A signed 64-bit int (not a bool).
+    int64 -> i64;
+    /// `None`, or a signed 64-bit int (not a bool).
+    optional_int64 -> Option<i64>;
+    /// `None`, or a non-negative 64-bit int (a block's cap).
+    optional_cap -> Option<i64>;
+    /// An int or a float (not a bool), as a float.
+    ratio -> f64;
+    /// A token limit (LangChain's `max_tokens`), as the core reads it.
+    token_limit -> i64;
+    /// A str that encodes as UTF-8 (no lone surrogate).
+    string -> &'a str;
+    /// A bytes object.
+    bytes -> &'a [u8];
 }
 
 /// The arguments of a cut after its history (`select_history` and the
@@ -173,20 +172,6 @@ pub fn cut_arguments<'a>(
     })
 }
 
-/// A str that encodes as UTF-8 (no lone surrogate).
-pub fn string<'a>(
-    function: &str,
-    name: impl Display,
-    obj: &'a Bound<'_, PyAny>,
-) -> PyResult<&'a str> {
-    checked(obj, |a| check::string(function, &name, a))
-}
-
-/// The UTF-8 of a str, borrowed from it; `None` for a lone surrogate.
-fn utf8_str<'a>(s: &'a Bound<'_, PyString>) -> Option<&'a str> {
-    s.to_str().ok()
-}
-
 /// Any object with callable `raw_estimates` and `corrected`.
 pub fn estimator_like(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = obj.py();
@@ -202,7 +187,7 @@ pub fn estimator_like(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
 /// An iterable other than a str, bytes or a mapping.
 fn iterable<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Items<'py>>> {
     // Lists and tuples first: no abc check for the common case.
-    if obj.is_instance_of::<pyo3::types::PyList>() || obj.is_instance_of::<pyo3::types::PyTuple>() {
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         return Items::new(obj).map(Some);
     }
     if obj.is_instance_of::<PyString>()
@@ -246,8 +231,7 @@ pub fn raw_estimates(function: &str, obj: &Bound<'_, PyAny>, count: usize) -> Py
 /// What a foreign estimator's `raw_estimates` returned.
 pub fn foreign_raws(obj: &Bound<'_, PyAny>, count: usize) -> PyResult<Vec<i64>> {
     let py = obj.py();
-    let seq =
-        obj.cast::<pyo3::types::PyList>().is_ok() || obj.cast::<pyo3::types::PyTuple>().is_ok();
+    let seq = obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>();
     if !seq || obj.len()? != count {
         let got = if seq {
             obj.len()?.to_string()
@@ -290,9 +274,62 @@ pub fn model_id<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
     checked(obj, check::model_id)
 }
 
+/// The estimator methods' other str arguments (`kind`).
+pub fn estimator_str<'a>(name: &str, obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
+    checked(obj, |a| check::estimator_str(name, a))
+}
+
+/// `estimate_text`'s `text`.
+pub fn estimator_text(obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    checked(obj, check::estimator_text)
+}
+
 /// The estimator methods' sequences of values.
 pub fn values<'py>(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<Items<'py>> {
     iterable(obj)?
         .ok_or_else(|| check::not_values(name, &type_name(obj)))
         .into_py(obj.py())
+}
+
+/// The values of one call of the estimator's checks (under the GIL).
+pub struct PyValues<'py>(pub Python<'py>);
+
+impl<'py> Values for PyValues<'py> {
+    type Value = Bound<'py, PyAny>;
+    type Error = HostError;
+
+    fn shape(&mut self, v: &Bound<'py, PyAny>) -> Result<Shape<Bound<'py, PyAny>>, HostError> {
+        let scalar = value_of(v)?;
+        if !matches!(scalar, Value::Other) {
+            return Ok(scalar.into());
+        }
+        if v.is_instance_of::<PyList>() || v.is_instance_of::<PyTuple>() {
+            return Ok(Shape::Sequence(v.try_iter()?.collect::<PyResult<_>>()?));
+        }
+        if let Ok(d) = v.cast::<PyDict>() {
+            return Ok(Shape::Mapping(d.iter().collect()));
+        }
+        if v.cast::<PyMapping>().is_ok() {
+            let items = v.call_method0(intern!(v.py(), "items"))?.try_iter()?;
+            return Ok(Shape::Mapping(
+                items.map(|p| p?.extract()).collect::<PyResult<_>>()?,
+            ));
+        }
+        Ok(Shape::Other)
+    }
+
+    fn repr(&mut self, v: &Bound<'py, PyAny>) -> Result<String, HostError> {
+        if is_int(v) {
+            return Ok(int_repr(v)?);
+        }
+        Ok(v.repr()?.to_string_lossy().into_owned())
+    }
+
+    fn text(&mut self, v: &Bound<'py, PyAny>) -> Result<String, HostError> {
+        Ok(v.str()?.to_string_lossy().into_owned())
+    }
+
+    fn type_name(&mut self, v: &Bound<'py, PyAny>) -> String {
+        type_name(v)
+    }
 }

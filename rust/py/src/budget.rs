@@ -24,25 +24,19 @@ pub fn allocate_tokens(
 ) -> PyResult<(i64, i64, i64, i64, i64)> {
     guard(py, || {
         const F: &str = "allocate_tokens";
+        let int = |name: &str, obj| arguments::int64(F, name, obj);
+        let ratio = |name: &str, obj| arguments::ratio(F, name, obj);
         let input = BudgetInput {
-            context_window: arguments::int64(F, "context_window", context_window)?,
-            max_output_tokens: arguments::int64(F, "max_output_tokens", max_output_tokens)?,
-            default_output_reserve: arguments::int64(
-                F,
-                "default_output_reserve",
-                default_output_reserve,
-            )?,
-            prefix_tokens: arguments::int64(F, "prefix_tokens", prefix_tokens)?,
-            reserve_tokens: arguments::int64(F, "reserve_tokens", reserve_tokens)?,
-            margin_ratio: arguments::ratio(F, "margin_ratio", margin_ratio)?,
-            tool_results_ratio: arguments::ratio(F, "tool_results_ratio", tool_results_ratio)?,
-            working_state_tokens: arguments::int64(
-                F,
-                "working_state_tokens",
-                working_state_tokens,
-            )?,
-            history_floor: arguments::int64(F, "history_floor", history_floor)?,
-            prefix_ceiling: arguments::int64(F, "prefix_ceiling", prefix_ceiling)?,
+            context_window: int("context_window", context_window)?,
+            max_output_tokens: int("max_output_tokens", max_output_tokens)?,
+            default_output_reserve: int("default_output_reserve", default_output_reserve)?,
+            prefix_tokens: int("prefix_tokens", prefix_tokens)?,
+            reserve_tokens: int("reserve_tokens", reserve_tokens)?,
+            margin_ratio: ratio("margin_ratio", margin_ratio)?,
+            tool_results_ratio: ratio("tool_results_ratio", tool_results_ratio)?,
+            working_state_tokens: int("working_state_tokens", working_state_tokens)?,
+            history_floor: int("history_floor", history_floor)?,
+            prefix_ceiling: int("prefix_ceiling", prefix_ceiling)?,
         };
         let a = budget::allocate_tokens(&input).into_py(py)?;
         Ok((a.reserve, a.body, a.usable, a.tool_results, a.history))

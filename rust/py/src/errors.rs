@@ -56,11 +56,6 @@ pub fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
     }
 }
 
-/// `EstimatorError(message)`.
-pub fn estimator_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
-    to_pyerr(py, CoreError::estimator(message))
-}
-
 /// `ArgumentError(function, argument, reason)`.
 pub fn argument_error(
     py: Python<'_>,

@@ -115,12 +115,12 @@ impl CutHost for PyCut<'_, '_> {
                 let mut types = self.types.borrow_mut();
                 self.scan.finish_facts(py, &mut types)?;
                 let buf = &mut *self.scan.buf;
-                self.factor = est
-                    .raw_batch_into(self.model_id, &types.kinds, &buf.facts, &mut buf.raws)
-                    .into_py(py)?;
+                let factor =
+                    (est.lock()).raw_batch(self.model_id, &types.kinds, &buf.facts, &mut buf.raws);
+                self.factor = factor.into_py(py)?;
                 self.batch = true;
             } else {
-                self.factor = est.factor(self.model_id);
+                self.factor = est.lock().factor_of(self.model_id);
             }
         } else if self.raws.is_none() {
             let raws = self.estimator.call_method1(

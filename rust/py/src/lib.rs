@@ -10,7 +10,6 @@ mod arguments;
 mod assembly;
 mod budget;
 mod canonical;
-mod counts;
 mod data;
 mod decode;
 mod errors;
@@ -19,11 +18,24 @@ mod history;
 mod interop;
 mod items;
 mod render;
-mod schema;
 mod slots;
 mod tokenize;
 
+use ctxengine_core::schema;
 use pyo3::prelude::*;
+
+/// The item schema as JSON text (the same as `ctxengine/model/schema.json`).
+#[pyfunction]
+fn item_schema() -> String {
+    schema::to_json()
+}
+
+/// `(table, kind, dict keys)` for each hand-written Rust item table, for
+/// the schema test.
+#[pyfunction(name = "_schema_tables")]
+fn schema_tables() -> Vec<(&'static str, &'static str, Vec<String>)> {
+    schema::tables()
+}
 
 /// The Rust backend of ctxengine.
 #[pymodule]
@@ -48,8 +60,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tokenize::exact_raw, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::counting_method, m)?)?;
     m.add_function(wrap_pyfunction!(tokenize::encoding_ranks_sha256, m)?)?;
+    m.add_function(wrap_pyfunction!(item_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(schema_tables, m)?)?;
     interop::register(m)?;
-    schema::register(m)?;
     m.setattr("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -3,15 +3,12 @@
 //! (`ctxengine_core::estimate::check_table`). Long texts are counted with
 //! the GIL released.
 
+use crate::arguments::{self, string, PyValues};
+use crate::errors::{HostError, IntoPy};
 use ctxengine_core::estimate;
 use ctxengine_core::tokenize::message::exact_raw as core_exact_raw;
 use ctxengine_core::tokenize::Encoding;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
-
-use crate::arguments::{string, type_name};
-use crate::errors::{argument_error, HostError, IntoPy};
-use crate::estimator::PyValues;
 
 /// Texts longer than this are counted with the GIL released.
 const DETACH_BYTES: usize = 64 * 1024;
@@ -62,18 +59,10 @@ pub fn exact_raw(
     kind: &Bound<'_, PyAny>,
     canonical: &Bound<'_, PyAny>,
 ) -> PyResult<i64> {
-    let py = encoding_name.py();
     let enc = encoding_arg("exact_raw", encoding_name)?;
     let kind = string("exact_raw", "kind", kind)?;
-    let Ok(bytes) = canonical.cast::<PyBytes>() else {
-        return Err(argument_error(
-            py,
-            "exact_raw",
-            "canonical",
-            format!("expected bytes, got {}", type_name(canonical)),
-        ));
-    };
-    core_exact_raw(enc, kind, bytes.as_bytes()).into_py(py)
+    let bytes = arguments::bytes("exact_raw", "canonical", canonical)?;
+    core_exact_raw(enc, kind, bytes).into_py(encoding_name.py())
 }
 
 /// The counting method of `model_id` under the built-in table and `table`.

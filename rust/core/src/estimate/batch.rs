@@ -113,6 +113,20 @@ impl EstimatorState {
         Ok((self.factor(counter), measuring))
     }
 
+    /// Raw counts of `facts` into `raws` (all through the memo) and the
+    /// factor of `model_id`.
+    pub fn raw_batch<T: Fact>(
+        &mut self,
+        model_id: &str,
+        kinds: &[String],
+        facts: &[T],
+        raws: &mut Vec<i64>,
+    ) -> CoreResult<Ratio> {
+        let none: &[Measured] = &[];
+        let (factor, _) = self.raw_batch_known(model_id, kinds, facts, none, |k| *k, raws)?;
+        Ok(factor)
+    }
+
     /// One more raw count after a batch, with the counter and kind ids
     /// resolved once per call (`resolved`) instead of per value.
     pub fn raw_one<T: Fact>(
@@ -195,6 +209,15 @@ mod tests {
         assert_eq!(raws, [14, 7, 5]);
         assert_eq!(m.served, 0);
         assert_eq!((st.memo().hits, st.memo().misses), (0, 3));
+        // Without known counts: every value through the memo.
+        let mut again = Vec::new();
+        let factor = st.raw_batch("m", &kinds, &facts, &mut again).unwrap();
+        assert_eq!(
+            (again.as_slice(), factor),
+            (raws.as_slice(), st.factor_of("m"))
+        );
+        assert_eq!((st.memo().hits, st.memo().misses), (3, 3));
+        st.memo_mut().hits = 0;
         // Tagged as this batch counted them: served without a lookup (as hits).
         let mut known: Vec<Measured> = facts
             .iter()

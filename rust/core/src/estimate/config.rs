@@ -5,6 +5,7 @@
 //! with it.
 
 use super::{EstimatorState, Profile};
+use crate::arguments::Value;
 use crate::error::CoreError;
 use crate::tokenize::table::EncodingTable;
 use crate::tokenize::Method;
@@ -27,6 +28,35 @@ pub enum Shape<V> {
     None,
     /// A bool, or anything else.
     Other,
+}
+
+/// A scalar argument's shape (a bool is `Other`, as the checks refuse it;
+/// an int past the float range has an infinite float, as `float()` would
+/// overflow).
+impl<V> From<Value<'_>> for Shape<V> {
+    fn from(v: Value<'_>) -> Self {
+        match v {
+            Value::None => Shape::None,
+            Value::Int(n) => Shape::Int {
+                value: Ok(n),
+                float: n as f64,
+            },
+            Value::BigInt {
+                negative, float, ..
+            } => Shape::Int {
+                value: Err(negative),
+                float: float.unwrap_or(if negative {
+                    f64::NEG_INFINITY
+                } else {
+                    f64::INFINITY
+                }),
+            },
+            Value::Float(f) => Shape::Float(f),
+            Value::Str(s) => Shape::Str(Some(s.to_owned())),
+            Value::Surrogate => Shape::Str(None),
+            Value::Bool(_) | Value::Bytes(_) | Value::Other => Shape::Other,
+        }
+    }
 }
 
 /// The host's view of its values.
@@ -182,14 +212,15 @@ pub fn check_table<H: Values>(
     Ok(EncodingTable::new(out))
 }
 
-/// A new estimator's state from the constructor's arguments (`encodings`
-/// `None` when not given).
+/// A new estimator's state from the constructor's arguments (each `None`
+/// when not given: the defaults `bytes_per_token=3.0`, `framing_tokens=4`,
+/// no profiles, `memo_capacity=100_000`, the built-in counting table).
 pub fn settings<H: Values>(
     h: &mut H,
-    bytes_per_token: &H::Value,
-    framing_tokens: &H::Value,
-    profiles: &H::Value,
-    memo_capacity: &H::Value,
+    bytes_per_token: Option<&H::Value>,
+    framing_tokens: Option<&H::Value>,
+    profiles: Option<&H::Value>,
+    memo_capacity: Option<&H::Value>,
     encodings: Option<&H::Value>,
 ) -> Result<EstimatorState, H::Error> {
     let (default, profiles, capacity) = check_settings(
@@ -213,19 +244,32 @@ pub fn settings<H: Values>(
 pub(super) type Checked = (Profile, Vec<(String, Profile)>, usize);
 
 /// The settings a snapshot shares with the constructor (`place` prefixes
-/// the names: `""` for the constructor, `"snapshot."` for a snapshot).
+/// the names: `""` for the constructor, `"snapshot."` for a snapshot; a
+/// `None` takes the constructor's default).
 pub(super) fn check_settings<H: Values>(
     h: &mut H,
-    bytes_per_token: &H::Value,
-    framing_tokens: &H::Value,
-    profiles: &H::Value,
-    memo_capacity: &H::Value,
+    bytes_per_token: Option<&H::Value>,
+    framing_tokens: Option<&H::Value>,
+    profiles: Option<&H::Value>,
+    memo_capacity: Option<&H::Value>,
     place: &str,
 ) -> Result<Checked, H::Error> {
-    let bpt = check_number(h, bytes_per_token, &format!("{place}bytes_per_token"))?;
-    let framing = check_count(h, framing_tokens, &format!("{place}framing_tokens"))?;
-    let profiles = check_profiles(h, profiles, &format!("{place}profiles"))?;
-    let capacity = check_count(h, memo_capacity, &format!("{place}memo_capacity"))?;
+    let bpt = match bytes_per_token {
+        Some(v) => check_number(h, v, &format!("{place}bytes_per_token"))?,
+        None => 3.0,
+    };
+    let framing = match framing_tokens {
+        Some(v) => check_count(h, v, &format!("{place}framing_tokens"))?,
+        None => 4,
+    };
+    let profiles = match profiles {
+        Some(v) => check_profiles(h, v, &format!("{place}profiles"))?,
+        None => Vec::new(),
+    };
+    let capacity = match memo_capacity {
+        Some(v) => check_count(h, v, &format!("{place}memo_capacity"))?,
+        None => 100_000,
+    };
     let default = Profile::new(bpt, framing)?;
     Ok((default, profiles, capacity as usize))
 }

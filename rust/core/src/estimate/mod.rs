@@ -19,7 +19,7 @@ pub use config::{
     check_count, check_raw_sum, check_reconcile, check_table, settings, Shape, Values,
 };
 pub use memo::{Memo, MemoKey, PassThrough};
-pub use prime::{check_kind, check_prime};
+pub use prime::check_prime;
 pub use snapshot::{check_max_version, restore, Snapshot, SNAPSHOT_VERSION, V1_KEYS, V2_KEYS};
 
 use crate::error::{CoreError, CoreResult};

@@ -5,23 +5,6 @@
 
 use super::config::{check_count, fail, Values};
 use super::{EstimatorState, MemoKey};
-use crate::error::{CoreError, CoreResult};
-
-/// The `kind` argument: `Some(text)` for a str (`None` text: a lone
-/// surrogate in it), `None` for anything else (`type_name` names it).
-pub fn check_kind(
-    kind: Option<Option<&str>>,
-    type_name: impl FnOnce() -> String,
-) -> CoreResult<&str> {
-    match kind {
-        Some(Some(kind)) => Ok(kind),
-        Some(None) => Err(CoreError::estimator("kind: lone surrogate in string")),
-        None => Err(CoreError::estimator(format!(
-            "kind: expected a str, got {}",
-            type_name()
-        ))),
-    }
-}
 
 /// `prime`'s digests (each a 32-byte digest, `None` for anything else) and
 /// counts, checked in order: one count a digest, each digest then its count.
@@ -74,6 +57,7 @@ impl EstimatorState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{CoreError, CoreResult};
     use crate::estimate::{Profile, Shape};
 
     /// Values as plain ints (anything else: `None`).
@@ -107,18 +91,6 @@ mod tests {
             CoreError::Estimator(m) => m,
             other => format!("{other:?}"),
         }
-    }
-
-    #[test]
-    fn the_kind_is_a_str() {
-        assert_eq!(
-            check_kind(Some(Some("user_message")), String::new),
-            Ok("user_message")
-        );
-        let bad = check_kind(Some(None), String::new).unwrap_err();
-        assert_eq!(message(bad), "kind: lone surrogate in string");
-        let bad = check_kind(None, || "int".to_owned()).unwrap_err();
-        assert_eq!(message(bad), "kind: expected a str, got int");
     }
 
     #[test]

@@ -229,10 +229,10 @@ pub fn restore<H: Values>(h: &mut H, snapshot: &H::Value) -> Result<EstimatorSta
     }
     let (default, profiles, capacity) = check_settings(
         h,
-        field("bytes_per_token"),
-        field("framing_tokens"),
-        field("profiles"),
-        field("memo_capacity"),
+        Some(field("bytes_per_token")),
+        Some(field("framing_tokens")),
+        Some(field("profiles")),
+        Some(field("memo_capacity")),
         "snapshot.",
     )?;
     let corrections = read_corrections(h, field("corrections"))?;

@@ -274,16 +274,35 @@ fn message<T: std::fmt::Debug>(r: Result<T, CoreError>) -> String {
 
 #[test]
 fn settings_are_checked_in_order_with_their_names() {
-    let ok = settings(&mut Toy, &V::F(3.0), &V::I(4), &V::N, &V::I(10), None).unwrap();
+    let ok = settings(
+        &mut Toy,
+        Some(&V::F(3.0)),
+        Some(&V::I(4)),
+        Some(&V::N),
+        Some(&V::I(10)),
+        None,
+    )
+    .unwrap();
     assert_eq!(ok.default_profile(), Profile::new(3.0, 4).unwrap());
-    let e = settings(&mut Toy, &V::S("3"), &V::I(-1), &V::N, &V::I(10), None);
+    // an argument not given takes the constructor's default
+    let defaults = settings(&mut Toy, None, None, None, None, None).unwrap();
+    assert_eq!(defaults.default_profile(), Profile::new(3.0, 4).unwrap());
+    assert_eq!(defaults.memo().capacity(), 100_000);
+    let e = settings(
+        &mut Toy,
+        Some(&V::S("3")),
+        Some(&V::I(-1)),
+        Some(&V::N),
+        Some(&V::I(10)),
+        None,
+    );
     assert_eq!(message(e), "bytes_per_token: expected a number, got str");
     let e = config::check_settings(
         &mut Toy,
-        &V::F(3.0),
-        &V::I(-1),
-        &V::N,
-        &V::I(10),
+        Some(&V::F(3.0)),
+        Some(&V::I(-1)),
+        None,
+        Some(&V::I(10)),
         "snapshot.",
     );
     assert_eq!(
@@ -291,7 +310,14 @@ fn settings_are_checked_in_order_with_their_names() {
         "snapshot.framing_tokens: must not be negative, got -1"
     );
     let profiles = V::M(vec![(V::S("a"), V::L(vec![V::F(0.0), V::I(1)]))]);
-    let e = settings(&mut Toy, &V::F(3.0), &V::I(4), &profiles, &V::I(10), None);
+    let e = settings(
+        &mut Toy,
+        Some(&V::F(3.0)),
+        Some(&V::I(4)),
+        Some(&profiles),
+        Some(&V::I(10)),
+        None,
+    );
     assert_eq!(
         message(e),
         "profiles['a'].bytes_per_token: must be a positive finite number, got F(0.0)"
@@ -300,10 +326,10 @@ fn settings_are_checked_in_order_with_their_names() {
     let table = V::M(vec![(V::S("azure:"), V::S("p50k_base"))]);
     let e = settings(
         &mut Toy,
-        &V::F(3.0),
-        &V::I(4),
-        &V::N,
-        &V::I(10),
+        Some(&V::F(3.0)),
+        None,
+        Some(&V::N),
+        None,
         Some(&table),
     );
     assert_eq!(
@@ -362,11 +388,27 @@ fn leak(s: &str) -> &'static str {
 
 #[test]
 fn snapshots_round_trip_and_name_what_is_wrong() {
-    let mut state = settings(&mut Toy, &V::F(2.5), &V::I(3), &V::N, &V::I(7), None).unwrap();
+    let mut state = settings(
+        &mut Toy,
+        Some(&V::F(2.5)),
+        Some(&V::I(3)),
+        Some(&V::N),
+        Some(&V::I(7)),
+        None,
+    )
+    .unwrap();
     state.reconcile("m#o200k_base", 10, 12).unwrap();
     // an exact model keeps no samples, but its key needs version 2
     assert_eq!(state.snapshot(SNAPSHOT_VERSION).version, 2);
-    let fresh = settings(&mut Toy, &V::F(2.5), &V::I(3), &V::N, &V::I(7), None).unwrap();
+    let fresh = settings(
+        &mut Toy,
+        Some(&V::F(2.5)),
+        Some(&V::I(3)),
+        Some(&V::N),
+        Some(&V::I(7)),
+        None,
+    )
+    .unwrap();
     let snap = fresh.snapshot(SNAPSHOT_VERSION);
     assert_eq!(snap.version, 1); // nothing of version 2's
     assert_eq!(
@@ -465,10 +507,10 @@ fn azure_on_o200k(memo_capacity: i64) -> EstimatorState {
     let table = V::M(vec![(V::S("azure:"), V::S("o200k_base"))]);
     settings(
         &mut Toy,
-        &V::F(3.0),
-        &V::I(4),
-        &V::N,
-        &V::I(memo_capacity),
+        None,
+        None,
+        None,
+        Some(&V::I(memo_capacity)),
         Some(&table),
     )
     .unwrap()
@@ -533,4 +575,30 @@ fn every_state_and_every_clone_has_a_serial_of_its_own() {
     assert_ne!(a.serial(), b.serial());
     assert_ne!(a.serial(), c.serial());
     assert_ne!(b.serial(), c.serial());
+}
+
+#[test]
+fn scalar_arguments_have_the_checks_shapes() {
+    use crate::arguments::Value;
+    let shape = |v: Value<'_>| Shape::<()>::from(v);
+    assert!(matches!(shape(Value::Int(-2)), Shape::Int { value: Ok(-2), float } if float == -2.0));
+    let huge = Value::BigInt {
+        negative: true,
+        float: None,
+        digits: "-1e400".into(),
+    };
+    assert!(
+        matches!(shape(huge), Shape::Int { value: Err(true), float } if float == f64::NEG_INFINITY)
+    );
+    let big = Value::BigInt {
+        negative: false,
+        float: Some(1e19),
+        digits: String::new(),
+    };
+    assert!(matches!(shape(big), Shape::Int { value: Err(false), float } if float == 1e19));
+    assert!(matches!(shape(Value::Surrogate), Shape::Str(None)));
+    assert!(matches!(shape(Value::Str("a")), Shape::Str(Some(s)) if s == "a"));
+    assert!(matches!(shape(Value::Bool(true)), Shape::Other));
+    assert!(matches!(shape(Value::None), Shape::None));
+    assert!(matches!(shape(Value::Float(0.5)), Shape::Float(f) if f == 0.5));
 }

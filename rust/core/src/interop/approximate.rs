@@ -104,6 +104,31 @@ pub enum Speaker<'a> {
     Role(&'a str),
 }
 
+/// LangChain's message classes the count tells apart, as
+/// `LangChainClasses` names them, in the order a message is classified (the
+/// first class it is an instance of); a message of none of them is counted
+/// by the reference.
+pub const CLASSES: [(&str, Speaker<'static>); 6] = [
+    ("ai", Speaker::Ai),
+    ("human", Speaker::Role("user")),
+    ("tool", Speaker::Tool),
+    ("system", Speaker::System),
+    ("function", Speaker::Role("function")),
+    ("chat", Speaker::Role("")),
+];
+
+impl Speaker<'_> {
+    /// The message attribute [`count`] reads as `extra` (and the memo holds):
+    /// `tool_calls`, `tool_call_id` or `additional_kwargs`.
+    pub fn extra(self) -> &'static str {
+        match self {
+            Speaker::Ai => "tool_calls",
+            Speaker::Tool => "tool_call_id",
+            _ => "additional_kwargs",
+        }
+    }
+}
+
 /// `count_tokens_approximately` of one message, or `None` when a shape
 /// needs the reference: `extra` is an AI message's `tool_calls`, a tool
 /// message's `tool_call_id`, any other's `additional_kwargs`.
@@ -282,6 +307,15 @@ pub mod repr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_class_names_what_it_counts() {
+        let extra: Vec<_> = CLASSES.iter().map(|(n, s)| (*n, s.extra())).collect();
+        assert_eq!(extra[0], ("ai", "tool_calls"));
+        assert_eq!(extra[2], ("tool", "tool_call_id"));
+        assert_eq!(extra[3], ("system", "additional_kwargs"));
+        assert_eq!(CLASSES[1].1, Speaker::Role("user"));
+    }
 
     #[test]
     fn counts_as_langchain_counts() {

@@ -31,6 +31,27 @@ pub struct ChatOptions<'a> {
     pub tool_trust: &'a str,
 }
 
+impl<'a> ChatOptions<'a> {
+    /// The options as the converter's arguments hold them: `seq_field` a
+    /// str or `None`, `first_seq` an int or `None`; `None` for any other
+    /// shape (the reference refuses it).
+    pub fn read<V: Value>(seq_field: &'a V, first_seq: &V, tool_trust: &'a str) -> Option<Self> {
+        let seq_field = match seq_field.is_null() {
+            true => None,
+            false => Some(seq_field.str()?),
+        };
+        let first_seq = match first_seq.is_null() {
+            true => None,
+            false => Some(first_seq.int()?),
+        };
+        Some(ChatOptions {
+            seq_field,
+            first_seq,
+            tool_trust,
+        })
+    }
+}
+
 /// The cut's arguments, checked.
 #[derive(Debug, Clone, Copy)]
 pub struct CutArgs {
@@ -399,6 +420,21 @@ mod tests {
         "{\"content\":[{\"text\":\"ok\",\"type\":\"text\"}],\"role\":\"tool\",\"tool_call_id\":\"c1\"},",
         "{\"content\":\"done\",\"role\":\"assistant\"}]"
     );
+
+    #[test]
+    fn options_are_read_in_their_plain_shapes_only() {
+        let v = parse_canonical("[null,\"seq\",7,true,1.5]").unwrap();
+        let Json::Array(a) = &v else { panic!() };
+        let a: Vec<&Json> = a.iter().collect();
+        let read = |s: usize, f: usize| {
+            ChatOptions::read(&a[s], &a[f], "t").map(|o| (o.seq_field, o.first_seq))
+        };
+        assert_eq!(read(0, 0), Some((None, None)));
+        assert_eq!(read(1, 2), Some((Some("seq"), Some(7))));
+        assert_eq!(read(2, 0), None); // seq_field not a str
+        assert_eq!(read(0, 3), None); // first_seq a bool
+        assert_eq!(read(0, 4), None); // first_seq a float
+    }
 
     #[test]
     fn cuts_at_message_starts_and_keeps_pairs_whole() {

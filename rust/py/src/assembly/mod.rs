@@ -354,16 +354,15 @@ fn measure_and_fit<'py>(
     g.finish()?;
     // Every estimate under one lock.
     let mut raws = std::mem::take(&mut g.bufs.raws);
-    let (factor, measuring) = est
-        .raw_batch_known(
-            model_id,
-            &g.types.kinds,
-            g.facts(),
-            known,
-            |e| e.facts.measured,
-            &mut raws,
-        )
-        .into_py(py)?;
+    let measured = est.lock().raw_batch_known(
+        model_id,
+        &g.types.kinds,
+        g.facts(),
+        known,
+        |e| e.facts.measured,
+        &mut raws,
+    );
+    let (factor, measuring) = measured.into_py(py)?;
     for (h, &raw) in g.bufs.history.iter_mut().zip(&raws) {
         h.raw = raw;
     }
@@ -506,12 +505,12 @@ impl<'py> Host<'_, 'py> {
     fn measure(&mut self, i: usize) -> Result<i64, HostError> {
         self.guard(None);
         self.g.finish()?;
-        Ok(self.est.raw_one(
-            &mut self.resolved,
-            self.model_id,
-            &self.g.types.kinds,
-            &self.g.facts()[i],
-        )?)
+        let (kinds, fact) = (&self.g.types.kinds, &self.g.facts()[i]);
+        let raw = self
+            .est
+            .lock()
+            .raw_one(&mut self.resolved, self.model_id, kinds, fact);
+        Ok(raw?)
     }
 }
 

@@ -77,13 +77,6 @@ impl Facts {
         }
     }
 
-    /// Hint the CPU to fetch the `bytes` object's header (its length), which
-    /// a memo miss reads next.
-    #[inline(always)]
-    pub fn prefetch(&self) {
-        super::prefetch(self.bytes);
-    }
-
     /// The canonical length (call with the GIL held, while `bytes` is
     /// alive).
     #[inline]

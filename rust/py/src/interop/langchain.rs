@@ -17,6 +17,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
+use ctxengine_core::interop::approximate::{count, Speaker, CLASSES};
 use ctxengine_core::interop::generations::Generations;
 use ctxengine_core::interop::trim::{entry_size, pair_safe_trim, Pairing, Test};
 use pyo3::ffi;
@@ -27,12 +28,6 @@ use pyo3::types::{PyDict, PyList, PyString, PyType, PyWeakrefMethods, PyWeakrefR
 use super::value::PyValue;
 use crate::arguments;
 use crate::errors::guard;
-use ctxengine_core::interop::approximate::{count, Speaker};
-
-const OTHER: u8 = 0;
-const SYSTEM: u8 = 1;
-const AI: u8 = 2;
-const TOOL: u8 = 3;
 
 /// How an entry knows its message.
 enum Held {
@@ -44,35 +39,26 @@ enum Held {
 
 struct Entry {
     message: Held,
-    content: Py<PyAny>,
-    name: Py<PyAny>,
-    extra: Py<PyAny>,
+    /// `content`, `name` and the speaker's extra attribute, as counted.
+    attrs: [Py<PyAny>; 3],
     count: i64,
-    kind: u8,
+    system: bool,
     pairing: Option<Arc<Pairing>>,
 }
 
 impl Entry {
     /// Whether the entry was measured from `m` and these very attributes.
-    fn same(
-        &self,
-        py: Python<'_>,
-        m: &Bound<'_, PyAny>,
-        content: &Bound<'_, PyAny>,
-        name: &Bound<'_, PyAny>,
-        extra: &Bound<'_, PyAny>,
-    ) -> bool {
+    fn same(&self, py: Python<'_>, m: &Bound<'_, PyAny>, attrs: &[Bound<'_, PyAny>; 3]) -> bool {
         let alive = match &self.message {
             Held::Strong(held) => held.as_ptr() == m.as_ptr(),
-            Held::Weak(weak) => weak
-                .bind(py)
-                .upgrade()
-                .is_some_and(|o| o.as_ptr() == m.as_ptr()),
+            Held::Weak(weak) => (weak.bind(py).upgrade()).is_some_and(|o| o.as_ptr() == m.as_ptr()),
         };
         alive
-            && self.content.as_ptr() == content.as_ptr()
-            && self.name.as_ptr() == name.as_ptr()
-            && self.extra.as_ptr() == extra.as_ptr()
+            && self
+                .attrs
+                .iter()
+                .zip(attrs)
+                .all(|(a, b)| a.as_ptr() == b.as_ptr())
     }
 }
 
@@ -94,13 +80,12 @@ impl Forget {
         let Some(memo) = self.memo.upgrade() else {
             return;
         };
-        let gone = match memo.try_lock() {
-            Ok(mut m) => m.remove_if(
+        let gone = memo.try_lock().ok().and_then(|mut m| {
+            m.remove_if(
                 self.key,
                 |e| matches!(&e.message, Held::Weak(w) if w.as_ptr() == weak.as_ptr()),
-            ),
-            Err(_) => None,
-        };
+            )
+        });
         drop(gone); // (its references released outside the lock)
     }
 }
@@ -110,9 +95,13 @@ impl Forget {
 /// from, and is reused only while the message still holds those objects).
 #[pyclass(frozen, module = "ctxengine._core")]
 pub struct LangChainCounter {
+    /// `LangChainClasses`: the classes, and `count` for a message off the fast path.
     classes: Py<PyAny>,
     base: Py<PyType>,
-    kinds: [(Py<PyType>, u8, &'static str); 6],
+    /// The classes of `CLASSES`, in order.
+    kinds: Vec<Py<PyType>>,
+    /// The extra attribute's name by class (the last: a message of none).
+    extras: Vec<Py<PyString>>,
     memo: Arc<Mutex<Memo>>,
 }
 
@@ -121,30 +110,24 @@ impl LangChainCounter {
     #[new]
     #[pyo3(signature = (classes, max_bytes = 16 << 20))]
     fn new(py: Python<'_>, classes: &Bound<'_, PyAny>, max_bytes: usize) -> PyResult<Self> {
-        let get = |name: &str| -> PyResult<Py<PyType>> {
-            Ok(classes.getattr(name)?.cast_into::<PyType>()?.unbind())
-        };
-        let _ = py;
+        let get = |name| Ok(classes.getattr(name)?.cast_into::<PyType>()?.unbind());
+        let speakers = CLASSES.iter().map(|(_, s)| *s).chain([Speaker::Role("")]);
         Ok(LangChainCounter {
             classes: classes.clone().unbind(),
             base: get("base")?,
-            kinds: [
-                (get("ai")?, AI, "assistant"),
-                (get("human")?, OTHER, "user"),
-                (get("tool")?, TOOL, "tool"),
-                (get("system")?, SYSTEM, ""),
-                (get("function")?, OTHER, "function"),
-                (get("chat")?, OTHER, ""),
-            ],
+            kinds: CLASSES
+                .iter()
+                .map(|(name, _)| get(name))
+                .collect::<PyResult<_>>()?,
+            extras: speakers
+                .map(|s| PyString::intern(py, s.extra()).unbind())
+                .collect(),
             memo: Arc::new(Mutex::new(Memo::empty(max_bytes))),
         })
     }
 
     fn __len__(&self) -> usize {
-        match self.memo.try_lock() {
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        }
+        self.memo.try_lock().map_or(0, |m| m.len())
     }
 
     /// The estimated bytes the memo's entries hold.
@@ -161,45 +144,28 @@ impl LangChainCounter {
 
     #[setter]
     fn set_max_bytes(&self, max_bytes: usize) {
-        let dropped = match self.memo.lock() {
-            Ok(mut m) => {
-                m.max_bytes = max_bytes;
-                if m.bytes() > max_bytes {
-                    let old = std::mem::replace(&mut *m, Memo::empty(max_bytes));
-                    Some(old)
-                } else {
-                    None
-                }
-            }
-            Err(_) => None,
-        };
-        drop(dropped);
+        let dropped = self.memo.lock().ok().and_then(|mut m| {
+            m.max_bytes = max_bytes;
+            (m.bytes() > max_bytes).then(|| std::mem::replace(&mut *m, Memo::empty(max_bytes)))
+        });
+        drop(dropped); // (its references released outside the lock)
     }
 }
 
-/// `(kind index into LangChainCounter::kinds)` of a message type, or `None`.
-fn classify(c: &LangChainCounter, py: Python<'_>, m: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
-    for (k, (cls, _, _)) in c.kinds.iter().enumerate() {
-        if m.is_instance(cls.bind(py))? {
-            return Ok(Some(k));
-        }
-    }
-    Ok(None)
-}
-
+/// The call ids an AI message makes (`tool_calls`, then `invalid_tool_calls`),
+/// or the call a tool message answers; `str()` of each id.
 fn pairing(
-    py: Python<'_>,
     m: &Bound<'_, PyAny>,
-    kind: u8,
+    speaker: Option<Speaker<'_>>,
     extra: &Bound<'_, PyAny>,
 ) -> PyResult<Option<Arc<Pairing>>> {
-    match kind {
-        AI => {
+    let py = m.py();
+    match speaker {
+        Some(Speaker::Ai) => {
             let mut p = Pairing::default();
             for field in [extra.clone(), m.getattr(intern!(py, "invalid_tool_calls"))?] {
                 for call in field.try_iter()? {
-                    let id = call?.get_item(intern!(py, "id")).ok();
-                    p.calls.push(match id {
+                    p.calls.push(match call?.get_item(intern!(py, "id")).ok() {
                         Some(v) if !v.is_none() => Some(v.str()?.to_str()?.to_owned()),
                         _ => None,
                     });
@@ -207,7 +173,7 @@ fn pairing(
             }
             Ok((!p.calls.is_empty()).then(|| Arc::new(p)))
         }
-        TOOL => Ok(Some(Arc::new(Pairing {
+        Some(Speaker::Tool) => Ok(Some(Arc::new(Pairing {
             calls: Vec::new(),
             result: Some(extra.str()?.to_str()?.to_owned()),
         }))),
@@ -222,12 +188,10 @@ fn attr<'py>(
     dict: Option<&Bound<'py, PyDict>>,
     name: &Bound<'py, PyString>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if let Some(d) = dict {
-        if let Some(v) = d.get_item(name)? {
-            return Ok(v);
-        }
+    match dict.map(|d| d.get_item(name)).transpose()?.flatten() {
+        Some(v) => Ok(v),
+        None => m.getattr(name),
     }
-    m.getattr(name)
 }
 
 fn instance_dict<'py>(py: Python<'py>, m: &Bound<'py, PyAny>) -> Option<Bound<'py, PyDict>> {
@@ -242,38 +206,79 @@ fn instance_dict<'py>(py: Python<'py>, m: &Bound<'py, PyAny>) -> Option<Bound<'p
     d.cast_into_exact::<PyDict>().ok()
 }
 
+/// Each message's count and pairing, and whether the first is a system message.
+#[derive(Default)]
 struct Facts {
     counts: Vec<i64>,
-    kinds: Vec<u8>,
     pairings: Vec<Option<Arc<Pairing>>>,
+    first_is_system: bool,
 }
 
-/// Facts of every message; `None` when one is not a `BaseMessage`.
+impl Facts {
+    fn push(&mut self, e: &Entry, use_len: bool) {
+        self.counts.push(if use_len { 1 } else { e.count });
+        self.first_is_system |= self.pairings.is_empty() && e.system;
+        self.pairings.push(e.pairing.clone());
+    }
+}
+
+/// A new entry for message `m` (at `key`) and its attributes, and its size.
+fn new_entry(
+    c: &LangChainCounter,
+    m: &Bound<'_, PyAny>,
+    speaker: Option<Speaker<'static>>,
+    attrs: [Bound<'_, PyAny>; 3],
+    key: usize,
+) -> PyResult<(Entry, usize)> {
+    let py = m.py();
+    let [content, name, extra] = &attrs;
+    let native = speaker.and_then(|s| {
+        let (body, who) = (PyValue(content.clone()), PyValue(name.clone()));
+        count(&body, &who, s, &PyValue(extra.clone()))
+    });
+    let count = match native {
+        Some(v) => v,
+        // (`LangChainClasses.count`: LangChain's own count.)
+        None => (c.classes.bind(py))
+            .call_method1(intern!(py, "count"), (m,))?
+            .extract()?,
+    };
+    let pairing = pairing(m, speaker, extra)?;
+    let forget = Forget {
+        memo: Arc::downgrade(&c.memo),
+        key,
+    };
+    let message = match PyWeakrefReference::new_with(m, forget) {
+        Ok(weak) => Held::Weak(weak.unbind()),
+        Err(_) => Held::Strong(m.clone().unbind()), // (no weak references)
+    };
+    let size = entry_size(count, pairing.as_deref());
+    let entry = Entry {
+        message,
+        attrs: attrs.map(Bound::unbind),
+        count,
+        system: speaker == Some(Speaker::System),
+        pairing,
+    };
+    Ok((entry, size))
+}
+
+/// The facts of every message; `None` when one is not a `BaseMessage`.
 fn facts(
     py: Python<'_>,
     c: &LangChainCounter,
     list: &Bound<'_, PyList>,
     use_len: bool,
 ) -> PyResult<Option<Facts>> {
-    let n = list.len();
-    let mut f = Facts {
-        counts: Vec::with_capacity(n),
-        kinds: Vec::with_capacity(n),
-        pairings: Vec::with_capacity(n),
-    };
+    let mut f = Facts::default();
     let mut scratch = Memo::empty(0); // keeps nothing
                                       // Another thread trimming at the same time counts without the memo
                                       // rather than wait for it while holding the GIL.
     let mut guard = c.memo.try_lock().ok();
-    let memo: &mut Memo = match guard.as_deref_mut() {
-        Some(m) => m,
-        None => &mut scratch,
-    };
+    let memo: &mut Memo = guard.as_deref_mut().unwrap_or(&mut scratch);
     let base = c.base.bind(py);
     let mut types: Vec<(usize, Option<usize>)> = Vec::new();
     let (content_n, name_n) = (intern!(py, "content"), intern!(py, "name"));
-    let (tool_calls_n, tool_call_id_n) = (intern!(py, "tool_calls"), intern!(py, "tool_call_id"));
-    let kwargs_n = intern!(py, "additional_kwargs");
     for m in list.iter() {
         let tp = m.get_type().as_ptr() as usize;
         let class = match types.iter().find(|(t, _)| *t == tp) {
@@ -282,75 +287,36 @@ fn facts(
                 if !m.is_instance(base)? {
                     return Ok(None);
                 }
-                let k = classify(c, py, &m)?;
+                let mut k = None;
+                for (i, cls) in c.kinds.iter().enumerate() {
+                    if m.is_instance(cls.bind(py))? {
+                        k = Some(i);
+                        break;
+                    }
+                }
                 types.push((tp, k));
                 k
             }
         };
-        let kind = class.map_or(OTHER, |k| c.kinds[k].1);
-        let dict = instance_dict(py, &m);
-        let content = attr(&m, dict.as_ref(), content_n)?;
-        let name = attr(&m, dict.as_ref(), name_n)?;
-        let extra = match kind {
-            AI => attr(&m, dict.as_ref(), tool_calls_n)?,
-            TOOL => attr(&m, dict.as_ref(), tool_call_id_n)?,
-            _ => attr(&m, dict.as_ref(), kwargs_n)?,
-        };
+        let (d, extra_n) = (
+            instance_dict(py, &m),
+            c.extras[class.unwrap_or(CLASSES.len())].bind(py),
+        );
+        let attrs = [
+            attr(&m, d.as_ref(), content_n)?,
+            attr(&m, d.as_ref(), name_n)?,
+            attr(&m, d.as_ref(), extra_n)?,
+        ];
         let key = m.as_ptr() as usize;
-        let same = |e: &Entry| e.same(py, &m, &content, &name, &extra);
-        if let Some(e) = memo.get(key).filter(|e| same(e)) {
-            f.counts.push(if use_len { 1 } else { e.count });
-            f.kinds.push(e.kind);
-            f.pairings.push(e.pairing.clone());
+        if let Some(e) = memo.get(key).filter(|e| e.same(py, &m, &attrs)) {
+            f.push(e, use_len);
             continue;
         }
         let (entry, size) = match memo.take_old(key) {
-            Some((e, size)) if same(&e) => (e, size),
-            _ => {
-                let speaker = match kind {
-                    AI => Speaker::Ai,
-                    TOOL => Speaker::Tool,
-                    SYSTEM => Speaker::System,
-                    _ => Speaker::Role(class.map_or("", |k| c.kinds[k].2)),
-                };
-                let (body, who) = (PyValue(content.clone()), PyValue(name.clone()));
-                let native =
-                    class.and_then(|_| count(&body, &who, speaker, &PyValue(extra.clone())));
-                let count = match native {
-                    Some(v) => v,
-                    None => {
-                        // (`LangChainClasses.count`: LangChain's own count.)
-                        let classes = c.classes.bind(py);
-                        classes
-                            .call_method1(intern!(py, "count"), (&m,))?
-                            .extract()?
-                    }
-                };
-                let pairing = pairing(py, &m, kind, &extra)?;
-                let forget = Forget {
-                    memo: Arc::downgrade(&c.memo),
-                    key,
-                };
-                let message = match PyWeakrefReference::new_with(&m, forget) {
-                    Ok(weak) => Held::Weak(weak.unbind()),
-                    Err(_) => Held::Strong(m.clone().unbind()), // (no weak references)
-                };
-                let size = entry_size(count, pairing.as_deref());
-                let entry = Entry {
-                    pairing,
-                    message,
-                    content: content.unbind(),
-                    name: name.unbind(),
-                    extra: extra.unbind(),
-                    count,
-                    kind,
-                };
-                (entry, size)
-            }
+            Some((e, size)) if e.same(py, &m, &attrs) => (e, size),
+            _ => new_entry(c, &m, class.map(|k| CLASSES[k].1), attrs, key)?,
         };
-        f.counts.push(if use_len { 1 } else { entry.count });
-        f.kinds.push(entry.kind);
-        f.pairings.push(entry.pairing.clone());
+        f.push(&entry, use_len);
         memo.put(key, entry, size);
     }
     Ok(Some(f))
@@ -393,7 +359,7 @@ pub fn langchain_trim(
             &pairings,
             max_tokens,
             strategy == "first",
-            f.kinds.first() == Some(&SYSTEM),
+            f.first_is_system,
             include_system,
             end_on.as_ref().map(|_| &mut end_fn as Test<'_, PyErr>),
             start_on.as_ref().map(|_| &mut start_fn as Test<'_, PyErr>),

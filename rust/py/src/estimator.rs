@@ -1,0 +1,290 @@
+//! `TokenEstimator`: a frozen pyclass whose state (profiles, counting
+//! table, memo, calibration) lives behind one mutex. A batch is looked up
+//! under a single lock; Python code never runs while the lock is held. The
+//! checks are `ctxengine_core::estimate` (settings, counts, snapshots) and
+//! `ctxengine_core::arguments` (`model_id`, `kind`, the value sequences).
+
+use std::sync::{Mutex, MutexGuard};
+
+use ctxengine_core::calibrate::{self, Ratio};
+use ctxengine_core::estimate::{self, EstimatorState, Fact};
+use ctxengine_core::CoreError;
+use pyo3::prelude::*;
+use pyo3::types::{IntoPyDict, PyBytes, PyType};
+
+use crate::arguments::{self, PyValues};
+use crate::errors::{guard, HostError, IntoPy};
+use crate::items::{scan, Facts, Items, Scan, Types, Want};
+
+/// Per-model token counts (exact for public encodings, the calibrated byte
+/// heuristic elsewhere) with a bounded LRU memo (ADR 0001, ADR 0012).
+#[pyclass(frozen, module = "ctxengine._core")]
+pub struct TokenEstimator {
+    state: Mutex<EstimatorState>,
+}
+
+type Obj<'a> = &'a Bound<'a, PyAny>;
+
+/// A check of the core's over Python values, its error raised as the Python one.
+fn checked<'py, T>(
+    py: Python<'py>,
+    check: impl FnOnce(&mut PyValues<'py>) -> Result<T, HostError>,
+) -> PyResult<T> {
+    check(&mut PyValues(py)).map_err(HostError::into_pyerr(py))
+}
+
+impl TokenEstimator {
+    pub fn lock(&self) -> MutexGuard<'_, EstimatorState> {
+        // A panic cannot happen while the lock is held; recover anyway.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn of(state: EstimatorState) -> Self {
+        TokenEstimator {
+            state: Mutex::new(state),
+        }
+    }
+
+    /// `f` of the state and the checked `model_id`, under the lock.
+    fn keyed<T>(
+        &self,
+        model_id: Obj<'_>,
+        f: impl FnOnce(&mut EstimatorState, &str) -> T,
+    ) -> PyResult<T> {
+        guard(model_id.py(), || {
+            Ok(f(&mut self.lock(), arguments::model_id(model_id)?))
+        })
+    }
+
+    /// The raw counts of `values` (their facts gathered first, then
+    /// measured through the core's memo under one lock) and the factor of
+    /// `model_id`.
+    fn raws(
+        &self,
+        py: Python<'_>,
+        values: &Items<'_>,
+        model_id: &str,
+    ) -> PyResult<(Vec<i64>, Ratio)> {
+        let mut types = Types::new(py)?;
+        let want = Want {
+            pairs: None,
+            facts: true,
+        };
+        let mut s: Scan<'_> = scan(py, &mut types, values, want)?;
+        s.finish_facts(py, &mut types)?;
+        let mut raws = Vec::new();
+        let factor = (self.lock()).raw_batch(model_id, &types.kinds, &s.buf.facts, &mut raws);
+        Ok((raws, factor.into_py(py)?))
+    }
+
+    /// `corrected(sum of the raw counts of values)`, the sum checked.
+    fn sum_corrected(&self, py: Python<'_>, values: &Items<'_>, model_id: &str) -> PyResult<i128> {
+        let (raws, factor) = self.raws(py, values, model_id)?;
+        let total = raws.iter().try_fold(0i64, |t, r| t.checked_add(*r));
+        let overflow = || CoreError::estimator("raw estimate sum overflows a 64-bit integer");
+        Ok(calibrate::apply(
+            total.ok_or_else(overflow).into_py(py)?,
+            factor,
+        ))
+    }
+
+    /// `corrected(sum of the raw counts)` of the sequence argument `name`.
+    fn sum_of(&self, name: &str, values: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        let py = values.py();
+        guard(py, || {
+            let values = arguments::values(name, values)?;
+            self.sum_corrected(py, &values, arguments::model_id(model_id)?)
+        })
+    }
+}
+
+/// A value's facts as the core's batch reads them.
+impl Fact for Facts {
+    fn kind(&self) -> usize {
+        self.kind
+    }
+    fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+    fn canonical_len(&self) -> usize {
+        self.len()
+    }
+    fn canonical(&self) -> Vec<u8> {
+        Facts::canonical(self)
+    }
+}
+
+#[pymethods]
+impl TokenEstimator {
+    #[new]
+    #[pyo3(
+        signature = (*, bytes_per_token = None, framing_tokens = None, profiles = None, memo_capacity = None, encodings = None),
+        text_signature = "(*, bytes_per_token=3.0, framing_tokens=4, profiles=None, memo_capacity=100000, encodings=None)"
+    )]
+    fn new(
+        py: Python<'_>,
+        bytes_per_token: Option<Obj<'_>>,
+        framing_tokens: Option<Obj<'_>>,
+        profiles: Option<Obj<'_>>,
+        memo_capacity: Option<Obj<'_>>,
+        encodings: Option<Obj<'_>>,
+    ) -> PyResult<Self> {
+        let (bpt, framing, capacity) = (bytes_per_token, framing_tokens, memo_capacity);
+        let state = checked(py, |h| {
+            estimate::settings(h, bpt, framing, profiles, capacity, encodings)
+        });
+        Ok(Self::of(state?))
+    }
+
+    /// The uncorrected count of one value (exact, or the byte heuristic), memoized.
+    fn raw(&self, value: Obj<'_>, model_id: Obj<'_>) -> PyResult<i64> {
+        let py = value.py();
+        guard(py, || {
+            let model_id = arguments::model_id(model_id)?;
+            let (raws, _) = self.raws(py, &Items::Other(vec![value.clone()]), model_id)?;
+            Ok(raws[0])
+        })
+    }
+
+    /// Names how this estimator counts `kind` for `model_id` (ADR 0011):
+    /// `heuristic:BYTES_PER_TOKEN:FRAMING|kind` or `ENCODING:RECIPE_VERSION|kind`.
+    fn counter_id(&self, model_id: Obj<'_>, kind: Obj<'_>) -> PyResult<String> {
+        let model_id = arguments::model_id(model_id)?;
+        let kind = arguments::estimator_str("kind", kind)?;
+        Ok(self.lock().stored_id_of(model_id, kind))
+    }
+
+    /// Memoize stored raw counts: `(model_id, kind, digest) -> raw` (ADR 0011),
+    /// for each pair not memoized yet.
+    fn prime(
+        &self,
+        model_id: Obj<'_>,
+        kind: Obj<'_>,
+        digests: Obj<'_>,
+        raws: Obj<'_>,
+    ) -> PyResult<()> {
+        let kind_py = kind.py();
+        let model_id = arguments::model_id(model_id)?;
+        let kind = arguments::estimator_str("kind", kind)?;
+        let digest = |d: Bound<'_, PyAny>| d.cast::<PyBytes>().ok()?.as_bytes().try_into().ok();
+        let digests: Vec<Option<[u8; 32]>> = digests
+            .try_iter()?
+            .map(|d| d.map(digest))
+            .collect::<PyResult<_>>()?;
+        let raws: Vec<Bound<'_, PyAny>> = raws.try_iter()?.collect::<PyResult<_>>()?;
+        let entries = checked(kind_py, |h| estimate::check_prime(h, &digests, &raws))?;
+        self.lock().prime_all(model_id, kind, &entries);
+        Ok(())
+    }
+
+    /// The raw estimate of each item, in one batched call.
+    fn raw_estimates(&self, items: Obj<'_>, model_id: Obj<'_>) -> PyResult<Vec<i64>> {
+        let py = items.py();
+        guard(py, || {
+            let values = arguments::values("items", items)?;
+            Ok(self.raws(py, &values, arguments::model_id(model_id)?)?.0)
+        })
+    }
+
+    /// `corrected(sum of raw estimates)`.
+    fn estimate(&self, items: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        self.sum_of("items", items, model_id)
+    }
+
+    /// `corrected(raw(text))`.
+    fn estimate_text(&self, text: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        let py = text.py();
+        guard(py, || {
+            arguments::estimator_text(text)?;
+            let model_id = arguments::model_id(model_id)?;
+            self.sum_corrected(py, &Items::Other(vec![text.clone()]), model_id)
+        })
+    }
+
+    /// `corrected(sum of raw estimates of the tool specs)`.
+    fn estimate_tools(&self, tools: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        self.sum_of("tools", tools, model_id)
+    }
+
+    /// `raw_sum`, scaled up by the model's reconciled factor exactly in integers.
+    fn corrected(&self, raw_sum: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
+        let raw_sum = checked(raw_sum.py(), |h| estimate::check_raw_sum(h, raw_sum))?;
+        self.keyed(model_id, |st, m| st.corrected(raw_sum, m))
+    }
+
+    /// Record one response: `estimated` > 0 and `actual` >= 0 tokens.
+    fn reconcile(&self, model_id: Obj<'_>, estimated: Obj<'_>, actual: Obj<'_>) -> PyResult<()> {
+        let py = model_id.py();
+        guard(py, || {
+            let model_id = arguments::model_id(model_id)?;
+            let (e, a) = checked(py, |h| estimate::check_reconcile(h, estimated, actual))?;
+            self.lock().reconcile(model_id, e, a).into_py(py)
+        })
+    }
+
+    /// `"heuristic"` or the encoding that counts `model_id` (a `#method` suffix wins).
+    fn counting_method(&self, model_id: Obj<'_>) -> PyResult<&'static str> {
+        self.keyed(model_id, |st, m| st.method(m).name())
+    }
+
+    /// The factor applied to raw sums; 1.0 before any reconcile.
+    fn correction(&self, model_id: Obj<'_>) -> PyResult<f64> {
+        self.keyed(model_id, |st, m| st.correction(m))
+    }
+
+    /// `actual / estimated`, unclamped; 1.0 before any reconcile.
+    fn error_ratio(&self, model_id: Obj<'_>) -> PyResult<f64> {
+        self.keyed(model_id, |st, m| st.error_ratio(m))
+    }
+
+    /// Settings and calibration (not the memo), as plain data: version 1
+    /// when that holds everything, else version 2 (ADR 0012).
+    #[pyo3(signature = (max_version = None), text_signature = "($self, max_version=2)")]
+    fn snapshot<'py>(
+        &self,
+        py: Python<'py>,
+        max_version: Option<Obj<'_>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let max_version = checked(py, |h| estimate::check_max_version(h, max_version))?;
+        let snap = self.lock().snapshot(max_version);
+        crate::data::to_py(py, &snap.to_data())
+    }
+
+    /// Rebuild an estimator from `snapshot()` output of any version (either backend's).
+    #[classmethod]
+    fn restore(_cls: &Bound<'_, PyType>, snapshot: Obj<'_>) -> PyResult<Self> {
+        let py = snapshot.py();
+        guard(py, || {
+            Ok(Self::of(checked(py, |h| estimate::restore(h, snapshot))?))
+        })
+    }
+
+    /// `{"hits", "misses", "size", "capacity"}` of the memo.
+    fn memo_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let stats = self.lock().memo().stats();
+        crate::data::to_py(py, &stats)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let st = self.lock();
+        let (default, capacity) = (st.default_profile(), st.memo().capacity());
+        let profiles: Vec<_> = (st.profiles().iter())
+            .map(|(k, p)| (k.clone(), (p.bytes_per_token, p.framing_tokens)))
+            .collect();
+        let table: Vec<_> = st
+            .table()
+            .extra()
+            .iter()
+            .map(|(k, m)| (k.clone(), m.name()))
+            .collect();
+        drop(st); // (no Python code runs under the lock)
+        Ok(format!(
+            "TokenEstimator(bytes_per_token={}, framing_tokens={}, profiles={}, memo_capacity={}, encodings={})",
+            default.bytes_per_token.into_pyobject(py)?.repr()?,
+            default.framing_tokens,
+            profiles.into_py_dict(py)?.repr()?,
+            capacity,
+            table.into_py_dict(py)?.repr()?
+        ))
+    }
+}
