@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from ..core.slices import finish_async
+from ..core.slices import emptied, finish_async
 from ..errors import ModelValidationError
 from ..model import Principal
 from . import _batch_rows, _rows
@@ -126,8 +126,15 @@ class SqlEventLog:
         wanted = _rows.type_filter(types)
         _rows.check_ints("EventLog.read", after=after, before=before)
         rows = await self._s._call(self._ops.read, session_id, after, before, wanted)
-        # Decoded on the event loop in slices, as every store decodes a read (ADR 0028).
-        return await finish_async(_rows.decode_events_steps(rows, wanted))
+        return await self._decoded(rows, wanted)
+
+    @staticmethod
+    async def _decoded(rows: list[_rows.Row], wanted: tuple[str, ...] | None) -> list[Event]:
+        """The events of the rows a read fetched, decoded on the event loop in slices as every
+        store decodes a read (ADR 0028), and the rows then let go of in slices too."""
+        events = await finish_async(_rows.decode_events_steps(rows, wanted))
+        await finish_async(emptied(rows))
+        return events
 
     async def read_covering(
         self, session_id: str, after: int, types: Iterable[str]
@@ -143,7 +150,7 @@ class SqlEventLog:
             raise ModelValidationError("EventLog.read_covering", "types", "expected event types")
         _rows.check_ints("EventLog.read_covering", after=after)
         rows, through = await self._s._call(self._ops.read_covering, session_id, after, wanted)
-        return await finish_async(_rows.decode_events_steps(rows, wanted)), through
+        return await self._decoded(rows, wanted), through
 
     async def latest_before(
         self,
