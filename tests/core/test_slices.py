@@ -11,7 +11,16 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from ctxengine.core import slices
-from ctxengine.core.slices import SLICE_ITEMS, Steps, batches, collector_paused, finish, finish_async
+from ctxengine.core.slices import (
+    MAX_SLICE_ITEMS,
+    SLICE_ITEMS,
+    Steps,
+    batches,
+    collector_paused,
+    emptied,
+    finish,
+    finish_async,
+)
 
 
 def _counting(n: int, log: list[int]) -> Steps[int]:
@@ -142,3 +151,14 @@ def test_what_long_work_made_leaves_the_young_generations() -> None:
         made = [[i] for i in range(10_000)]
     assert gc.get_count()[0] < 10_000  # moved to the oldest generation, not walked
     assert gc.get_freeze_count() == 0 and made[-1] == [9_999]
+
+
+def test_emptied_lets_a_long_list_go_a_slice_at_a_time() -> None:
+    rows = [(i, str(i)) for i in range(2 * MAX_SLICE_ITEMS + 5)]
+    steps = emptied(rows)
+    left = []
+    for _ in steps:
+        left.append(len(rows))
+    assert left == [MAX_SLICE_ITEMS + 5, 5] and rows == []
+    short = [1, 2, 3]
+    assert list(emptied(short)) == [] and short == []

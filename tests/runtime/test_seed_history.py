@@ -58,7 +58,7 @@ class Log:
         rows, out = [], []
         for kind, call_id in batch:
             for item in make(kind, call_id, self.next):
-                rows.append(ItemRow(self.next, "{}", visibility))
+                rows.append(ItemRow(self.next, "{}", visibility, self.next if self.next % 3 else None))
                 out.append(item)
                 self.next += 1
         self.window.add(rows, out)
@@ -120,7 +120,8 @@ def test_a_continued_seed_is_the_whole_one(steps: list[Any], principal: Principa
         got = seed_history(Span(log.window, end), who, primed)
         assert got.history == want.history
         assert [i is j for i, j in zip(got.history, want.history, strict=True)] == [True] * len(want.history)
-        assert list(got.fresh_rows) == list(want.fresh_rows)
+        assert list(got.fresh_sequences) == list(want.fresh_sequences)
+        assert list(got.fresh_tokens) == list(want.fresh_tokens)
         assert [id(i) for i in got.fresh_items] == [id(i) for i in want.fresh_items]
         primed = log.window.seqs[end - 1] - 1  # what prime_seed records
 
@@ -138,7 +139,7 @@ def test_seeds_in_a_row_continue_and_look_only_at_the_new_items() -> None:
     assert log.window.view is view and view.end == end - 1  # continued, not rebuilt
     assert second.history[: len(first.history) + 1] == (*first.history, log.window.items[len(first.history)])
     assert len(second.history) == end - 1
-    assert [row.sequence for row in second.fresh_rows] == log.window.seqs[end - 4 : end - 1]
+    assert list(second.fresh_sequences) == log.window.seqs[end - 4 : end - 1]
 
 
 def test_a_result_for_a_call_left_open_puts_the_call_back_where_it_was() -> None:

@@ -207,6 +207,16 @@ def batches(
     return out
 
 
+def emptied(items: list[Any]) -> Steps[None]:
+    """Empty ``items`` from its end, ``MAX_SLICE_ITEMS`` at a time, yielding between: the
+    last reference to a long read's rows (20,000 rows of eleven columns take 5 ms to free
+    in one go)."""
+    while len(items) > MAX_SLICE_ITEMS:
+        del items[-MAX_SLICE_ITEMS:]
+        yield
+    items.clear()
+
+
 __all__ = [
     "MAX_SLICE_ITEMS",
     "OffLoop",
@@ -215,6 +225,7 @@ __all__ = [
     "Steps",
     "batches",
     "collector_paused",
+    "emptied",
     "finish",
     "finish_async",
     "give_back",

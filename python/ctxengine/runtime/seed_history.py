@@ -24,7 +24,6 @@ from typing import NamedTuple
 from ..core import backends
 from ..errors import OrphanedToolPair
 from ..model import ConversationItem, Principal, ReasoningItem, ToolCall, ToolResult
-from ..stores.events import ItemRow
 from .window import SessionWindow, View
 from .windows import Span
 
@@ -78,10 +77,12 @@ def _pairing(items: Sequence[ConversationItem], still_open: set[str]) -> _Pairin
 
 @dataclass(frozen=True, slots=True)
 class SeedHistory:
-    """A seed's history and the rows and items (visible, kept) not primed yet."""
+    """A seed's history and the items (visible, kept) not primed yet, with their sequences
+    and stored counts (the window's columns, ``None``: not counted)."""
 
     history: tuple[ConversationItem, ...]
-    fresh_rows: Sequence[ItemRow]
+    fresh_sequences: Sequence[int]
+    fresh_tokens: Sequence[int | None]
     fresh_items: Sequence[ConversationItem]
 
 
@@ -92,34 +93,48 @@ def _decisions(window: SessionWindow, principal: Principal | None) -> dict[int, 
 
 
 def _readable(
-    rows: list[ItemRow], items: list[ConversationItem], decisions: dict[int, bool]
-) -> tuple[list[ItemRow], list[ConversationItem]]:
-    """The rows and items a seed looks at: those its principal may read, no reasoning
-    (replayed within its own run only, never carried)."""
+    window: SessionWindow, start: int, end: int, decisions: dict[int, bool]
+) -> tuple[Sequence[int], list[ConversationItem]]:
+    """The positions in the window and the items of its rows from ``start`` to ``end`` a seed
+    looks at: those its principal may read, no reasoning (replayed within its own run only,
+    never carried)."""
+    positions: Sequence[int] = range(start, end)
+    items = window.items[start:end]
     if not all(decisions.values()):
-        keep = [decisions[id(row.visibility)] for row in rows]
-        rows = [row for row, kept in zip(rows, keep, strict=True) if kept]
-        items = [item for item, kept in zip(items, keep, strict=True) if kept]
+        visibilities, every = window.visibilities, window.items
+        positions = [i for i in positions if decisions[id(visibilities[i])]]
+        items = [every[i] for i in positions]
     if ReasoningItem in set(map(type, items)):
         pairs = [
-            (row, item) for row, item in zip(rows, items, strict=True) if type(item) is not ReasoningItem
+            (i, item) for i, item in zip(positions, items, strict=True) if type(item) is not ReasoningItem
         ]
-        rows, items = [row for row, _ in pairs], [item for _, item in pairs]
-    return rows, items
+        positions, items = [i for i, _ in pairs], [item for _, item in pairs]
+    return positions, items
+
+
+def _last_seq(window: SessionWindow, positions: Sequence[int]) -> int | None:
+    return window.seqs[positions[-1]] if positions else None
 
 
 def _fresh(
-    rows: list[ItemRow], items: list[ConversationItem], kept: list[ConversationItem], primed: int
-) -> tuple[list[ItemRow], list[ConversationItem]]:
-    """The rows after ``primed`` of the items kept."""
+    window: SessionWindow,
+    positions: Sequence[int],
+    items: list[ConversationItem],
+    kept: list[ConversationItem],
+    primed: int,
+) -> tuple[list[int], list[int | None], list[ConversationItem]]:
+    """The sequences, counts and items after ``primed`` of the items kept (``items`` at
+    ``positions`` of the window)."""
     if len(kept) != len(items):
         kept_ids = {id(item) for item in kept}
-        pairs = [pair for pair in zip(rows, items, strict=True) if id(pair[1]) in kept_ids]
-        rows, items = [row for row, _ in pairs], [item for _, item in pairs]
-    start = len(rows)
-    while start and rows[start - 1].sequence > primed:
+        pairs = [(i, item) for i, item in zip(positions, items, strict=True) if id(item) in kept_ids]
+        positions, items = [i for i, _ in pairs], [item for _, item in pairs]
+    seqs, tokens = window.seqs, window.tokens
+    start = len(positions)
+    while start and seqs[positions[start - 1]] > primed:
         start -= 1
-    return rows[start:], items[start:]
+    tail = positions[start:]
+    return [seqs[i] for i in tail], [tokens[i] for i in tail], items[start:]
 
 
 def seed_history(span: Span, principal: Principal | None, primed: int) -> SeedHistory:
@@ -132,7 +147,7 @@ def seed_history(span: Span, principal: Principal | None, primed: int) -> SeedHi
         view is not None
         and view.end <= end
         and all(decisions.get(key) == allowed for key, allowed in view.decisions.items())
-        and (view.last_row is None or view.last_row.sequence <= primed)
+        and (view.last_seq is None or view.last_seq <= primed)
     ):
         continued = _continued(window, view, end, decisions, primed)
         if continued is not None:
@@ -142,7 +157,7 @@ def seed_history(span: Span, principal: Principal | None, primed: int) -> SeedHi
 
 def _whole(window: SessionWindow, end: int, decisions: dict[int, bool], primed: int) -> SeedHistory:
     """The specification: every item of the range looked at (and the view for the next)."""
-    rows, items = _readable(window.rows[:end], window.items[:end], decisions)
+    positions, items = _readable(window, 0, end, decisions)
     still_open: set[str] = set()
     try:
         backends.active().validate_tool_pairs(items)
@@ -150,8 +165,8 @@ def _whole(window: SessionWindow, end: int, decisions: dict[int, bool], primed: 
     except OrphanedToolPair:
         kept, still_open, _ = _pairing(items, set())
     history = tuple(kept)
-    window.view = View(end, decisions, history, still_open, rows[-1] if rows else None)
-    return SeedHistory(history, *_fresh(rows, items, kept, primed))
+    window.view = View(end, decisions, history, still_open, _last_seq(window, positions))
+    return SeedHistory(history, *_fresh(window, positions, items, kept, primed))
 
 
 def _continued(
@@ -159,7 +174,7 @@ def _continued(
 ) -> SeedHistory | None:
     """``_whole``'s answer from ``view`` and the items after it (``None``: a new result
     answers a call the view left out as open, which puts it back in the middle)."""
-    rows, items = _readable(window.rows[view.end : end], window.items[view.end : end], decisions)
+    positions, items = _readable(window, view.end, end, decisions)
     kept, now_open, reopened = _pairing(items, view.open)
     if reopened:
         return None
@@ -168,9 +183,9 @@ def _continued(
     view.end = end
     view.decisions = decisions
     view.history = history
-    if rows:
-        view.last_row = rows[-1]
-    return SeedHistory(history, *_fresh(rows, items, kept, primed))
+    if positions:
+        view.last_seq = _last_seq(window, positions)
+    return SeedHistory(history, *_fresh(window, positions, items, kept, primed))
 
 
 __all__ = ["SeedHistory", "seed_history", "whole_pairs"]

@@ -39,7 +39,7 @@ from ..model import (
     WorkingState,
 )
 from ..plan import ContextPlan
-from ..stores.events import ItemRow, Store
+from ..stores.events import Store
 from .carry import Carry, find_carry
 from .checkpoints import evolve
 from .seed_history import seed_history, whole_pairs
@@ -71,22 +71,24 @@ class Seed:
 @dataclass(frozen=True, slots=True)
 class SeedRead:
     """Version 1 as read from the log (``read_seed``), and what priming it takes
-    (``prime_seed``): the plan, the history and its rows not primed yet."""
+    (``prime_seed``): the plan, the history and its items not primed yet, with their
+    sequences and stored counts."""
 
     checkpoint: Checkpoint
     carry: Carry | None
     counter: str | None
     plan: ContextPlan | None
     history: tuple[ConversationItem, ...]
-    fresh_rows: Sequence[ItemRow]
+    fresh_sequences: Sequence[int]
+    fresh_tokens: Sequence[int | None]
     fresh_items: Sequence[ConversationItem]
     window: SessionWindow
 
     @property
     def counted(self) -> bool:
-        """Every row to prime has a stored count: priming stores nothing (it may then run
+        """Every item to prime has a stored count: priming stores nothing (it may then run
         while version 1 is being written)."""
-        return self.plan is None or all(row.tokens is not None for row in self.fresh_rows)
+        return self.plan is None or None not in self.fresh_tokens
 
 
 async def read_seed(
@@ -125,11 +127,15 @@ async def read_seed(
     # Items read from the log in sequence order, the seed last: nothing to check again.
     base = carry.seed(run.run_id) if carry is not None else Checkpoint(run.run_id)
     checkpoint = evolve(base, conversation=(*history, seed), working_state=state)
-    fresh_rows: Sequence[ItemRow] = ()
+    fresh_sequences: Sequence[int] = ()
+    fresh_tokens: Sequence[int | None] = ()
     fresh_items: Sequence[ConversationItem] = ()
     if plan is not None:
-        fresh_rows, fresh_items = seeded.fresh_rows, seeded.fresh_items
-    return SeedRead(checkpoint, carry, counter, plan, history, fresh_rows, fresh_items, span.window)
+        fresh_sequences, fresh_tokens = seeded.fresh_sequences, seeded.fresh_tokens
+        fresh_items = seeded.fresh_items
+    return SeedRead(
+        checkpoint, carry, counter, plan, history, fresh_sequences, fresh_tokens, fresh_items, span.window
+    )
 
 
 def prime_seed(builder: ContextBuilder, run: RunContext, read: SeedRead) -> Seed:
@@ -146,7 +152,7 @@ def prime_seed_steps(builder: ContextBuilder, run: RunContext, read: SeedRead) -
         window = read.window
         renders = yield from builder.prerender_steps(window.line, read.history, read.fresh_items)
         backfill = yield from prime_history_steps(
-            builder.estimator, plan.counting_key, read.fresh_rows, renders
+            builder.estimator, plan.counting_key, read.fresh_sequences, read.fresh_tokens, renders
         )
         yield from count_pointers_steps(
             builder.estimator, plan.counting_key, window.line.pointers, read.fresh_items
@@ -170,28 +176,33 @@ def _digests(renders: Sequence[object]) -> list[bytes]:
 def prime_history(
     estimator: Estimator,
     model_id: str,
-    rows: Sequence[ItemRow],
+    sequences: Sequence[int],
+    counts: Sequence[int | None],
     renders: Sequence[RenderedItem],
 ) -> tuple[tuple[int, int], ...]:
-    """Prime the memo with the stored counts of history items (``renders``: their history
-    renders); count the rest and return ``(sequence, raw)`` for them (to be stored)."""
-    return finish(prime_history_steps(estimator, model_id, rows, renders))
+    """Prime the memo with the stored ``counts`` of history items (``renders``: their history
+    renders; ``sequences``: their log sequences); count those without one (``None``) and
+    return ``(sequence, raw)`` for them (to be stored)."""
+    return finish(prime_history_steps(estimator, model_id, sequences, counts, renders))
 
 
 def prime_history_steps(
     estimator: Estimator,
     model_id: str,
-    rows: Sequence[ItemRow],
+    sequences: Sequence[int],
+    counts: Sequence[int | None],
     renders: Sequence[RenderedItem],
 ) -> Steps[tuple[tuple[int, int], ...]]:
     """``prime_history`` as steps (``core.slices``): the counts made in slices."""
-    if len(rows) != len(renders):
-        raise ValueError(f"prime_history: {len(rows)} rows, {len(renders)} renders")
-    tokens = [row.tokens for row in rows]
+    if not len(sequences) == len(counts) == len(renders):
+        raise ValueError(
+            f"prime_history: {len(sequences)} sequences, {len(counts)} counts, {len(renders)} renders"
+        )
+    tokens = list(counts)
     missing: list[tuple[int, object]] = []
     if None in tokens:  # some were never counted: count those, prime the rest
         yield
-        missing = [(row.sequence, r) for row, r in zip(rows, renders, strict=True) if row.tokens is None]
+        missing = [(seq, r) for seq, r, raw in zip(sequences, renders, tokens, strict=True) if raw is None]
         yield
         renders = [r for r, raw in zip(renders, tokens, strict=True) if raw is not None]
         tokens = [raw for raw in tokens if raw is not None]

@@ -2,7 +2,10 @@
 
 A worker that takes a session's turns keeps, in one ``SessionWindow``, what
 its runs need of the session: the item rows after the carried point in log
-order (sequence, visibility, stored token count) with their decoded items;
+order, as columns (sequences, visibility classes, stored token counts and the
+decoded items; not a row object per item, nor the payload text once decoded: a
+20,000-item window would otherwise hold 20,000 more containers for the
+collector's full passes to walk, ADR 0028);
 what the last seed made of them (``view``: the history its principal reads,
 the calls left open); the SHA-256 state of that seed's
 canonical conversation; the carry and working-state events below the last
@@ -48,8 +51,8 @@ from .checkpoints import shell_dict
 
 Conversation = tuple[ConversationItem, ...]
 
-#: The estimated memory of a row beside three times its payload text (the text, the decoded
-#: item's content and its canonical bytes): the row, the item and their headers.
+#: The estimated memory of a row beside twice its payload text (the decoded item's content and
+#: its canonical bytes; the text itself is not kept): its columns' entries, the item, headers.
 ROW_OBJECTS = 400
 #: A reference snapshot's estimated memory beside its items: the row, dicts and tuples.
 MEMO_OBJECTS = 1024
@@ -62,16 +65,18 @@ MARKS_KEPT = 32
 #: Items hashed per update of the seed digest (a few tens of KiB joined).
 DIGEST_CHUNK = 64
 
-_visibility = attrgetter("visibility")
+_sequence = itemgetter(0)  # ItemRow.sequence
 _payload = itemgetter(1)  # ItemRow.payload
+_visibility = itemgetter(2)  # ItemRow.visibility
+_tokens = itemgetter(3)  # ItemRow.tokens
 _cached = attrgetter("_cj")
 _first = itemgetter(0)
 _MARK = b'"conversation":[]'
 
 
 def row_sizes(rows: Sequence[ItemRow]) -> list[int]:
-    """Each row's estimated memory (with its decoded item)."""
-    return [ROW_OBJECTS + 3 * n for n in map(len, map(_payload, rows))]
+    """Each row's estimated memory in a window (with its decoded item)."""
+    return [ROW_OBJECTS + 2 * n for n in map(len, map(_payload, rows))]
 
 
 def memo_bytes(conversation: Sequence[ConversationItem], start: int = 0) -> int:
@@ -97,8 +102,8 @@ class View:
     history: tuple[ConversationItem, ...]
     #: Calls left open (and so out of ``history``).
     open: set[str]
-    #: The row of the last item looked at (visible, not reasoning): what is left to prime.
-    last_row: ItemRow | None
+    #: The sequence of the last item looked at (visible, not reasoning): what is left to prime.
+    last_seq: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,8 +159,11 @@ class SessionWindow:
         self.counter = counter
         #: Rows up to this sequence have primed the estimator's memo.
         self.primed = 0
+        #: The rows' columns, one entry per row in log order: sequence, visibility class,
+        #: stored count (``None``: not counted with ``counter``), decoded item, estimated size.
         self.seqs: list[int] = []
-        self.rows: list[ItemRow] = []
+        self.visibilities: list[Visibility] = []
+        self.tokens: list[int | None] = []
         self.items: list[ConversationItem] = []
         self.sizes: list[int] = []
         self.row_bytes = 0
@@ -185,25 +193,29 @@ class SessionWindow:
     # -- rows ----------------------------------------------------------------------
 
     def add(self, rows: Sequence[ItemRow], items: Sequence[ConversationItem]) -> None:
+        """Append ``rows`` and their decoded ``items`` (the rows' columns are kept, not them)."""
         sizes = row_sizes(rows)
         self.sizes.extend(sizes)
         self.row_bytes += sum(sizes)
-        self.rows.extend(rows)
         self.items.extend(items)
-        self.seqs.extend(row.sequence for row in rows)
+        self.seqs.extend(map(_sequence, rows))
+        self.tokens.extend(map(_tokens, rows))
         visibilities = list(map(_visibility, rows))
+        self.visibilities.extend(visibilities)
         self.classes.update(zip(map(id, visibilities), visibilities, strict=True))
 
     def drop_below(self, count: int) -> None:
         """Remove the first ``count`` rows (the carried point moved past them)."""
         self.row_bytes -= sum(self.sizes[:count])
-        del self.rows[:count], self.items[:count], self.seqs[:count], self.sizes[:count]
+        del self.seqs[:count], self.visibilities[:count], self.tokens[:count]
+        del self.items[:count], self.sizes[:count]
         self.view = None  # its positions were the old ones
 
     def drop_from(self, index: int) -> None:
         """Remove the rows from ``index`` on (a write that was not committed)."""
         self.row_bytes -= sum(self.sizes[index:])
-        del self.rows[index:], self.items[index:], self.seqs[index:], self.sizes[index:]
+        del self.seqs[index:], self.visibilities[index:], self.tokens[index:]
+        del self.items[index:], self.sizes[index:]
         if self.view is not None and self.view.end > index:
             self.view = None
 

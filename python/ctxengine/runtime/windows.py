@@ -40,14 +40,10 @@ MARK_TYPES = (CARRY_RECORDED, WORKING_STATE_UPDATED)
 
 
 class Span(NamedTuple):
-    """A range of a session's window: its lists (not copies) up to ``end``."""
+    """A range of a session's window: its columns (not copies) up to ``end``."""
 
     window: SessionWindow
     end: int
-
-    @property
-    def rows(self) -> list[ItemRow]:
-        return self.window.rows
 
     @property
     def items(self) -> list[ConversationItem]:
@@ -215,7 +211,7 @@ class Windows:
         window = self._windows.get(session_id)
         if window is None or window.counter != counter:
             return
-        seqs, rows = window.seqs, window.rows
+        seqs, counts = window.seqs, window.tokens
         n = len(seqs)
         i = 0
         for k, (sequence, raw) in enumerate(sorted(tokens)):  # (a merge: both ascend)
@@ -224,9 +220,8 @@ class Windows:
             if i < n and seqs[i] != sequence:
                 i = bisect_left(seqs, sequence, i)
             if i < n and seqs[i] == sequence:
-                row = rows[i]
-                if row[3] is None:  # ItemRow.tokens
-                    rows[i] = ItemRow(row[0], row[1], row[2], raw)
+                if counts[i] is None:
+                    counts[i] = raw
                 i += 1
 
     # -- carry and state events below a seed ----------------------------------------------

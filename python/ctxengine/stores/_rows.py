@@ -199,6 +199,12 @@ def decode_event(row: Row) -> Event:
 LONG_PAYLOAD = 1 << 17
 
 
+#: Events decoded by the first call of a slice (``core.slices.batches``; the next calls take
+#: as many as fit in ``SLICE_SECONDS``): a decode in Python (JSON, the canonical form
+#: checked) takes about 20 us an event, so ``SLICE_ITEMS`` of them held the loop 5 ms.
+DECODE_ITEMS = 32
+
+
 def _long(part: Sequence[Row]) -> list[bool]:
     return [len(row) > 3 and type(row[3]) is str and len(row[3]) >= LONG_PAYLOAD for row in part]
 
@@ -216,10 +222,10 @@ def decode_events_steps(rows: Sequence[Row], types: Container[str] | None = None
     out: list[Event] = []
     start = 0
     for at in [i for i, is_long in enumerate(long) if is_long]:
-        out.extend((yield from batches(decode, rows[start:at])))
+        out.extend((yield from batches(decode, rows[start:at], DECODE_ITEMS)))
         out.extend((yield from offloaded(partial(decode, [rows[at]]))))
         start = at + 1
-    out.extend((yield from batches(decode, rows[start:])))
+    out.extend((yield from batches(decode, rows[start:], DECODE_ITEMS)))
     return out
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from ..core.slices import emptied, finish_async
 from ..errors import ModelValidationError
 from ..model import Principal
 from . import _batch_rows, _rows
@@ -124,7 +125,15 @@ class SqlEventLog:
         _rows.check_session("EventLog.read", session_id)
         wanted = _rows.type_filter(types)
         _rows.check_ints("EventLog.read", after=after, before=before)
-        events: list[Event] = await self._s._call(self._ops.read, session_id, after, before, wanted)
+        rows = await self._s._call(self._ops.read, session_id, after, before, wanted)
+        return await self._decoded(rows, wanted)
+
+    @staticmethod
+    async def _decoded(rows: list[_rows.Row], wanted: tuple[str, ...] | None) -> list[Event]:
+        """The events of the rows a read fetched, decoded on the event loop in slices as every
+        store decodes a read (ADR 0028), and the rows then let go of in slices too."""
+        events = await finish_async(_rows.decode_events_steps(rows, wanted))
+        await finish_async(emptied(rows))
         return events
 
     async def read_covering(
@@ -140,10 +149,8 @@ class SqlEventLog:
         if wanted is None:
             raise ModelValidationError("EventLog.read_covering", "types", "expected event types")
         _rows.check_ints("EventLog.read_covering", after=after)
-        found: tuple[list[Event], int] = await self._s._call(
-            self._ops.read_covering, session_id, after, wanted
-        )
-        return found
+        rows, through = await self._s._call(self._ops.read_covering, session_id, after, wanted)
+        return await self._decoded(rows, wanted), through
 
     async def latest_before(
         self,

@@ -219,13 +219,8 @@ class MemoryEventLog:
         async with self._s._op():
             rows = list(self._s._events.get(session_id, ()))
         through = max(after, len(rows))
-        out = []
-        for row in rows[max(after, 0) :]:
-            if _rows.must_decode(row[2], row[10], wanted):
-                event = _rows.decode_event(row)
-                if event.type in wanted:
-                    out.append(event)
-        return out, through
+        picked = [row for row in rows[max(after, 0) :] if _rows.must_decode(row[2], row[10], wanted)]
+        return await finish_async(_rows.decode_events_steps(picked, wanted)), through
 
     async def latest_before(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -25,7 +25,6 @@ from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
-from ..core.slices import finish_async
 from ..errors import ModelValidationError, StoreError, StorePredictionMissed
 from ..model import Principal
 from ..model.clock import Clock, SystemClock
@@ -97,30 +96,30 @@ async def _append(conn: Conn, new: NewEvent, text: str, created_at: datetime) ->
 
 async def _read(
     conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...] | None
-) -> list[Event]:
+) -> Sequence[_rows.Row]:
     if types is not None:
         fast, _ = await postgres_items.read_typed(conn, session_id, after, before, types)
         if fast is not None:
-            return await finish_async(_rows.decode_events_steps(fast))
+            return fast
     return await _read_precise(conn, session_id, after, before, types)
 
 
 async def _read_covering(
     conn: Conn, session_id: str, after: int, types: tuple[str, ...]
-) -> tuple[list[Event], int]:
+) -> tuple[Sequence[_rows.Row], int]:
     """``_read`` of ``types`` after ``after``, and the session's last sequence in the read's
     snapshot (every event at or below it was committed then): one statement."""
     fast, tail = await postgres_items.read_typed(conn, session_id, after, None, types)
     through = max(after, tail or 0)
     if fast is not None:
-        return await finish_async(_rows.decode_events_steps(fast)), through
+        return fast, through
     # A row the fail-closed rule must see: the precise read, bounded by what the first saw.
     return await _read_precise(conn, session_id, after, through + 1, types), through
 
 
 async def _read_precise(
     conn: Conn, session_id: str, after: int, before: int | None, types: tuple[str, ...] | None
-) -> list[Event]:
+) -> Sequence[_rows.Row]:
     sql = f"SELECT {_EVENT_COLS} FROM ctxengine_events WHERE session_id = %s AND sequence > %s"
     params: list[Any] = [session_id, after]
     if before is not None:
@@ -132,9 +131,7 @@ async def _read_precise(
         sql += " AND (type = ANY(%s) OR NOT (type = ANY(%s)) OR schema_version > %s)"
         params.extend((list(types), list(_rows.KNOWN_TYPES), FORMAT_VERSION))
     sql += " ORDER BY sequence"
-    rows = await _fetchall(conn, sql, params)
-    # Decoded in slices: a long read gives the event loop back between them.
-    return await finish_async(_rows.decode_events_steps(rows, types))
+    return await _fetchall(conn, sql, params)
 
 
 async def _latest_each(

@@ -1,7 +1,10 @@
 """The SQLite event log's typed reads: a range, a range with the session's tail, and the
 latest event of a type before a sequence (ADR 0009: each fails closed on a row of an
 unknown type or a newer format in its range). They run on the store's worker thread, like
-every statement of ``sqlite.py``: ``fn(conn, own_transaction, *args)``.
+every statement of ``sqlite.py``: ``fn(conn, own_transaction, *args)``. A range is fetched
+there and decoded on the event loop in slices (``SqlEventLog.read``: ``decode_events_steps``,
+as the memory and PostgreSQL stores decode theirs, ADR 0028), not in one stretch on the
+worker thread, which holds the GIL throughout.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ def read(
     after: int,
     before: int | None,
     types: tuple[str, ...] | None,
-) -> list[Event]:
+) -> list[_rows.Row]:
+    """The stored rows of the range (``types``' and those no type filter may pass over), in
+    sequence order, undecoded."""
     # No row of an unknown type or a newer format in the range: the type index answers.
     by_type = types is not None and sqlite_items.clean_below(conn, session_id, before)
     index = " INDEXED BY ctxengine_events_by_type" if by_type else ""
@@ -45,13 +50,13 @@ def read(
         )
         params.extend((*types, *known, FORMAT_VERSION))
     sql += " ORDER BY sequence"
-    events = (_rows.decode_event(row) for row in conn.execute(sql, params))
-    return [event for event in events if types is None or event.type in types]
+    rows: list[_rows.Row] = conn.execute(sql, params).fetchall()
+    return rows
 
 
 def read_covering(
     conn: sqlite3.Connection, own: bool, session_id: str, after: int, types: tuple[str, ...]
-) -> tuple[list[Event], int]:
+) -> tuple[list[_rows.Row], int]:
     """``read`` of ``types`` after ``after``, and the session's last sequence when it ran:
     read first, so every event at or below it is committed and the read (bounded by it, in
     a snapshot taken after) sees them all."""

@@ -285,7 +285,7 @@ impl<'py> Decoder<'py> {
             Err(reason) => return Ok(Err(reason)),
         };
         let cache = match &decoded.cache {
-            Some((bytes, digest)) => untracked(cache_of(joined(py, bytes)?, digest)?.into_any()),
+            Some((bytes, digest)) => cache_of(joined(py, bytes)?, digest)?.into_any(),
             None => py.None().into_bound(py),
         };
         self.b.item(&decoded.item, seq_obj, cache).map(Ok)

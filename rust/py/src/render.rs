@@ -24,7 +24,7 @@ use pyo3::types::{PyBool, PyList, PyString, PyType};
 
 use crate::canonical::{item_cache as item_canonical, make_cache, walker};
 use crate::errors::guard;
-use crate::slots::{untracked, Maker};
+use crate::slots::Maker;
 
 /// A message's content as the core's value: a str, or its parts (text parts
 /// and file references, told apart by their class `kind`), borrowed.
@@ -266,11 +266,9 @@ pub fn render_items<'py>(
     })
 }
 
-/// `(canonical, sha256(canonical))`, a render's `_cj`.
+/// `(canonical, sha256(canonical))`, a render's `_cj` (untracked: `make_cache`).
 fn cache_tuple<'py>(py: Python<'py>, canonical: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    Ok(untracked(
-        make_cache(py, canonical, &sha256(canonical))?.into_any(),
-    ))
+    Ok(make_cache(py, canonical, &sha256(canonical))?.into_any())
 }
 
 /// A tool call render's `_cj` (canonical bytes and digest), made here as a text
@@ -342,7 +340,8 @@ fn pointer<'py>(
             _ => seq_obj.clone(),
         })
     })?;
-    Ok(Some(maker.make(values)?))
+    // Strings, a bool, an int (and later its `_cj`, two bytes): it can hold no cycle.
+    Ok(Some(maker.make_acyclic(values, true)?))
 }
 
 /// Each tool result's pointer render (`render_pointer`: the render a history

@@ -19,13 +19,14 @@ pub fn make_cache<'py>(
     cache_of(PyBytes::new(py, bytes), digest)
 }
 
-/// The `_cj` tuple of canonical bytes already in a `bytes` object.
+/// The `_cj` tuple of canonical bytes already in a `bytes` object, untracked (two `bytes`).
 pub fn cache_of<'py>(
     bytes: Bound<'py, PyBytes>,
     digest: &[u8; 32],
 ) -> PyResult<Bound<'py, PyTuple>> {
     let digest = PyBytes::new(bytes.py(), digest);
-    PyTuple::new(bytes.py(), [bytes, digest])
+    let tuple = PyTuple::new(bytes.py(), [bytes, digest])?.into_any();
+    Ok(crate::slots::untracked(tuple).cast_into::<PyTuple>()?)
 }
 
 /// `hasattr(type(value), "_cj") and hasattr(value, "to_dict")`: conversation
