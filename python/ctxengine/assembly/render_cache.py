@@ -27,7 +27,7 @@ from typing import Any
 
 from ..core.identity import ByIdentity
 from ..core.memory import memory_limits
-from ..core.slices import Steps, batches, finish
+from ..core.slices import SLICE_ITEMS, Steps, batches, finish
 from ..errors import ArgumentError
 from ..model import ConversationItem, ToolResult
 from .render import POINTER, digest_of, render_conversation, render_items, render_pointer, render_pointers
@@ -292,9 +292,11 @@ class RenderCache:
         new_pointers: list[RenderedItem] = []
         if unpointed:
             new_pointers = yield from batches(render_pointers, list(unpointed.values()))
-            # Canonicalized here, in slices, not by the first fit in one stretch (it measures
-            # the pointers of every tool result it elides).
-            yield from batches(_digests, new_pointers)
+            if len(new_pointers) > SLICE_ITEMS:
+                # Canonicalized here, in slices, not by the first fit in one stretch (it
+                # measures the pointers of every tool result it elides); a few are left to
+                # a fit that needs them, as their counts are (``seeding.count_pointers_steps``).
+                yield from batches(_digests, new_pointers)
         sizes = yield from batches(_render_sizes, [*made, *new_pointers])
         added = sum(sizes)
         yield

@@ -30,11 +30,12 @@ from typing import Any, Protocol
 from ..assembly.builder import Assembly, ContextBuilder
 from ..assembly.render import digest_of
 from ..assembly.request import ModelRequest
-from ..core.canonical import payload_hash
+from ..core.canonical import canonical_json, payload_hash
 from ..core.estimator import Estimator
 from ..core.history import shared_prefix
 from ..model import Checkpoint, Principal, RunContext
 from ..plan import ContextPlan
+from ..stores.encoded import EncodedEvent, reads_back, with_text
 from ..stores.events import NewEvent, Visibility
 from ..stores.formats import WritePolicy
 from . import checkpoint_refs as refs
@@ -47,6 +48,14 @@ REQUEST_FORMAT = 6
 #: The estimator snapshot's keys a record keeps (its calibration); the rest is settings,
 #: kept as a digest.
 CALIBRATION_KEYS = ("corrections", "samples")
+#: A record's members (``record_payload``).
+RECORD_KEYS = frozenset(
+    {"run", "principal", "clock", "surface", "max_compaction_depth", "plan", "policy", "estimator"}
+    | {"checkpoint", "hashes", "tokens", "cut"}
+)
+#: The members holding values from outside the engine's typed settings, counts and digests:
+#: the caller's checkpoint (a passage's float score) and the calibration from usage reports.
+FOREIGN = ("checkpoint", "estimator")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,16 +193,23 @@ def record_payload(
 
 def record_event(payload: dict[str, Any], run: RunContext, principal: Principal) -> NewEvent:
     """The record as an event of the run, idempotent on its derivation key (a retried step
-    repeats it), readable as the principal's (it holds what that principal saw)."""
-    return NewEvent(
+    repeats it), readable as the principal's (it holds what that principal saw). The payload
+    is encoded once: its digest (the key's, ``payload_hash``) is of the text the store writes,
+    which the store does not decode again when the record's parts from outside the engine
+    (``FOREIGN``) read back; otherwise the store checks it whole, as any event's."""
+    text = canonical_json(payload)
+    event = EncodedEvent(
         session_id=run.session_id,
         type=REQUEST_RECORDED,
         payload=payload,
-        derivation_key=f"context.request:{run.run_id}:{run.step}:{payload_hash(payload)[:16]}",
+        derivation_key=f"context.request:{run.run_id}:{run.step}:{hashlib.sha256(text).hexdigest()[:16]}",
         run_id=run.run_id,
         visibility=Visibility.principal(principal.principal_id),
         format_version=REQUEST_FORMAT,
     )
+    if payload.keys() == RECORD_KEYS and all(reads_back(payload[key]) for key in FOREIGN):
+        return with_text(event, text.decode("utf-8"))
+    return event
 
 
 def writes_records(store: object) -> bool:
@@ -204,6 +220,8 @@ def writes_records(store: object) -> bool:
 
 __all__ = [
     "CALIBRATION_KEYS",
+    "FOREIGN",
+    "RECORD_KEYS",
     "REQUEST_FORMAT",
     "REQUEST_RECORDED",
     "BuiltRequest",

@@ -26,6 +26,7 @@ from ..core.decode import decode_stored_items
 from ..errors import ModelValidationError
 from ..model import Checkpoint, ConversationItem, Principal, RunContext, TrustLevel, WorkingState
 from ..model.items import ITEM_TYPES
+from ..stores.encoded import EncodedEvent, with_text
 from ..stores.events import Event, ItemRow, NewEvent, Visibility, interned
 from .pairs import check_new_pairs
 from .session import ITEM_APPENDED, item_payload
@@ -138,16 +139,15 @@ def prepare_step(
     prepared.texts = texts
     for position, (payload, item) in enumerate(zip(payloads, decoded, strict=True)):
         prepared.items.append((len(events), item))
-        events.append(
-            NewEvent(
-                session_id=run.session_id,
-                type=ITEM_APPENDED,
-                payload=payload,
-                derivation_key=f"conversation.item:{run.run_id}:{run.step}:{position}",
-                run_id=run.run_id,
-                visibility=visibility if visibility is not None else Visibility.session(),
-            )
+        event = EncodedEvent(
+            session_id=run.session_id,
+            type=ITEM_APPENDED,
+            payload=payload,
+            derivation_key=f"conversation.item:{run.run_id}:{run.step}:{position}",
+            run_id=run.run_id,
+            visibility=visibility if visibility is not None else Visibility.session(),
         )
+        events.append(with_text(event, texts[position]))  # read back by the item reader above
     return prepared
 
 

@@ -18,7 +18,7 @@ from ._rows import (
     Row,
     check_session,
     event_row,
-    payload_text,
+    event_text,
     probe_event,
     repeat_of,
     visibility_class,
@@ -181,7 +181,7 @@ def check_batch(events: object, policy: Any) -> tuple[list[NewEvent], list[str]]
         if new.session_id != news[0].session_id:
             raise ModelValidationError(*where, "a batch holds one session's events")
         policy.check(new.type, new.format_version)
-    return news, [payload_text(new.payload) for new in news]
+    return news, [event_text(new) for new in news]
 
 
 def batch_events(

@@ -29,6 +29,7 @@ from ..errors import (
 )
 from ..model.clock import Clock
 from . import formats
+from .encoded import encoded_text
 from .events import (
     EVENT_TYPES,
     FORMAT_VERSION,
@@ -72,6 +73,12 @@ Row = Sequence[Any]
 def payload_text(payload: dict[str, Any]) -> str:
     """The canonical JSON text a payload is stored (and compared) as."""
     return canonical_json(payload).decode("utf-8")
+
+
+def event_text(new: NewEvent) -> str:
+    """The text ``new``'s payload is stored as: the engine's own when it encoded it (``encoded``)."""
+    text = encoded_text(new)
+    return payload_text(new.payload) if text is None else text
 
 
 def utc_now(clock: Clock) -> datetime:
@@ -159,8 +166,9 @@ def visibility_class(scope: object, ident: object) -> Visibility:
     return found if found is not None else interned(Visibility(scope, ident))  # type: ignore[arg-type]
 
 
-def decode_event(row: Row) -> Event:
-    """An ``Event`` from a stored row; ``StoreCorruption`` naming session and sequence if it is bad."""
+def decode_event(row: Row, payload: dict[str, Any] | None = None) -> Event:
+    """An ``Event`` from a stored row; ``StoreCorruption`` naming session and sequence if it is bad
+    (``payload``: what the engine encoded as the row's text, taken as its decoded form)."""
     session_id = str(row[0]) if len(row) > 0 else "<unknown>"
     raw_sequence = row[1] if len(row) > 1 else None
     sequence = raw_sequence if isinstance(raw_sequence, int) and not isinstance(raw_sequence, bool) else None
@@ -181,7 +189,7 @@ def decode_event(row: Row) -> Event:
             session_id=session_id,
             sequence=sequence,
             type=event_type,
-            payload=json_object(row[3]),
+            payload=json_object(row[3]) if payload is None else payload,
             derivation_key=_str("derivation_key", row[4]),
             run_id=_optional_str("run_id", row[5]),
             actor=_str("actor", row[6]),
@@ -231,9 +239,11 @@ def decode_events_steps(rows: Sequence[Row], types: Container[str] | None = None
 
 def probe_event(new: NewEvent, text: str, created_at: Any) -> Event:
     """``new`` as it will read back (at a placeholder sequence), decoded by the reader's own
-    rules before it is written; a failure is the writer's error, and nothing is stored."""
+    rules before it is written; a failure is the writer's error, and nothing is stored. The
+    payload of an event the engine encoded itself (``encoded``) is not decoded again."""
+    row = event_row(new, text, 1, created_at)
     try:
-        return decode_event(event_row(new, text, 1, created_at))
+        return decode_event(row) if encoded_text(new) != text else decode_event(row, new.payload)
     except StoreCorruption as exc:
         raise ModelValidationError("NewEvent", "payload", f"would not read back: {exc.reason}") from None
 
@@ -445,6 +455,7 @@ __all__ = [
     "json_object",
     "must_decode",
     "no_base_for_delta",
+    "event_text",
     "payload_text",
     "probe_event",
     "repeat_of",

@@ -96,7 +96,7 @@ class SqlEventLog:
         if not isinstance(event, NewEvent):
             raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
         self._s.write_policy.check(event.type, event.format_version)
-        text = _rows.payload_text(event.payload)
+        text = _rows.event_text(event)
         created_at = self._ops.timestamp(_rows.utc_now(self._s._clock))
         # Round trip before the write: a row that would not read back is never committed.
         probe = _rows.probe_event(event, text, created_at)

@@ -131,7 +131,7 @@ class MemoryEventLog:
         if not isinstance(event, NewEvent):
             raise ModelValidationError("EventLog.append", "event", f"expected NewEvent, got {type(event)}")
         self._s.write_policy.check(event.type, event.format_version)
-        text = _rows.payload_text(event.payload)
+        text = _rows.event_text(event)
         s = self._s
         async with s._op() as undo:
             rows = s._events.get(event.session_id, [])
