@@ -19,8 +19,6 @@ use ctxengine_core::body::HistoryItem;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::memo::{KeptBlocks, KeptLimits};
-
 /// One line entry as a call read it.
 pub struct Entry {
     pub item: Py<PyAny>,
@@ -41,7 +39,7 @@ impl line::Entry for Entry {
     }
 }
 
-pub type Readings = line::Readings<Entry, KeptBlocks, KeptLimits>;
+pub type Readings = line::Readings<Entry>;
 
 impl Entry {
     /// An entry from what a call read: the item, render, pointer (the
@@ -70,7 +68,7 @@ impl Entry {
 /// whoever owns the line: dropped with it, emptied by `clear()`.
 #[pyclass(frozen, module = "ctxengine._core")]
 pub struct LineState {
-    lease: Lease<Entry, KeptBlocks, KeptLimits>,
+    lease: Lease<Entry>,
 }
 
 #[pymethods]
@@ -105,7 +103,7 @@ impl LineState {
 /// A line's readings taken out for one call; given back when dropped.
 pub struct Taken<'py> {
     state: Bound<'py, LineState>,
-    loan: Option<Loan<Entry, KeptBlocks, KeptLimits>>,
+    loan: Option<Loan<Entry>>,
 }
 
 impl<'py> Taken<'py> {

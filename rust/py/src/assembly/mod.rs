@@ -11,7 +11,6 @@ mod gather;
 mod inputs;
 mod line;
 mod line_state;
-mod memo;
 
 pub use line_state::LineState;
 
@@ -86,10 +85,8 @@ fn fit<'py>(
     let mut readings = state.as_mut().and_then(Taken::readings);
     let renders = inputs::table(inputs, "renders", pyo3::intern!(py, "renders"));
     let pointers = inputs::table(inputs, "pointers", pyo3::intern!(py, "pointers"));
-    let kept = readings.as_deref_mut().map(|r| &mut r.blocks);
-    let blocks = inputs::blocks(inputs, &mut types, kept);
-    let kept = readings.as_deref_mut().map(|r| &mut r.limits);
-    let limits = inputs::limits(limits, kept);
+    let blocks = inputs::blocks(inputs, &mut types);
+    let limits = inputs::limits(limits);
     // (This backend's own estimator is one: its type has both methods.)
     let estimator_ok = if estimator.get_type().is(py.get_type::<TokenEstimator>()) {
         Ok(())
