@@ -6,8 +6,8 @@
 //! end. Reading an entry touches the history item and its render: objects
 //! spread over the heap, out of the CPU's caches by the next turn. The
 //! [`Readings`] keep those readings in one array (the binding's entries,
-//! each with its [`EntryFacts`]) and the SHA-256 states of its body digest
-//! lists' leading part.
+//! each with its [`EntryFacts`]), the last blocks and limits read with the
+//! line, and the SHA-256 states of its body digest lists' leading part.
 //!
 //! A call takes the readings out of their [`Lease`] for its whole length
 //! (the host may run foreign code meanwhile, and another thread may call
@@ -102,28 +102,38 @@ pub trait Entry {
     }
 }
 
+/// Something kept beside the entries, with its estimated memory.
+pub trait Kept {
+    fn nbytes(&self) -> usize;
+}
+
 /// What the fit keeps of one line: the entries in order from its start
-/// (`E`, the host's) and the body digest lists' leading parts.
-pub struct Readings<E> {
+/// (`E`, the host's), the last blocks (`B`) and limits (`L`) read with it,
+/// and the body digest lists' leading parts.
+pub struct Readings<E, B, L> {
     entries: Vec<E>,
     entry_bytes: usize,
+    pub blocks: Option<B>,
+    pub limits: Option<L>,
     prefixes: PrefixStates,
     /// Entries the call that has them out took from them.
     served: u64,
 }
 
-impl<E: Entry> Default for Readings<E> {
+impl<E: Entry, B: Kept, L> Default for Readings<E, B, L> {
     fn default() -> Self {
         Readings {
             entries: Vec::new(),
             entry_bytes: 0,
+            blocks: None,
+            limits: None,
             prefixes: PrefixStates::new(PREFIX_BYTES),
             served: 0,
         }
     }
 }
 
-impl<E: Entry> Readings<E> {
+impl<E: Entry, B: Kept, L> Readings<E, B, L> {
     /// The entries, and the prefix states to update beside them.
     pub fn parts(&mut self) -> (&[E], &mut PrefixStates) {
         (&self.entries, &mut self.prefixes)
@@ -163,9 +173,11 @@ impl<E: Entry> Readings<E> {
         }
     }
 
-    /// Estimated bytes held: the entries and the stored prefixes.
+    /// Estimated bytes held: the entries, the stored prefixes and the kept
+    /// blocks.
     pub fn nbytes(&self) -> usize {
-        self.entry_bytes + self.prefixes.held_bytes()
+        let blocks = self.blocks.as_ref().map_or(0, Kept::nbytes);
+        self.entry_bytes + self.prefixes.held_bytes() + blocks
     }
 }
 
@@ -181,18 +193,18 @@ struct Slot<R> {
 }
 
 /// Readings lent to one call at a time.
-pub struct Lease<E> {
-    slot: Mutex<Slot<Readings<E>>>,
+pub struct Lease<E, B, L> {
+    slot: Mutex<Slot<Readings<E, B, L>>>,
 }
 
 /// Readings out of their [`Lease`] for one call: give them back with
 /// [`Lease::give_back`].
-pub struct Loan<E> {
-    pub readings: Box<Readings<E>>,
+pub struct Loan<E, B, L> {
+    pub readings: Box<Readings<E, B, L>>,
     generation: u64,
 }
 
-impl<E: Entry> Default for Lease<E> {
+impl<E: Entry, B: Kept, L> Default for Lease<E, B, L> {
     fn default() -> Self {
         Lease {
             slot: Mutex::new(Slot {
@@ -205,8 +217,8 @@ impl<E: Entry> Default for Lease<E> {
     }
 }
 
-impl<E: Entry> Lease<E> {
-    fn lock(&self) -> MutexGuard<'_, Slot<Readings<E>>> {
+impl<E: Entry, B: Kept, L> Lease<E, B, L> {
+    fn lock(&self) -> MutexGuard<'_, Slot<Readings<E, B, L>>> {
         // (Nothing panics under the lock: a poisoned slot is still whole.)
         self.slot.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -234,7 +246,7 @@ impl<E: Entry> Lease<E> {
     }
 
     /// The readings, unless another call has them out.
-    pub fn take(&self) -> Option<Loan<E>> {
+    pub fn take(&self) -> Option<Loan<E, B, L>> {
         let mut slot = self.lock();
         let readings = slot.readings.take()?;
         Some(Loan {
@@ -244,7 +256,7 @@ impl<E: Entry> Lease<E> {
     }
 
     /// The readings back (dropped when the lease was cleared meanwhile).
-    pub fn give_back(&self, loan: Loan<E>) {
+    pub fn give_back(&self, loan: Loan<E, B, L>) {
         let Loan {
             mut readings,
             generation,
@@ -279,7 +291,15 @@ mod tests {
         }
     }
 
-    type R = Readings<E>;
+    struct Blocks(usize);
+
+    impl Kept for Blocks {
+        fn nbytes(&self) -> usize {
+            self.0
+        }
+    }
+
+    type R = Readings<E, Blocks, ()>;
 
     fn entry(role: ToolRole<'_>) -> E {
         E(EntryFacts::new(
@@ -323,6 +343,11 @@ mod tests {
         r.keep_served(1);
         assert_eq!(r.len(), 1);
         assert_eq!(r.nbytes() - empty, std::mem::size_of::<E>() + ENTRY_OBJECTS);
+        r.blocks = Some(Blocks(100));
+        assert_eq!(
+            r.nbytes() - empty,
+            std::mem::size_of::<E>() + ENTRY_OBJECTS + 100
+        );
         r.keep_served(5); // (more than it holds: keeps them all)
         assert_eq!(r.len(), 1);
         assert_eq!(r.served, 6);
@@ -344,7 +369,7 @@ mod tests {
 
     #[test]
     fn a_lease_lends_to_one_call_and_takes_back_what_it_served() {
-        let lease: Lease<E> = Lease::default();
+        let lease: Lease<E, Blocks, ()> = Lease::default();
         let mut loan = lease.take().expect("free");
         assert!(lease.take().is_none(), "out to one call at a time");
         loan.readings.push(entry(ToolRole::Other));
@@ -361,7 +386,7 @@ mod tests {
 
     #[test]
     fn readings_out_while_the_lease_is_cleared_are_dropped() {
-        let lease: Lease<E> = Lease::default();
+        let lease: Lease<E, Blocks, ()> = Lease::default();
         let mut loan = lease.take().expect("free");
         loan.readings.push(entry(ToolRole::Other));
         lease.clear();

@@ -8,6 +8,7 @@ use pyo3::types::{PyBool, PyDict, PyString};
 
 use super::line::Line;
 use super::line_state::Entry;
+use super::memo::{KeptBlocks, KeptLimits};
 use crate::arguments::{self, type_name};
 use crate::canonical::digest_of;
 use crate::errors::{argument_error, IntoPy};
@@ -204,12 +205,25 @@ fn rendered_items(types: &mut Types, items: &[Bound<'_, PyAny>], path: Path<'_>)
 }
 
 /// The blocks, each of a known kind with rendered items; one history block.
-pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Vec<BlockIn<'py>>> {
+/// `kept`: the line's memo of the last blocks read with it (`memo`).
+pub fn blocks<'py>(
+    inputs: &Bound<'py, PyAny>,
+    types: &mut Types,
+    kept: Option<&mut Option<KeptBlocks>>,
+) -> PyResult<Vec<BlockIn<'py>>> {
     let py = inputs.py();
     let mut out: Vec<BlockIn<'py>> = Vec::new();
     let mut checks = BlockChecks::default();
     let all = field(inputs, Path::of("inputs", "blocks"), intern!(py, "blocks"))?;
     const B: &str = "inputs.blocks";
+    let recalled = super::memo::recall(kept.as_ref().and_then(|k| k.as_ref()), &all);
+    if let Some(kept) = recalled {
+        // The same tuple as last time: its items' types checked again only.
+        for (at, block) in kept.iter().enumerate() {
+            rendered_items(types, &block.items, Path::at(B, at, "items"))?;
+        }
+        return Ok(kept);
+    }
     for (at, block) in elements(Path::of(B, ""), &all, "blocks")?
         .into_iter()
         .enumerate()
@@ -245,11 +259,28 @@ pub fn blocks<'py>(inputs: &Bound<'py, PyAny>, types: &mut Types) -> PyResult<Ve
         });
     }
     checks.finish(F).into_py(py)?;
+    if let Some(kept) = kept {
+        *kept = super::memo::keep(&all, &out);
+    }
     Ok(out)
 }
 
-/// `BodyLimits`.
-pub fn limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
+/// `BodyLimits`; `kept`: the line's memo of the last limits read with it.
+pub fn limits(
+    limits: &Bound<'_, PyAny>,
+    kept: Option<&mut Option<KeptLimits>>,
+) -> PyResult<BodyLimits> {
+    if let Some(read) = super::memo::recall_limits(kept.as_ref().and_then(|k| k.as_ref()), limits) {
+        return Ok(read);
+    }
+    let read = read_limits(limits)?;
+    if let Some(kept) = kept {
+        *kept = super::memo::keep_limits(limits, read);
+    }
+    Ok(read)
+}
+
+fn read_limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
     let py = limits.py();
     let part = |name: &'static str| Path::of("limits", name);
     let get =

@@ -19,6 +19,8 @@ use ctxengine_core::body::HistoryItem;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
+use super::memo::{KeptBlocks, KeptLimits};
+
 /// One line entry as a call read it.
 pub struct Entry {
     pub item: Py<PyAny>,
@@ -39,7 +41,7 @@ impl line::Entry for Entry {
     }
 }
 
-pub type Readings = line::Readings<Entry>;
+pub type Readings = line::Readings<Entry, KeptBlocks, KeptLimits>;
 
 impl Entry {
     /// An entry from what a call read: the item, render, pointer (the
@@ -68,7 +70,7 @@ impl Entry {
 /// whoever owns the line: dropped with it, emptied by `clear()`.
 #[pyclass(frozen, module = "ctxengine._core")]
 pub struct LineState {
-    lease: Lease<Entry>,
+    lease: Lease<Entry, KeptBlocks, KeptLimits>,
 }
 
 #[pymethods]
@@ -103,7 +105,7 @@ impl LineState {
 /// A line's readings taken out for one call; given back when dropped.
 pub struct Taken<'py> {
     state: Bound<'py, LineState>,
-    loan: Option<Loan<Entry>>,
+    loan: Option<Loan<Entry, KeptBlocks, KeptLimits>>,
 }
 
 impl<'py> Taken<'py> {

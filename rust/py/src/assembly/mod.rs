@@ -11,6 +11,7 @@ mod gather;
 mod inputs;
 mod line;
 mod line_state;
+mod memo;
 
 pub use line_state::LineState;
 
@@ -85,8 +86,10 @@ fn fit<'py>(
     let mut readings = state.as_mut().and_then(Taken::readings);
     let renders = inputs::table(inputs, "renders", pyo3::intern!(py, "renders"));
     let pointers = inputs::table(inputs, "pointers", pyo3::intern!(py, "pointers"));
-    let blocks = inputs::blocks(inputs, &mut types);
-    let limits = inputs::limits(limits);
+    let kept = readings.as_deref_mut().map(|r| &mut r.blocks);
+    let blocks = inputs::blocks(inputs, &mut types, kept);
+    let kept = readings.as_deref_mut().map(|r| &mut r.limits);
+    let limits = inputs::limits(limits, kept);
     // (This backend's own estimator is one: its type has both methods.)
     let estimator_ok = if estimator.get_type().is(py.get_type::<TokenEstimator>()) {
         Ok(())
@@ -287,7 +290,7 @@ fn measure_and_fit<'py>(
     }
     g.finish()?;
     // Every estimate under one lock.
-    let mut raws = Vec::new();
+    let mut raws = std::mem::take(&mut g.raws);
     let known = |e: &Entry| e.facts.measured;
     let (factor, measuring) = est
         .raw_batch_known(
@@ -312,6 +315,7 @@ fn measure_and_fit<'py>(
             Block::measured(class, b.kind, len, at, &raws, ids, caps.0, caps.1)
         })
         .collect();
+    g.raws = raws;
     let mut host = Host {
         g: &mut *g,
         est,

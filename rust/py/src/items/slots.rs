@@ -30,6 +30,8 @@ pub struct TypeFields {
     /// Its valid attribute version tag (CPython gives a type a new tag
     /// whenever an attribute of it or of a base is set or deleted).
     pub version: Option<std::os::raw::c_uint>,
+    /// Its instances have an instance dict.
+    pub instance_dict: bool,
     /// Its instances use the generic attribute access (a plain class: no
     /// `__getattribute__` or `__getattr__` of its own).
     pub generic_getattr: bool,
@@ -41,12 +43,19 @@ pub fn type_fields(ty: &Bound<'_, PyType>) -> TypeFields {
     // libpython's own function: its address is unique.
     let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
     // SAFETY: a live type's fields, read only.
-    let (flags, tag, getattro) = unsafe {
-        let tp = &*ty.as_type_ptr();
-        (tp.tp_flags, tp.tp_version_tag, tp.tp_getattro)
+    let (flags, tag, dict, getattro) = unsafe {
+        let tp = ty.as_type_ptr();
+        let tp = &*tp;
+        (
+            tp.tp_flags,
+            tp.tp_version_tag,
+            tp.tp_dictoffset,
+            tp.tp_getattro,
+        )
     };
     TypeFields {
         version: (flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0).then_some(tag),
+        instance_dict: dict != 0,
         generic_getattr: getattro.map(|f| f as usize) == Some(generic),
     }
 }
