@@ -46,6 +46,10 @@ CHECKS: list[tuple[str, Check]] = [
     ("bpt bool", _new(bytes_per_token=True)),
     ("bpt str", _new(bytes_per_token="3")),
     ("bpt nan", _new(bytes_per_token=float("nan"))),
+    ("bpt None", _new(bytes_per_token=None)),
+    ("framing None", _new(framing_tokens=None)),
+    ("memo None", _new(memo_capacity=None)),
+    ("profiles and encodings None", _new(profiles=None, encodings=None)),
     ("framing huge", _new(framing_tokens=2**63)),
     ("framing huge negative", _new(framing_tokens=-(2**70))),
     ("framing float", _new(framing_tokens=4.0)),
@@ -91,3 +95,12 @@ def test_the_same_words_on_both_backends(name: str, check: Check) -> None:
     python = _outcome(backends.module("python"), check)
     assert rust == python
     assert rust[0] in {"ok", "EstimatorError", "ArgumentError"}, rust
+
+
+@pytest.mark.parametrize("name", ["rust", "python"])
+def test_an_unknown_or_positional_argument_is_a_type_error(name: str) -> None:
+    module = backends.module(name)
+    with pytest.raises(TypeError, match="bytes_per_tokens"):
+        module.TokenEstimator(bytes_per_tokens=3.0)
+    with pytest.raises(TypeError):
+        module.TokenEstimator(3.0)

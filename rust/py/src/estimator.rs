@@ -9,8 +9,9 @@ use std::sync::{Mutex, MutexGuard};
 use ctxengine_core::calibrate::{self, Ratio};
 use ctxengine_core::estimate::{self, EstimatorState, Fact};
 use ctxengine_core::CoreError;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes, PyType};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyString, PyType};
 
 use crate::arguments::{self, PyValues};
 use crate::errors::{guard, HostError, IntoPy};
@@ -24,6 +25,15 @@ pub struct TokenEstimator {
 }
 
 type Obj<'a> = &'a Bound<'a, PyAny>;
+
+/// The constructor's keywords, in `estimate::settings`' order.
+const SETTINGS: [&str; 5] = [
+    "bytes_per_token",
+    "framing_tokens",
+    "profiles",
+    "memo_capacity",
+    "encodings",
+];
 
 /// A check of the core's over Python values, its error raised as the Python one.
 fn checked<'py, T>(
@@ -116,20 +126,25 @@ impl Fact for Facts {
 
 #[pymethods]
 impl TokenEstimator {
+    /// Keywords read by name: an explicit `None` is checked as given (a PyO3
+    /// `Option` would take the default, where the reference refuses it).
     #[new]
     #[pyo3(
-        signature = (*, bytes_per_token = None, framing_tokens = None, profiles = None, memo_capacity = None, encodings = None),
+        signature = (**kwargs),
         text_signature = "(*, bytes_per_token=3.0, framing_tokens=4, profiles=None, memo_capacity=100000, encodings=None)"
     )]
-    fn new(
-        py: Python<'_>,
-        bytes_per_token: Option<Obj<'_>>,
-        framing_tokens: Option<Obj<'_>>,
-        profiles: Option<Obj<'_>>,
-        memo_capacity: Option<Obj<'_>>,
-        encodings: Option<Obj<'_>>,
-    ) -> PyResult<Self> {
-        let (bpt, framing, capacity) = (bytes_per_token, framing_tokens, memo_capacity);
+    fn new(py: Python<'_>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let mut given: [Option<Bound<'_, PyAny>>; 5] = Default::default();
+        for (key, value) in kwargs.into_iter().flatten() {
+            let name = key.cast::<PyString>()?.to_str()?;
+            let unknown =
+                || format!("TokenEstimator() got an unexpected keyword argument '{name}'");
+            let i = SETTINGS.iter().position(|n| *n == name);
+            let i = i.ok_or_else(|| PyTypeError::new_err(unknown()))?;
+            // `profiles` and `encodings` default to `None`: given as `None`, not given.
+            given[i] = Some(value).filter(|v| !(v.is_none() && (i == 2 || i == 4)));
+        }
+        let [bpt, framing, profiles, capacity, encodings] = given.each_ref().map(Option::as_ref);
         let state = checked(py, |h| {
             estimate::settings(h, bpt, framing, profiles, capacity, encodings)
         });
