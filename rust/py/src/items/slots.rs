@@ -9,7 +9,7 @@ use ctxengine_core::cut::ToolRole;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt, PyString, PyType};
+use pyo3::types::{PyString, PyType};
 
 use super::types::Role;
 use crate::arguments::type_name;
@@ -172,18 +172,6 @@ pub unsafe fn seq_value(v: *mut ffi::PyObject) -> Option<i64> {
         None
     } else {
         Some(n)
-    }
-}
-
-/// [`seq_value`] of a held object (read through pyo3: the slow path).
-pub fn seq_of(obj: &Bound<'_, PyAny>) -> Option<i64> {
-    if !obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyBool>() {
-        return None;
-    }
-    match obj.extract::<i64>() {
-        Ok(n) => Some(n),
-        // Outside 64 bits: below the range compares at or below any floor.
-        Err(_) => obj.lt(0i64).unwrap_or(false).then_some(i64::MIN),
     }
 }
 
