@@ -125,7 +125,7 @@ impl<'py> Maker<'py> {
 }
 
 /// `object.__setattr__(obj, name, value)` (a frozen class's own refuses).
-fn object_setattr(
+pub fn object_setattr(
     obj: &Bound<'_, PyAny>,
     name: &Bound<'_, PyString>,
     value: Bound<'_, PyAny>,

@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use super::{walk_error, walker};
 use crate::arguments::type_name;
 use crate::errors::canonicalization_error;
+use crate::slots::object_setattr;
 
 /// The `_cj` tuple `(bytes, digest)`.
 pub fn make_cache<'py>(
@@ -89,16 +90,7 @@ pub unsafe fn read_cache<'a>(cj: *mut ffi::PyObject) -> Option<(&'a [u8], [u8; 3
 
 /// Store `value` in the frozen item's `_cj` slot (`object.__setattr__`).
 pub fn store_cache(item: &Bound<'_, PyAny>, value: &Bound<'_, PyTuple>) -> PyResult<()> {
-    let py = item.py();
-    let name = intern!(py, "_cj");
-    // SAFETY: `item`, `name` and `value` are live objects the caller holds; the setter takes its
-    // own reference to `value`.
-    let rc = unsafe { ffi::PyObject_GenericSetAttr(item.as_ptr(), name.as_ptr(), value.as_ptr()) };
-    if rc < 0 {
-        Err(PyErr::fetch(py))
-    } else {
-        Ok(())
-    }
+    object_setattr(item, intern!(item.py(), "_cj"), value.clone().into_any())
 }
 
 /// `item_canonical(item)`: the cached pair, computed and stored on first use.

@@ -7,7 +7,7 @@ mod source;
 
 pub use cache::{
     bytes_of, cache_of, digest_of, has_item_cache, item_canonical as item_cache, make_cache,
-    read_cache, read_digest, store_cache,
+    read_digest, store_cache,
 };
 pub use source::{utf8, PySource};
 
@@ -95,9 +95,7 @@ pub fn payload_hash(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String
     guard(py, || {
         if !is_exact_plain(value) && has_item_cache(value)? {
             // An item: its cache already holds the digest.
-            let tuple = item_cache(value)?;
-            // SAFETY: a checked `_cj` tuple.
-            let (_, digest) = unsafe { read_cache(tuple.as_ptr()) }
+            let (digest, _) = digest_of(item_cache(value)?.as_any())
                 .ok_or_else(|| PyRuntimeError::new_err("malformed item cache"))?;
             return Ok(hex(&digest));
         }
