@@ -146,32 +146,18 @@ impl<'py> Source for PySource<'py> {
     #[inline(always)]
     unsafe fn classify<'a>(&mut self, ptr: *mut ffi::PyObject) -> PyResult<Node<'a>> {
         let obj = Borrowed::from_ptr(self.py, ptr);
-        let tp = ffi::Py_TYPE(ptr);
-        if tp == addr_of_mut!(ffi::PyUnicode_Type) {
-            return Ok(str_node(&obj));
-        }
-        if tp == addr_of_mut!(ffi::PyDict_Type) {
-            return Ok(Node::Map);
-        }
-        if tp == addr_of_mut!(ffi::PyList_Type) {
-            return Ok(Node::Seq);
-        }
-        if ptr == ffi::Py_None() {
-            return Ok(Node::Null);
-        }
-        if tp == addr_of_mut!(ffi::PyBool_Type) {
-            return Ok(Node::Bool(ptr == ffi::Py_True()));
-        }
-        if tp == addr_of_mut!(ffi::PyLong_Type) {
-            return int_node(&obj);
-        }
-        if tp == addr_of_mut!(ffi::PyFloat_Type) {
-            return Ok(Node::Float(ffi::PyFloat_AS_DOUBLE(ptr)));
-        }
-        if tp == addr_of_mut!(ffi::PyTuple_Type) {
-            return Ok(Node::Seq);
-        }
-        subclass(&obj)
+        let is = |t: *mut ffi::PyTypeObject| ffi::Py_TYPE(ptr) == t;
+        Ok(match () {
+            _ if is(addr_of_mut!(ffi::PyUnicode_Type)) => str_node(&obj),
+            _ if is(addr_of_mut!(ffi::PyDict_Type)) => Node::Map,
+            _ if is(addr_of_mut!(ffi::PyList_Type)) => Node::Seq,
+            _ if ptr == ffi::Py_None() => Node::Null,
+            _ if is(addr_of_mut!(ffi::PyBool_Type)) => Node::Bool(ptr == ffi::Py_True()),
+            _ if is(addr_of_mut!(ffi::PyLong_Type)) => int_node(&obj)?,
+            _ if is(addr_of_mut!(ffi::PyFloat_Type)) => Node::Float(ffi::PyFloat_AS_DOUBLE(ptr)),
+            _ if is(addr_of_mut!(ffi::PyTuple_Type)) => Node::Seq,
+            _ => subclass(&obj)?,
+        })
     }
 
     unsafe fn type_name(&mut self, value: *mut ffi::PyObject) -> String {
