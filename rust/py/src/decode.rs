@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 
 use ctxengine_core::decode::item::Value;
-use ctxengine_core::decode::{decode_item, Content, Json, Members, Names, Part, TRUST_LEVELS};
+use ctxengine_core::decode::{decode_item, Content, Json, Members, Names, TRUST_LEVELS};
 use ctxengine_core::schema::{self, Record};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -88,21 +88,7 @@ impl<'py> Decoder<'py> {
             Content::Parts(parts) => parts,
         };
         let n = schema::ITEMS.len();
-        let parts = (parts.iter()).map(|p| match p {
-            Part::Text(t) => self.make(n, vec![self.str(t)]),
-            Part::File {
-                artifact_id,
-                media_type,
-                filename,
-            } => self.make(
-                n + 1,
-                vec![
-                    self.str(artifact_id),
-                    self.name(media_type),
-                    self.opt_name(filename.as_deref()),
-                ],
-            ),
-        });
+        let parts = (parts.iter()).map(|p| self.make(n + p.index(), self.values(p.fields())?));
         let parts = PyTuple::new(self.py, parts.collect::<PyResult<Vec<_>>>()?)?.into_any();
         // Parts of text and file references: atoms all the way down.
         Ok(if atomic(&parts) {
@@ -110,6 +96,20 @@ impl<'py> Decoder<'py> {
         } else {
             parts
         })
+    }
+
+    /// Each field's value as Python's.
+    fn values(&self, fields: Vec<Value<'_, '_>>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let values = fields.into_iter().map(|v| match v {
+            Value::Text(s) => Ok(self.str(s)),
+            Value::Name(s) => Ok(self.name(s)),
+            Value::OptName(s) => Ok(self.opt_name(s)),
+            Value::Content(c) => self.content(c),
+            Value::Trust(t) => Ok(self.trust[t as usize].clone()),
+            Value::Members(m) => self.dict(m),
+            Value::Bool(b) => Ok(PyBool::new(self.py, b).to_owned().into_any()),
+        });
+        values.collect()
     }
 
     /// The item of event `seq` (`seq_obj`, the same int) from its stored payload
@@ -125,19 +125,8 @@ impl<'py> Decoder<'py> {
             Ok(d) => d,
             Err(reason) => return Ok(Err(reason)),
         };
-        let mut values = Vec::with_capacity(8);
         // The values in the schema's field order (`Item::fields`), then `seq` and `_cj`.
-        for v in decoded.item.fields() {
-            values.push(match v {
-                Value::Text(s) => self.str(s),
-                Value::Name(s) => self.name(s),
-                Value::OptName(s) => self.opt_name(s),
-                Value::Content(c) => self.content(c)?,
-                Value::Trust(t) => self.trust[t as usize].clone(),
-                Value::Members(m) => self.dict(m)?,
-                Value::Bool(b) => PyBool::new(py, b).to_owned().into_any(),
-            });
-        }
+        let mut values = self.values(decoded.item.fields())?;
         values.push(seq_obj);
         values.push(match &decoded.cache {
             Some((bytes, digest)) => {

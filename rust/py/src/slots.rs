@@ -130,11 +130,11 @@ pub fn object_setattr(
     name: &Bound<'_, PyString>,
     value: Bound<'_, PyAny>,
 ) -> PyResult<()> {
-    let setattr = obj
-        .py()
-        .get_type::<PyAny>()
-        .getattr(pyo3::intern!(obj.py(), "__setattr__"))?;
-    setattr.call1((obj, name, value)).map(drop)
+    // SAFETY: live objects the caller holds; the setter takes its own reference to `value`.
+    match unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) } {
+        0 => Ok(()),
+        _ => Err(PyErr::fetch(obj.py())),
+    }
 }
 
 /// A value that cannot lead back to its holder: a str (a trust member too:

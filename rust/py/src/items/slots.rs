@@ -42,21 +42,13 @@ pub struct TypeFields {
 pub fn type_fields(ty: &Bound<'_, PyType>) -> TypeFields {
     // libpython's own function: its address is unique.
     let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
-    // SAFETY: a live type's fields, read only.
-    let (flags, tag, dict, getattro) = unsafe {
-        let tp = ty.as_type_ptr();
-        let tp = &*tp;
-        (
-            tp.tp_flags,
-            tp.tp_version_tag,
-            tp.tp_dictoffset,
-            tp.tp_getattro,
-        )
-    };
+    // SAFETY: a live type's fields, read only (no Python code runs while they are).
+    let tp = unsafe { &*ty.as_type_ptr() };
     TypeFields {
-        version: (flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0).then_some(tag),
-        instance_dict: dict != 0,
-        generic_getattr: getattro.map(|f| f as usize) == Some(generic),
+        version: (tp.tp_flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0)
+            .then_some(tp.tp_version_tag),
+        instance_dict: tp.tp_dictoffset != 0,
+        generic_getattr: tp.tp_getattro.map(|f| f as usize) == Some(generic),
     }
 }
 
@@ -216,9 +208,10 @@ pub fn tool_role<'a, 'py>(
     Ok(read.unwrap_or((ToolRole::Other, 0)))
 }
 
-/// The role of a call (`role`) whose id is `id`, with the id's hash and its
-/// text borrowed from the str object, when `id` is an exact `str` (`None`
-/// for anything else, null included).
+/// The role of a call (`role`) whose id is `id`, with the id's hash (the
+/// one CPython caches in the str, computed on first use without running
+/// Python code) and its text borrowed from the str object, when `id` is an
+/// exact `str` (`None` for anything else, null included).
 ///
 /// # Safety
 /// `id` must be null or a live object, which the caller keeps alive as long
@@ -232,24 +225,12 @@ pub unsafe fn exact_str_role<'a>(
         return None;
     }
     let text = utf8(id).unwrap_or("");
-    let hash = str_hash(id);
+    let hash = match (*(id as *mut ffi::PyASCIIObject)).hash {
+        -1 => ffi::PyObject_Hash(id),
+        cached => cached,
+    } as u64;
     Some(match role {
         Role::Call => (ToolRole::Call(text), hash),
         _ => (ToolRole::Result(text), hash),
     })
-}
-
-/// Python's hash of an exact str: the one cached in the object (computed
-/// and cached on first use, running no Python code).
-///
-/// # Safety
-/// `id` must be a live exact str.
-#[inline(always)]
-pub unsafe fn str_hash(id: *mut ffi::PyObject) -> u64 {
-    let cached = (*(id as *mut ffi::PyASCIIObject)).hash;
-    (if cached == -1 {
-        ffi::PyObject_Hash(id)
-    } else {
-        cached
-    }) as u64
 }
