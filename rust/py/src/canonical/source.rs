@@ -21,7 +21,7 @@ use pyo3::Borrowed;
 
 use crate::arguments::type_name;
 
-use super::cache::{bytes_of, has_item_cache, make_cache, read_cache, store_cache};
+use super::{bytes_of, has_item_cache, make_cache, read_cache, store_cache};
 
 /// The UTF-8 of a `str` (or subclass), cached in the object by CPython;
 /// `None` for lone surrogates.
