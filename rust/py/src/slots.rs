@@ -1,109 +1,156 @@
-//! Building the package's frozen value types without running `__init__`:
-//! `object.__new__(cls)`, then every slot written as `object.__setattr__`
-//! would write it (the constructor's checks were made by the caller, in the
-//! core). Used by the decoder and the renderer (ADR 0011).
-
-use std::ptr;
+//! The one writer of the package's frozen value types, used by the decoder
+//! and the renderer (ADR 0011): `object.__new__(cls)`, then every slot
+//! written as `object.__setattr__` would (the constructor's checks were made
+//! by the caller, in the core).
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
 use crate::items::member_offset;
 
-/// How a class's instances are built: its slots' offsets when every one is a
-/// plain object member of a class allocated by `object.__new__` (then a
-/// fresh instance's slots are written directly), else their names (set
-/// through `object.__setattr__`).
+/// How a class's instances are built: the named slots in order, then the
+/// class's other slots with fixed values. Written at their offsets when every
+/// one is a plain object member (`offsets`), else through
+/// `object.__setattr__`.
 pub struct Maker<'py> {
     cls: Bound<'py, PyType>,
     names: Vec<Bound<'py, PyString>>,
     offsets: Option<Vec<isize>>,
+    others: Vec<Bound<'py, PyAny>>,
 }
 
 impl<'py> Maker<'py> {
     /// A maker for `cls` filling `names` in that order.
     pub fn new(cls: &Bound<'py, PyType>, names: &[&str]) -> PyResult<Self> {
         let py = cls.py();
-        let object_new = py.get_type::<PyAny>().getattr("__new__")?;
-        if !cls.getattr("__new__")?.is(&object_new) {
+        if !cls
+            .getattr("__new__")?
+            .is(py.get_type::<PyAny>().getattr("__new__")?)
+        {
             return Err(PyTypeError::new_err(format!(
                 "{} defines __new__",
                 cls.name()?
             )));
         }
-        let names: Vec<Bound<'py, PyString>> =
-            names.iter().map(|n| PyString::intern(py, n)).collect();
-        let mut offsets = Vec::with_capacity(names.len());
-        for name in &names {
-            match member_offset(cls, name, true)? {
-                Some(off) => offsets.push(off),
-                None => {
-                    return Ok(Maker {
-                        cls: cls.clone(),
-                        names,
-                        offsets: None,
-                    })
-                }
-            }
-        }
+        let names: Vec<_> = names.iter().map(|n| PyString::intern(py, n)).collect();
+        let offsets = (names.iter())
+            .map(|n| member_offset(cls, n, true))
+            .collect::<PyResult<Option<Vec<_>>>>()?;
+        let others = Vec::new();
         Ok(Maker {
             cls: cls.clone(),
             names,
-            offsets: Some(offsets),
+            offsets,
+            others,
         })
     }
 
-    /// A new instance holding `values`, untracked by the cyclic collector when
-    /// `acyclic`: it holds only strings, numbers, None and such instances or
-    /// tuples of them, so it can never be part of a reference cycle (as
-    /// CPython untracks a tuple of atoms), and a collection need not visit it.
-    pub fn make_acyclic(
-        &self,
-        values: Vec<Bound<'py, PyAny>>,
-        acyclic: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let obj = self.make(values)?;
-        Ok(if acyclic { untracked(obj) } else { obj })
+    /// A maker filling `fields` (each a slot of `cls`), then every other slot
+    /// of `cls.__slots__` with its value in `extra` (default None).
+    pub fn filling(
+        cls: &Bound<'py, PyAny>,
+        fields: &[&str],
+        extra: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Self> {
+        let (py, cls) = (cls.py(), cls.cast::<PyType>()?);
+        let slots: Vec<String> = cls.getattr("__slots__")?.extract()?;
+        if let Some(f) = fields.iter().find(|f| !slots.iter().any(|s| s == *f)) {
+            return Err(PyTypeError::new_err(format!(
+                "{} has no slot {f:?}",
+                cls.name()?
+            )));
+        }
+        let rest: Vec<&str> = slots
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !fields.contains(s))
+            .collect();
+        let mut maker = Maker::new(cls, &[fields, &rest].concat())?;
+        for s in rest {
+            let value = match extra {
+                Some(d) => d.get_item(s)?,
+                None => None,
+            };
+            maker
+                .others
+                .push(value.unwrap_or_else(|| py.None().into_bound(py)));
+        }
+        Ok(maker)
     }
 
-    /// A new instance holding `values` (one per name, in order).
+    /// A new instance holding `values` (then the other slots' values).
     pub fn make(&self, values: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        self.make_acyclic(values, false)
+    }
+
+    /// A new instance holding `values` (then the other slots' values),
+    /// untracked by the cyclic collector when `acyclic`: it holds only
+    /// strings, numbers, None and such instances or tuples of them, so it can
+    /// never be part of a reference cycle (as CPython untracks a tuple of
+    /// atoms), and a collection need not visit it.
+    pub fn make_acyclic(
+        &self,
+        mut values: Vec<Bound<'py, PyAny>>,
+        acyclic: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = self.cls.py();
+        let acyclic = acyclic && self.others.iter().all(atomic);
+        values.extend(self.others.iter().cloned());
         // SAFETY: `object.__new__` (checked in `new` to be the class's) of a live class with empty
         // arguments returns a new reference or null.
         let obj = unsafe {
-            let tp = self.cls.as_ptr() as *mut ffi::PyTypeObject;
             let new = ffi::PyBaseObject_Type.tp_new.expect("object has tp_new");
-            Bound::from_owned_ptr_or_err(py, new(tp, PyTuple::empty(py).as_ptr(), ptr::null_mut()))?
+            let made = new(
+                self.cls.as_type_ptr(),
+                PyTuple::empty(py).as_ptr(),
+                std::ptr::null_mut(),
+            );
+            Bound::from_owned_ptr_or_err(py, made)?
         };
-        match &self.offsets {
-            Some(offsets) => {
-                for (off, value) in offsets.iter().zip(values) {
-                    // A fresh instance's member slots are NULL: store the new reference.
-                    // SAFETY: `off` is a plain object member slot of this class's layout
-                    // (`member_offset`), NULL in a fresh instance: it takes over the new reference.
-                    unsafe {
-                        let slot =
-                            (obj.as_ptr() as *mut u8).offset(*off) as *mut *mut ffi::PyObject;
-                        *slot = value.into_ptr();
-                    }
-                }
-            }
-            None => {
-                for (name, value) in self.names.iter().zip(values) {
-                    // SAFETY: live objects; the setter takes its own reference to `value`.
-                    let rc = unsafe {
-                        ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr())
-                    };
-                    if rc != 0 {
-                        return Err(PyErr::fetch(py));
-                    }
-                }
+        for (k, value) in values.into_iter().enumerate() {
+            match &self.offsets {
+                // SAFETY: `off` is a plain object member slot of this class's layout
+                // (`member_offset`), NULL in a fresh instance: it takes over the new reference.
+                Some(offsets) => unsafe {
+                    *((obj.as_ptr() as *mut u8).offset(offsets[k]) as *mut *mut ffi::PyObject) =
+                        value.into_ptr();
+                },
+                None => object_setattr(&obj, &self.names[k], value)?,
             }
         }
-        Ok(obj)
+        Ok(if acyclic { untracked(obj) } else { obj })
+    }
+}
+
+/// `object.__setattr__(obj, name, value)` (a frozen class's own refuses).
+pub fn object_setattr(
+    obj: &Bound<'_, PyAny>,
+    name: &Bound<'_, PyString>,
+    value: Bound<'_, PyAny>,
+) -> PyResult<()> {
+    // SAFETY: live objects the caller holds; the setter takes its own reference to `value`.
+    match unsafe { ffi::PyObject_GenericSetAttr(obj.as_ptr(), name.as_ptr(), value.as_ptr()) } {
+        0 => Ok(()),
+        _ => Err(PyErr::fetch(obj.py())),
+    }
+}
+
+/// A value that cannot lead back to its holder: a str (a trust member too:
+/// module-level and immutable) or int, an object the collector does not track
+/// (None, floats, bytes, what this module untracked), or an exact tuple of such.
+pub fn atomic(value: &Bound<'_, PyAny>) -> bool {
+    if let Ok(t) = value.cast_exact::<PyTuple>() {
+        return t.iter().all(|v| atomic(&v));
+    }
+    let p = value.as_ptr();
+    // SAFETY: `p` is borrowed from `value`, alive for the call; the checks read its type's flags.
+    unsafe {
+        ffi::PyUnicode_Check(p) != 0
+            || ffi::PyLong_Check(p) != 0
+            || ffi::PyObject_IS_GC(p) == 0
+            || ffi::PyObject_GC_IsTracked(p) == 0
     }
 }
 

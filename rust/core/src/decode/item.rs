@@ -132,6 +132,32 @@ impl<'a> Item<'a> {
     }
 }
 
+impl<'a> Part<'a> {
+    /// Its index in `schema::PARTS`.
+    pub fn index(&self) -> usize {
+        match self {
+            Part::Text(_) => 0,
+            Part::File { .. } => 1,
+        }
+    }
+
+    /// The field values in the order of the schema's fields.
+    pub fn fields(&self) -> Vec<Value<'_, 'a>> {
+        match self {
+            Part::Text(text) => vec![Value::Text(text)],
+            Part::File {
+                artifact_id,
+                media_type,
+                filename,
+            } => vec![
+                Value::Text(artifact_id),
+                Value::Name(media_type),
+                Value::OptName(filename.as_deref()),
+            ],
+        }
+    }
+}
+
 /// `"{type}.{field}: {reason}"`, as `ModelValidationError` words it.
 fn bad(type_name: &str, field: &str, reason: impl AsRef<str>) -> String {
     format!("{type_name}.{field}: {}", reason.as_ref())
@@ -533,6 +559,30 @@ mod field_order {
                 assert!(fits, "{}.{}: {v:?}", r.kind, f.name);
             }
             assert_eq!(r.names().last(), Some("seq"), "{}", r.kind);
+        }
+    }
+
+    /// `Part::fields` gives every field of its `schema::PARTS` record, in order.
+    #[test]
+    fn part_fields_follow_the_schema() {
+        let (text, name) = (Cow::Borrowed("t"), Some(Cow::Borrowed("f")));
+        let file = Part::File {
+            artifact_id: text.clone(),
+            media_type: text.clone(),
+            filename: name,
+        };
+        for part in [Part::Text(text.clone()), file] {
+            let r = &crate::schema::PARTS[part.index()];
+            let have = part.fields();
+            assert_eq!(have.len(), r.fields.len(), "{}", r.kind);
+            for (v, f) in have.iter().zip(r.fields) {
+                let fits = match v {
+                    Value::Text(_) | Value::Name(_) => !f.nullable,
+                    Value::OptName(_) => f.nullable,
+                    _ => false,
+                };
+                assert!(fits && f.ty == Type::Str, "{}.{}: {v:?}", r.kind, f.name);
+            }
         }
     }
 }

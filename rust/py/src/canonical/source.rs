@@ -19,7 +19,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::Borrowed;
 
-use super::cache::{bytes_of, has_item_cache, make_cache, read_cache, store_cache};
+use crate::arguments::type_name;
+
+use super::{bytes_of, has_item_cache, make_cache, read_cache, store_cache};
 
 /// The UTF-8 of a `str` (or subclass), cached in the object by CPython;
 /// `None` for lone surrogates.
@@ -41,13 +43,6 @@ pub unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a str> {
 
 fn repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     Ok(obj.repr()?.to_string_lossy().into_owned())
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".to_owned())
 }
 
 static ENUM: PyOnceLock<Py<PyType>> = PyOnceLock::new();
@@ -90,56 +85,35 @@ fn str_node<'a>(obj: &Bound<'_, PyAny>) -> Node<'a> {
     }
 }
 
-fn refuse<'a>(obj: &Bound<'_, PyAny>, base: &str) -> Node<'a> {
-    Node::Reject(reason_unsupported_subclass(&type_name(obj), base))
-}
-
-/// What an object of no exact JSON type is: an accepted subclass, a value
-/// type, or refused.
+/// What an object of no exact JSON type is: an accepted subclass (an enum
+/// member's builtin data, the standard library's plain dicts), a value type,
+/// or refused.
 #[cold]
 fn subclass<'a>(obj: &Bound<'_, PyAny>) -> PyResult<Node<'a>> {
     let py = obj.py();
-    if obj.is_instance_of::<PyString>() {
-        return Ok(if is_enum_member(obj)? {
-            str_node(obj)
-        } else {
-            refuse(obj, "str")
-        });
-    }
-    if obj.is_instance_of::<PyInt>() {
-        // bool cannot be subclassed: the exact check caught it.
-        return if is_enum_member(obj)? {
-            int_node(obj)
-        } else {
-            Ok(refuse(obj, "int"))
-        };
-    }
-    if let Ok(f) = obj.cast::<PyFloat>() {
-        return Ok(if is_enum_member(obj)? {
-            Node::Float(f.value())
-        } else {
-            refuse(obj, "float")
-        });
-    }
-    if obj.is_instance_of::<PyDict>() {
-        return Ok(if is_plain_dict_subclass(obj)? {
-            Node::Map
-        } else {
-            refuse(obj, "dict")
-        });
-    }
-    if obj.is_instance_of::<PyList>() {
-        return Ok(refuse(obj, "list"));
-    }
-    if obj.is_instance_of::<PyTuple>() {
-        return Ok(refuse(obj, "tuple"));
-    }
-    if has_item_cache(obj)? {
-        return Ok(Node::Object { item: true });
-    }
-    match obj.getattr_opt(intern!(py, "to_dict"))? {
-        Some(f) if f.is_callable() => Ok(Node::Object { item: false }),
-        _ => Ok(Node::Reject(reason_unsupported_type(&type_name(obj)))),
+    let base = [
+        (obj.is_instance_of::<PyString>(), "str"),
+        // (bool cannot be subclassed: the exact check caught it.)
+        (obj.is_instance_of::<PyInt>(), "int"),
+        (obj.is_instance_of::<PyFloat>(), "float"),
+        (obj.is_instance_of::<PyDict>(), "dict"),
+        (obj.is_instance_of::<PyList>(), "list"),
+        (obj.is_instance_of::<PyTuple>(), "tuple"),
+    ];
+    match base.iter().find(|b| b.0).map(|b| b.1) {
+        Some("str") if is_enum_member(obj)? => Ok(str_node(obj)),
+        Some("int") if is_enum_member(obj)? => int_node(obj),
+        Some("float") if is_enum_member(obj)? => Ok(Node::Float(obj.cast::<PyFloat>()?.value())),
+        Some("dict") if is_plain_dict_subclass(obj)? => Ok(Node::Map),
+        Some(base) => Ok(Node::Reject(reason_unsupported_subclass(
+            &type_name(obj),
+            base,
+        ))),
+        None if has_item_cache(obj)? => Ok(Node::Object { item: true }),
+        None => match obj.getattr_opt(intern!(py, "to_dict"))? {
+            Some(f) if f.is_callable() => Ok(Node::Object { item: false }),
+            _ => Ok(Node::Reject(reason_unsupported_type(&type_name(obj)))),
+        },
     }
 }
 
@@ -172,32 +146,18 @@ impl<'py> Source for PySource<'py> {
     #[inline(always)]
     unsafe fn classify<'a>(&mut self, ptr: *mut ffi::PyObject) -> PyResult<Node<'a>> {
         let obj = Borrowed::from_ptr(self.py, ptr);
-        let tp = ffi::Py_TYPE(ptr);
-        if tp == addr_of_mut!(ffi::PyUnicode_Type) {
-            return Ok(str_node(&obj));
-        }
-        if tp == addr_of_mut!(ffi::PyDict_Type) {
-            return Ok(Node::Map);
-        }
-        if tp == addr_of_mut!(ffi::PyList_Type) {
-            return Ok(Node::Seq);
-        }
-        if ptr == ffi::Py_None() {
-            return Ok(Node::Null);
-        }
-        if tp == addr_of_mut!(ffi::PyBool_Type) {
-            return Ok(Node::Bool(ptr == ffi::Py_True()));
-        }
-        if tp == addr_of_mut!(ffi::PyLong_Type) {
-            return int_node(&obj);
-        }
-        if tp == addr_of_mut!(ffi::PyFloat_Type) {
-            return Ok(Node::Float(ffi::PyFloat_AS_DOUBLE(ptr)));
-        }
-        if tp == addr_of_mut!(ffi::PyTuple_Type) {
-            return Ok(Node::Seq);
-        }
-        subclass(&obj)
+        let is = |t: *mut ffi::PyTypeObject| ffi::Py_TYPE(ptr) == t;
+        Ok(match () {
+            _ if is(addr_of_mut!(ffi::PyUnicode_Type)) => str_node(&obj),
+            _ if is(addr_of_mut!(ffi::PyDict_Type)) => Node::Map,
+            _ if is(addr_of_mut!(ffi::PyList_Type)) => Node::Seq,
+            _ if ptr == ffi::Py_None() => Node::Null,
+            _ if is(addr_of_mut!(ffi::PyBool_Type)) => Node::Bool(ptr == ffi::Py_True()),
+            _ if is(addr_of_mut!(ffi::PyLong_Type)) => int_node(&obj)?,
+            _ if is(addr_of_mut!(ffi::PyFloat_Type)) => Node::Float(ffi::PyFloat_AS_DOUBLE(ptr)),
+            _ if is(addr_of_mut!(ffi::PyTuple_Type)) => Node::Seq,
+            _ => subclass(&obj)?,
+        })
     }
 
     unsafe fn type_name(&mut self, value: *mut ffi::PyObject) -> String {

@@ -72,17 +72,13 @@ impl<'py> Items<'py> {
     /// The item at `i` with a reference of its own (`None` past the end).
     #[inline]
     pub fn get(&self, i: usize) -> Option<Bound<'py, PyAny>> {
-        let p = self.ptr(i);
-        let py = self.py()?;
-        // SAFETY: null or an item the sequence holds (just read): a new reference is taken.
-        unsafe { Bound::from_borrowed_ptr_or_opt(py, p) }
-    }
-
-    fn py(&self) -> Option<Python<'py>> {
+        if i >= self.len() {
+            return None;
+        }
         match self {
-            Items::List(l) => Some(l.py()),
-            Items::Tuple(t) => Some(t.py()),
-            Items::Other(v) => v.first().map(|b| b.py()),
+            Items::List(l) => l.get_item(i).ok(),
+            Items::Tuple(t) => t.get_item(i).ok(),
+            Items::Other(v) => v.get(i).cloned(),
         }
     }
 

@@ -310,11 +310,8 @@ impl<'py> Scan<'py> {
         buf.kept = buf.facts.len();
     }
 
-    /// Canonicalize what the pass could not read from a cache, filling the
-    /// `_cj` caches of items seen for the first time. All canonical bytes go
-    /// to one buffer first; a large batch is then hashed on every core with
-    /// the GIL released, and the caches are stored in order. (After an
-    /// error, the items before the failing one still get their caches.)
+    /// Canonicalize what the pass could not read from a cache (see
+    /// [`canonicalize_pending`]).
     pub fn finish_facts(&mut self, py: Python<'py>, types: &mut Types) -> PyResult<()> {
         if self.pending.is_empty() {
             return Ok(());

@@ -9,7 +9,7 @@ use ctxengine_core::cut::ToolRole;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt, PyString, PyType};
+use pyo3::types::{PyString, PyType};
 
 use super::types::Role;
 use crate::arguments::type_name;
@@ -42,21 +42,13 @@ pub struct TypeFields {
 pub fn type_fields(ty: &Bound<'_, PyType>) -> TypeFields {
     // libpython's own function: its address is unique.
     let generic = ffi::PyObject_GenericGetAttr as ffi::getattrofunc as usize;
-    // SAFETY: a live type's fields, read only.
-    let (flags, tag, dict, getattro) = unsafe {
-        let tp = ty.as_type_ptr();
-        let tp = &*tp;
-        (
-            tp.tp_flags,
-            tp.tp_version_tag,
-            tp.tp_dictoffset,
-            tp.tp_getattro,
-        )
-    };
+    // SAFETY: a live type's fields, read only (no Python code runs while they are).
+    let tp = unsafe { &*ty.as_type_ptr() };
     TypeFields {
-        version: (flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0).then_some(tag),
-        instance_dict: dict != 0,
-        generic_getattr: getattro.map(|f| f as usize) == Some(generic),
+        version: (tp.tp_flags & ffi::Py_TPFLAGS_VALID_VERSION_TAG != 0)
+            .then_some(tp.tp_version_tag),
+        instance_dict: tp.tp_dictoffset != 0,
+        generic_getattr: tp.tp_getattro.map(|f| f as usize) == Some(generic),
     }
 }
 
@@ -159,18 +151,6 @@ pub unsafe fn seq_value(v: *mut ffi::PyObject) -> Option<i64> {
     }
 }
 
-/// [`seq_value`] of a held object (read through pyo3: the slow path).
-pub fn seq_of(obj: &Bound<'_, PyAny>) -> Option<i64> {
-    if !obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyBool>() {
-        return None;
-    }
-    match obj.extract::<i64>() {
-        Ok(n) => Some(n),
-        // Outside 64 bits: below the range compares at or below any floor.
-        Err(_) => obj.lt(0i64).unwrap_or(false).then_some(i64::MIN),
-    }
-}
-
 /// The tool-pair role of an item and its id's hash: Python's own hash of
 /// the id as an exact `str` (cached in the string object after the first
 /// use). A `str` subclass counts as its data; any other id is an
@@ -212,9 +192,10 @@ pub fn tool_role<'a, 'py>(
     Ok(read.unwrap_or((ToolRole::Other, 0)))
 }
 
-/// The role of a call (`role`) whose id is `id`, with the id's hash and its
-/// text borrowed from the str object, when `id` is an exact `str` (`None`
-/// for anything else, null included).
+/// The role of a call (`role`) whose id is `id`, with the id's hash (the
+/// one CPython caches in the str, computed on first use without running
+/// Python code) and its text borrowed from the str object, when `id` is an
+/// exact `str` (`None` for anything else, null included).
 ///
 /// # Safety
 /// `id` must be null or a live object, which the caller keeps alive as long
@@ -228,24 +209,12 @@ pub unsafe fn exact_str_role<'a>(
         return None;
     }
     let text = utf8(id).unwrap_or("");
-    let hash = str_hash(id);
+    let hash = match (*(id as *mut ffi::PyASCIIObject)).hash {
+        -1 => ffi::PyObject_Hash(id),
+        cached => cached,
+    } as u64;
     Some(match role {
         Role::Call => (ToolRole::Call(text), hash),
         _ => (ToolRole::Result(text), hash),
     })
-}
-
-/// Python's hash of an exact str: the one cached in the object (computed
-/// and cached on first use, running no Python code).
-///
-/// # Safety
-/// `id` must be a live exact str.
-#[inline(always)]
-pub unsafe fn str_hash(id: *mut ffi::PyObject) -> u64 {
-    let cached = (*(id as *mut ffi::PyASCIIObject)).hash;
-    (if cached == -1 {
-        ffi::PyObject_Hash(id)
-    } else {
-        cached
-    }) as u64
 }
