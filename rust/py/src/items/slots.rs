@@ -120,6 +120,22 @@ pub fn read_attr<'py>(
     }
 }
 
+/// Hint the CPU to fetch the cache line at `p` (null: nothing). A batch
+/// of objects read in turn costs one memory wait per object; their lines
+/// fetched together first, the waits overlap.
+#[inline(always)]
+pub fn prefetch(p: *const ffi::PyObject) {
+    #[cfg(target_arch = "x86_64")]
+    if !p.is_null() {
+        // SAFETY: a prefetch never faults, whatever the address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 #[inline(always)]
 pub unsafe fn slot_value(obj: *mut ffi::PyObject, offset: isize) -> *mut ffi::PyObject {
     *((obj as *mut u8).offset(offset) as *mut *mut ffi::PyObject)

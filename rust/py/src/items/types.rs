@@ -156,6 +156,32 @@ impl Types {
         })
     }
 
+    /// Whether reading `obj`'s type runs no Python code: its facts are
+    /// cached and still valid (what [`Types::info`] trusts without a read).
+    pub fn known(&self, obj: &Bound<'_, PyAny>) -> bool {
+        let tp = obj.get_type_ptr();
+        self.recent(tp).is_some()
+            || self.infos.iter().any(|t| {
+                t.tp == tp
+                    && (t.checked == self.generation
+                        || matches!((t.version, version_of(&obj.get_type())), (Some(v), Some(now)) if v == now))
+            })
+    }
+
+    /// The `_cj` slot offset of an item type whose facts are known (no
+    /// Python code runs), else `None`.
+    pub fn cj_slot(&self, obj: &Bound<'_, PyAny>) -> Option<isize> {
+        if !self.known(obj) {
+            return None;
+        }
+        let tp = obj.get_type_ptr();
+        let info = self.infos.iter().find(|t| t.tp == tp)?;
+        match (info.sort, info.cj) {
+            (Sort::Item, Attr::Slot(offset)) => Some(offset),
+            _ => None,
+        }
+    }
+
     /// A type not met yet in this call: cached facts still valid, or new ones.
     #[inline(never)]
     fn info_checked(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
