@@ -141,8 +141,7 @@ impl TokenEstimator {
                 || format!("TokenEstimator() got an unexpected keyword argument '{name}'");
             let i = SETTINGS.iter().position(|n| *n == name);
             let i = i.ok_or_else(|| PyTypeError::new_err(unknown()))?;
-            // `profiles` and `encodings` default to `None`: given as `None`, not given.
-            given[i] = Some(value).filter(|v| !(v.is_none() && (i == 2 || i == 4)));
+            given[i] = Some(value); // (the core reads a `None` profiles or encodings as empty)
         }
         let [bpt, framing, profiles, capacity, encodings] = given.each_ref().map(Option::as_ref);
         let state = checked(py, |h| {
