@@ -142,12 +142,7 @@ impl<'py> Decoder<'py> {
             }
             None => py.None().into_bound(py),
         });
-        let kind = decoded.item.kind();
-        let at = schema::ITEMS
-            .iter()
-            .position(|r| r.kind == kind)
-            .unwrap_or_default();
-        self.make(at, values).map(Ok)
+        self.make(decoded.item.index(), values).map(Ok)
     }
 }
 

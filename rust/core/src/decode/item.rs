@@ -130,6 +130,14 @@ impl<'a> Item<'a> {
             Item::Reasoning { .. } => "reasoning",
         }
     }
+
+    /// Its index in `schema::ITEMS` (the record its `kind` names).
+    pub fn index(&self) -> usize {
+        let kind = self.kind();
+        (crate::schema::ITEMS.iter())
+            .position(|r| r.kind == kind)
+            .expect("every item kind has a schema record (fields_follow_the_schema)")
+    }
 }
 
 impl<'a> Part<'a> {
@@ -544,6 +552,7 @@ mod field_order {
             let text = crate::schema::sample(r);
             let json = super::super::json::parse_canonical(&text).unwrap();
             let item = item_from_json(&json).unwrap();
+            assert_eq!(&ITEMS[item.index()].kind, &r.kind);
             let want: Vec<_> = r.fields.iter().filter(|f| f.name != "seq").collect();
             let have = item.fields();
             assert_eq!(have.len(), want.len(), "{}", r.kind);
