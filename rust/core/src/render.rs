@@ -240,15 +240,21 @@ impl TextRender {
     }
 }
 
-/// The text of a tool result's pointer render (`render_pointer`), whose content is `content`.
-pub fn pointer(
-    content: &Content<'_>,
-    call_id: &str,
-    seq: Option<i64>,
-    is_error: bool,
-    trust: &str,
-) -> String {
-    pointer_text(content_text(content).len(), call_id, seq, is_error, trust)
+/// The text of a tool result's pointer render (`render_pointer`): `None`
+/// for a message (no call id) or a `seq` outside 64 bits (the caller
+/// renders those).
+pub fn pointer(item: &TextItem<'_>) -> Option<String> {
+    if item.seq == Seq::Unrepresentable {
+        return None;
+    }
+    let (length, seq) = (item.text.len(), item.seq.value());
+    Some(pointer_text(
+        length,
+        item.call_id?,
+        seq,
+        item.is_error,
+        item.trust,
+    ))
 }
 
 #[cfg(test)]
@@ -482,10 +488,25 @@ mod tests {
     #[test]
     fn a_pointer_measures_the_content_text() {
         let parts = Content::Parts(vec![Part::Text(Cow::Borrowed("é")), file("a", "b")]);
+        let text = content_text(&parts);
+        let mut item = TextItem {
+            role: "tool",
+            text: &text,
+            trust: "user",
+            call_id: Some("c"),
+            is_error: false,
+            seq: Seq::At(2),
+            digest: &[0; 32],
+        };
         // "é\n[file a b]" is 2 + 1 + 10 bytes.
         assert_eq!(
-            pointer(&parts, "c", Some(2), false, "user"),
-            pointer_text(13, "c", Some(2), false, "user")
+            pointer(&item),
+            Some(pointer_text(13, "c", Some(2), false, "user"))
         );
+        item.seq = Seq::Unrepresentable;
+        assert_eq!(pointer(&item), None, "the caller renders it");
+        item.seq = Seq::Null;
+        item.call_id = None;
+        assert_eq!(pointer(&item), None, "a message has no pointer");
     }
 }

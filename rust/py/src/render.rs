@@ -63,11 +63,6 @@ fn seq_i64(seq: &Bound<'_, PyAny>) -> Option<Option<i64>> {
     seq.extract().ok().map(Some)
 }
 
-/// The text of a str, owned (`None`: not a str, or a lone surrogate).
-fn owned_str(value: &Bound<'_, PyAny>) -> Option<String> {
-    Some(value.cast::<PyString>().ok()?.to_str().ok()?.to_owned())
-}
-
 /// The item's 32-byte canonical digest (filling `_cj` when it is empty).
 fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
     let read = crate::canonical::digest_of(item_canonical(item)?.as_any()).map(|(d, _)| d);
@@ -221,41 +216,18 @@ pub fn render_items<'py>(
                 out.append(maker.make(values)?)?;
                 continue;
             };
-            let call_id = match role {
-                "tool" => Some(item.getattr(intern!(py, "call_id"))?),
-                _ => None,
-            };
-            let call_id_str = match &call_id {
-                Some(c) => Some(c.cast::<PyString>()?.to_str()?),
-                None => None,
-            };
-            let trust_obj = item.getattr(intern!(py, "trust"))?;
-            let trust = trust_obj.cast::<PyString>()?.to_str()?;
-            let content = item.getattr(intern!(py, "content"))?;
-            let content = content_of(&content)?;
-            let text = render::content_text(&content);
             let digest = digest_of(&item)?;
-            let seq_obj = item.getattr(intern!(py, "seq"))?;
-            let is_error =
-                call_id.is_some() && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
-            let made = render.render(
-                region,
-                &TextItem {
-                    role,
-                    text: &text,
-                    trust,
-                    call_id: call_id_str,
-                    is_error,
-                    seq: Seq::from(seq_i64(&seq_obj)),
-                    digest: &digest,
-                },
-            );
-            let mut values = template.fill(py, &render.text, |name, interned| match name {
-                "call_id" => Ok(call_id.clone().unwrap_or_else(|| py.None().into_bound(py))),
-                "seq" => Ok(seq_obj.clone()),
-                "is_error" => Ok(PyBool::new(py, is_error).to_owned().into_any()),
-                _ => item.getattr(interned),
-            })?;
+            let made = read_text(&item, role, &digest, |t, seq, call_id| {
+                let made = render.render(region, t);
+                let values = template.fill(py, &render.text, |name, interned| match name {
+                    "call_id" => Ok(call_id.map_or_else(|| py.None().into_bound(py), Bound::clone)),
+                    "seq" => Ok(seq.clone()),
+                    "is_error" => Ok(PyBool::new(py, t.is_error).to_owned().into_any()),
+                    _ => item.getattr(interned),
+                })?;
+                Ok((made, values))
+            });
+            let (made, mut values) = made?;
             if made {
                 values[template.cache] = cache_tuple(py, &render.canonical)?;
             }
@@ -264,6 +236,42 @@ pub fn render_items<'py>(
         }
         Ok(out)
     })
+}
+
+/// A message's or tool result's fields read into the core's [`TextItem`]
+/// (with `role`, the item's `digest`), handed to `f` with the `seq` and call
+/// id objects as read.
+fn read_text<'py, R>(
+    item: &Bound<'py, PyAny>,
+    role: &str,
+    digest: &[u8; 32],
+    f: impl FnOnce(&TextItem<'_>, &Bound<'py, PyAny>, Option<&Bound<'py, PyAny>>) -> PyResult<R>,
+) -> PyResult<R> {
+    let py = item.py();
+    let call_id = match role {
+        "tool" => Some(item.getattr(intern!(py, "call_id"))?),
+        _ => None,
+    };
+    let call_id_str = match &call_id {
+        Some(c) => Some(c.cast::<PyString>()?.to_str()?),
+        None => None,
+    };
+    let trust = item.getattr(intern!(py, "trust"))?;
+    let content = item.getattr(intern!(py, "content"))?;
+    let content = content_of(&content)?;
+    let text = render::content_text(&content);
+    let seq = item.getattr(intern!(py, "seq"))?;
+    let is_error = call_id.is_some() && item.getattr(intern!(py, "is_error"))?.is_truthy()?;
+    let read = TextItem {
+        role,
+        text: &text,
+        trust: trust.cast::<PyString>()?.to_str()?,
+        call_id: call_id_str,
+        is_error,
+        seq: Seq::from(seq_i64(&seq)),
+        digest,
+    };
+    f(&read, &seq, call_id.as_ref())
 }
 
 /// `(canonical, sha256(canonical))`, a render's `_cj` (untracked: `make_cache`).
@@ -315,33 +323,21 @@ fn pointer<'py>(
     if kind != "tool_result" {
         return Ok(None);
     }
-    let content = item.getattr(intern!(py, "content"))?;
-    let Ok(content) = content_of(&content) else {
-        return Ok(None);
-    };
-    let call_id = item.getattr(intern!(py, "call_id"))?;
-    let Some(call) = owned_str(&call_id) else {
-        return Ok(None);
-    };
-    let trust = item.getattr(intern!(py, "trust"))?;
-    let Some(trust) = owned_str(&trust.getattr(intern!(py, "value"))?) else {
-        return Ok(None);
-    };
-    let seq_obj = item.getattr(intern!(py, "seq"))?;
-    let Some(seq) = seq_i64(&seq_obj) else {
-        return Ok(None);
-    };
-    let is_error = item.getattr(intern!(py, "is_error"))?;
-    let text = render::pointer(&content, &call, seq, is_error.is_truthy()?, &trust);
-    let values = template.fill(py, &text, |name, _| {
-        Ok(match name {
-            "call_id" => call_id.clone(),
-            "is_error" => is_error.clone(),
-            _ => seq_obj.clone(),
-        })
-    })?;
-    // Strings, a bool, an int (and later its `_cj`, two bytes): it can hold no cycle.
-    Ok(Some(maker.make_acyclic(values, true)?))
+    let made = read_text(item, "tool", &[0; 32], |t, seq, call_id| {
+        let Some(text) = render::pointer(t) else {
+            return Ok(None);
+        };
+        let values = template.fill(py, &text, |name, _| {
+            Ok(match (name, call_id) {
+                ("call_id", Some(id)) => id.clone(),
+                ("is_error", _) => PyBool::new(py, t.is_error).to_owned().into_any(),
+                _ => seq.clone(),
+            })
+        })?;
+        // Strings, a bool, an int (and later its `_cj`, two bytes): it can hold no cycle.
+        maker.make_acyclic(values, true).map(Some)
+    });
+    Ok(made.unwrap_or(None))
 }
 
 /// Each tool result's pointer render (`render_pointer`: the render a history

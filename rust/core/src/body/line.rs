@@ -156,6 +156,16 @@ impl<E: Entry, B: Kept, L> Readings<E, B, L> {
         self.entries.push(entry);
     }
 
+    /// Push every entry of `entries` in order.
+    pub fn extend(&mut self, entries: Vec<E>) {
+        self.entry_bytes += entries.iter().map(Entry::size).sum::<usize>();
+        if self.entries.is_empty() {
+            self.entries = entries; // (a first call's: not moved again)
+        } else {
+            self.entries.extend(entries);
+        }
+    }
+
     /// Keep the first `n` entries: a call served them (the others no
     /// longer match the line).
     pub fn keep_served(&mut self, n: usize) {
@@ -280,6 +290,7 @@ impl<E: Entry, B: Kept, L> Lease<E, B, L> {
 mod tests {
     use super::*;
 
+    #[derive(Clone)]
     struct E(EntryFacts);
 
     impl Entry for E {
@@ -326,6 +337,18 @@ mod tests {
         let base = std::mem::size_of::<E>() + ENTRY_OBJECTS;
         assert_eq!(e.size(), base + 6);
         assert_eq!(entry(ToolRole::Call("ab")).size(), base + 2);
+    }
+
+    #[test]
+    fn extending_counts_as_pushing_each_entry() {
+        let all = || [ToolRole::Other, ToolRole::Call("abc"), ToolRole::Other].map(entry);
+        let (mut pushed, mut extended) = (R::default(), R::default());
+        for e in all() {
+            pushed.push(e);
+        }
+        extended.extend(all()[..1].to_vec());
+        extended.extend(all()[1..].to_vec());
+        assert_eq!((extended.len(), extended.nbytes()), (3, pushed.nbytes()));
     }
 
     #[test]

@@ -1,177 +1,84 @@
-//! Values measured in the reference's lookup order, with their facts, in
-//! buffers kept per thread between calls (a 10,000-item history needs about
-//! a megabyte of them; allocations that size are mapped and faulted in anew
-//! on every call otherwise).
+//! Values measured in the reference's lookup order, with their facts.
 
-use std::cell::Cell;
-
-use ctxengine_core::body::HistoryItem;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::Borrowed;
 
+use super::line_state::Entry;
 use crate::canonical::digest_of;
-use crate::items::{canonicalize_pending, prefetch, read_attr, slot_value, Facts, Sort, Types};
-
-/// Buffers this large are not kept.
-const KEEP_ITEMS: usize = 1 << 20;
-
-/// What one call fills and the next reuses.
-#[derive(Default)]
-pub struct Buffers {
-    /// The history as the core reads it.
-    pub history: Vec<HistoryItem<'static>>,
-    /// Each history item's digest, the `bytes` object of its `_cj` (held
-    /// through `pins` while Python code may run).
-    pub keys: Vec<*mut pyo3::ffi::PyObject>,
-    /// Each history item's render and pointer from the line (null: look
-    /// it up by key), held like the keys.
-    pub held: Vec<(*mut pyo3::ffi::PyObject, *mut pyo3::ffi::PyObject)>,
-    /// Strong references: call ids the roles borrow, `_cj` tuples.
-    pub pins: Vec<Py<PyAny>>,
-    /// Each value measured, borrowed: held by `owned`, or by the line cache
-    /// the call holds (a cached render: no reference taken and dropped per
-    /// item, a pass over every render's header fewer).
-    objs: Vec<*mut pyo3::ffi::PyObject>,
-    /// References to the values pushed that nothing else holds for the call.
-    owned: Vec<Py<PyAny>>,
-    facts: Vec<Facts>,
-    keep: Vec<Py<PyAny>>,
-    pub raws: Vec<i64>,
-}
+use crate::items::{canonicalize_pending, read_attr, Facts, Sort, Types};
 
 thread_local! {
-    static BUFFERS: Cell<Option<Box<Buffers>>> = const { Cell::new(None) };
+    /// The last call's fact and count buffers, emptied: a 10,000-item fit
+    /// needs about 700 KB of them, which the allocator would otherwise map
+    /// and fault in anew on every call.
+    static SPARE: std::cell::Cell<(Vec<Facts>, Vec<i64>)> = const { std::cell::Cell::new((Vec::new(), Vec::new())) };
 }
 
-impl Buffers {
-    /// Take references to the history keys and line entries from `from`
-    /// on (before Python code may run while they are still to be read).
-    pub fn pin_borrowed(&mut self, py: Python<'_>, from: usize) {
-        let held = self.held[from..].iter().flat_map(|&(r, q)| [r, q]);
-        pin(
-            py,
-            &mut self.pins,
-            self.keys[from..].iter().copied().chain(held),
-        );
-    }
-
-    /// This thread's buffers (a re-entrant call simply allocates).
-    pub fn take() -> Box<Buffers> {
-        BUFFERS.with(Cell::take).unwrap_or_default()
-    }
-
-    /// Back for the next call, emptied (the GIL is held: references drop).
-    pub fn give_back(mut self: Box<Self>) {
-        if self.facts.capacity() > KEEP_ITEMS || self.history.capacity() > KEEP_ITEMS {
-            return;
-        }
-        self.history.clear();
-        self.keys.clear();
-        self.held.clear();
-        self.pins.clear();
-        self.objs.clear();
-        self.owned.clear();
-        self.facts.clear();
-        self.keep.clear();
-        self.raws.clear();
-        BUFFERS.with(|b| b.set(Some(self)));
-    }
-}
-
-/// References to borrowed objects (null: none), into `pins`.
-pub fn pin(
-    py: Python<'_>,
-    pins: &mut Vec<Py<PyAny>>,
-    objs: impl Iterator<Item = *mut pyo3::ffi::PyObject>,
-) {
-    for obj in objs {
-        if !obj.is_null() {
-            // SAFETY: live (no Python code ran since it was read).
-            pins.push(unsafe { Bound::from_borrowed_ptr(py, obj) }.unbind());
-        }
-    }
-}
-
-/// Values about to be pushed, fetched ahead in a pipeline: the object a
-/// few steps ahead, the `_cj` tuple of a nearer one, the digest and
-/// canonical bytes of the next (pushed one by one, each read waits on the
-/// last; fetched ahead, the waits overlap).
-pub struct Lookahead {
-    tp: *mut pyo3::ffi::PyTypeObject,
-    offset: isize,
-}
-
-impl Lookahead {
-    const FAR: usize = 12;
-    const NEAR: usize = 6;
-    const NEXT: usize = 2;
-
-    /// Before pushing value `i` of `at` (null entries and values of another
-    /// type are skipped).
-    ///
-    /// # Safety
-    /// Every value `at` gives must be null or live, and no Python code may
-    /// run while this reads them.
-    #[inline(always)]
-    pub unsafe fn ahead(&self, at: impl Fn(usize) -> *mut pyo3::ffi::PyObject, i: usize) {
-        use pyo3::ffi;
-        // (Values of the lookahead's type: a slot of their layout.)
-        let cj_of = |p: *mut ffi::PyObject| {
-            if p.is_null() || ffi::Py_TYPE(p) != self.tp {
-                return std::ptr::null_mut();
-            }
-            slot_value(p, self.offset)
-        };
-        let far = at(i + Self::FAR);
-        prefetch(far);
-        if !far.is_null() {
-            // The `_cj` slot may lie on the object's next cache line.
-            prefetch(far.wrapping_byte_offset(self.offset));
-        }
-        prefetch(cj_of(at(i + Self::NEAR)));
-        let cj = cj_of(at(i + Self::NEXT));
-        if !cj.is_null() && ffi::PyTuple_CheckExact(cj) != 0 && ffi::PyTuple_GET_SIZE(cj) == 2 {
-            prefetch(ffi::PyTuple_GET_ITEM(cj, 0));
-            prefetch(ffi::PyTuple_GET_ITEM(cj, 1));
-        }
-    }
+/// A value measured: a line state entry's render (held by the entry for
+/// the call: no reference taken per render), or one held here.
+enum Obj<'e, 'py> {
+    Entry(&'e Py<PyAny>),
+    Own(Bound<'py, PyAny>),
 }
 
 /// Every value the fit measures, in the order the reference measures it.
-pub struct Gather<'py> {
+pub struct Gather<'e, 'py> {
     py: Python<'py>,
     pub types: Types,
-    pub bufs: Box<Buffers>,
+    objs: Vec<Obj<'e, 'py>>,
+    facts: Vec<Facts>,
+    /// The raw count of each value (`measure_and_fit` fills it).
+    pub raws: Vec<i64>,
+    /// Each value's `_cj` tuple, when `facts` read it.
+    cjs: Vec<Option<Bound<'py, PyAny>>>,
+    /// The fresh canonical bytes `facts` read.
+    keep: Vec<Py<PyAny>>,
     /// Values whose facts still need canonicalization: (index, value).
     pending: Vec<(usize, Bound<'py, PyAny>)>,
 }
 
-impl<'py> Gather<'py> {
-    pub fn new(py: Python<'py>, types: Types, bufs: Box<Buffers>) -> Self {
+impl<'e, 'py> Gather<'e, 'py> {
+    /// A gather for about `n` values.
+    pub fn new(py: Python<'py>, types: Types, n: usize) -> Self {
+        let (mut facts, raws) = SPARE.with(std::cell::Cell::take);
+        facts.reserve(n);
         Gather {
             py,
             types,
-            bufs,
+            objs: Vec::with_capacity(n),
+            cjs: Vec::with_capacity(n),
+            facts,
+            raws,
+            keep: Vec::new(),
             pending: Vec::new(),
         }
     }
 
-    pub fn py(&self) -> Python<'py> {
-        self.py
-    }
-
     pub fn facts(&self) -> &[Facts] {
-        &self.bufs.facts
+        &self.facts
     }
 
-    pub fn obj(&self, i: usize) -> Borrowed<'_, 'py, PyAny> {
-        // SAFETY: live for the call: `owned` or the caller's line cache holds it.
-        unsafe { Borrowed::from_ptr(self.py, self.bufs.objs[i]) }
+    pub fn obj(&self, i: usize) -> &Bound<'py, PyAny> {
+        match &self.objs[i] {
+            Obj::Entry(p) => p.bind(self.py),
+            Obj::Own(b) => b,
+        }
+    }
+
+    /// Value `i`'s filled `_cj` tuple: the one its facts were read from, else (it
+    /// may have been canonicalized since) the one it holds now.
+    pub fn cj(&mut self, i: usize) -> Option<Bound<'py, PyAny>> {
+        if let Some(cj) = &self.cjs[i] {
+            return Some(cj.clone());
+        }
+        let obj = self.obj(i).clone();
+        let t = self.types.info(&obj).ok()?;
+        let how = self.types.infos[t].cj;
+        let cj = read_attr(&obj, how, intern!(self.py, "_cj")).ok().flatten();
+        cj.filter(|cj| digest_of(cj).is_some())
     }
 
     /// Add a value to measure; returns its index.
-    #[inline(always)]
     pub fn push(&mut self, obj: Bound<'py, PyAny>) -> PyResult<usize> {
         let t = self.types.info(&obj)?;
         let info = &self.types.infos[t];
@@ -183,66 +90,35 @@ impl<'py> Gather<'py> {
         } else {
             None
         };
-        let cached = cj.as_ref().and_then(digest_of);
-        let b = &mut *self.bufs;
-        let i = b.facts.len();
-        match cached {
+        let i = self.facts.len();
+        match cj.as_ref().and_then(digest_of) {
             Some((digest, bytes)) => {
                 // The length is read on a memo miss only: `keep` holds the
                 // tuple, and so its canonical bytes, until then.
-                b.facts.push(Facts::of_bytes(kind, digest, bytes));
-                if let Some(cj) = cj {
-                    b.keep.push(cj.unbind());
-                }
+                self.facts.push(Facts::of_bytes(kind, digest, bytes));
+                self.cjs.push(cj);
             }
             None => {
-                b.facts.push(Facts::known(kind, 0, [0; 32]));
+                self.facts.push(Facts::known(kind, 0, [0; 32]));
                 self.pending.push((i, obj.clone()));
+                self.cjs.push(None);
             }
         }
-        b.objs.push(obj.as_ptr());
-        b.owned.push(obj.unbind());
+        self.objs.push(Obj::Own(obj));
         Ok(i)
     }
 
-    /// Add a render whose `_cj` facts a line cache holds (it holds the
-    /// render and the `_cj` tuple, so `bytes` stays alive, for the call:
-    /// the render is kept borrowed); returns its index.
-    #[inline(always)]
-    pub fn push_cached(
-        &mut self,
-        obj: Borrowed<'_, 'py, PyAny>,
-        digest: [u8; 32],
-        bytes: *mut pyo3::ffi::PyObject,
-    ) -> PyResult<usize> {
-        let t = self.types.info(&obj)?;
+    /// Add the render of a line state's entry (which holds its canonical
+    /// bytes for the call); returns its index.
+    pub fn push_entry(&mut self, e: &'e Entry) -> PyResult<usize> {
+        let t = self.types.info(e.render.bind(self.py))?;
         let kind = self.types.infos[t].kind;
-        let b = &mut *self.bufs;
-        let i = b.facts.len();
-        b.facts.push(Facts::of_bytes(kind, digest, bytes));
-        b.objs.push(obj.as_ptr());
+        let i = self.facts.len();
+        self.facts
+            .push(Facts::of_bytes(kind, e.facts.digest, e.bytes.as_ptr()));
+        self.objs.push(Obj::Entry(&e.render));
+        self.cjs.push(None);
         Ok(i)
-    }
-
-    /// A [`Lookahead`] for values like `first` (`None` unless its type is an
-    /// item type whose facts are known: nothing it does runs Python code).
-    pub fn lookahead(&self, first: *mut pyo3::ffi::PyObject) -> Option<Lookahead> {
-        // SAFETY: null or a live object (held by the caller).
-        let obj = unsafe { Borrowed::from_ptr_or_opt(self.py, first) }?;
-        let offset = self.types.cj_slot(&obj)?;
-        Some(Lookahead {
-            tp: obj.get_type_ptr(),
-            offset,
-        })
-    }
-
-    /// Whether pushing `obj` (`None`: finishing) may run Python code: a
-    /// type read anew, or values to canonicalize.
-    pub fn may_run_python(&self, obj: Option<&Bound<'py, PyAny>>) -> bool {
-        match obj {
-            Some(obj) => !self.types.known(obj),
-            None => !self.pending.is_empty(),
-        }
     }
 
     /// Canonicalize what no cache held (the reference's `raw_estimates`
@@ -252,12 +128,19 @@ impl<'py> Gather<'py> {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
-        let b = &mut *self.bufs;
-        canonicalize_pending(self.py, &mut self.types, &mut b.facts, &mut b.keep, pending)
+        let (facts, keep) = (&mut self.facts, &mut self.keep);
+        canonicalize_pending(self.py, &mut self.types, facts, keep, pending)
     }
+}
 
-    /// The buffers back, and the facts' kinds' table.
-    pub fn done(self) {
-        self.bufs.give_back();
+impl Drop for Gather<'_, '_> {
+    fn drop(&mut self) {
+        let (mut facts, mut raws) = (
+            std::mem::take(&mut self.facts),
+            std::mem::take(&mut self.raws),
+        );
+        facts.clear();
+        raws.clear();
+        SPARE.with(|s| s.set((facts, raws)));
     }
 }

@@ -2,18 +2,17 @@
 //! reference's order (`check_body_inputs`, `check_limits`).
 
 use ctxengine_core::body::{BlockChecks, BodyLimits, HistoryItem, Kind};
-use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyNone, PyString};
-use pyo3::Borrowed;
+use pyo3::types::{PyBool, PyDict, PyString};
 
-use super::gather::Buffers;
+use super::line::Line;
+use super::line_state::Entry;
 use super::memo::{KeptBlocks, KeptLimits};
 use crate::arguments::{self, type_name};
-use crate::canonical::read_digest;
+use crate::canonical::digest_of;
 use crate::errors::{argument_error, IntoPy};
-use crate::items::{read_attr, slot_value, tool_role, Attr, Role, Sort, Types};
+use crate::items::{read_attr, tool_role, Role, Sort, Types};
 pub use ctxengine_core::arguments::Path;
 
 pub const F: &str = "fit_body";
@@ -41,81 +40,72 @@ pub fn field<'py>(
     }
 }
 
-/// How far ahead of the item being read the history scan fetches.
+/// How far ahead of the item being read its successors are fetched.
 const AHEAD: usize = 8;
 
-/// The history: conversation items, read into the core's form (raws to
-/// come), each one's render and pointer from the line where it holds them,
-/// else its digest key (`None` for an item not canonicalized yet, listed
-/// in the result with the item).
-///
-/// `cached`: the line's entries a call read before (`line_state`): the
-/// leading history items that are, with their renders and pointers, the
-/// very objects of an entry are read from it (how many: `from_cache`).
-pub fn history<'py>(
+/// One history item's render past the line state's entries, as read: the
+/// line's (`item` set: an entry to keep), or the tables' by digest (`key`).
+#[derive(Default)]
+pub struct Row<'py> {
+    pub render: Option<Bound<'py, PyAny>>,
+    pub pointer: Option<Bound<'py, PyAny>>,
+    pub key: Option<Bound<'py, PyAny>>,
+    pub item: Option<Bound<'py, PyAny>>,
+}
+
+/// What [`history`] read: the history as the core reads it (its roles
+/// borrow the entries' ids and `ids`), how many leading items the line
+/// state served, each later item's [`Row`] and those not canonicalized yet
+/// (indices from `from_cache` on).
+pub struct HistoryRead<'py, 'e> {
+    pub history: Vec<HistoryItem<'e>>,
+    pub rows: Vec<Row<'py>>,
+    pub fresh: Vec<(usize, Bound<'py, PyAny>)>,
+    pub from_cache: usize,
+    /// The call ids the roles borrow.
+    pub ids: Vec<Bound<'py, PyAny>>,
+}
+
+/// The history: conversation items, read into the core's form, each with
+/// where its render comes from. `cached`: the line state's entries; the
+/// leading items that are, with the line's renders and pointers, the very
+/// objects of an entry are read from it.
+pub fn history<'py, 'e>(
     inputs: &Bound<'py, PyAny>,
-    line: Option<&super::line::Line<'py>>,
-    cached: &[super::line_state::Entry],
+    line: Option<&Line<'py>>,
+    cached: &'e [Entry],
     types: &mut Types,
-    bufs: &mut Buffers,
-) -> PyResult<HistoryRead<'py>> {
+) -> PyResult<HistoryRead<'py, 'e>> {
     let py = inputs.py();
     let name = "inputs.history";
-    let history = field(
-        inputs,
-        Path::of("inputs", "history"),
-        intern!(py, "history"),
-    )?;
+    let path = Path::of("inputs", "history");
+    let history = field(inputs, path, intern!(py, "history"))?;
     let values = arguments::sequence(F, name, &history, "conversation items")?;
-    let mut fresh = Vec::new();
-    let mut ids: Vec<Bound<'py, PyAny>> = Vec::new();
-    bufs.history.reserve(values.len());
-    bufs.keys.reserve(values.len());
-    bufs.held.reserve(values.len());
-    // The fast path reads items, slots and keys without taking references:
-    // nothing can free them while no Python code runs. Before a step that
-    // may run Python code, `pin` takes references to what was borrowed.
-    let mut i = 0;
+    let n = values.len();
+    let mut read = HistoryRead {
+        history: Vec::with_capacity(n),
+        rows: Vec::new(),
+        fresh: Vec::new(),
+        from_cache: 0,
+        ids: Vec::new(),
+    };
     if let Some(l) = line {
-        let (null, none) = (std::ptr::null_mut(), PyNone::get(py).as_ptr());
-        for e in cached.iter().take(values.len()) {
-            let (item, render, pointer) = (e.item.as_ptr(), e.render.as_ptr(), e.pointer_ptr(none));
-            if values.ptr(i) != item || !l.same(i, item, render, pointer) {
+        for (i, e) in cached.iter().enumerate().take(n) {
+            if values.ptr(i) != e.item.as_ptr() || !l.same(i, e) {
                 break;
             }
-            bufs.history.push(e.history());
-            bufs.keys.push(null);
-            bufs.held
-                .push((render, e.pointer.as_ref().map_or(null, |p| p.as_ptr())));
-            i += 1;
+            read.history.push(e.facts.history());
         }
     }
-    let from_cache = i;
-    // (What the entries hold needs no pin: the caller holds them.)
-    let mut pinned = from_cache;
-    let pin = |bufs: &mut Buffers, pinned: &mut usize| {
-        bufs.pin_borrowed(py, *pinned);
-        *pinned = bufs.keys.len();
-    };
-    loop {
-        let p = values.ptr(i);
-        if p.is_null() {
-            break;
-        }
-        // The item a few steps ahead, fetched while this one is read (a
-        // history read once a turn is mostly out of the CPU's caches).
+    read.from_cache = read.history.len();
+    let mut i = read.from_cache;
+    while let Some(item) = values.get(i) {
+        // What the next items' reads wait on, fetched while this one is read.
         crate::items::prefetch(values.ptr(i + AHEAD));
-        // SAFETY: an item the sequence holds, borrowed while no Python code
-        // runs; a step that may run some first pins what was borrowed and
-        // takes a reference to the item (`to_owned`).
-        let item = unsafe { Borrowed::from_ptr(py, p) };
-        let t = match types.recent(item.get_type_ptr()) {
-            Some(t) => t,
-            None => {
-                pin(bufs, &mut pinned);
-                types.info(&item.to_owned())?
-            }
-        };
+        if let Some(l) = line {
+            l.prefetch(i + AHEAD);
+        }
+        let t = types.info(&item)?;
         let info = &types.infos[t];
         if !info.conversation {
             return Err(argument_error(
@@ -125,75 +115,41 @@ pub fn history<'py>(
                 format!("expected a conversation item, got {}", type_name(&item)),
             ));
         }
-        let (role, call_id, seq_how, cj_how) = (info.role, info.call_id, info.seq, info.cj);
-        let slots = matches!((seq_how, cj_how), (Attr::Slot(_), Attr::Slot(_)))
-            && (role == Role::Other || matches!(call_id, Attr::Slot(_)));
-        if !slots {
-            pin(bufs, &mut pinned);
-        }
-        // The id's text lives in `ids`, then in the buffers' pins, for the
-        // whole call (the role's lifetime is that promise).
-        let (tool_role, hash) = match role {
-            Role::Other => (ctxengine_core::cut::ToolRole::Other, 0),
-            _ => tool_role(&item.to_owned(), role, call_id, &mut ids, (F, name, i))?,
-        };
-        bufs.history.push(HistoryItem {
+        let (role, call_id, cj_how) = (info.role, info.call_id, info.cj);
+        let (tool_role, hash) = tool_role(&item, role, call_id, &mut read.ids, (F, name, i))?;
+        let seq = types.seq_of(&item, t)?;
+        read.history.push(HistoryItem {
             raw: 0,
-            seq: types.seq_of(&item, t)?,
+            seq,
             role: tool_role,
             hash,
         });
-        let null = std::ptr::null_mut();
-        if let Some(held) = line.and_then(|l| l.held(i, p, role == Role::Result)) {
-            // The line's entry: no digest key, no table lookup.
-            bufs.keys.push(null);
-            bufs.held.push(held);
-            i += 1;
-            continue;
-        }
-        let cj = match cj_how {
-            // SAFETY: a slot of this type's layout: the item holds its `_cj`.
-            Attr::Slot(offset) => unsafe { slot_value(p, offset) },
-            Attr::Lookup => match read_attr(&item.to_owned(), Attr::Lookup, intern!(py, "_cj"))? {
-                Some(cj) => {
-                    let ptr = cj.as_ptr();
-                    bufs.pins.push(cj.unbind());
-                    ptr
-                }
-                None => null,
+        let row = match line.and_then(|l| l.held(i, &item, role == Role::Result)) {
+            Some((render, pointer)) => Row {
+                render: Some(render),
+                pointer,
+                key: None,
+                item: Some(item),
             },
+            None => {
+                let cj = read_attr(&item, cj_how, intern!(py, "_cj"))?;
+                let key = match cj {
+                    Some(cj) if digest_of(&cj).is_some() => Some(cj.get_item(1)?),
+                    _ => {
+                        read.fresh.push((i, item));
+                        None
+                    }
+                };
+                Row {
+                    key,
+                    ..Row::default()
+                }
+            }
         };
-        // SAFETY: null or live (held as above); a filled cache (read_digest
-        // checks it) holds the digest at 1.
-        let key = unsafe { read_digest(cj).map(|_| ffi::PyTuple_GET_ITEM(cj, 1)) };
-        let key = key.unwrap_or_else(|| {
-            fresh.push((i, item.to_owned()));
-            null
-        });
-        bufs.keys.push(key);
-        bufs.held.push((null, null));
+        read.rows.push(row);
         i += 1;
     }
-    bufs.pins.extend(ids.into_iter().map(Bound::unbind));
-    if !fresh.is_empty() {
-        // Python code runs next (canonicalizing): hold every key.
-        pin(bufs, &mut pinned);
-    }
-    Ok(HistoryRead {
-        fresh,
-        from_cache,
-        values,
-    })
-}
-
-/// What [`history`] read.
-pub struct HistoryRead<'py> {
-    /// Items not canonicalized yet, with their index.
-    pub fresh: Vec<(usize, Bound<'py, PyAny>)>,
-    /// The leading items read from the line's cache.
-    pub from_cache: usize,
-    /// The history as read.
-    pub values: crate::items::Items<'py>,
+    Ok(read)
 }
 
 /// A render table: a dict (looked up by item digest).

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyNone, PyString};
 
 use super::inputs::{field, Path, F};
-use super::line_state::LineState;
+use super::line_state::{Entry, LineState};
 use crate::arguments;
 use crate::errors::argument_error;
 use crate::items::Items;
@@ -26,19 +26,18 @@ pub struct Line<'py> {
 }
 
 impl<'py> Line<'py> {
-    /// Whether entry `i` holds the very item, render and pointer given
-    /// (addresses only).
-    #[inline(always)]
-    pub fn same(
-        &self,
-        i: usize,
-        item: *mut ffi::PyObject,
-        render: *mut ffi::PyObject,
-        pointer: *mut ffi::PyObject,
-    ) -> bool {
-        self.items.ptr(i) == item
-            && self.renders.ptr(i) == render
+    /// Whether entry `i` holds the very objects of `e` (addresses only).
+    pub fn same(&self, i: usize, e: &Entry) -> bool {
+        let pointer = e.pointer.as_ref().map_or(self.none, Py::as_ptr);
+        self.items.ptr(i) == e.item.as_ptr()
+            && self.renders.ptr(i) == e.render.as_ptr()
             && self.pointers.ptr(i) == pointer
+    }
+
+    /// Fetch entry `i`'s render and pointer into the CPU's caches.
+    pub fn prefetch(&self, i: usize) {
+        crate::items::prefetch(self.renders.ptr(i));
+        crate::items::prefetch(self.pointers.ptr(i));
     }
 
     /// What calls read of this line before (`RenderLine.state`).
@@ -46,59 +45,24 @@ impl<'py> Line<'py> {
         self.state.as_ref()
     }
 
-    /// Entry `i` as the line holds it now: item, render, pointer (`None`
-    /// for none), with references.
-    pub fn entry(&self, i: usize) -> Option<LineEntry<'py>> {
-        let (item, render, pointer) = (
-            self.items.get(i)?,
-            self.renders.get(i)?,
-            self.pointers.get(i)?,
-        );
-        if render.is_none() {
+    /// The render and pointer the line holds for history item `i` when its
+    /// entry is the very `item` and holds a render (and, for a tool
+    /// result, a pointer).
+    pub fn held(&self, i: usize, item: &Bound<'py, PyAny>, result: bool) -> Option<Held<'py>> {
+        if self.items.ptr(i) != item.as_ptr() {
             return None;
         }
-        Some(LineEntry {
-            item,
-            render,
-            pointer: (!pointer.is_none()).then_some(pointer),
-        })
-    }
-
-    /// The render and pointer (null: none) the line holds for item `i`
-    /// when its entry is the very item `p` and holds a render (and, for a
-    /// tool result, a pointer), borrowed: valid while no Python code runs.
-    #[inline(always)]
-    pub fn held(
-        &self,
-        i: usize,
-        p: *mut ffi::PyObject,
-        result: bool,
-    ) -> Option<(*mut ffi::PyObject, *mut ffi::PyObject)> {
-        if self.items.ptr(i) != p {
-            return None;
-        }
-        let none = self.none;
-        let render = self.renders.ptr(i);
-        if render.is_null() || render == none {
-            return None;
-        }
-        let pointer = match self.pointers.ptr(i) {
-            q if q == none => std::ptr::null_mut(),
-            q => q,
-        };
-        if result && pointer.is_null() {
+        let render = self.renders.get(i).filter(|r| !r.is_none())?;
+        let pointer = self.pointers.get(i).filter(|p| !p.is_none());
+        if result && pointer.is_none() {
             return None;
         }
         Some((render, pointer))
     }
 }
 
-/// One line entry with references; `pointer` is `None` for the line's `None`.
-pub struct LineEntry<'py> {
-    pub item: Bound<'py, PyAny>,
-    pub render: Bound<'py, PyAny>,
-    pub pointer: Option<Bound<'py, PyAny>>,
-}
+/// A render and its pointer (`None`: none).
+pub type Held<'py> = (Bound<'py, PyAny>, Option<Bound<'py, PyAny>>);
 
 /// `inputs.line`: absent or `None`, or three sequences of one length.
 pub fn line<'py>(inputs: &Bound<'py, PyAny>) -> PyResult<Option<Line<'py>>> {

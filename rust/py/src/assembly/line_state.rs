@@ -16,7 +16,6 @@
 
 use ctxengine_core::body::line::{self, EntryFacts, Lease, Loan};
 use ctxengine_core::body::HistoryItem;
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -45,21 +44,6 @@ impl line::Entry for Entry {
 pub type Readings = line::Readings<Entry, KeptBlocks, KeptLimits>;
 
 impl Entry {
-    /// The history item the core reads. The role borrows the entry's call
-    /// id: valid while the entry is (the caller holds the readings for the
-    /// whole call).
-    pub fn history(&self) -> HistoryItem<'static> {
-        // SAFETY: the text lives in this entry's box, which the call holds.
-        unsafe {
-            std::mem::transmute::<HistoryItem<'_>, HistoryItem<'static>>(self.facts.history())
-        }
-    }
-
-    /// The pointer as the line holds it (`none`, `None`'s address, for none).
-    pub fn pointer_ptr(&self, none: *mut ffi::PyObject) -> *mut ffi::PyObject {
-        self.pointer.as_ref().map_or(none, Py::as_ptr)
-    }
-
     /// An entry from what a call read: the item, render, pointer (the
     /// line's, `None` for none), the render's `_cj` tuple, and the item's
     /// history reading. `None` when the tuple is not a filled cache.
