@@ -1,15 +1,8 @@
-//! `render_items`: conversation items rendered for one region class in one
-//! call, the native half of `ctxengine.assembly.render.render_item` (ADR 0011).
-//!
-//! Messages, tool results and tool calls (the bulk of any history) are
-//! rendered by the core (`ctxengine_core::render`: the role of each kind, the
-//! content text, the envelope, the canonical render bytes, and which field
-//! fills each slot, `render::plan`); this module reads each item's fields
-//! into the core's values and builds the `RenderedItem` without running
-//! `__init__` (as `decode_items` builds items) with its canonical cache
-//! filled. Anything else comes back as `None` for the caller
-//! to render (data in, data out: no callback). The native module imports
-//! nothing from `ctxengine`: the caller passes the class.
+//! `render_items` and `render_pointers`: the native half of
+//! `ctxengine.assembly.render` (ADR 0011). The core renders (`ctxengine_core::render`:
+//! roles, content text, envelope, canonical bytes, `render::plan`); this module reads
+//! each item's fields into the core's values and builds the `RenderedItem` without
+//! `__init__`, its `_cj` filled. Other kinds come back as `None` for the caller.
 
 use std::borrow::Cow;
 
@@ -69,28 +62,12 @@ fn digest_of(item: &Bound<'_, PyAny>) -> PyResult<[u8; 32]> {
     read.ok_or_else(|| PyTypeError::new_err("an item's _cj digest is not 32 bytes"))
 }
 
-/// A render's role as one shared string per role (a render holds it; its value is all that
-/// counts, and a window of renders then holds four strings, not one per item).
-fn role_str<'py>(py: Python<'py>, role: &str) -> Bound<'py, PyString> {
-    match role {
-        "user" => intern!(py, "user").clone(),
-        "assistant" => intern!(py, "assistant").clone(),
-        "system" => intern!(py, "system").clone(),
-        "tool" => intern!(py, "tool").clone(),
-        other => PyString::new(py, other),
-    }
-}
-
 /// A maker of `rendered_cls` (`RenderedItem`), checked to have the slots
 /// the schema declares (`render::slots`).
 fn rendered_maker<'py>(function: &str, rendered_cls: &Bound<'py, PyType>) -> PyResult<Maker<'py>> {
     let expected = render::slots();
     let slots: Vec<String> = rendered_cls.getattr("__slots__")?.extract()?;
-    if slots
-        .iter()
-        .map(String::as_str)
-        .ne(expected.iter().copied())
-    {
+    if slots != expected {
         return Err(PyTypeError::new_err(format!(
             "{function}: {} does not have the slots {expected:?}",
             rendered_cls.name()?
@@ -124,7 +101,8 @@ impl<'py> Template<'py> {
         let slots = (plan.iter())
             .map(|f| match *f {
                 Fill::Region => Slot::Fixed(region.clone()),
-                Fill::Role(role) => Slot::Fixed(role_str(py, role).into_any()),
+                // (Interned: a window of renders holds one string per role.)
+                Fill::Role(role) => Slot::Fixed(PyString::intern(py, role).into_any()),
                 Fill::False => Slot::Fixed(PyBool::new(py, false).to_owned().into_any()),
                 Fill::None | Fill::Cache => Slot::Fixed(py.None().into_bound(py)),
                 Fill::Text => Slot::Text,

@@ -187,13 +187,7 @@ fn elements<'py>(
     what: &str,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let values = arguments::sequence(F, name, value, what)?;
-    let mut out = Vec::with_capacity(values.len());
-    let mut i = 0;
-    while let Some(v) = values.get(i) {
-        out.push(v);
-        i += 1;
-    }
-    Ok(out)
+    Ok((0..values.len()).map_while(|i| values.get(i)).collect())
 }
 
 /// Every item of a block is a rendered item (an item with the `_cj` cache).
@@ -293,20 +287,16 @@ fn read_limits<'py>(limits: &Bound<'py, PyAny>) -> PyResult<BodyLimits> {
     let part = |name: &'static str| Path::of("limits", name);
     let get =
         |name: &'static str, interned: &Bound<'py, PyString>| field(limits, part(name), interned);
-    let usable = arguments::int64(F, part("usable"), &get("usable", intern!(py, "usable"))?)?;
-    let history_cap = get("history_cap", intern!(py, "history_cap"))?;
-    let history_cap = arguments::int64(F, part("history_cap"), &history_cap)?;
-    let tool_cap = arguments::int64(
-        F,
-        part("tool_cap"),
-        &get("tool_cap", intern!(py, "tool_cap"))?,
-    )?;
+    let int = |name, interned| arguments::int64(F, part(name), &get(name, interned)?);
+    let usable = int("usable", intern!(py, "usable"))?;
+    let history_cap = int("history_cap", intern!(py, "history_cap"))?;
+    let tool_cap = int("tool_cap", intern!(py, "tool_cap"))?;
     let floor = get("summary_floor", intern!(py, "summary_floor"))?;
     let summary_floor = arguments::optional_int64(F, part("summary_floor"), &floor)?;
     let compactable = get("summary_compactable", intern!(py, "summary_compactable"))?;
     if !compactable.is_instance_of::<PyBool>() {
         return Err(argument_error(
-            limits.py(),
+            py,
             F,
             "limits.summary_compactable",
             format!("expected a bool, got {}", type_name(&compactable)),

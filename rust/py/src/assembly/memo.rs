@@ -17,7 +17,40 @@ use pyo3::types::{PyBool, PyInt, PyString, PyTuple, PyType};
 use super::inputs::BlockIn;
 use crate::items::{type_fields, version_of};
 
-struct Kept {
+/// What was read from `source`, with the type whose version tag vouches for it.
+pub struct Kept<T> {
+    source: Py<PyAny>,
+    tp: Py<PyType>,
+    version: std::os::raw::c_uint,
+    value: T,
+}
+
+impl<T> Kept<T> {
+    /// What was read last time, when `source` is the same object and the type unchanged.
+    fn recall<'a>(kept: Option<&'a Self>, source: &Bound<'_, PyAny>) -> Option<&'a T> {
+        let (kept, py) = (kept?, source.py());
+        let unchanged = version_of(kept.tp.bind(py)) == Some(kept.version);
+        (source.is(kept.source.bind(py)) && unchanged).then_some(&kept.value)
+    }
+
+    fn new(
+        source: &Bound<'_, PyAny>,
+        tp: Bound<'_, PyType>,
+        version: std::os::raw::c_uint,
+        value: T,
+    ) -> Self {
+        let (source, tp) = (source.clone().unbind(), tp.unbind());
+        Kept {
+            source,
+            tp,
+            version,
+            value,
+        }
+    }
+}
+
+/// A block as read, held.
+pub struct Block {
     class: Py<PyAny>,
     kind: Kind,
     items: Vec<Py<PyAny>>,
@@ -26,105 +59,64 @@ struct Kept {
     max_tokens: Option<i64>,
 }
 
-/// Blocks as read, with the tuple they were read from.
-pub struct KeptBlocks {
-    source: Py<PyAny>,
-    tp: Py<PyType>,
-    version: std::os::raw::c_uint,
-    blocks: Vec<Kept>,
-}
+pub type KeptBlocks = Kept<Vec<Block>>;
+pub type KeptLimits = Kept<BodyLimits>;
 
 impl ctxengine_core::body::line::Kept for KeptBlocks {
     /// Their estimated memory (references and structs).
     fn nbytes(&self) -> usize {
-        let refs: usize = self
-            .blocks
-            .iter()
-            .map(|b| b.items.len() + b.ids.len())
-            .sum();
-        std::mem::size_of::<Kept>() * self.blocks.len() + 8 * refs
+        let refs: usize = self.value.iter().map(|b| b.items.len() + b.ids.len()).sum();
+        std::mem::size_of::<Block>() * self.value.len() + 8 * refs
     }
 }
 
-/// Limits as read, with the object they were read from.
-pub struct KeptLimits {
-    source: Py<PyAny>,
-    tp: Py<PyType>,
-    version: std::os::raw::c_uint,
-    limits: BodyLimits,
-}
-
-/// Whether `tp` still has the version tag `version`.
-fn unchanged(py: Python<'_>, tp: &Py<PyType>, version: std::os::raw::c_uint) -> bool {
-    version_of(tp.bind(py)) == Some(version)
-}
-
-/// The limits read from `source` last time, when it is the same object and
-/// its type is unchanged.
+/// The limits read from `source` last time (see [`Kept::recall`]).
 pub fn recall_limits(kept: Option<&KeptLimits>, source: &Bound<'_, PyAny>) -> Option<BodyLimits> {
-    let kept = kept?;
-    let same =
-        source.is(kept.source.bind(source.py())) && unchanged(source.py(), &kept.tp, kept.version);
-    same.then_some(kept.limits)
+    Kept::recall(kept, source).copied()
 }
 
 /// `limits`, read from `source`, to keep when it cannot change.
 pub fn keep_limits(source: &Bound<'_, PyAny>, limits: BodyLimits) -> Option<KeptLimits> {
-    let version = plain_tuple(source)?;
-    Some(KeptLimits {
-        source: source.clone().unbind(),
-        tp: source.get_type().unbind(),
-        version,
+    Some(Kept::new(
+        source,
+        source.get_type(),
+        plain_tuple(source)?,
         limits,
-    })
+    ))
 }
 
-/// The blocks read from `source` last time, when it is the same tuple and
-/// its blocks' type is unchanged.
+/// The blocks read from `source` last time (see [`Kept::recall`]).
 pub fn recall<'py>(
     kept: Option<&KeptBlocks>,
     source: &Bound<'py, PyAny>,
 ) -> Option<Vec<BlockIn<'py>>> {
     let py = source.py();
-    let kept = kept?;
-    if !source.is(kept.source.bind(py)) || !unchanged(py, &kept.tp, kept.version) {
-        return None;
-    }
-    Some(
-        kept.blocks
-            .iter()
-            .map(|b| BlockIn {
-                class: b.class.bind(py).clone(),
-                kind: b.kind,
-                items: b.items.iter().map(|i| i.bind(py).clone()).collect(),
-                ids: b.ids.iter().map(|i| i.bind(py).clone()).collect(),
-                max_items: b.max_items,
-                max_tokens: b.max_tokens,
-            })
-            .collect(),
-    )
+    let bind = |v: &[Py<PyAny>]| v.iter().map(|i| i.bind(py).clone()).collect();
+    let blocks = Kept::recall(kept, source)?.iter().map(|b| BlockIn {
+        class: b.class.bind(py).clone(),
+        kind: b.kind,
+        items: bind(&b.items),
+        ids: bind(&b.ids),
+        max_items: b.max_items,
+        max_tokens: b.max_tokens,
+    });
+    Some(blocks.collect())
 }
 
 /// `blocks`, read from `source`, to keep when nothing in them can change.
 pub fn keep(source: &Bound<'_, PyAny>, blocks: &[BlockIn<'_>]) -> Option<KeptBlocks> {
     let version = unchanging(source)?;
-    let first = source.get_item(0).ok()?;
-    Some(KeptBlocks {
-        source: source.clone().unbind(),
-        tp: first.get_type().unbind(),
-        version,
-        blocks: blocks
-            .iter()
-            .map(|b| Kept {
-                class: b.class.clone().unbind(),
-                kind: b.kind,
-                items: b.items.iter().map(|i| i.clone().unbind()).collect(),
-                ids: b.ids.iter().map(|i| i.clone().unbind()).collect(),
-                max_items: b.max_items,
-                max_tokens: b.max_tokens,
-            })
-            .collect(),
-    })
+    let tp = source.get_item(0).ok()?.get_type();
+    let unbind = |v: &[Bound<'_, PyAny>]| v.iter().map(|i| i.clone().unbind()).collect();
+    let value = blocks.iter().map(|b| Block {
+        class: b.class.clone().unbind(),
+        kind: b.kind,
+        items: unbind(&b.items),
+        ids: unbind(&b.ids),
+        max_items: b.max_items,
+        max_tokens: b.max_tokens,
+    });
+    Some(Kept::new(source, tp, version, value.collect()))
 }
 
 /// The blocks' one type's version tag, when the tuple cannot change.
