@@ -196,7 +196,7 @@ impl<'py> Gather<'py> {
                 }
             }
             None => {
-                b.facts.push(Facts::known(kind, 0, [0; 32]));
+                b.facts.push(Facts::pending(kind));
                 self.pending.push((i, obj.clone()));
             }
         }

@@ -165,7 +165,7 @@ fn fit<'py>(
     if !fresh.is_empty() {
         // (The keys read so far are pinned.)
         let b = &mut *g.bufs;
-        let mut facts = vec![Facts::known(0, 0, [0; 32]); b.keys.len()];
+        let mut facts = vec![Facts::pending(0); b.keys.len()];
         let mut keep = Vec::new();
         crate::items::canonicalize_pending(py, &mut g.types, &mut facts, &mut keep, fresh.clone())?;
         for (i, item) in &fresh {
