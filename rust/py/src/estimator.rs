@@ -1,14 +1,10 @@
-//! `TokenEstimator`: a frozen pyclass whose state (profiles, counting
-//! table, memo, calibration) lives behind one mutex. A batch is looked up
-//! under a single lock; Python code never runs while the lock is held. The
-//! checks are `ctxengine_core::estimate` (settings, counts, snapshots) and
-//! `ctxengine_core::arguments` (`model_id`, `kind`, the value sequences).
+//! `TokenEstimator`: the core's `EstimatorState` behind one mutex (a batch
+//! under one lock; no Python code runs while it is held).
 
 use std::sync::{Mutex, MutexGuard};
 
 use ctxengine_core::calibrate::{self, Ratio};
 use ctxengine_core::estimate::{self, EstimatorState, Fact};
-use ctxengine_core::CoreError;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyString, PyType};
@@ -49,12 +45,6 @@ impl TokenEstimator {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn of(state: EstimatorState) -> Self {
-        TokenEstimator {
-            state: Mutex::new(state),
-        }
-    }
-
     /// `f` of the state and the checked `model_id`, under the lock.
     fn keyed<T>(
         &self,
@@ -66,9 +56,8 @@ impl TokenEstimator {
         })
     }
 
-    /// The raw counts of `values` (their facts gathered first, then
-    /// measured through the core's memo under one lock) and the factor of
-    /// `model_id`.
+    /// The raw counts of `values` (their facts gathered, then counted under
+    /// one lock) and the factor of `model_id`.
     fn raws(
         &self,
         py: Python<'_>,
@@ -87,15 +76,10 @@ impl TokenEstimator {
         Ok((raws, factor.into_py(py)?))
     }
 
-    /// `corrected(sum of the raw counts of values)`, the sum checked.
+    /// `corrected(sum of the raw counts of values)`.
     fn sum_corrected(&self, py: Python<'_>, values: &Items<'_>, model_id: &str) -> PyResult<i128> {
         let (raws, factor) = self.raws(py, values, model_id)?;
-        let total = raws.iter().try_fold(0i64, |t, r| t.checked_add(*r));
-        let overflow = || CoreError::estimator("raw estimate sum overflows a 64-bit integer");
-        Ok(calibrate::apply(
-            total.ok_or_else(overflow).into_py(py)?,
-            factor,
-        ))
+        calibrate::apply_sum(&raws, factor).into_py(py)
     }
 
     /// `corrected(sum of the raw counts)` of the sequence argument `name`.
@@ -127,7 +111,7 @@ impl Fact for Facts {
 #[pymethods]
 impl TokenEstimator {
     /// Keywords read by name: an explicit `None` is checked as given (a PyO3
-    /// `Option` would take the default, where the reference refuses it).
+    /// `Option` would take the default, which the reference refuses).
     #[new]
     #[pyo3(
         signature = (**kwargs),
@@ -147,7 +131,9 @@ impl TokenEstimator {
         let state = checked(py, |h| {
             estimate::settings(h, bpt, framing, profiles, capacity, encodings)
         });
-        Ok(Self::of(state?))
+        Ok(TokenEstimator {
+            state: state?.into(),
+        })
     }
 
     /// The uncorrected count of one value (exact, or the byte heuristic), memoized.
@@ -269,7 +255,10 @@ impl TokenEstimator {
     fn restore(_cls: &Bound<'_, PyType>, snapshot: Obj<'_>) -> PyResult<Self> {
         let py = snapshot.py();
         guard(py, || {
-            Ok(Self::of(checked(py, |h| estimate::restore(h, snapshot))?))
+            let state = checked(py, |h| estimate::restore(h, snapshot))?;
+            Ok(TokenEstimator {
+                state: state.into(),
+            })
         })
     }
 
