@@ -5,6 +5,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use ctxengine_core::calibrate::{self, Ratio};
 use ctxengine_core::estimate::{self, EstimatorState, Fact};
+use ctxengine_core::CoreResult;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyString, PyType};
@@ -21,15 +22,6 @@ pub struct TokenEstimator {
 }
 
 type Obj<'a> = &'a Bound<'a, PyAny>;
-
-/// The constructor's keywords, in `estimate::settings`' order.
-const SETTINGS: [&str; 5] = [
-    "bytes_per_token",
-    "framing_tokens",
-    "profiles",
-    "memo_capacity",
-    "encodings",
-];
 
 /// A check of the core's over Python values, its error raised as the Python one.
 fn checked<'py, T>(
@@ -76,18 +68,19 @@ impl TokenEstimator {
         Ok((raws, factor.into_py(py)?))
     }
 
-    /// `corrected(sum of the raw counts of values)`.
-    fn sum_corrected(&self, py: Python<'_>, values: &Items<'_>, model_id: &str) -> PyResult<i128> {
-        let (raws, factor) = self.raws(py, values, model_id)?;
-        calibrate::apply_sum(&raws, factor).into_py(py)
-    }
-
-    /// `corrected(sum of the raw counts)` of the sequence argument `name`.
-    fn sum_of(&self, name: &str, values: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        let py = values.py();
+    /// `f` of the raw counts of the checked `values` and the factor of the
+    /// checked `model_id` (checked in that order).
+    fn counted<'py, T>(
+        &self,
+        values: impl FnOnce() -> PyResult<Items<'py>>,
+        model_id: Obj<'_>,
+        f: impl FnOnce(Vec<i64>, Ratio) -> CoreResult<T>,
+    ) -> PyResult<T> {
+        let py = model_id.py();
         guard(py, || {
-            let values = arguments::values(name, values)?;
-            self.sum_corrected(py, &values, arguments::model_id(model_id)?)
+            let values = values()?;
+            let (raws, factor) = self.raws(py, &values, arguments::model_id(model_id)?)?;
+            f(raws, factor).into_py(py)
         })
     }
 }
@@ -123,7 +116,7 @@ impl TokenEstimator {
             let name = key.cast::<PyString>()?.to_str()?;
             let unknown =
                 || format!("TokenEstimator() got an unexpected keyword argument '{name}'");
-            let i = SETTINGS.iter().position(|n| *n == name);
+            let i = estimate::SETTINGS.iter().position(|n| *n == name);
             let i = i.ok_or_else(|| PyTypeError::new_err(unknown()))?;
             given[i] = Some(value); // (the core reads a `None` profiles or encodings as empty)
         }
@@ -138,12 +131,8 @@ impl TokenEstimator {
 
     /// The uncorrected count of one value (exact, or the byte heuristic), memoized.
     fn raw(&self, value: Obj<'_>, model_id: Obj<'_>) -> PyResult<i64> {
-        let py = value.py();
-        guard(py, || {
-            let model_id = arguments::model_id(model_id)?;
-            let (raws, _) = self.raws(py, &Items::Other(vec![value.clone()]), model_id)?;
-            Ok(raws[0])
-        })
+        let one = || Ok(Items::Other(vec![value.clone()]));
+        self.counted(one, model_id, |raws, _| Ok(raws[0]))
     }
 
     /// Names how this estimator counts `kind` for `model_id` (ADR 0011):
@@ -179,31 +168,25 @@ impl TokenEstimator {
 
     /// The raw estimate of each item, in one batched call.
     fn raw_estimates(&self, items: Obj<'_>, model_id: Obj<'_>) -> PyResult<Vec<i64>> {
-        let py = items.py();
-        guard(py, || {
-            let values = arguments::values("items", items)?;
-            Ok(self.raws(py, &values, arguments::model_id(model_id)?)?.0)
-        })
+        self.counted(|| arguments::values("items", items), model_id, |r, _| Ok(r))
     }
 
     /// `corrected(sum of raw estimates)`.
     fn estimate(&self, items: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        self.sum_of("items", items, model_id)
+        let items = || arguments::values("items", items);
+        self.counted(items, model_id, |r, f| calibrate::apply_sum(&r, f))
     }
 
     /// `corrected(raw(text))`.
     fn estimate_text(&self, text: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        let py = text.py();
-        guard(py, || {
-            arguments::estimator_text(text)?;
-            let model_id = arguments::model_id(model_id)?;
-            self.sum_corrected(py, &Items::Other(vec![text.clone()]), model_id)
-        })
+        let one = || arguments::estimator_text(text).map(|()| Items::Other(vec![text.clone()]));
+        self.counted(one, model_id, |r, f| calibrate::apply_sum(&r, f))
     }
 
     /// `corrected(sum of raw estimates of the tool specs)`.
     fn estimate_tools(&self, tools: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        self.sum_of("tools", tools, model_id)
+        let tools = || arguments::values("tools", tools);
+        self.counted(tools, model_id, |r, f| calibrate::apply_sum(&r, f))
     }
 
     /// `raw_sum`, scaled up by the model's reconciled factor exactly in integers.
