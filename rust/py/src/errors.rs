@@ -87,24 +87,18 @@ impl From<PyErr> for HostError {
     }
 }
 
-impl HostError {
-    pub fn into_pyerr(py: Python<'_>) -> impl Fn(HostError) -> PyErr + '_ {
-        move |e| match e {
-            HostError::Core(e) => to_pyerr(py, e),
-            HostError::Py(e) => e,
-        }
-    }
-}
-
-/// `Result<T, CoreError>` raised as the Python error.
+/// A `Result` of a `CoreError`, a `HostError` or a `PyErr`, raised as the Python error.
 pub trait IntoPy<T> {
     fn into_py(self, py: Python<'_>) -> PyResult<T>;
 }
 
-impl<T> IntoPy<T> for Result<T, CoreError> {
+impl<T, E: Into<HostError>> IntoPy<T> for Result<T, E> {
     #[inline]
     fn into_py(self, py: Python<'_>) -> PyResult<T> {
-        self.map_err(|e| to_pyerr(py, e))
+        self.map_err(|e| match e.into() {
+            HostError::Core(e) => to_pyerr(py, e),
+            HostError::Py(e) => e,
+        })
     }
 }
 

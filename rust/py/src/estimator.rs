@@ -28,7 +28,7 @@ fn checked<'py, T>(
     py: Python<'py>,
     check: impl FnOnce(&mut PyValues<'py>) -> Result<T, HostError>,
 ) -> PyResult<T> {
-    check(&mut PyValues(py)).map_err(HostError::into_pyerr(py))
+    check(&mut PyValues(py)).into_py(py)
 }
 
 impl TokenEstimator {
