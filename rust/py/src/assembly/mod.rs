@@ -399,7 +399,7 @@ fn measure_and_fit<'py>(
     g.bufs.history = history;
     g.bufs.keys = keys;
     g.bufs.held = held;
-    let decided = decided.map_err(HostError::into_pyerr(py))?;
+    let decided = decided.into_py(py)?;
     if !decided.missing.is_empty() {
         return Ok((missing(py, decided.missing)?, measuring));
     }
