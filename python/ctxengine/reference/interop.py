@@ -195,6 +195,13 @@ class LangChainClasses:
         a message outside its fast path (it imports nothing from ``ctxengine``)."""
         return approximate_count(message, self)
 
+    def pairing(self, message: Any) -> tuple[tuple[str | None, ...] | None, str | None]:
+        """``_pairing(message, self)``, each id as its ``str``: what the native counter asks of
+        a message whose call ids are not all str or ``None``."""
+        _, ids, answers = _pairing(message, self)
+        calls = None if ids is None else tuple(None if i is None else str(i) for i in ids)
+        return calls, None if answers is None else str(answers)
+
 
 def _role(m: Any, c: LangChainClasses) -> str:
     if isinstance(m, c.ai):

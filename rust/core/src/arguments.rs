@@ -247,15 +247,19 @@ pub fn foreign_raw_count(got: &str, count: usize) -> CoreError {
 }
 
 /// A foreign estimator's raw estimate: a non-negative 64-bit int (not a
-/// bool); `repr` writes the value when it is not one.
-pub fn foreign_raw(value: &Value<'_>, repr: impl FnOnce() -> String) -> CoreResult<i64> {
-    match value {
+/// bool); `repr` writes the value when it is not one (its error returned
+/// as the outer one).
+pub fn foreign_raw<E>(
+    value: &Value<'_>,
+    repr: impl FnOnce() -> Result<String, E>,
+) -> Result<CoreResult<i64>, E> {
+    Ok(match value {
         Value::Int(n) if *n >= 0 => Ok(*n),
         _ => Err(CoreError::estimator(format!(
             "estimator.raw_estimates returned {}, not a count",
-            repr()
+            repr()?
         ))),
-    }
+    })
 }
 
 /// A foreign estimator's `method` returned a value of type `type_name`, not an int.
@@ -570,13 +574,18 @@ mod tests {
             foreign_raw_count("3", 4).to_string(),
             "estimator.raw_estimates returned 3 estimates for 4 items"
         );
-        assert_eq!(foreign_raw(&Value::Int(0), || unreachable!()), Ok(0));
+        let raw = |v, repr: &str| foreign_raw::<()>(&v, || Ok(repr.to_owned())).unwrap();
+        assert_eq!(raw(Value::Int(0), "0"), Ok(0));
         assert_eq!(
-            message(foreign_raw(&Value::Int(-1), || "-1".to_owned())),
+            foreign_raw(&Value::None, || Err("repr failed")),
+            Err("repr failed")
+        );
+        assert_eq!(
+            message(raw(Value::Int(-1), "-1")),
             "estimator.raw_estimates returned -1, not a count"
         );
         assert_eq!(
-            message(foreign_raw(&Value::Bool(true), || "True".to_owned())),
+            message(raw(Value::Bool(true), "True")),
             "estimator.raw_estimates returned True, not a count"
         );
         assert_eq!(

@@ -115,9 +115,26 @@ pub fn apply(raw_sum: i64, (num, den): Ratio) -> i128 {
     (raw_sum as i128 * n + d - 1).div_euclid(d)
 }
 
+/// [`apply`] of the sum of `raws`, the sum checked.
+pub fn apply_sum(raws: &[i64], factor: Ratio) -> crate::CoreResult<i128> {
+    let total = raws.iter().try_fold(0i64, |t, r| t.checked_add(*r));
+    let overflow = || crate::CoreError::estimator("raw estimate sum overflows a 64-bit integer");
+    Ok(apply(total.ok_or_else(overflow)?, factor))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sum_is_applied_or_refused() {
+        assert_eq!(apply_sum(&[2, 3], (3, 2)), Ok(8));
+        let err = apply_sum(&[i64::MAX, 1], (1, 1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "raw estimate sum overflows a 64-bit integer"
+        );
+    }
 
     fn window(ratios: &[(u64, u64)]) -> Vec<(u64, u64)> {
         let mut w = Vec::new();

@@ -1,16 +1,14 @@
 //! Python values as the core's checks see them, read in one place: an
-//! argument as `ctxengine_core::arguments::Value` (ADR 0010; the checks and
-//! their wording are the core's, as `ctxengine/reference/arguments.py` words
-//! them), and the estimator's settings, counts and snapshots as
-//! `ctxengine_core::estimate::Values` ([`PyValues`]). The core's errors are
-//! mapped once (`errors::to_pyerr`).
+//! argument as `ctxengine_core::arguments::Value` (the checks and their
+//! wording are the core's), and the estimator's settings, counts and
+//! snapshots as `ctxengine_core::estimate::Values` ([`PyValues`]).
 
 use std::fmt::Display;
 
 use ctxengine_core::arguments::{self as check, Arg, Value};
 use ctxengine_core::estimate::{Shape, Values};
 use ctxengine_core::CoreResult;
-use pyo3::ffi;
+use pyo3::exceptions::PyOverflowError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyMapping};
@@ -22,8 +20,7 @@ use crate::items::Items;
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".to_owned())
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
 /// An int that is not a bool.
@@ -31,44 +28,11 @@ pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
     obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>()
 }
 
-/// `int.__repr__(obj)`: the digits of an int's data, also for subclasses
-/// (int's own method, called on `obj`: a subclass's `__repr__` is not).
+/// `int.__repr__(obj)`: an int's digits (a subclass's `__repr__` is not called).
 pub fn int_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = obj.py();
     let repr = py.get_type::<PyInt>().getattr(intern!(py, "__repr__"))?;
     Ok(repr.call1((obj,))?.str()?.to_string_lossy().into_owned())
-}
-
-/// An int's value within 64 bits, else whether it is negative and its
-/// float (`None` past the float range), both read from the int's own data
-/// (an int subclass's methods are not called).
-pub fn int_value(obj: &Bound<'_, PyAny>) -> PyResult<Result<i64, (bool, Option<f64>)>> {
-    let py = obj.py();
-    let mut overflow: std::os::raw::c_int = 0;
-    // SAFETY: `obj` is an int (the caller checked, `is_instance_of::<PyInt>`):
-    // int's own conversions read its data.
-    let (v, float) = unsafe {
-        let v = ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow);
-        let float = if overflow != 0 {
-            ffi::PyLong_AsDouble(obj.as_ptr())
-        } else {
-            0.0
-        };
-        (v, float)
-    };
-    if overflow == 0 {
-        return match (v == -1).then(|| PyErr::take(py)).flatten() {
-            Some(e) => Err(e),
-            None => Ok(Ok(v)),
-        };
-    }
-    // -1.0 with an error set: past the float range (an OverflowError).
-    let float = match PyErr::take(py) {
-        Some(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => None,
-        Some(e) => return Err(e),
-        None => Some(float),
-    };
-    Ok(Err((overflow < 0, float)))
 }
 
 /// What an argument is, as the core's checks tell values apart.
@@ -91,15 +55,22 @@ fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     if !obj.is_instance_of::<PyInt>() {
         return Ok(Value::Other);
     }
-    Ok(match int_value(obj)? {
-        Ok(v) => Value::Int(v),
-        // (The digits of an int past 64 bits are read for the error naming it.)
-        Err((negative, float)) => Value::BigInt {
-            negative,
-            float,
-            digits: int_repr(obj)?,
-        },
-    })
+    // (`PyLong_AsLong` reads an int's own data, also a subclass's.)
+    match obj.extract::<i64>() {
+        Ok(v) => Ok(Value::Int(v)),
+        Err(e) if !e.is_instance_of::<PyOverflowError>(obj.py()) => Err(e),
+        Err(_) => {
+            let digits = int_repr(obj)?;
+            // Correctly rounded, as `PyLong_AsDouble`; `None` past the float range.
+            let float = digits.parse::<f64>().ok().filter(|f| f.is_finite());
+            let negative = digits.starts_with('-');
+            Ok(Value::BigInt {
+                negative,
+                float,
+                digits,
+            })
+        }
+    }
 }
 
 /// `check(arg)` of `obj` read as an argument, its error raised as the Python one.
@@ -115,8 +86,7 @@ fn checked<'a, T>(
     check(&arg).into_py(obj.py())
 }
 
-/// `NAME(function, name, obj)`: `obj` read as an argument and checked by
-/// the core's check of the same name, its error raised as the Python one.
+/// `NAME(function, name, obj)`: `obj` checked by the core's check of that name.
 macro_rules! checks {
     ($($(#[$doc:meta])* $check:ident -> $out:ty;)*) => {$(
         $(#[$doc])*
@@ -144,16 +114,14 @@ checks! {
     bytes -> &'a [u8];
 }
 
-/// The arguments of a cut after its history (`select_history` and the
-/// foreign-history cuts), checked in signature order.
+/// The arguments of a cut after its history, checked in signature order.
 pub struct CutArguments<'a> {
     pub summary_floor: Option<i64>,
     pub history_tokens: i64,
     pub model_id: &'a str,
 }
 
-/// `summary_floor` (an int or `None`), `history_tokens` (an int), the
-/// estimator and `model_id`, as `check_cut_arguments` in the reference.
+/// As `check_cut_arguments` in the reference.
 pub fn cut_arguments<'a>(
     function: &str,
     summary_floor: &Bound<'_, PyAny>,
@@ -231,34 +199,18 @@ pub fn raw_estimates(function: &str, obj: &Bound<'_, PyAny>, count: usize) -> Py
 /// What a foreign estimator's `raw_estimates` returned.
 pub fn foreign_raws(obj: &Bound<'_, PyAny>, count: usize) -> PyResult<Vec<i64>> {
     let py = obj.py();
-    let seq = obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>();
-    if !seq || obj.len()? != count {
-        let got = if seq {
-            obj.len()?.to_string()
-        } else {
-            type_name(obj)
-        };
-        return Err(check::foreign_raw_count(&got, count)).into_py(py);
+    if !(obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>()) {
+        return Err(check::foreign_raw_count(&type_name(obj), count)).into_py(py);
     }
-    let mut out = Vec::with_capacity(count);
-    for v in obj.try_iter()? {
+    if obj.len()? != count {
+        return Err(check::foreign_raw_count(&obj.len()?.to_string(), count)).into_py(py);
+    }
+    let raw = |v: PyResult<Bound<'_, PyAny>>| {
         let v = v?;
-        // `repr(v)` words the error; an error of its own is raised instead.
-        let mut failed = None;
-        let repr = || match v.repr() {
-            Ok(r) => r.to_string_lossy().into_owned(),
-            Err(e) => {
-                failed = Some(e);
-                String::new()
-            }
-        };
-        let count = check::foreign_raw(&value_of(&v)?, repr);
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        out.push(count.into_py(py)?);
-    }
-    Ok(out)
+        let repr = || PyResult::Ok(v.repr()?.to_string_lossy().into_owned());
+        check::foreign_raw(&value_of(&v)?, repr)?.into_py(py)
+    };
+    obj.try_iter()?.map(raw).collect()
 }
 
 /// What a foreign estimator's `corrected` returned.

@@ -1,9 +1,6 @@
-//! Mapping core errors to the Python classes of `ctxengine.errors`, once,
-//! and keeping panics from crossing the boundary.
-//!
-//! This module imports nothing from `ctxengine`: the package hands it its
-//! error module once (`bind_errors`, from `ctxengine.core.backends`), and
-//! each class is looked up there the first time it is raised.
+//! Core errors mapped once to the classes of `ctxengine.errors` (handed in
+//! by `bind_errors`, each class looked up the first time it is raised), and
+//! panics kept from crossing the boundary.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -15,33 +12,38 @@ use pyo3::types::{PyTuple, PyType};
 
 static ERRORS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-/// The classes of `ctxengine_core::error::CLASSES`, by index.
-static CLASSES: [PyOnceLock<Py<PyType>>; 6] = [const { PyOnceLock::new() }; 6];
-static CONTEXT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+/// The classes of `ctxengine_core::error::CLASSES` by index, then `ContextError`.
+static CLASSES: [PyOnceLock<Py<PyType>>; 7] = [const { PyOnceLock::new() }; 7];
 
-/// `bind_errors(module)`: the module whose classes this module raises
-/// (`ctxengine.errors`). The first binding stays.
+/// `bind_errors(module)`: the module whose classes are raised (`ctxengine.errors`);
+/// the first binding stays.
 #[pyfunction]
 pub fn bind_errors(py: Python<'_>, module: Bound<'_, PyAny>) {
     let _ = ERRORS.set(py, module.unbind());
 }
 
-fn class<'py>(
-    py: Python<'py>,
-    cell: &'static PyOnceLock<Py<PyType>>,
-    name: &str,
-) -> PyResult<&'py Bound<'py, PyType>> {
-    cell.get_or_try_init(py, || {
-        let module = ERRORS.get(py).ok_or_else(|| {
-            PyRuntimeError::new_err("ctxengine._core: import ctxengine before using its backend")
-        })?;
-        Ok(module
-            .bind(py)
-            .getattr(name)?
-            .cast_into::<PyType>()?
-            .unbind())
-    })
-    .map(|cls| cls.bind(py))
+/// Class `k` (then `ContextError`) called with `args`, as an exception.
+fn raise<'py>(py: Python<'py>, k: usize, args: PyResult<Bound<'py, PyTuple>>) -> PyErr {
+    let name = *ctxengine_core::error::CLASSES
+        .get(k)
+        .unwrap_or(&"ContextError");
+    let cls = CLASSES[k].get_or_try_init(py, || {
+        let unbound = "ctxengine._core: import ctxengine before using its backend";
+        let module = ERRORS
+            .get(py)
+            .ok_or_else(|| PyRuntimeError::new_err(unbound))?;
+        PyResult::Ok(
+            module
+                .bind(py)
+                .getattr(name)?
+                .cast_into::<PyType>()?
+                .unbind(),
+        )
+    });
+    match cls.and_then(|cls| cls.bind(py).call1(args?)) {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(err) => err,
+    }
 }
 
 /// The Python exception for a core error: its class (`CoreError::class`)
@@ -49,11 +51,7 @@ fn class<'py>(
 pub fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
     let (k, args) = err.class();
     let args: PyResult<Vec<_>> = args.iter().map(|a| crate::data::to_py(py, a)).collect();
-    let cls = class(py, &CLASSES[k], ctxengine_core::error::CLASSES[k]);
-    match cls.and_then(|cls| cls.call1(PyTuple::new(py, args?)?)) {
-        Ok(exc) => PyErr::from_value(exc),
-        Err(err) => err,
-    }
+    raise(py, k, args.and_then(|a| PyTuple::new(py, a)))
 }
 
 /// `ArgumentError(function, argument, reason)`.
@@ -71,8 +69,7 @@ pub fn canonicalization_error(py: Python<'_>, path: &str, reason: impl Into<Stri
     to_pyerr(py, CoreError::canonicalization(path, reason))
 }
 
-/// A failure inside a core algorithm that calls back into this layer: a
-/// core error or a Python one.
+/// A failure of a core algorithm that calls back into the binding.
 pub enum HostError {
     Core(CoreError),
     Py(PyErr),
@@ -90,46 +87,30 @@ impl From<PyErr> for HostError {
     }
 }
 
-impl HostError {
-    /// `map_err(HostError::into_pyerr(py))`.
-    pub fn into_pyerr(py: Python<'_>) -> impl Fn(HostError) -> PyErr + '_ {
-        move |e| match e {
-            HostError::Core(e) => to_pyerr(py, e),
-            HostError::Py(e) => e,
-        }
-    }
-}
-
-/// Extension for `Result<T, CoreError>`.
+/// A `Result` of a `CoreError`, a `HostError` or a `PyErr`, raised as the Python error.
 pub trait IntoPy<T> {
     fn into_py(self, py: Python<'_>) -> PyResult<T>;
 }
 
-impl<T> IntoPy<T> for Result<T, CoreError> {
+impl<T, E: Into<HostError>> IntoPy<T> for Result<T, E> {
     #[inline]
     fn into_py(self, py: Python<'_>) -> PyResult<T> {
-        self.map_err(|e| to_pyerr(py, e))
+        self.map_err(|e| match e.into() {
+            HostError::Core(e) => to_pyerr(py, e),
+            HostError::Py(e) => e,
+        })
     }
 }
 
 /// Run `f`, turning a Rust panic into `ctxengine.errors.ContextError`
-/// rather than letting pyo3 raise its `PanicException` (a BaseException).
-/// Every entry point of the module runs inside it.
+/// rather than pyo3's `PanicException` (a BaseException).
 #[inline]
 pub fn guard<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(result) => result,
-        Err(payload) => {
-            let detail = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".to_owned());
-            let message = format!("internal error in ctxengine._core: {detail}");
-            match class(py, &CONTEXT_ERROR, "ContextError").and_then(|cls| cls.call1((message,))) {
-                Ok(exc) => Err(PyErr::from_value(exc)),
-                Err(err) => Err(err),
-            }
-        }
-    }
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let detail = (payload.downcast_ref::<&str>().copied())
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("unknown panic");
+        let message = format!("internal error in ctxengine._core: {detail}");
+        Err(raise(py, CLASSES.len() - 1, PyTuple::new(py, [message])))
+    })
 }

@@ -1,14 +1,11 @@
-//! `TokenEstimator`: a frozen pyclass whose state (profiles, counting
-//! table, memo, calibration) lives behind one mutex. A batch is looked up
-//! under a single lock; Python code never runs while the lock is held. The
-//! checks are `ctxengine_core::estimate` (settings, counts, snapshots) and
-//! `ctxengine_core::arguments` (`model_id`, `kind`, the value sequences).
+//! `TokenEstimator`: the core's `EstimatorState` behind one mutex (a batch
+//! under one lock; no Python code runs while it is held).
 
 use std::sync::{Mutex, MutexGuard};
 
 use ctxengine_core::calibrate::{self, Ratio};
 use ctxengine_core::estimate::{self, EstimatorState, Fact};
-use ctxengine_core::CoreError;
+use ctxengine_core::CoreResult;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyString, PyType};
@@ -26,33 +23,18 @@ pub struct TokenEstimator {
 
 type Obj<'a> = &'a Bound<'a, PyAny>;
 
-/// The constructor's keywords, in `estimate::settings`' order.
-const SETTINGS: [&str; 5] = [
-    "bytes_per_token",
-    "framing_tokens",
-    "profiles",
-    "memo_capacity",
-    "encodings",
-];
-
 /// A check of the core's over Python values, its error raised as the Python one.
 fn checked<'py, T>(
     py: Python<'py>,
     check: impl FnOnce(&mut PyValues<'py>) -> Result<T, HostError>,
 ) -> PyResult<T> {
-    check(&mut PyValues(py)).map_err(HostError::into_pyerr(py))
+    check(&mut PyValues(py)).into_py(py)
 }
 
 impl TokenEstimator {
     pub fn lock(&self) -> MutexGuard<'_, EstimatorState> {
         // A panic cannot happen while the lock is held; recover anyway.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn of(state: EstimatorState) -> Self {
-        TokenEstimator {
-            state: Mutex::new(state),
-        }
     }
 
     /// `f` of the state and the checked `model_id`, under the lock.
@@ -66,9 +48,8 @@ impl TokenEstimator {
         })
     }
 
-    /// The raw counts of `values` (their facts gathered first, then
-    /// measured through the core's memo under one lock) and the factor of
-    /// `model_id`.
+    /// The raw counts of `values` (their facts gathered, then counted under
+    /// one lock) and the factor of `model_id`.
     fn raws(
         &self,
         py: Python<'_>,
@@ -87,23 +68,19 @@ impl TokenEstimator {
         Ok((raws, factor.into_py(py)?))
     }
 
-    /// `corrected(sum of the raw counts of values)`, the sum checked.
-    fn sum_corrected(&self, py: Python<'_>, values: &Items<'_>, model_id: &str) -> PyResult<i128> {
-        let (raws, factor) = self.raws(py, values, model_id)?;
-        let total = raws.iter().try_fold(0i64, |t, r| t.checked_add(*r));
-        let overflow = || CoreError::estimator("raw estimate sum overflows a 64-bit integer");
-        Ok(calibrate::apply(
-            total.ok_or_else(overflow).into_py(py)?,
-            factor,
-        ))
-    }
-
-    /// `corrected(sum of the raw counts)` of the sequence argument `name`.
-    fn sum_of(&self, name: &str, values: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        let py = values.py();
+    /// `f` of the raw counts of the checked `values` and the factor of the
+    /// checked `model_id` (checked in that order).
+    fn counted<'py, T>(
+        &self,
+        values: impl FnOnce() -> PyResult<Items<'py>>,
+        model_id: Obj<'_>,
+        f: impl FnOnce(Vec<i64>, Ratio) -> CoreResult<T>,
+    ) -> PyResult<T> {
+        let py = model_id.py();
         guard(py, || {
-            let values = arguments::values(name, values)?;
-            self.sum_corrected(py, &values, arguments::model_id(model_id)?)
+            let values = values()?;
+            let (raws, factor) = self.raws(py, &values, arguments::model_id(model_id)?)?;
+            f(raws, factor).into_py(py)
         })
     }
 }
@@ -127,7 +104,7 @@ impl Fact for Facts {
 #[pymethods]
 impl TokenEstimator {
     /// Keywords read by name: an explicit `None` is checked as given (a PyO3
-    /// `Option` would take the default, where the reference refuses it).
+    /// `Option` would take the default, which the reference refuses).
     #[new]
     #[pyo3(
         signature = (**kwargs),
@@ -139,7 +116,7 @@ impl TokenEstimator {
             let name = key.cast::<PyString>()?.to_str()?;
             let unknown =
                 || format!("TokenEstimator() got an unexpected keyword argument '{name}'");
-            let i = SETTINGS.iter().position(|n| *n == name);
+            let i = estimate::SETTINGS.iter().position(|n| *n == name);
             let i = i.ok_or_else(|| PyTypeError::new_err(unknown()))?;
             given[i] = Some(value); // (the core reads a `None` profiles or encodings as empty)
         }
@@ -147,17 +124,15 @@ impl TokenEstimator {
         let state = checked(py, |h| {
             estimate::settings(h, bpt, framing, profiles, capacity, encodings)
         });
-        Ok(Self::of(state?))
+        Ok(TokenEstimator {
+            state: state?.into(),
+        })
     }
 
     /// The uncorrected count of one value (exact, or the byte heuristic), memoized.
     fn raw(&self, value: Obj<'_>, model_id: Obj<'_>) -> PyResult<i64> {
-        let py = value.py();
-        guard(py, || {
-            let model_id = arguments::model_id(model_id)?;
-            let (raws, _) = self.raws(py, &Items::Other(vec![value.clone()]), model_id)?;
-            Ok(raws[0])
-        })
+        let one = || Ok(Items::Other(vec![value.clone()]));
+        self.counted(one, model_id, |raws, _| Ok(raws[0]))
     }
 
     /// Names how this estimator counts `kind` for `model_id` (ADR 0011):
@@ -193,31 +168,25 @@ impl TokenEstimator {
 
     /// The raw estimate of each item, in one batched call.
     fn raw_estimates(&self, items: Obj<'_>, model_id: Obj<'_>) -> PyResult<Vec<i64>> {
-        let py = items.py();
-        guard(py, || {
-            let values = arguments::values("items", items)?;
-            Ok(self.raws(py, &values, arguments::model_id(model_id)?)?.0)
-        })
+        self.counted(|| arguments::values("items", items), model_id, |r, _| Ok(r))
     }
 
     /// `corrected(sum of raw estimates)`.
     fn estimate(&self, items: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        self.sum_of("items", items, model_id)
+        let items = || arguments::values("items", items);
+        self.counted(items, model_id, |r, f| calibrate::apply_sum(&r, f))
     }
 
     /// `corrected(raw(text))`.
     fn estimate_text(&self, text: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        let py = text.py();
-        guard(py, || {
-            arguments::estimator_text(text)?;
-            let model_id = arguments::model_id(model_id)?;
-            self.sum_corrected(py, &Items::Other(vec![text.clone()]), model_id)
-        })
+        let one = || arguments::estimator_text(text).map(|()| Items::Other(vec![text.clone()]));
+        self.counted(one, model_id, |r, f| calibrate::apply_sum(&r, f))
     }
 
     /// `corrected(sum of raw estimates of the tool specs)`.
     fn estimate_tools(&self, tools: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        self.sum_of("tools", tools, model_id)
+        let tools = || arguments::values("tools", tools);
+        self.counted(tools, model_id, |r, f| calibrate::apply_sum(&r, f))
     }
 
     /// `raw_sum`, scaled up by the model's reconciled factor exactly in integers.
@@ -269,7 +238,10 @@ impl TokenEstimator {
     fn restore(_cls: &Bound<'_, PyType>, snapshot: Obj<'_>) -> PyResult<Self> {
         let py = snapshot.py();
         guard(py, || {
-            Ok(Self::of(checked(py, |h| estimate::restore(h, snapshot))?))
+            let state = checked(py, |h| estimate::restore(h, snapshot))?;
+            Ok(TokenEstimator {
+                state: state.into(),
+            })
         })
     }
 

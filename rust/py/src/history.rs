@@ -77,8 +77,7 @@ pub fn select_history(
             batch: false,
             factor: (1, 1),
         };
-        cut::select_history(&mut host, floor, history_tokens as i128)
-            .map_err(HostError::into_pyerr(py))
+        cut::select_history(&mut host, floor, history_tokens as i128).into_py(py)
     })
 }
 

@@ -1,10 +1,5 @@
-//! `ctxengine._core`: the Rust backend of ctxengine (ADR 0001).
-//!
-//! A thin layer over `ctxengine_core`: Python objects are converted (or
-//! walked straight into the core's canonical-JSON writer), core results
-//! come back as ints, bytes, lists and dicts, and core errors are mapped
-//! once to `ctxengine.errors` (handed in by the package: this module
-//! imports nothing from `ctxengine`). One module per concept it exposes.
+//! `ctxengine._core`, the Rust backend (ADR 0001): Python objects converted
+//! to `ctxengine_core` values and back, one module per concept exposed.
 
 mod arguments;
 mod assembly;
@@ -30,8 +25,7 @@ fn item_schema() -> String {
     schema::to_json()
 }
 
-/// `(table, kind, dict keys)` for each hand-written Rust item table, for
-/// the schema test.
+/// `(table, kind, dict keys)` of each hand-written Rust item table (the schema test).
 #[pyfunction(name = "_schema_tables")]
 fn schema_tables() -> Vec<(&'static str, &'static str, Vec<String>)> {
     schema::tables()

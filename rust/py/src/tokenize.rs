@@ -4,7 +4,7 @@
 //! the GIL released.
 
 use crate::arguments::{self, string, PyValues};
-use crate::errors::{HostError, IntoPy};
+use crate::errors::IntoPy;
 use ctxengine_core::estimate;
 use ctxengine_core::tokenize::message::exact_raw as core_exact_raw;
 use ctxengine_core::tokenize::Encoding;
@@ -75,8 +75,7 @@ pub fn counting_method(
     let py = model_id.py();
     let id = string("counting_method", "model_id", model_id)?;
     let table = match table {
-        Some(t) => estimate::check_table(&mut PyValues(py), t, "table")
-            .map_err(HostError::into_pyerr(py))?,
+        Some(t) => estimate::check_table(&mut PyValues(py), t, "table").into_py(py)?,
         None => Default::default(),
     };
     Ok(table.resolve(id).name())

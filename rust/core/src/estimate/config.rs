@@ -212,6 +212,15 @@ pub fn check_table<H: Values>(
     Ok(EncodingTable::new(out))
 }
 
+/// The constructor's keywords, in [`settings`]' order.
+pub const SETTINGS: [&str; 5] = [
+    "bytes_per_token",
+    "framing_tokens",
+    "profiles",
+    "memo_capacity",
+    "encodings",
+];
+
 /// A new estimator's state from the constructor's arguments (each `None`
 /// when not given: the defaults `bytes_per_token=3.0`, `framing_tokens=4`,
 /// no profiles, `memo_capacity=100_000`, the built-in counting table).

@@ -16,7 +16,7 @@ mod tests;
 
 pub use batch::{Fact, Measured, Measuring, Resolved};
 pub use config::{
-    check_count, check_raw_sum, check_reconcile, check_table, settings, Shape, Values,
+    check_count, check_raw_sum, check_reconcile, check_table, settings, Shape, Values, SETTINGS,
 };
 pub use memo::{Memo, MemoKey, PassThrough};
 pub use prime::check_prime;

@@ -28,6 +28,16 @@ pub fn hex(digest: &[u8; 32]) -> String {
     out
 }
 
+/// Threads worth spreading `bytes` of spans over: one below 256 KiB, else
+/// the machine's cores, at most four.
+pub fn span_threads(bytes: usize) -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if bytes < 256 * 1024 {
+        return 1;
+    }
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
+}
+
 /// The SHA-256 digest of each `data[start..end]` span, spread over up to
 /// `threads` threads (the calling one included). Pure work: callers may run
 /// it with the Python GIL released.

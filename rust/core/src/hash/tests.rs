@@ -14,6 +14,8 @@ fn spans_hash_like_one_by_one() {
         assert_eq!(sha256_spans(&data, &spans, threads), want);
     }
     assert!(sha256_spans(&data, &[], 2).is_empty());
+    assert_eq!(span_threads(256 * 1024 - 1), 1);
+    assert!((1..=4).contains(&span_threads(1 << 30)));
 }
 
 #[test]

@@ -3,6 +3,10 @@
 //! `python/ctxengine/reference/interop.py` is the same, line for line.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::approximate::Speaker;
+use super::value::Value;
 
 /// No id (a LangChain tool call whose `id` is `None`): never pairs.
 pub const NO_ID: u32 = u32::MAX;
@@ -234,6 +238,57 @@ pub struct Pairing {
     pub result: Option<String>,
 }
 
+impl Pairing {
+    /// The pairing of a message as `speaker` says: an AI message's call ids
+    /// (`extra`, its `tool_calls`, then `invalid`, its `invalid_tool_calls`;
+    /// each call's `id`), a tool message's answered call (`extra`, its
+    /// `tool_call_id`). `Some(None)`: no pairing; `None`: a shape (a call not
+    /// a dict, an id neither a str nor `None`) the host reads instead.
+    pub fn read<V: Value>(
+        speaker: Option<Speaker<'_>>,
+        extra: &V,
+        invalid: Option<&V>,
+    ) -> Option<Option<Arc<Pairing>>> {
+        let mut p = Pairing::default();
+        match speaker {
+            Some(Speaker::Ai) => {
+                for calls in [Some(extra), invalid].into_iter().flatten() {
+                    calls.elements(|call| {
+                        call.dict_len()?;
+                        p.calls.push(match call.get("id") {
+                            Some(id) if !id.is_null() => Some(id.str()?.to_owned()),
+                            _ => None,
+                        });
+                        Some(())
+                    })?;
+                }
+                if p.calls.is_empty() {
+                    return Some(None);
+                }
+            }
+            Some(Speaker::Tool) => p.result = Some(extra.str()?.to_owned()),
+            _ => return Some(None),
+        }
+        Some(Some(Arc::new(p)))
+    }
+}
+
+/// What the trim knows of one message: its count, whether it is a system
+/// message, its pairing.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Facts {
+    pub count: i64,
+    pub system: bool,
+    pub pairing: Option<Arc<Pairing>>,
+}
+
+impl Facts {
+    /// The memory its memo entry is estimated to hold ([`entry_size`]).
+    pub fn size(&self) -> usize {
+        entry_size(self.count, self.pairing.as_deref())
+    }
+}
+
 /// A memo entry's estimated memory beside what its count measures: the
 /// entry, its weak reference and callback, the pairing.
 pub const ENTRY_OBJECTS: usize = 256;
@@ -256,21 +311,25 @@ pub fn entry_size(count: i64, pairing: Option<&Pairing>) -> usize {
 pub type Test<'a, E> = &'a mut dyn FnMut(usize) -> Result<bool, E>;
 
 /// `trim_messages` with the pair-safe window inside its result: `(system_kept,
-/// start, end)` over each message's count and pairing (`strategy` "first"
-/// when `first`; `first_is_system` when message 0 is a `SystemMessage`).
-#[allow(clippy::too_many_arguments)]
+/// start, end)` over each message's facts (each counts 1 when `use_len`;
+/// `strategy` "first" when `first`).
 pub fn pair_safe_trim<E>(
-    counts: &[i64],
-    pairings: &[Option<&Pairing>],
+    facts: &[Facts],
+    use_len: bool,
     max_tokens: i64,
     first: bool,
-    first_is_system: bool,
     include_system: bool,
     mut end_on: Option<Test<'_, E>>,
     mut start_on: Option<Test<'_, E>>,
 ) -> Result<(bool, usize, usize), E> {
+    let counts: Vec<i64> = facts
+        .iter()
+        .map(|f| if use_len { 1 } else { f.count })
+        .collect();
+    let first_is_system = facts.first().is_some_and(|f| f.system);
+    let pairings: Vec<Option<&Pairing>> = facts.iter().map(|f| f.pairing.as_deref()).collect();
     let (system, a, b) = lc_window(
-        counts,
+        &counts,
         max_tokens,
         first,
         first_is_system,
@@ -385,16 +444,53 @@ mod tests {
             calls: vec![],
             result: Some("a".into()),
         };
-        let pairings = [None, Some(&call), Some(&result), None];
-        let counts = [1, 1, 1, 1];
+        let facts = [None, Some(call.clone()), Some(result), None].map(|p| Facts {
+            count: 1,
+            system: p.is_none(),
+            pairing: p.map(Arc::new),
+        });
         let trim = |max, first| {
-            pair_safe_trim::<Infallible>(&counts, &pairings, max, first, true, true, None, None)
-                .unwrap()
+            pair_safe_trim::<Infallible>(&facts, false, max, first, true, None, None).unwrap()
         };
         assert_eq!(trim(10, false), (true, 1, 4));
         assert_eq!(trim(3, false), (true, 3, 4)); // room for 2: the result alone is not kept
         assert_eq!(trim(2, true), (false, 0, 1)); // a prefix that ends inside the pair
         assert_eq!(entry_size(2, Some(&call)), ENTRY_OBJECTS + 25 + 8);
+        let one = |max| pair_safe_trim::<Infallible>(&facts, true, max, false, true, None, None);
+        assert_eq!(one(2).unwrap(), (true, 3, 4)); // each counts 1
+    }
+
+    fn json(text: &str) -> crate::decode::Json<'_> {
+        crate::decode::parse_canonical(text).expect("canonical json")
+    }
+
+    #[test]
+    fn pairings_read_as_the_reference_reads_them() {
+        let read = |s, extra: &str, invalid: Option<&str>| {
+            let (extra, invalid) = (json(extra), invalid.map(json));
+            Pairing::read(s, &&extra, invalid.as_ref().as_ref()).map(|p| p.as_deref().cloned())
+        };
+        let calls = r#"[{"id":"a"},{"id":null},{"name":"f"}]"#;
+        let expect = |calls: Vec<Option<&str>>, result: Option<&str>| {
+            Some(Some(Pairing {
+                calls: calls.into_iter().map(|c| c.map(str::to_owned)).collect(),
+                result: result.map(str::to_owned),
+            }))
+        };
+        let ai = Some(Speaker::Ai);
+        let ids = vec![Some("a"), None, None, Some("b")];
+        assert_eq!(read(ai, calls, Some(r#"[{"id":"b"}]"#)), expect(ids, None));
+        assert_eq!(read(ai, "[]", Some("[]")), Some(None)); // no calls: no pairing
+        assert_eq!(
+            read(Some(Speaker::Tool), "\"a\"", None),
+            expect(vec![], Some("a"))
+        );
+        assert_eq!(read(Some(Speaker::System), "{}", None), Some(None));
+        assert_eq!(read(None, "{}", None), Some(None));
+        // Left to the host: an id not a str, a call not a dict, a call id not a str.
+        assert_eq!(read(ai, r#"[{"id":1}]"#, Some("[]")), None);
+        assert_eq!(read(ai, r#"["a"]"#, Some("[]")), None);
+        assert_eq!(read(Some(Speaker::Tool), "1", None), None);
     }
 
     #[test]

@@ -99,7 +99,7 @@ impl<'e, 'py> Gather<'e, 'py> {
                 self.cjs.push(cj);
             }
             None => {
-                self.facts.push(Facts::known(kind, 0, [0; 32]));
+                self.facts.push(Facts::pending(kind));
                 self.pending.push((i, obj.clone()));
                 self.cjs.push(None);
             }

@@ -188,7 +188,7 @@ fn history_fit<'e, 'py>(
     } = read;
     let from = counting.known.len();
     if !fresh.is_empty() {
-        let mut facts = vec![Facts::known(0, 0, [0; 32]); history.len()];
+        let mut facts = vec![Facts::pending(0); history.len()];
         let mut keep = Vec::new();
         crate::items::canonicalize_pending(py, &mut types, &mut facts, &mut keep, fresh.clone())?;
         for (i, item) in &fresh {
@@ -342,7 +342,7 @@ fn measure_and_fit<'py>(
     };
     let decided = body::fit_body(limits, &core_blocks, history, factor, &mut host);
     let pointer_at = std::mem::take(&mut host.pointer_at);
-    let decided = decided.map_err(HostError::into_pyerr(py))?;
+    let decided = decided.into_py(py)?;
     if !decided.missing.is_empty() {
         return Ok((missing(py, decided.missing)?, measuring));
     }

@@ -1,7 +1,6 @@
 //! Python objects read as the core's foreign values
-//! (`ctxengine_core::interop::value::Value`): the one place the interop
-//! conversions touch a Python object. Exact types only, as the fast path
-//! needs (an int is any int but a bool, as the reference reads a `seq`).
+//! (`ctxengine_core::interop::value::Value`). Exact types only, as the fast
+//! path needs (an int is any int but a bool, as the reference reads a `seq`).
 
 use ctxengine_core::interop::value::Value;
 use pyo3::prelude::*;
@@ -10,21 +9,24 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 /// A borrowed Python value.
 pub struct PyValue<'py>(pub Bound<'py, PyAny>);
 
+impl<'py> PyValue<'py> {
+    fn exact<T: pyo3::PyTypeInfo>(&self) -> Option<&Bound<'py, T>> {
+        self.0.cast_exact::<T>().ok()
+    }
+}
+
 impl Value for PyValue<'_> {
     fn str(&self) -> Option<&str> {
-        self.0.cast_exact::<PyString>().ok()?.to_str().ok()
+        self.exact::<PyString>()?.to_str().ok()
     }
 
     fn int(&self) -> Option<i64> {
-        let v = &self.0;
-        if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
-            return None;
-        }
-        v.extract::<i64>().ok()
+        let int = self.0.is_instance_of::<PyInt>() && !self.0.is_instance_of::<PyBool>();
+        int.then(|| self.0.extract().ok()).flatten()
     }
 
     fn bool(&self) -> Option<bool> {
-        self.0.cast_exact::<PyBool>().ok().map(|b| b.is_true())
+        Some(self.exact::<PyBool>()?.is_true())
     }
 
     fn is_null(&self) -> bool {
@@ -32,53 +34,38 @@ impl Value for PyValue<'_> {
     }
 
     fn dict_len(&self) -> Option<usize> {
-        self.0.cast_exact::<PyDict>().ok().map(|d| d.len())
+        Some(self.exact::<PyDict>()?.len())
     }
 
     fn get(&self, key: &str) -> Option<Self> {
-        let d = self.0.cast_exact::<PyDict>().ok()?;
-        d.get_item(key).ok()?.map(PyValue)
+        self.exact::<PyDict>()?.get_item(key).ok()?.map(PyValue)
     }
 
     fn members(&self, mut f: impl FnMut(Option<&str>, Self) -> Option<()>) -> Option<()> {
-        let d = self.0.cast_exact::<PyDict>().ok()?;
-        for (k, v) in d.iter() {
-            let key = k
-                .cast_exact::<PyString>()
-                .ok()
-                .and_then(|s| s.to_str().ok());
-            f(key, PyValue(v))?;
+        for (k, v) in self.exact::<PyDict>()? {
+            f(PyValue(k).str(), PyValue(v))?;
         }
         Some(())
     }
 
-    fn elements(&self, mut f: impl FnMut(Self) -> Option<()>) -> Option<()> {
-        let list = self.0.cast_exact::<PyList>().ok()?;
-        for v in list.iter() {
-            f(PyValue(v))?;
-        }
-        Some(())
+    fn elements(&self, f: impl FnMut(Self) -> Option<()>) -> Option<()> {
+        self.exact::<PyList>()?.iter().map(PyValue).try_for_each(f)
     }
 
     fn chars(&self) -> Option<usize> {
-        self.0.cast_exact::<PyString>().ok()?.len().ok()
+        self.exact::<PyString>()?.len().ok()
     }
 
     fn exact_int(&self) -> Option<i64> {
-        let v = self.0.cast_exact::<PyInt>().ok()?;
-        v.extract::<i64>().ok()
+        self.exact::<PyInt>()?.extract().ok()
     }
 
     fn truthy(&self) -> Option<bool> {
         self.0.is_truthy().ok()
     }
 
-    fn tuple_elements(&self, mut f: impl FnMut(Self) -> Option<()>) -> Option<()> {
-        let tuple = self.0.cast_exact::<PyTuple>().ok()?;
-        for v in tuple.iter() {
-            f(PyValue(v))?;
-        }
-        Some(())
+    fn tuple_elements(&self, f: impl FnMut(Self) -> Option<()>) -> Option<()> {
+        self.exact::<PyTuple>()?.iter().map(PyValue).try_for_each(f)
     }
 
     fn repr_len(&self) -> Option<usize> {

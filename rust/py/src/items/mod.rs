@@ -1,6 +1,5 @@
-//! Python items read in one pass (`Items`), their types' facts
-//! (`types`), their attributes (`slots`) and the batch of their facts
-//! (`scan`).
+//! Python items (`Items`), their types' facts (`types`), their attributes
+//! (`slots`) and one pass over them (`scan`).
 
 mod scan;
 mod slots;
@@ -47,26 +46,17 @@ impl<'py> Items<'py> {
     /// no Python code runs.
     #[inline(always)]
     pub fn ptr(&self, i: usize) -> *mut ffi::PyObject {
-        // SAFETY: bounds checked against the current size.
+        let seq = match self {
+            Items::List(l) => l.as_ptr(),
+            Items::Tuple(t) => t.as_ptr(),
+            Items::Other(v) => return v.get(i).map_or(std::ptr::null_mut(), |b| b.as_ptr()),
+        };
+        // SAFETY: a live list or tuple; bounds checked against its current size.
         unsafe {
-            match self {
-                Items::List(l) => {
-                    let p = l.as_ptr();
-                    if (i as ffi::Py_ssize_t) < ffi::PyList_GET_SIZE(p) {
-                        ffi::PyList_GET_ITEM(p, i as ffi::Py_ssize_t)
-                    } else {
-                        std::ptr::null_mut()
-                    }
-                }
-                Items::Tuple(t) => {
-                    let p = t.as_ptr();
-                    if (i as ffi::Py_ssize_t) < ffi::PyTuple_GET_SIZE(p) {
-                        ffi::PyTuple_GET_ITEM(p, i as ffi::Py_ssize_t)
-                    } else {
-                        std::ptr::null_mut()
-                    }
-                }
-                Items::Other(v) => v.get(i).map_or(std::ptr::null_mut(), |b| b.as_ptr()),
+            if (i as ffi::Py_ssize_t) < ffi::PySequence_Fast_GET_SIZE(seq) {
+                ffi::PySequence_Fast_GET_ITEM(seq, i as ffi::Py_ssize_t)
+            } else {
+                std::ptr::null_mut()
             }
         }
     }

@@ -3,7 +3,7 @@
 //! rest canonicalized in one batch, hashed on every core.
 
 use ctxengine_core::cut::{PairValidator, ToolRole};
-use ctxengine_core::hash::sha256_spans;
+use ctxengine_core::hash::{sha256_spans, span_threads};
 use ctxengine_core::CoreError;
 use pyo3::ffi;
 use pyo3::intern;
@@ -26,44 +26,31 @@ pub struct Facts {
     /// Index into `Types::kinds`.
     pub kind: usize,
     pub digest: [u8; 32],
-    /// The canonical length, unless `bytes` is set.
-    len: usize,
-    /// A `bytes` object whose size is the canonical length and whose
-    /// content the canonical bytes (an exact count on a memo miss reads
-    /// them, ADR 0012). Borrowed while no Python code runs; before any
-    /// may, a reference is taken into the buffers' `keep`.
+    /// Null until known, then a `bytes` object holding the canonical bytes
+    /// (its size the canonical length; an exact count on a memo miss reads
+    /// them, ADR 0012). Borrowed while no Python code runs; before any may,
+    /// a reference is taken (into the buffers' `keep`, or the `_cj` tuple's
+    /// holder keeps it).
     bytes: *mut ffi::PyObject,
 }
 
 impl Facts {
-    /// Facts whose length is read from `bytes` when asked: the caller keeps
-    /// `bytes` alive (through the `_cj` tuple holding it) while they are used.
     #[inline]
     pub fn of_bytes(kind: usize, digest: [u8; 32], bytes: *mut ffi::PyObject) -> Self {
         Facts {
             kind,
             digest,
-            len: 0,
             bytes,
         }
     }
 
-    pub fn known(kind: usize, len: usize, digest: [u8; 32]) -> Self {
-        Facts {
-            kind,
-            digest,
-            len,
-            bytes: std::ptr::null_mut(),
-        }
+    /// Facts still to be canonicalized.
+    pub fn pending(kind: usize) -> Self {
+        Self::of_bytes(kind, [0; 32], std::ptr::null_mut())
     }
 
-    /// The canonical bytes (call with the GIL held, while `bytes` is
-    /// alive, like [`Facts::len`]).
-    pub fn canonical(&self) -> Vec<u8> {
-        self.bytes().to_vec()
-    }
-
-    /// The canonical bytes, borrowed (empty unless `bytes` is a `bytes`).
+    /// The canonical bytes, borrowed (empty until known). Call with the GIL
+    /// held, while `bytes` is alive.
     #[inline]
     fn bytes(&self) -> &[u8] {
         // SAFETY: null or alive (see the field); its size and data are read
@@ -77,21 +64,17 @@ impl Facts {
         }
     }
 
-    /// The canonical length (call with the GIL held, while `bytes` is
-    /// alive).
+    pub fn canonical(&self) -> Vec<u8> {
+        self.bytes().to_vec()
+    }
+
     #[inline]
     pub fn len(&self) -> usize {
-        if self.bytes.is_null() {
-            self.len
-        } else {
-            self.bytes().len()
-        }
+        self.bytes().len()
     }
 }
 
-/// Per-item buffers, kept per thread between calls: a 10,000-item history
-/// needs about a megabyte of them, and fresh allocations that size are
-/// mapped and faulted in anew on every call.
+/// Per-item results of a pass.
 #[derive(Default)]
 pub struct Buffers {
     pub facts: Vec<Facts>,
@@ -103,39 +86,15 @@ pub struct Buffers {
     kept: usize,
 }
 
-thread_local! {
-    static BUFFERS: std::cell::Cell<Option<Box<Buffers>>> = const { std::cell::Cell::new(None) };
-}
-
-/// Buffers this large are not kept.
-const KEEP_ITEMS: usize = 1 << 20;
-
 /// Everything one pass learns about a history.
 pub struct Scan<'py> {
-    /// The call ids of the items whose role is not `Other`, in order (owned,
-    /// so the cut can borrow `&str`s).
+    /// References to call ids the validator borrowed (see `scan`).
     pub call_ids: Vec<Bound<'py, PyAny>>,
     pub buf: Box<Buffers>,
     /// Values whose facts still need canonicalization: (index, value).
     pending: Vec<(usize, Bound<'py, PyAny>)>,
-    /// The first pairing error, raised by [`Scan::pairs`] once the other
-    /// arguments are checked.
+    /// Raised by [`Scan::pairs`] once the other arguments are checked.
     pair_error: Option<CoreError>,
-}
-
-impl Drop for Scan<'_> {
-    fn drop(&mut self) {
-        let mut buf = std::mem::take(&mut self.buf);
-        if buf.facts.capacity() <= KEEP_ITEMS {
-            buf.facts.clear();
-            buf.result_of.clear();
-            buf.raws.clear();
-            buf.keep.clear();
-            buf.kept = 0;
-            // Re-entrant calls (Python code run mid-scan) simply allocate.
-            BUFFERS.with(|b| b.set(Some(buf)));
-        }
-    }
 }
 
 /// What a pass collects.
@@ -149,10 +108,10 @@ pub struct Want {
 }
 
 /// One pass over `items`, checking the items (an `ArgumentError`) and
-/// validating tool pairs on the way (an `OrphanedToolPair` from
-/// [`Scan::pairs`]). Facts of items with a filled
-/// cache are read here; the rest wait for [`Scan::finish_facts`], so a
-/// pairing error comes before any canonicalization, as the contract orders.
+/// validating tool pairs (an `OrphanedToolPair` from [`Scan::pairs`]).
+/// Facts of items with a filled cache are read here; the rest wait for
+/// [`Scan::finish_facts`]: a pairing error comes before any
+/// canonicalization, as the contract orders.
 pub fn scan<'py>(
     py: Python<'py>,
     types: &mut Types,
@@ -160,28 +119,23 @@ pub fn scan<'py>(
     want: Want,
 ) -> PyResult<Scan<'py>> {
     let n = items.len();
-    let mut buf = BUFFERS.with(|b| b.take()).unwrap_or_default();
-    if want.facts {
-        buf.facts.reserve(n);
-    }
-    let mut result_of = std::mem::take(&mut buf.result_of);
+    let mut buf = Box::<Buffers>::default();
+    buf.facts.reserve(if want.facts { n } else { 0 });
+    let mut result_of = Vec::with_capacity(if want.pairs.is_some() { n } else { 0 });
     let mut s = Scan {
         call_ids: Vec::new(),
         buf,
         pending: Vec::new(),
         pair_error: None,
     };
-    // Calls are typically a quarter of a history.
+    // (Calls are typically a quarter of a history.)
     let hint = if want.pairs.is_some() { n / 4 + 8 } else { 0 };
     let mut pairs = PairValidator::new(&mut result_of, hint);
-    // The first pairing error waits until every item is checked: argument
-    // errors come first.
     let mut pair_error: Option<CoreError> = None;
     let cj_name = intern!(py, "_cj");
-    // The fast path reads items, slots and call id strings without taking
-    // references: nothing can free them while no Python code runs. Before
-    // any step that may run Python code, `pin` takes references to the
-    // call ids the validator borrows so far and settles the fact lengths.
+    // Items, slots and call ids are read without references while no Python
+    // code runs; before any step that may run some, `pin` takes references
+    // to the call ids and bytes borrowed so far.
     let mut borrowed: Vec<*mut ffi::PyObject> = Vec::new();
     let mut i = 0;
     loop {
@@ -262,7 +216,7 @@ pub fn scan<'py>(
             match cached {
                 Some((digest, bytes)) => s.buf.facts.push(Facts::of_bytes(kind, digest, bytes)),
                 None => {
-                    s.buf.facts.push(Facts::known(kind, 0, [0; 32]));
+                    s.buf.facts.push(Facts::pending(kind));
                     s.pending.push((i, item.to_owned()));
                 }
             }
@@ -286,8 +240,7 @@ impl<'py> Scan<'py> {
         }
     }
 
-    /// Before Python code may run mid-pass: take references to the call ids
-    /// read without one, and to the facts' borrowed bytes.
+    /// Before Python code may run mid-pass: references to what is borrowed.
     #[cold]
     fn pin(&mut self, py: Python<'py>, borrowed: &mut Vec<*mut ffi::PyObject>) {
         for id in borrowed.drain(..) {
@@ -310,8 +263,7 @@ impl<'py> Scan<'py> {
         buf.kept = buf.facts.len();
     }
 
-    /// Canonicalize what the pass could not read from a cache (see
-    /// [`canonicalize_pending`]).
+    /// Canonicalize what the pass could not read from a cache.
     pub fn finish_facts(&mut self, py: Python<'py>, types: &mut Types) -> PyResult<()> {
         if self.pending.is_empty() {
             return Ok(());
@@ -324,13 +276,11 @@ impl<'py> Scan<'py> {
     }
 }
 
-/// Canonicalize `pending` values (fact index, value), filling the `_cj`
-/// caches of items seen for the first time and their facts. All canonical
-/// bytes go to one buffer first; a large batch is then hashed on every core
-/// with the GIL released, and the caches are stored in order. (After an
-/// error, the items before the failing one still get their caches.) The
-/// facts must borrow nothing `keep` does not hold: Python code runs here.
-/// The new facts' bytes are held in `keep`.
+/// Canonicalize `pending` values (fact index, value) into one buffer, hash
+/// it (a large batch on several cores, the GIL released), then fill their
+/// facts, the new bytes held in `keep`, and the `_cj` caches of items, in
+/// order (after an error, the items before the failing one still get
+/// theirs). Python code runs here: `facts` must borrow nothing unheld.
 pub fn canonicalize_pending<'py>(
     py: Python<'py>,
     types: &mut Types,
@@ -339,8 +289,7 @@ pub fn canonicalize_pending<'py>(
     pending: Vec<(usize, Bound<'py, PyAny>)>,
 ) -> PyResult<()> {
     let mut w = walker(py, Vec::new());
-    let mut big = BIG.with(|b| b.take());
-    big.clear();
+    let mut big = Vec::new();
     // (fact index, the item when its cache is to be stored, span)
     let mut spans: Vec<(usize, Option<Bound<'py, PyAny>>, usize, usize)> =
         Vec::with_capacity(pending.len());
@@ -363,11 +312,9 @@ pub fn canonicalize_pending<'py>(
         }
     }
     let ranges: Vec<(usize, usize)> = spans.iter().map(|s| (s.2, s.3)).collect();
-    let digests = if big.len() >= PARALLEL_HASH_BYTES {
-        let threads = hash_threads();
-        py.detach(|| sha256_spans(&big, &ranges, threads))
-    } else {
-        sha256_spans(&big, &ranges, 1)
+    let digests = match span_threads(big.len()) {
+        1 => sha256_spans(&big, &ranges, 1),
+        threads => py.detach(|| sha256_spans(&big, &ranges, threads)),
     };
     for ((i, store, a, b), digest) in spans.into_iter().zip(digests) {
         let bytes = match store {
@@ -382,26 +329,8 @@ pub fn canonicalize_pending<'py>(
         *f = Facts::of_bytes(f.kind, digest, bytes.as_ptr());
         keep.push(bytes.unbind());
     }
-    if big.capacity() <= KEEP_BIG_BYTES {
-        BIG.with(|b| b.set(big));
-    }
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
     }
-}
-
-/// A batch of fresh canonical bytes at least this large is hashed in parallel.
-const PARALLEL_HASH_BYTES: usize = 256 * 1024;
-/// The fresh-bytes buffer is kept between calls up to this size.
-const KEEP_BIG_BYTES: usize = 64 * 1024 * 1024;
-
-thread_local! {
-    static BIG: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// Threads for parallel hashing: the machine's cores, at most four.
-fn hash_threads() -> usize {
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
 }

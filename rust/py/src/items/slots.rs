@@ -1,6 +1,5 @@
-//! Reading attributes of Python objects: member slots read directly (exactly
-//! what `getattr` does for plain slotted classes, without the lookup), an
-//! item's `seq`, a tool call's id and its hash.
+//! Attributes of Python objects: member slots read directly (what `getattr`
+//! does for plain slotted classes, without the lookup), `seq`, call ids.
 
 use std::os::raw::c_int;
 use std::ptr::addr_of_mut;
@@ -30,14 +29,11 @@ pub struct TypeFields {
     /// Its valid attribute version tag (CPython gives a type a new tag
     /// whenever an attribute of it or of a base is set or deleted).
     pub version: Option<std::os::raw::c_uint>,
-    /// Its instances have an instance dict.
     pub instance_dict: bool,
-    /// Its instances use the generic attribute access (a plain class: no
-    /// `__getattribute__` or `__getattr__` of its own).
+    /// No `__getattribute__` or `__getattr__` of its own.
     pub generic_getattr: bool,
 }
 
-/// The fields of `ty` that say how its instances' attributes are read.
 #[inline]
 pub fn type_fields(ty: &Bound<'_, PyType>) -> TypeFields {
     // libpython's own function: its address is unique.
@@ -52,15 +48,12 @@ pub fn type_fields(ty: &Bound<'_, PyType>) -> TypeFields {
     }
 }
 
-/// The valid attribute version tag of a type (see [`TypeFields::version`]).
 #[inline]
 pub fn version_of(ty: &Bound<'_, PyType>) -> Option<std::os::raw::c_uint> {
     type_fields(ty).version
 }
 
-/// The member-slot offset of `name` on instances of `ty`, when reading the
-/// slot is exactly what `getattr` would do: generic attribute access and a
-/// plain object member descriptor.
+/// `name`'s member slot, when reading it is exactly what `getattr` does.
 pub fn slot_offset(ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResult<Attr> {
     if !type_fields(ty).generic_getattr {
         return Ok(Attr::Lookup);
@@ -69,9 +62,8 @@ pub fn slot_offset(ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResu
 }
 
 /// The offset of `name`'s member slot in instances of `ty`, when it is a
-/// plain object member (`T_OBJECT_EX`) of a base of `ty` (and, when
-/// `writable`, not read-only): the descriptor's own `__get__` and `__set__`
-/// read and write exactly that slot.
+/// plain object member (`T_OBJECT_EX`) of a base of `ty`, writable if asked:
+/// the descriptor's `__get__` and `__set__` read and write exactly that slot.
 pub fn member_offset(
     ty: &Bound<'_, PyType>,
     name: &Bound<'_, PyString>,
@@ -120,9 +112,8 @@ pub fn read_attr<'py>(
     }
 }
 
-/// Hint the CPU to fetch the cache line at `p` (null: nothing). A batch
-/// of objects read in turn costs one memory wait per object; their lines
-/// fetched together first, the waits overlap.
+/// Hint the CPU to fetch the cache line at `p` (null: nothing), so that the
+/// memory waits of objects read in turn overlap.
 #[inline(always)]
 pub fn prefetch(p: *const ffi::PyObject) {
     #[cfg(target_arch = "x86_64")]
@@ -136,6 +127,8 @@ pub fn prefetch(p: *const ffi::PyObject) {
     let _ = p;
 }
 
+/// # Safety
+/// `offset` must be an object slot of `obj`'s (live) layout.
 #[inline(always)]
 pub unsafe fn slot_value(obj: *mut ffi::PyObject, offset: isize) -> *mut ffi::PyObject {
     *((obj as *mut u8).offset(offset) as *mut *mut ffi::PyObject)
@@ -167,11 +160,10 @@ pub unsafe fn seq_value(v: *mut ffi::PyObject) -> Option<i64> {
     }
 }
 
-/// The tool-pair role of an item and its id's hash: Python's own hash of
-/// the id as an exact `str` (cached in the string object after the first
-/// use). A `str` subclass counts as its data; any other id is an
-/// `ArgumentError` of `function` naming `items[index].call_id`.
-/// `keep` takes a reference to each id string: the role borrows its text.
+/// The tool-pair role of an item and its id's hash (see [`exact_str_role`]).
+/// A `str` subclass counts as its data; any other id is an `ArgumentError`
+/// of `function` naming `name[index].call_id`. `keep` holds each id: the
+/// role borrows its text.
 #[inline(always)]
 pub fn tool_role<'a, 'py>(
     item: &Bound<'py, PyAny>,
@@ -208,10 +200,8 @@ pub fn tool_role<'a, 'py>(
     Ok(read.unwrap_or((ToolRole::Other, 0)))
 }
 
-/// The role of a call (`role`) whose id is `id`, with the id's hash (the
-/// one CPython caches in the str, computed on first use without running
-/// Python code) and its text borrowed from the str object, when `id` is an
-/// exact `str` (`None` for anything else, null included).
+/// When `id` is an exact `str` (else `None`): the role with its text, and
+/// the hash CPython caches in the str (computed without running Python code).
 ///
 /// # Safety
 /// `id` must be null or a live object, which the caller keeps alive as long

@@ -1,9 +1,10 @@
-//! Type-level facts, kept per type between calls (per thread): kind,
-//! tool-pair role, conversation item or not, and how to read `_cj`, `seq`
-//! and `call_id`. Trusted while the type's attribute version tag is
-//! unchanged (CPython gives a type a new tag whenever an attribute of it or
-//! of a base is set or deleted); a type without a tag is read once a call.
+//! Type-level facts: kind, tool-pair role, conversation item or not, and
+//! how to read `_cj`, `seq` and `call_id`. Kept per thread between calls
+//! while the type's attribute version tag is unchanged (CPython gives a
+//! type a new tag whenever an attribute of it or of a base is set or
+//! deleted), checked when a call starts; trusted for the rest of the call.
 
+use std::cell::Cell;
 use std::os::raw::c_uint;
 
 use ctxengine_core::cut::CONVERSATION_KINDS;
@@ -38,12 +39,9 @@ pub enum Sort {
 }
 
 pub struct TypeInfo {
-    /// Held while cached, so the pointer cannot be reused by another type.
-    _ty: Py<PyType>,
-    tp: *mut ffi::PyTypeObject,
+    /// Held, so its pointer cannot be reused by another type.
+    ty: Py<PyType>,
     version: Option<c_uint>,
-    /// The `Types::generation` that last checked `version`.
-    checked: u64,
     pub sort: Sort,
     /// Index into `Types::kinds`.
     pub kind: usize,
@@ -58,50 +56,43 @@ pub struct TypeInfo {
 /// The facts of the types met, and the distinct kind names ("text" and
 /// "json" first).
 pub struct Types {
+    /// The types of `infos`, searched in turn (a history has a few).
+    tps: Vec<*mut ffi::PyTypeObject>,
     pub infos: Vec<TypeInfo>,
-    /// Types checked in this call, `(type, index into infos)`: a history
-    /// alternates between a few types.
-    recent: Vec<(*mut ffi::PyTypeObject, usize)>,
     pub kinds: Vec<String>,
-    generation: u64,
 }
-
-/// What the last call left: facts, kinds, generation.
-type Kept = (Vec<TypeInfo>, Vec<String>, u64);
 
 thread_local! {
-    /// Taken by a call: a re-entrant one starts afresh.
-    static TYPE_CACHE: std::cell::Cell<Option<Kept>> = const { std::cell::Cell::new(None) };
+    /// The last call's facts and kinds (a tuple: a `Types` dropped here
+    /// would store itself again). Taken by a call: a re-entrant one starts
+    /// afresh.
+    static KEPT: Cell<Option<(Vec<TypeInfo>, Vec<String>)>> = const { Cell::new(None) };
 }
 
-const RECENT: usize = 8;
-/// More distinct types or kinds than this and the cache starts over.
-const MAX_CACHED_TYPES: usize = 128;
+/// More distinct types or kinds than this and the table starts over.
+const MAX_TYPES: usize = 64;
 
 impl Drop for Types {
     fn drop(&mut self) {
-        let infos = std::mem::take(&mut self.infos);
-        let kept = (infos, std::mem::take(&mut self.kinds), self.generation);
-        TYPE_CACHE.with(|c| c.set(Some(kept)));
+        let kept = (
+            std::mem::take(&mut self.infos),
+            std::mem::take(&mut self.kinds),
+        );
+        // (At thread exit the slot is gone: the facts just drop.)
+        let _ = KEPT.try_with(|k| k.set(Some(kept)));
     }
 }
 
 impl Types {
-    pub fn new(_py: Python<'_>) -> PyResult<Self> {
-        let (infos, kinds, generation) = match TYPE_CACHE.with(|c| c.take()) {
-            Some((i, k, g)) if k.len() <= MAX_CACHED_TYPES => (i, k, g),
-            other => {
-                let g = other.map_or(0, |c| c.2);
-                (Vec::new(), vec!["text".to_owned(), "json".to_owned()], g)
-            }
+    pub fn new(py: Python<'_>) -> PyResult<Self> {
+        let (mut infos, kinds) = match KEPT.with(Cell::take) {
+            Some(kept) if kept.1.len() <= MAX_TYPES => kept,
+            _ => (Vec::new(), vec!["text".to_owned(), "json".to_owned()]),
         };
-        let recent = Vec::with_capacity(RECENT);
-        Ok(Types {
-            infos,
-            recent,
-            kinds,
-            generation: generation + 1,
-        })
+        // Facts of types changed since (or without a tag) are read again.
+        infos.retain(|i| i.version.is_some() && version_of(i.ty.bind(py)) == i.version);
+        let tps = infos.iter().map(|i| i.ty.bind(py).as_type_ptr()).collect();
+        Ok(Types { tps, infos, kinds })
     }
 
     /// The `seq` of item `i` as the floor scan sees it (see `slots::seq_value`).
@@ -121,7 +112,7 @@ impl Types {
     #[inline(always)]
     pub fn seq_of(&self, item: &Bound<'_, PyAny>, t: usize) -> PyResult<Option<i64>> {
         let info = &self.infos[t];
-        if let (Attr::Slot(offset), true) = (info.seq, info.tp == item.get_type_ptr()) {
+        if let (Attr::Slot(offset), true) = (info.seq, self.tps[t] == item.get_type_ptr()) {
             // SAFETY: a slot of this item's type's layout, holding null or a live object.
             return Ok(unsafe { seq_value(slot_value(item.as_ptr(), offset)) });
         }
@@ -131,84 +122,49 @@ impl Types {
         Ok(seq.and_then(|v| unsafe { seq_value(v.as_ptr()) }))
     }
 
-    /// The facts of a type already checked in this call (no Python code).
+    /// The facts of a type already known (no Python code).
     #[inline(always)]
     pub fn recent(&self, tp: *mut ffi::PyTypeObject) -> Option<usize> {
-        self.recent.iter().find(|r| r.0 == tp).map(|r| r.1)
+        self.tps.iter().position(|&t| t == tp)
     }
 
     #[inline(always)]
     pub fn info(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
         match self.recent(obj.get_type_ptr()) {
             Some(t) => Ok(t),
-            None => self.info_checked(obj),
+            None => self.read(obj),
         }
     }
 
-    /// The index of `obj`'s type's cached facts, when they are still valid
-    /// (reading them runs no Python code).
-    fn valid(&self, obj: &Bound<'_, PyAny>) -> Option<usize> {
-        let tp = obj.get_type_ptr();
-        let now = version_of(&obj.get_type());
-        (self.infos.iter()).position(|t| {
-            t.tp == tp
-                && (t.checked == self.generation || (t.version.is_some() && t.version == now))
-        })
-    }
-
-    /// Whether reading `obj`'s type runs no Python code: its facts are
-    /// cached and still valid (what [`Types::info`] trusts without a read).
+    /// Whether reading `obj`'s type runs no Python code (its facts are known).
     pub fn known(&self, obj: &Bound<'_, PyAny>) -> bool {
-        let tp = obj.get_type_ptr();
-        self.recent(tp).is_some()
-            || self.infos.iter().any(|t| {
-                t.tp == tp
-                    && (t.checked == self.generation
-                        || matches!((t.version, version_of(&obj.get_type())), (Some(v), Some(now)) if v == now))
-            })
+        self.recent(obj.get_type_ptr()).is_some()
     }
 
-    /// The `_cj` slot offset of an item type whose facts are known (no
-    /// Python code runs), else `None`.
+    /// The `_cj` slot offset of an item type whose facts are known (no Python code
+    /// runs), else `None`.
     pub fn cj_slot(&self, obj: &Bound<'_, PyAny>) -> Option<isize> {
-        if !self.known(obj) {
-            return None;
-        }
-        let tp = obj.get_type_ptr();
-        let info = self.infos.iter().find(|t| t.tp == tp)?;
-        match (info.sort, info.cj) {
-            (Sort::Item, Attr::Slot(offset)) => Some(offset),
+        match self.infos.get(self.recent(obj.get_type_ptr())?)? {
+            TypeInfo {
+                sort: Sort::Item,
+                cj: Attr::Slot(offset),
+                ..
+            } => Some(*offset),
             _ => None,
         }
     }
 
-    /// A type not met yet in this call: cached facts still valid, or new ones.
     #[inline(never)]
-    fn info_checked(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
-        let tp = obj.get_type_ptr();
-        let i = match self.valid(obj) {
-            Some(i) => i,
-            None => {
-                // Changed since (or new): read the facts again.
-                if let Some(old) = self.infos.iter().position(|t| t.tp == tp) {
-                    self.infos.swap_remove(old);
-                    self.recent.clear();
-                }
-                if self.infos.len() >= MAX_CACHED_TYPES {
-                    // (Kinds stay: this call's facts index them.)
-                    self.infos.clear();
-                    self.recent.clear();
-                }
-                let info = self.read_info(obj)?;
-                self.infos.push(info);
-                self.infos.len() - 1
-            }
-        };
-        self.infos[i].checked = self.generation;
-        if self.recent.len() < RECENT {
-            self.recent.push((tp, i));
+    fn read(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+        if self.infos.len() >= MAX_TYPES {
+            // (Kinds stay: this call's facts index them.)
+            self.infos.clear();
+            self.tps.clear();
         }
-        Ok(i)
+        let info = self.read_info(obj)?;
+        self.tps.push(obj.get_type_ptr());
+        self.infos.push(info);
+        Ok(self.infos.len() - 1)
     }
 
     fn kind_index(&mut self, kind: &str) -> usize {
@@ -267,14 +223,12 @@ impl Types {
             _ => Ok(Attr::Lookup),
         };
         Ok(TypeInfo {
-            tp: ty.as_type_ptr(),
             cj: slot(intern!(py, "_cj"))?,
             seq: slot(intern!(py, "seq"))?,
             call_id: slot(intern!(py, "call_id"))?,
             // Read after the lookups above, which assign a tag if none.
             version: version_of(&ty),
-            _ty: ty.unbind(),
-            checked: 0,
+            ty: ty.unbind(),
             sort,
             kind,
             role,
