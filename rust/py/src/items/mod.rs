@@ -6,9 +6,7 @@ mod slots;
 mod types;
 
 pub use scan::{canonicalize_pending, scan, Facts, Scan, Want};
-pub use slots::{
-    member_offset, prefetch, read_attr, slot_value, tool_role, type_fields, version_of, Attr,
-};
+pub use slots::{member_offset, prefetch, read_attr, tool_role, type_fields, version_of};
 pub use types::{Role, Sort, Types};
 
 use pyo3::ffi;

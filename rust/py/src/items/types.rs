@@ -136,24 +136,6 @@ impl Types {
         }
     }
 
-    /// Whether reading `obj`'s type runs no Python code (its facts are known).
-    pub fn known(&self, obj: &Bound<'_, PyAny>) -> bool {
-        self.recent(obj.get_type_ptr()).is_some()
-    }
-
-    /// The `_cj` slot offset of an item type whose facts are known (no Python code
-    /// runs), else `None`.
-    pub fn cj_slot(&self, obj: &Bound<'_, PyAny>) -> Option<isize> {
-        match self.infos.get(self.recent(obj.get_type_ptr())?)? {
-            TypeInfo {
-                sort: Sort::Item,
-                cj: Attr::Slot(offset),
-                ..
-            } => Some(*offset),
-            _ => None,
-        }
-    }
-
     #[inline(never)]
     fn read(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
         if self.infos.len() >= MAX_TYPES {
