@@ -22,7 +22,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyType};
 
-use crate::canonical::{cache_of, item_cache as item_canonical, walker};
+use crate::canonical::{cache_of, item_canonical, walker};
 use crate::errors::guard;
 use crate::slots::Maker;
 

@@ -169,7 +169,7 @@ fn fit<'py>(
         let mut keep = Vec::new();
         crate::items::canonicalize_pending(py, &mut g.types, &mut facts, &mut keep, fresh.clone())?;
         for (i, item) in &fresh {
-            let key = crate::canonical::item_cache(item)?.get_item(1)?;
+            let key = crate::canonical::item_canonical(item)?.get_item(1)?;
             g.bufs.keys[*i] = key.as_ptr();
             g.bufs.pins.push(key.unbind());
         }

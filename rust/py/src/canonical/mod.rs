@@ -95,7 +95,7 @@ pub fn canonical_json<'py>(
 pub fn payload_hash(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String> {
     guard(py, || {
         if !is_exact_plain(value) && has_item_cache(value)? {
-            let cached = digest_of(item_cache(value)?.as_any());
+            let cached = digest_of(item_canonical(value)?.as_any());
             return cached
                 .map(|(digest, _)| hex(&digest))
                 .ok_or_else(|| PyRuntimeError::new_err("malformed item cache"));
@@ -113,15 +113,6 @@ pub fn payload_hash(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String
         give_back(buf);
         Ok(hex(&digest))
     })
-}
-
-/// `(canonical_bytes, sha256_digest)` of `item.to_dict()`, cached in `item._cj`.
-#[pyfunction]
-pub fn item_canonical<'py>(
-    py: Python<'py>,
-    item: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyTuple>> {
-    guard(py, || item_cache(item))
 }
 
 /// The `_cj` tuple of canonical bytes already in a `bytes` object, untracked (two `bytes`).
@@ -187,16 +178,19 @@ pub fn digest_of(cj: &Bound<'_, PyAny>) -> Option<([u8; 32], *mut ffi::PyObject)
     unsafe { read_digest(cj.as_ptr()) }
 }
 
-/// `item_canonical(item)`: the cached pair, computed and stored on first use.
-pub fn item_cache<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+/// `(canonical_bytes, sha256_digest)` of `item.to_dict()`, cached in `item._cj`.
+#[pyfunction]
+pub fn item_canonical<'py>(item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
     let py = item.py();
-    if !has_item_cache(item)? {
-        let reason = format!("{} has no canonical cache slot", type_name(item));
-        return Err(canonicalization_error(py, "$", reason));
-    }
-    let cached = walker(py, Vec::new()).item_cache(item.as_ptr());
-    Ok(cached
-        .map_err(|e| walk_error(py, e))?
-        .into_keep()
-        .cast_into::<PyTuple>()?)
+    guard(py, || {
+        if !has_item_cache(item)? {
+            let reason = format!("{} has no canonical cache slot", type_name(item));
+            return Err(canonicalization_error(py, "$", reason));
+        }
+        let cached = walker(py, Vec::new()).item_cache(item.as_ptr());
+        Ok(cached
+            .map_err(|e| walk_error(py, e))?
+            .into_keep()
+            .cast_into::<PyTuple>()?)
+    })
 }
