@@ -84,9 +84,8 @@ fn str_node<'a>(obj: &Bound<'_, PyAny>) -> Node<'a> {
     }
 }
 
-/// What an object of no exact JSON type is: an accepted subclass (an enum
-/// member's builtin data, the standard library's plain dicts), a value type,
-/// or refused.
+/// An object of no exact JSON type: an accepted subclass (an enum member's
+/// builtin data, the standard library's plain dicts), a value type, or refused.
 #[cold]
 fn subclass<'a>(obj: &Bound<'_, PyAny>) -> PyResult<Node<'a>> {
     let py = obj.py();
@@ -188,11 +187,11 @@ impl<'py> Source for PySource<'py> {
         let mut k: *mut ffi::PyObject = std::ptr::null_mut();
         let mut v: *mut ffi::PyObject = std::ptr::null_mut();
         while ffi::PyDict_Next(map, &mut pos, &mut k, &mut v) != 0 {
-            let (py, k, v) = (self.py, k, v);
-            out.push(Member::new(
-                Bound::from_borrowed_ptr(py, k),
-                Bound::from_borrowed_ptr(py, v),
-            ));
+            let (k, v) = (
+                Bound::from_borrowed_ptr(self.py, k),
+                Bound::from_borrowed_ptr(self.py, v),
+            );
+            out.push(Member::new(k, v));
         }
         Ok(())
     }
