@@ -218,7 +218,7 @@ pub fn render_items<'py>(
                     values[template.cache] = call_canonical(py, region, &template.plan, &values)?;
                 }
                 // It shares the call's arguments (a dict): the collector keeps seeing it.
-                out.append(maker.make(values)?)?;
+                out.append(maker.make_acyclic(values, false)?)?;
                 continue;
             };
             let call_id = match role {

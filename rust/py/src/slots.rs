@@ -69,14 +69,10 @@ impl<'py> Maker<'py> {
         Ok(maker)
     }
 
-    /// A new instance holding `values` (then the other slots' values).
-    pub fn make(&self, values: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        self.make_acyclic(values, false)
-    }
-
-    /// [`Maker::make`], untracked by the cyclic collector when `acyclic`: it
-    /// holds only strings, numbers, None and such instances or tuples of them,
-    /// so it is never part of a cycle (as CPython untracks a tuple of atoms).
+    /// A new instance holding `values` (then the other slots' values),
+    /// untracked by the cyclic collector when `acyclic`: it holds only
+    /// strings, numbers, None and such instances or tuples of them, so it is
+    /// never part of a cycle (as CPython untracks a tuple of atoms).
     pub fn make_acyclic(
         &self,
         mut values: Vec<Bound<'py, PyAny>>,

@@ -24,10 +24,9 @@ use source::PySource;
 
 /// `payload_hash` streams canonical bytes past this size to a second thread
 /// while the walk goes on (`StreamHasher`): a megabyte costs little more
-/// than its hashing when that core is free.
+/// than its hashing when that core is free. (So what is hashed in one piece
+/// at the end is small: it keeps the GIL.)
 const STREAM_FROM_BYTES: usize = 16 * 1024;
-/// Hashing at least this many bytes in one piece releases the GIL.
-const DETACH_HASH_BYTES: usize = 512 * 1024;
 /// A scratch buffer larger than this is not kept between calls.
 const KEEP_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 
@@ -107,7 +106,6 @@ pub fn payload_hash(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<String
         let digest = match streamed {
             Some(Some(digest)) => digest,
             Some(None) => return Err(PyRuntimeError::new_err("the hashing thread failed")),
-            None if buf.len() >= DETACH_HASH_BYTES => py.detach(|| sha256(&buf)),
             None => sha256(&buf),
         };
         give_back(buf);
