@@ -1,17 +1,12 @@
 //! `decode_items`: stored conversation-item payloads into the package's own
-//! frozen item objects, in one call (ADR 0011).
-//!
-//! The core parses and checks each payload and writes the item's canonical
-//! bytes (`ctxengine_core::decode`); this file only turns the core's values
-//! into Python ones, field by field in the schema's order, and builds each
-//! object with the one writer (`slots::Maker`). It imports nothing from
-//! `ctxengine`: the caller passes the item classes, the content part classes
-//! and the trust members.
+//! frozen item objects, in one call (ADR 0011). The core parses, checks and
+//! writes each item's canonical bytes (`ctxengine_core::decode`); this file
+//! turns the core's values, field by field in the schema's order, into
+//! Python ones and builds each object with `slots::Maker`. The caller passes
+//! the item classes, the content part classes and the trust members.
 
-use std::cell::RefCell;
-
-use ctxengine_core::decode::item::Value;
-use ctxengine_core::decode::{decode_item, Content, Json, Members, Names, TRUST_LEVELS};
+use ctxengine_core::decode::item::{Part, Value};
+use ctxengine_core::decode::{decode_item, Content, Json, Members, TRUST_LEVELS};
 use ctxengine_core::schema::{self, Record};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -21,14 +16,11 @@ use crate::canonical::cache_of;
 use crate::errors::guard;
 use crate::slots::{atomic, untracked, Maker};
 
-/// A batch decoder: the classes looked up once, short names made once
-/// across the batch (`Names`).
 struct Decoder<'py> {
     py: Python<'py>,
-    /// One maker per `schema::ITEMS` record, then `TextPart`, `FileRef`.
+    /// One maker per `schema::ITEMS` record, then one per `schema::PARTS` record.
     makers: Vec<Maker<'py>>,
     trust: Vec<Bound<'py, PyAny>>,
-    names: RefCell<Names<Bound<'py, PyString>>>,
 }
 
 impl<'py> Decoder<'py> {
@@ -42,18 +34,6 @@ impl<'py> Decoder<'py> {
         PyString::new(self.py, s).into_any()
     }
 
-    /// A string likely to recur in the batch (a name, not a text).
-    fn name(&self, s: &str) -> Bound<'py, PyAny> {
-        self.names
-            .borrow_mut()
-            .get(s, |s| PyString::new(self.py, s))
-            .into_any()
-    }
-
-    fn opt_name(&self, s: Option<&str>) -> Bound<'py, PyAny> {
-        s.map_or_else(|| self.py.None().into_bound(self.py), |s| self.name(s))
-    }
-
     fn json(&self, v: &Json<'_>) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         Ok(match v {
@@ -61,15 +41,11 @@ impl<'py> Decoder<'py> {
             Json::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
             Json::Int(i) => i.into_pyobject(py)?.into_any(),
             Json::Float(f) => f.into_pyobject(py)?.into_any(),
-            Json::Str(s) => self.name(s),
-            Json::Array(values) => PyList::new(
-                py,
-                values
-                    .iter()
-                    .map(|v| self.json(v))
-                    .collect::<PyResult<Vec<_>>>()?,
-            )?
-            .into_any(),
+            Json::Str(s) => self.str(s),
+            Json::Array(values) => {
+                let values = values.iter().map(|v| self.json(v));
+                PyList::new(py, values.collect::<PyResult<Vec<_>>>()?)?.into_any()
+            }
             Json::Object(members) => self.dict(members)?,
         })
     }
@@ -77,16 +53,12 @@ impl<'py> Decoder<'py> {
     fn dict(&self, members: &Members<'_>) -> PyResult<Bound<'py, PyAny>> {
         let d = PyDict::new(self.py);
         for (k, v) in members {
-            d.set_item(self.name(k), self.json(v)?)?;
+            d.set_item(self.str(k), self.json(v)?)?;
         }
         Ok(d.into_any())
     }
 
-    fn content(&self, c: &Content<'_>) -> PyResult<Bound<'py, PyAny>> {
-        let parts = match c {
-            Content::Text(s) => return Ok(self.str(s)),
-            Content::Parts(parts) => parts,
-        };
+    fn content(&self, parts: &[Part<'_>]) -> PyResult<Bound<'py, PyAny>> {
         let n = schema::ITEMS.len();
         let parts = (parts.iter()).map(|p| self.make(n + p.index(), self.values(p.fields())?));
         let parts = PyTuple::new(self.py, parts.collect::<PyResult<Vec<_>>>()?)?.into_any();
@@ -98,16 +70,17 @@ impl<'py> Decoder<'py> {
         })
     }
 
-    /// Each field's value as Python's.
+    /// Each field's value as Python's (the one table reader).
     fn values(&self, fields: Vec<Value<'_, '_>>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let py = self.py;
         let values = fields.into_iter().map(|v| match v {
-            Value::Text(s) => Ok(self.str(s)),
-            Value::Name(s) => Ok(self.name(s)),
-            Value::OptName(s) => Ok(self.opt_name(s)),
-            Value::Content(c) => self.content(c),
+            Value::Text(s) | Value::Name(s) => Ok(self.str(s)),
+            Value::OptName(s) => Ok(s.map_or_else(|| py.None().into_bound(py), |s| self.str(s))),
+            Value::Content(Content::Text(s)) => Ok(self.str(s)),
+            Value::Content(Content::Parts(parts)) => self.content(parts),
             Value::Trust(t) => Ok(self.trust[t as usize].clone()),
             Value::Members(m) => self.dict(m),
-            Value::Bool(b) => Ok(PyBool::new(self.py, b).to_owned().into_any()),
+            Value::Bool(b) => Ok(PyBool::new(py, b).to_owned().into_any()),
         });
         values.collect()
     }
@@ -125,17 +98,13 @@ impl<'py> Decoder<'py> {
             Ok(d) => d,
             Err(reason) => return Ok(Err(reason)),
         };
-        // The values in the schema's field order (`Item::fields`), then `seq` and `_cj`.
+        // The schema's fields (`Item::fields`), then `seq` and `_cj`.
         let mut values = self.values(decoded.item.fields())?;
         values.push(seq_obj);
         values.push(match &decoded.cache {
             Some((bytes, digest)) => {
-                let joined = PyBytes::new_with(py, bytes.len(), |mut out| {
-                    for piece in bytes.pieces() {
-                        let (head, rest) = out.split_at_mut(piece.len());
-                        head.copy_from_slice(piece);
-                        out = rest;
-                    }
+                let joined = PyBytes::new_with(py, bytes.len(), |out| {
+                    bytes.copy_to(out);
                     Ok(())
                 })?;
                 cache_of(joined, digest)?.into_any()
@@ -168,11 +137,10 @@ pub fn decode_items<'py>(
         let trust: Vec<Bound<'py, PyAny>> = trust.extract()?;
         if trust.len() != TRUST_LEVELS.len() {
             let (want, got) = (TRUST_LEVELS.len(), trust.len());
-            return Err(PyValueError::new_err(format!(
-                "trust: expected the {want} trust levels, got {got}"
-            )));
+            let message = format!("trust: expected the {want} trust levels, got {got}");
+            return Err(PyValueError::new_err(message));
         }
-        // The slots the decoder fills: the record's fields in constructor order, then `_cj` for an item.
+        // Each maker fills the record's fields in constructor order, then an item's `_cj`.
         let fields = |r: &Record, item: bool| -> Vec<&str> {
             r.names().chain(item.then_some("_cj")).collect()
         };
@@ -183,22 +151,10 @@ pub fn decode_items<'py>(
             })?;
             makers.push(Maker::filling(&cls, &fields(r, true), extra)?);
         }
-        makers.push(Maker::filling(
-            &parts.0,
-            &fields(&schema::PARTS[0], false),
-            None,
-        )?);
-        makers.push(Maker::filling(
-            &parts.1,
-            &fields(&schema::PARTS[1], false),
-            None,
-        )?);
-        let decoder = Decoder {
-            py,
-            makers,
-            trust,
-            names: RefCell::default(),
-        };
+        for (cls, r) in [parts.0, parts.1].iter().zip(schema::PARTS.iter()) {
+            makers.push(Maker::filling(cls, &fields(r, false), None)?);
+        }
+        let decoder = Decoder { py, makers, trust };
         let (payloads, seqs) = (payloads.cast::<PyList>()?, seqs.cast::<PyList>()?);
         if payloads.len() != seqs.len() {
             let (p, s) = (payloads.len(), seqs.len());

@@ -1,6 +1,5 @@
-//! `select_history` and `validate_tool_pairs`: the arguments checked and
-//! converted, the cut itself `ctxengine_core::cut::select_history` over a
-//! [`CutHost`] that reads Python items.
+//! `select_history` and `validate_tool_pairs`: the arguments read, the cut
+//! the core's (`cut::select_history`) over a [`CutHost`] of Python items.
 
 use std::cell::RefCell;
 
@@ -20,12 +19,11 @@ pub fn validate_tool_pairs(py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult
     guard(py, || {
         const F: &str = "validate_tool_pairs";
         let values = arguments::sequence(F, "items", items, "conversation items")?;
-        let mut types = Types::new(py)?;
         let want = Want {
             pairs: Some(F),
             facts: false,
         };
-        scan(py, &mut types, &values, want)?.pairs(py)
+        scan(py, &mut Types::new(py)?, &values, want)?.pairs(py)
     })
 }
 
@@ -46,8 +44,7 @@ pub fn select_history(
 ) -> PyResult<usize> {
     guard(py, || {
         const F: &str = "select_history";
-        // The arguments, in order, before any work (the scan checks the
-        // items and holds a pairing error back for the cut).
+        // The arguments in order before any work (the scan holds a pairing error back).
         let values = arguments::sequence(F, "items", items, "conversation items")?;
         let mut types = Types::new(py)?;
         let own = estimator.cast::<TokenEstimator>().ok();
@@ -74,7 +71,6 @@ pub fn select_history(
             estimator,
             model_id,
             raws,
-            batch: false,
             factor: (1, 1),
         };
         cut::select_history(&mut host, floor, history_tokens as i128).into_py(py)
@@ -91,10 +87,9 @@ struct PyCut<'a, 'py> {
     own: Option<&'a TokenEstimator>,
     estimator: &'a Bound<'py, PyAny>,
     model_id: &'a str,
-    /// Measured beforehand (`raw`), or by another estimator.
+    /// Measured beforehand (`raw`) or by another estimator; else by this
+    /// module's estimator into the scan's buffer.
     raws: Option<Vec<i64>>,
-    /// Measured by this module's estimator, into the scan's buffer.
-    batch: bool,
     /// This module's estimator's factor for the key.
     factor: Ratio,
 }
@@ -117,7 +112,6 @@ impl CutHost for PyCut<'_, '_> {
                 let factor =
                     (est.lock()).raw_batch(self.model_id, &types.kinds, &buf.facts, &mut buf.raws);
                 self.factor = factor.into_py(py)?;
-                self.batch = true;
             } else {
                 self.factor = est.lock().factor_of(self.model_id);
             }
@@ -132,11 +126,7 @@ impl CutHost for PyCut<'_, '_> {
     }
 
     fn raws(&self) -> &[i64] {
-        if self.batch {
-            &self.scan.buf.raws
-        } else {
-            self.raws.as_deref().unwrap_or_default()
-        }
+        self.raws.as_deref().unwrap_or(&self.scan.buf.raws)
     }
 
     fn result_of(&self) -> &[usize] {

@@ -13,9 +13,9 @@ use ctxengine_core::render::{self, Fill, Made, Seq, Shape, TextItem, TextRender}
 use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyList, PyString, PyType};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString, PyType};
 
-use crate::canonical::{item_cache as item_canonical, make_cache, walker};
+use crate::canonical::{cache_of, item_canonical, walker};
 use crate::errors::guard;
 use crate::slots::Maker;
 
@@ -191,7 +191,7 @@ pub fn render_items<'py>(
                     values[template.cache] = call_canonical(py, region, &template.plan, &values)?;
                 }
                 // It shares the call's arguments (a dict): the collector keeps seeing it.
-                out.append(maker.make(values)?)?;
+                out.append(maker.make_acyclic(values, false)?)?;
                 continue;
             };
             let digest = digest_of(&item)?;
@@ -252,9 +252,9 @@ fn read_text<'py, R>(
     f(&read, &seq, call_id.as_ref())
 }
 
-/// `(canonical, sha256(canonical))`, a render's `_cj` (untracked: `make_cache`).
+/// `(canonical, sha256(canonical))`, a render's `_cj` (untracked: `cache_of`).
 fn cache_tuple<'py>(py: Python<'py>, canonical: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    Ok(make_cache(py, canonical, &sha256(canonical))?.into_any())
+    Ok(cache_of(PyBytes::new(py, canonical), &sha256(canonical))?.into_any())
 }
 
 /// A tool call render's `_cj` (canonical bytes and digest), made here as a text

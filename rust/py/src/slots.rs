@@ -1,7 +1,6 @@
-//! The one writer of the package's frozen value types, used by the decoder
-//! and the renderer (ADR 0011): `object.__new__(cls)`, then every slot
-//! written as `object.__setattr__` would (the constructor's checks were made
-//! by the caller, in the core).
+//! The one writer of the package's frozen value types (ADR 0011):
+//! `object.__new__(cls)`, then every slot written as `object.__setattr__`
+//! would (the core made the constructor's checks).
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -11,9 +10,8 @@ use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 use crate::items::member_offset;
 
 /// How a class's instances are built: the named slots in order, then the
-/// class's other slots with fixed values. Written at their offsets when every
-/// one is a plain object member (`offsets`), else through
-/// `object.__setattr__`.
+/// class's other slots with fixed values, written at their offsets when every
+/// one is a plain object member, else through `object.__setattr__`.
 pub struct Maker<'py> {
     cls: Bound<'py, PyType>,
     names: Vec<Bound<'py, PyString>>,
@@ -25,22 +23,18 @@ impl<'py> Maker<'py> {
     /// A maker for `cls` filling `names` in that order.
     pub fn new(cls: &Bound<'py, PyType>, names: &[&str]) -> PyResult<Self> {
         let py = cls.py();
-        if !cls
-            .getattr("__new__")?
-            .is(py.get_type::<PyAny>().getattr("__new__")?)
-        {
+        if !(cls.getattr("__new__")?).is(py.get_type::<PyAny>().getattr("__new__")?) {
             return Err(PyTypeError::new_err(format!(
                 "{} defines __new__",
                 cls.name()?
             )));
         }
         let names: Vec<_> = names.iter().map(|n| PyString::intern(py, n)).collect();
-        let offsets = (names.iter())
-            .map(|n| member_offset(cls, n, true))
-            .collect::<PyResult<Option<Vec<_>>>>()?;
-        let others = Vec::new();
+        let offsets =
+            (names.iter().map(|n| member_offset(cls, n, true))).collect::<PyResult<_>>()?;
+        let (cls, others) = (cls.clone(), Vec::new());
         Ok(Maker {
-            cls: cls.clone(),
+            cls,
             names,
             offsets,
             others,
@@ -62,17 +56,12 @@ impl<'py> Maker<'py> {
                 cls.name()?
             )));
         }
-        let rest: Vec<&str> = slots
-            .iter()
-            .map(String::as_str)
+        let rest: Vec<&str> = (slots.iter().map(String::as_str))
             .filter(|s| !fields.contains(s))
             .collect();
         let mut maker = Maker::new(cls, &[fields, &rest].concat())?;
         for s in rest {
-            let value = match extra {
-                Some(d) => d.get_item(s)?,
-                None => None,
-            };
+            let value = extra.map(|d| d.get_item(s)).transpose()?.flatten();
             maker
                 .others
                 .push(value.unwrap_or_else(|| py.None().into_bound(py)));
@@ -80,16 +69,10 @@ impl<'py> Maker<'py> {
         Ok(maker)
     }
 
-    /// A new instance holding `values` (then the other slots' values).
-    pub fn make(&self, values: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-        self.make_acyclic(values, false)
-    }
-
     /// A new instance holding `values` (then the other slots' values),
     /// untracked by the cyclic collector when `acyclic`: it holds only
-    /// strings, numbers, None and such instances or tuples of them, so it can
-    /// never be part of a reference cycle (as CPython untracks a tuple of
-    /// atoms), and a collection need not visit it.
+    /// strings, numbers, None and such instances or tuples of them, so it is
+    /// never part of a cycle (as CPython untracks a tuple of atoms).
     pub fn make_acyclic(
         &self,
         mut values: Vec<Bound<'py, PyAny>>,

@@ -1,7 +1,5 @@
-//! Exact token counting (ADR 0012): thin wrappers over
-//! `ctxengine_core::tokenize`, the counting table checked by the core
-//! (`ctxengine_core::estimate::check_table`). Long texts are counted with
-//! the GIL released.
+//! Exact token counting (ADR 0012) over `ctxengine_core::tokenize`; the
+//! counting table is checked by the core (`estimate::check_table`).
 
 use crate::arguments::{self, string, PyValues};
 use crate::errors::IntoPy;
@@ -25,11 +23,11 @@ fn encoding_arg(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<Encoding> {
 pub fn count_tokens(encoding_name: &Bound<'_, PyAny>, text: &Bound<'_, PyAny>) -> PyResult<usize> {
     let enc = encoding_arg("count_tokens", encoding_name)?;
     let text = string("count_tokens", "text", text)?;
-    if text.len() >= DETACH_BYTES {
-        Ok(encoding_name.py().detach(|| enc.count(text)))
-    } else {
-        Ok(enc.count(text))
-    }
+    let count = || enc.count(text);
+    Ok(match text.len() >= DETACH_BYTES {
+        true => encoding_name.py().detach(count),
+        false => count(),
+    })
 }
 
 /// Builds `encoding`'s tables now, with the GIL released (a host's thread

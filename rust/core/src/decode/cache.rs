@@ -51,6 +51,15 @@ impl Canonical<'_> {
         self.pieces().concat()
     }
 
+    /// Write the joined bytes into `out`, which is [`Canonical::len`] long.
+    pub fn copy_to(&self, mut out: &mut [u8]) {
+        for piece in self.pieces() {
+            let (head, rest) = out.split_at_mut(piece.len());
+            head.copy_from_slice(piece);
+            out = rest;
+        }
+    }
+
     /// The SHA-256 of the joined bytes.
     pub fn sha256(&self) -> [u8; 32] {
         let mut h = Sha256::new();
@@ -204,6 +213,9 @@ mod tests {
         let written = canonical_item(&d.item, seq).unwrap();
         assert_eq!(cache.to_vec(), written, "{payload}");
         assert_eq!(cache.len(), written.len());
+        let mut copied = vec![0; cache.len()];
+        cache.copy_to(&mut copied);
+        assert_eq!(copied, written);
         assert_eq!(digest, crate::hash::sha256(&written));
         assert_eq!(
             matches!(cache.middle, Middle::Seq(..)),

@@ -13,13 +13,11 @@
 pub mod cache;
 pub mod item;
 pub mod json;
-pub mod names;
 mod scan;
 
 pub use cache::Canonical;
 pub use item::{Content, Item, Members, Part, Trust, TRUST_LEVELS};
 pub use json::{parse_canonical, Json, NotCanonical};
-pub use names::Names;
 
 /// Why a stored payload is not a conversation item.
 pub const REASON_NOT_CANONICAL: &str = "payload is not canonical JSON";

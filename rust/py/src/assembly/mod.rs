@@ -192,7 +192,7 @@ fn history_fit<'e, 'py>(
         let mut keep = Vec::new();
         crate::items::canonicalize_pending(py, &mut types, &mut facts, &mut keep, fresh.clone())?;
         for (i, item) in &fresh {
-            rows[*i - from].key = Some(crate::canonical::item_cache(item)?.get_item(1)?);
+            rows[*i - from].key = Some(crate::canonical::item_canonical(item)?.get_item(1)?);
         }
     }
     let values = history.len() + blocks.iter().map(|b| b.items.len()).sum::<usize>();

@@ -1,8 +1,7 @@
-//! Python objects as a canonical-JSON [`Source`]: this layer only says what
-//! each object is (exact types first, then the accepted subclasses, then
-//! value types) and hands out members and caches. Every rule — nesting
-//! budget, cycles, key order, splicing item bytes — is the core's walk.
-//! (The unsafe reads of CPython objects are fenced in this module.)
+//! Python objects as a canonical-JSON [`Source`]: what each object is (exact
+//! types first, then accepted subclasses, then value types), its members and
+//! caches. Every rule (nesting, cycles, key order, item bytes) is the core's
+//! walk; the unsafe reads of CPython objects are fenced here.
 
 use std::ptr::addr_of_mut;
 
@@ -21,7 +20,7 @@ use pyo3::Borrowed;
 
 use crate::arguments::type_name;
 
-use super::{bytes_of, has_item_cache, make_cache, read_cache, store_cache};
+use super::{bytes_of, has_item_cache, read_digest, store_cache};
 
 /// The UTF-8 of a `str` (or subclass), cached in the object by CPython;
 /// `None` for lone surrogates.
@@ -85,9 +84,8 @@ fn str_node<'a>(obj: &Bound<'_, PyAny>) -> Node<'a> {
     }
 }
 
-/// What an object of no exact JSON type is: an accepted subclass (an enum
-/// member's builtin data, the standard library's plain dicts), a value type,
-/// or refused.
+/// An object of no exact JSON type: an accepted subclass (an enum member's
+/// builtin data, the standard library's plain dicts), a value type, or refused.
 #[cold]
 fn subclass<'a>(obj: &Bound<'_, PyAny>) -> PyResult<Node<'a>> {
     let py = obj.py();
@@ -119,13 +117,7 @@ fn subclass<'a>(obj: &Bound<'_, PyAny>) -> PyResult<Node<'a>> {
 
 /// Python objects, borrowed while something holds them.
 pub struct PySource<'py> {
-    py: Python<'py>,
-}
-
-impl<'py> PySource<'py> {
-    pub fn new(py: Python<'py>) -> Self {
-        PySource { py }
-    }
+    pub(super) py: Python<'py>,
 }
 
 impl<'py> Source for PySource<'py> {
@@ -195,11 +187,11 @@ impl<'py> Source for PySource<'py> {
         let mut k: *mut ffi::PyObject = std::ptr::null_mut();
         let mut v: *mut ffi::PyObject = std::ptr::null_mut();
         while ffi::PyDict_Next(map, &mut pos, &mut k, &mut v) != 0 {
-            let (py, k, v) = (self.py, k, v);
-            out.push(Member::new(
-                Bound::from_borrowed_ptr(py, k),
-                Bound::from_borrowed_ptr(py, v),
-            ));
+            let (k, v) = (
+                Bound::from_borrowed_ptr(self.py, k),
+                Bound::from_borrowed_ptr(self.py, v),
+            );
+            out.push(Member::new(k, v));
         }
         Ok(())
     }
@@ -236,7 +228,9 @@ impl<'py> Source for PySource<'py> {
     ) -> PyResult<Option<Cached<Bound<'py, PyAny>>>> {
         let py = self.py;
         match Borrowed::from_ptr(py, item).getattr(intern!(py, "_cj")) {
-            Ok(cj) => Ok(read_cache(cj.as_ptr()).map(|(bytes, _)| Cached::new(cj, bytes))),
+            Ok(cj) => Ok(read_digest(cj.as_ptr())
+                .filter(|(_, b)| ffi::PyBytes_CheckExact(*b) != 0)
+                .map(|(_, b)| Cached::new(cj, bytes_of(b)))),
             // A slot never set counts as empty.
             Err(e) if e.is_instance_of::<PyAttributeError>(py) => Ok(None),
             Err(e) => Err(e),
@@ -249,9 +243,7 @@ impl<'py> Source for PySource<'py> {
         bytes: &[u8],
         digest: &[u8; 32],
     ) -> PyResult<Cached<Bound<'py, PyAny>>> {
-        let tuple = make_cache(self.py, bytes, digest)?;
-        store_cache(&Borrowed::from_ptr(self.py, item), &tuple)?;
-        let held = tuple.into_any();
+        let held = store_cache(&Borrowed::from_ptr(self.py, item), bytes, digest)?.into_any();
         let stored = bytes_of(ffi::PyTuple_GET_ITEM(held.as_ptr(), 0));
         Ok(Cached::new(held, stored))
     }

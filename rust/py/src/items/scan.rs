@@ -15,9 +15,7 @@ use super::slots::{exact_str_role, read_attr, slot_value, tool_role, Attr};
 use super::types::{Role, Sort, Types};
 use super::Items;
 use crate::arguments::type_name;
-use crate::canonical::{
-    bytes_of, digest_of, make_cache, read_digest, store_cache, walk_error, walker,
-};
+use crate::canonical::{bytes_of, digest_of, read_digest, store_cache, walk_error, walker};
 use crate::errors::{argument_error, to_pyerr};
 
 /// What the estimator needs of one value.
@@ -319,8 +317,7 @@ pub fn canonicalize_pending<'py>(
     for ((i, store, a, b), digest) in spans.into_iter().zip(digests) {
         let bytes = match store {
             Some(item) => {
-                let tuple = make_cache(py, &big[a..b], &digest)?;
-                store_cache(&item, &tuple)?;
+                let tuple = store_cache(&item, &big[a..b], &digest)?;
                 tuple.get_item(0)?
             }
             None => PyBytes::new(py, &big[a..b]).into_any(),
