@@ -1,6 +1,5 @@
-//! Python values as the core's checks see them, read in one place: an
-//! argument as `ctxengine_core::arguments::Value` (the checks and their
-//! wording are the core's), and the estimator's settings, counts and
+//! Python values as the core's checks see them: an argument as
+//! `ctxengine_core::arguments::Value`, the estimator's settings, counts and
 //! snapshots as `ctxengine_core::estimate::Values` ([`PyValues`]).
 
 use std::fmt::Display;
@@ -23,19 +22,17 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
-/// An int that is not a bool.
 pub fn is_int(obj: &Bound<'_, PyAny>) -> bool {
     obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>()
 }
 
-/// `int.__repr__(obj)`: an int's digits (a subclass's `__repr__` is not called).
+/// `int.__repr__(obj)` (not a subclass's `__repr__`).
 pub fn int_repr(obj: &Bound<'_, PyAny>) -> PyResult<String> {
     let py = obj.py();
     let repr = py.get_type::<PyInt>().getattr(intern!(py, "__repr__"))?;
     Ok(repr.call1((obj,))?.str()?.to_string_lossy().into_owned())
 }
 
-/// What an argument is, as the core's checks tell values apart.
 fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(s.to_str().map_or(Value::Surrogate, Value::Str));
@@ -73,8 +70,7 @@ fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     }
 }
 
-/// `check(arg)` of `obj` read as an argument, its error raised as the Python one.
-fn checked<'a, T>(
+pub fn checked<'a, T>(
     obj: &'a Bound<'_, PyAny>,
     check: impl FnOnce(&Arg<'a, '_>) -> CoreResult<T>,
 ) -> PyResult<T> {
@@ -88,8 +84,7 @@ fn checked<'a, T>(
 
 /// `NAME(function, name, obj)`: `obj` checked by the core's check of that name.
 macro_rules! checks {
-    ($($(#[$doc:meta])* $check:ident -> $out:ty;)*) => {$(
-        $(#[$doc])*
+    ($($check:ident -> $out:ty;)*) => {$(
         #[allow(clippy::needless_lifetimes)]
         pub fn $check<'a>(function: &str, name: impl Display, obj: &'a Bound<'_, PyAny>) -> PyResult<$out> {
             checked(obj, |a| check::$check(function, &name, a))
@@ -98,23 +93,15 @@ macro_rules! checks {
 }
 
 checks! {
-    /// A signed 64-bit int (not a bool).
     int64 -> i64;
-    /// `None`, or a signed 64-bit int (not a bool).
     optional_int64 -> Option<i64>;
-    /// `None`, or a non-negative 64-bit int (a block's cap).
     optional_cap -> Option<i64>;
-    /// An int or a float (not a bool), as a float.
     ratio -> f64;
-    /// A token limit (LangChain's `max_tokens`), as the core reads it.
     token_limit -> i64;
-    /// A str that encodes as UTF-8 (no lone surrogate).
     string -> &'a str;
-    /// A bytes object.
     bytes -> &'a [u8];
 }
 
-/// The arguments of a cut after its history, checked in signature order.
 pub struct CutArguments<'a> {
     pub summary_floor: Option<i64>,
     pub history_tokens: i64,
@@ -154,7 +141,6 @@ pub fn estimator_like(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
 
 /// An iterable other than a str, bytes or a mapping.
 fn iterable<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Items<'py>>> {
-    // Lists and tuples first: no abc check for the common case.
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         return Items::new(obj).map(Some);
     }
@@ -171,7 +157,7 @@ fn iterable<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Items<'py>>> {
     }
 }
 
-/// A sequence argument (`what` names its elements).
+/// `what` names the elements.
 pub fn sequence<'py>(
     function: &str,
     name: impl Display,
@@ -183,7 +169,6 @@ pub fn sequence<'py>(
         .into_py(obj.py())
 }
 
-/// Measured raw estimates: one non-negative 64-bit int per item.
 pub fn raw_estimates(function: &str, obj: &Bound<'_, PyAny>, count: usize) -> PyResult<Vec<i64>> {
     let py = obj.py();
     let values = sequence(function, "raw", obj, "raw estimates")?;
@@ -221,29 +206,12 @@ pub fn foreign_int(obj: &Bound<'_, PyAny>, method: &str) -> PyResult<i128> {
     obj.extract::<i128>()
 }
 
-/// The estimator methods' `model_id`.
-pub fn model_id<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
-    checked(obj, check::model_id)
-}
-
-/// The estimator methods' other str arguments (`kind`).
-pub fn estimator_str<'a>(name: &str, obj: &'a Bound<'_, PyAny>) -> PyResult<&'a str> {
-    checked(obj, |a| check::estimator_str(name, a))
-}
-
-/// `estimate_text`'s `text`.
-pub fn estimator_text(obj: &Bound<'_, PyAny>) -> PyResult<()> {
-    checked(obj, check::estimator_text)
-}
-
-/// The estimator methods' sequences of values.
 pub fn values<'py>(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<Items<'py>> {
     iterable(obj)?
         .ok_or_else(|| check::not_values(name, &type_name(obj)))
         .into_py(obj.py())
 }
 
-/// The values of one call of the estimator's checks (under the GIL).
 pub struct PyValues<'py>(pub Python<'py>);
 
 impl<'py> Values for PyValues<'py> {

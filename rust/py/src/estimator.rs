@@ -3,16 +3,17 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use ctxengine_core::arguments as check;
 use ctxengine_core::calibrate::{self, Ratio};
-use ctxengine_core::estimate::{self, EstimatorState, Fact};
+use ctxengine_core::estimate::{self, EstimatorState};
 use ctxengine_core::CoreResult;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyString, PyType};
 
-use crate::arguments::{self, PyValues};
-use crate::errors::{guard, HostError, IntoPy};
-use crate::items::{scan, Facts, Items, Scan, Types, Want};
+use crate::arguments::{self, checked, PyValues};
+use crate::errors::{guard, IntoPy};
+use crate::items::{scan, Items, Types, Want};
 
 /// Per-model token counts (exact for public encodings, the calibrated byte
 /// heuristic elsewhere) with a bounded LRU memo (ADR 0001, ADR 0012).
@@ -22,14 +23,6 @@ pub struct TokenEstimator {
 }
 
 type Obj<'a> = &'a Bound<'a, PyAny>;
-
-/// A check of the core's over Python values, its error raised as the Python one.
-fn checked<'py, T>(
-    py: Python<'py>,
-    check: impl FnOnce(&mut PyValues<'py>) -> Result<T, HostError>,
-) -> PyResult<T> {
-    check(&mut PyValues(py)).into_py(py)
-}
 
 impl TokenEstimator {
     pub fn lock(&self) -> MutexGuard<'_, EstimatorState> {
@@ -44,32 +37,12 @@ impl TokenEstimator {
         f: impl FnOnce(&mut EstimatorState, &str) -> T,
     ) -> PyResult<T> {
         guard(model_id.py(), || {
-            Ok(f(&mut self.lock(), arguments::model_id(model_id)?))
+            Ok(f(&mut self.lock(), checked(model_id, check::model_id)?))
         })
     }
 
-    /// The raw counts of `values` (their facts gathered, then counted under
-    /// one lock) and the factor of `model_id`.
-    fn raws(
-        &self,
-        py: Python<'_>,
-        values: &Items<'_>,
-        model_id: &str,
-    ) -> PyResult<(Vec<i64>, Ratio)> {
-        let mut types = Types::new(py)?;
-        let want = Want {
-            pairs: None,
-            facts: true,
-        };
-        let mut s: Scan<'_> = scan(py, &mut types, values, want)?;
-        s.finish_facts(py, &mut types)?;
-        let mut raws = Vec::new();
-        let factor = (self.lock()).raw_batch(model_id, &types.kinds, &s.buf.facts, &mut raws);
-        Ok((raws, factor.into_py(py)?))
-    }
-
-    /// `f` of the raw counts of the checked `values` and the factor of the
-    /// checked `model_id` (checked in that order).
+    /// `f` of the raw counts of the checked `values` (counted under one lock)
+    /// and the factor of the checked `model_id` (checked in that order).
     fn counted<'py, T>(
         &self,
         values: impl FnOnce() -> PyResult<Items<'py>>,
@@ -79,25 +52,18 @@ impl TokenEstimator {
         let py = model_id.py();
         guard(py, || {
             let values = values()?;
-            let (raws, factor) = self.raws(py, &values, arguments::model_id(model_id)?)?;
-            f(raws, factor).into_py(py)
+            let model_id = checked(model_id, check::model_id)?;
+            let mut types = Types::new(py)?;
+            let want = Want {
+                pairs: None,
+                facts: true,
+            };
+            let mut s = scan(py, &mut types, &values, want)?;
+            s.finish_facts(py, &mut types)?;
+            let mut raws = Vec::new();
+            let factor = (self.lock()).raw_batch(model_id, &types.kinds, &s.buf.facts, &mut raws);
+            f(raws, factor.into_py(py)?).into_py(py)
         })
-    }
-}
-
-/// A value's facts as the core's batch reads them.
-impl Fact for Facts {
-    fn kind(&self) -> usize {
-        self.kind
-    }
-    fn digest(&self) -> &[u8; 32] {
-        &self.digest
-    }
-    fn canonical_len(&self) -> usize {
-        self.len()
-    }
-    fn canonical(&self) -> Vec<u8> {
-        Facts::canonical(self)
     }
 }
 
@@ -121,11 +87,10 @@ impl TokenEstimator {
             given[i] = Some(value); // (the core reads a `None` profiles or encodings as empty)
         }
         let [bpt, framing, profiles, capacity, encodings] = given.each_ref().map(Option::as_ref);
-        let state = checked(py, |h| {
-            estimate::settings(h, bpt, framing, profiles, capacity, encodings)
-        });
+        let h = &mut PyValues(py);
+        let state = estimate::settings(h, bpt, framing, profiles, capacity, encodings);
         Ok(TokenEstimator {
-            state: state?.into(),
+            state: state.into_py(py)?.into(),
         })
     }
 
@@ -138,8 +103,8 @@ impl TokenEstimator {
     /// Names how this estimator counts `kind` for `model_id` (ADR 0011):
     /// `heuristic:BYTES_PER_TOKEN:FRAMING|kind` or `ENCODING:RECIPE_VERSION|kind`.
     fn counter_id(&self, model_id: Obj<'_>, kind: Obj<'_>) -> PyResult<String> {
-        let model_id = arguments::model_id(model_id)?;
-        let kind = arguments::estimator_str("kind", kind)?;
+        let model_id = checked(model_id, check::model_id)?;
+        let kind = checked(kind, |a| check::estimator_str("kind", a))?;
         Ok(self.lock().stored_id_of(model_id, kind))
     }
 
@@ -153,15 +118,16 @@ impl TokenEstimator {
         raws: Obj<'_>,
     ) -> PyResult<()> {
         let kind_py = kind.py();
-        let model_id = arguments::model_id(model_id)?;
-        let kind = arguments::estimator_str("kind", kind)?;
+        let model_id = checked(model_id, check::model_id)?;
+        let kind = checked(kind, |a| check::estimator_str("kind", a))?;
         let digest = |d: Bound<'_, PyAny>| d.cast::<PyBytes>().ok()?.as_bytes().try_into().ok();
         let digests: Vec<Option<[u8; 32]>> = digests
             .try_iter()?
             .map(|d| d.map(digest))
             .collect::<PyResult<_>>()?;
         let raws: Vec<Bound<'_, PyAny>> = raws.try_iter()?.collect::<PyResult<_>>()?;
-        let entries = checked(kind_py, |h| estimate::check_prime(h, &digests, &raws))?;
+        let entries =
+            estimate::check_prime(&mut PyValues(kind_py), &digests, &raws).into_py(kind_py)?;
         self.lock().prime_all(model_id, kind, &entries);
         Ok(())
     }
@@ -179,7 +145,8 @@ impl TokenEstimator {
 
     /// `corrected(raw(text))`.
     fn estimate_text(&self, text: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        let one = || arguments::estimator_text(text).map(|()| Items::Other(vec![text.clone()]));
+        let one =
+            || checked(text, check::estimator_text).map(|()| Items::Other(vec![text.clone()]));
         self.counted(one, model_id, |r, f| calibrate::apply_sum(&r, f))
     }
 
@@ -191,7 +158,8 @@ impl TokenEstimator {
 
     /// `raw_sum`, scaled up by the model's reconciled factor exactly in integers.
     fn corrected(&self, raw_sum: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        let raw_sum = checked(raw_sum.py(), |h| estimate::check_raw_sum(h, raw_sum))?;
+        let raw_sum =
+            estimate::check_raw_sum(&mut PyValues(raw_sum.py()), raw_sum).into_py(raw_sum.py())?;
         self.keyed(model_id, |st, m| st.corrected(raw_sum, m))
     }
 
@@ -199,8 +167,9 @@ impl TokenEstimator {
     fn reconcile(&self, model_id: Obj<'_>, estimated: Obj<'_>, actual: Obj<'_>) -> PyResult<()> {
         let py = model_id.py();
         guard(py, || {
-            let model_id = arguments::model_id(model_id)?;
-            let (e, a) = checked(py, |h| estimate::check_reconcile(h, estimated, actual))?;
+            let model_id = checked(model_id, check::model_id)?;
+            let (e, a) =
+                estimate::check_reconcile(&mut PyValues(py), estimated, actual).into_py(py)?;
             self.lock().reconcile(model_id, e, a).into_py(py)
         })
     }
@@ -228,7 +197,8 @@ impl TokenEstimator {
         py: Python<'py>,
         max_version: Option<Obj<'_>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let max_version = checked(py, |h| estimate::check_max_version(h, max_version))?;
+        let max_version =
+            estimate::check_max_version(&mut PyValues(py), max_version).into_py(py)?;
         let snap = self.lock().snapshot(max_version);
         crate::data::to_py(py, &snap.to_data())
     }
@@ -238,7 +208,7 @@ impl TokenEstimator {
     fn restore(_cls: &Bound<'_, PyType>, snapshot: Obj<'_>) -> PyResult<Self> {
         let py = snapshot.py();
         guard(py, || {
-            let state = checked(py, |h| estimate::restore(h, snapshot))?;
+            let state = estimate::restore(&mut PyValues(py), snapshot).into_py(py)?;
             Ok(TokenEstimator {
                 state: state.into(),
             })

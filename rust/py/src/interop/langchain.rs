@@ -1,11 +1,7 @@
 //! `LangChainCounter` and `langchain_trim`: the trim over each message's
-//! facts (`ctxengine_core::interop::trim::Facts`: its approximate count and
-//! pairing, read by the core through the `PyValue` seam, or by the classes'
-//! `count` and `pairing` for other shapes), memoized by message identity.
-//! An entry holds a weak reference to its message, whose callback removes
-//! it, and the memo is bounded by `max_bytes` (`MemoryLimits.trim_bytes`).
-//! Measured at 10,000 messages (warm trim): without the memo 5x slower,
-//! without the instance-dict read 1.4x, without the per-call type table 2-4x.
+//! facts (`ctxengine_core::interop::trim::Facts`, read by the core through
+//! the `PyValue` seam, or by the classes' `count` and `pairing` for other
+//! shapes), memoized by message identity and bounded by `max_bytes`.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -22,8 +18,8 @@ use crate::arguments;
 use crate::errors::guard;
 
 struct Entry {
-    /// A weak reference (its callback, a [`Forget`], removes the entry), or
-    /// the message itself for a type without weak references.
+    /// A weak reference (its callback removes the entry), or the message
+    /// for a type without weak references.
     message: Py<PyAny>,
     /// `content`, `name` and the speaker's extra attribute, as counted.
     attrs: [Py<PyAny>; 3],
@@ -44,8 +40,8 @@ impl Entry {
 
 type Memo = Generations<Entry>;
 
-/// An entry's weak-reference callback: removes the entry when its message
-/// goes (a memo busy at that moment keeps it until it is pushed out).
+/// An entry's weak-reference callback (a memo busy at that moment keeps the
+/// entry until it is pushed out).
 #[pyclass(frozen, module = "ctxengine._core")]
 struct Forget {
     memo: Weak<Mutex<Memo>>,
@@ -69,7 +65,7 @@ impl Forget {
 /// objects it was counted from).
 #[pyclass(frozen, module = "ctxengine._core")]
 pub struct LangChainCounter {
-    /// `LangChainClasses`: the classes, and `count`/`pairing` off the fast path.
+    /// `LangChainClasses`, and `count`/`pairing` off the fast path.
     classes: Py<PyAny>,
     base: Py<PyType>,
     /// The classes of `CLASSES`, in order.
@@ -151,7 +147,6 @@ fn instance_dict<'py>(py: Python<'py>, m: &Bound<'py, PyAny>) -> Option<Bound<'p
         .ok()
 }
 
-/// A new entry for message `m` (at `key`) and its attributes.
 fn new_entry(
     c: &LangChainCounter,
     m: &Bound<'_, PyAny>,
@@ -201,16 +196,16 @@ fn new_entry(
     })
 }
 
-/// The facts of every message; `None` when one is not a `BaseMessage`.
+/// `None` when a message is not a `BaseMessage`.
 fn facts(
     py: Python<'_>,
     c: &LangChainCounter,
     list: &Bound<'_, PyList>,
 ) -> PyResult<Option<Vec<Facts>>> {
     let mut out = Vec::with_capacity(list.len());
-    let mut scratch = Memo::empty(0); // keeps nothing
-                                      // Another thread trimming at the same time counts without the memo
-                                      // rather than wait for it while holding the GIL.
+    // Another thread's trim at the same time: count without the memo rather
+    // than wait for it holding the GIL.
+    let mut scratch = Memo::empty(0);
     let mut guard = c.memo.try_lock().ok();
     let memo: &mut Memo = guard.as_deref_mut().unwrap_or(&mut scratch);
     let mut types: Vec<(usize, Option<usize>)> = Vec::new();

@@ -1,8 +1,9 @@
-//! One pass over a history: for every item its kind, canonical length and
-//! digest (from the `_cj` cache when filled), and its tool-pair role; the
-//! rest canonicalized in one batch, hashed on every core.
+//! One pass over a history: each item's kind, canonical bytes and digest
+//! (from a filled `_cj` cache, else canonicalized in one batch) and its
+//! tool-pair role.
 
 use ctxengine_core::cut::{PairValidator, ToolRole};
+use ctxengine_core::estimate::Fact;
 use ctxengine_core::hash::{sha256_spans, span_threads};
 use ctxengine_core::CoreError;
 use pyo3::ffi;
@@ -24,11 +25,8 @@ pub struct Facts {
     /// Index into `Types::kinds`.
     pub kind: usize,
     pub digest: [u8; 32],
-    /// Null until known, then a `bytes` object holding the canonical bytes
-    /// (its size the canonical length; an exact count on a memo miss reads
-    /// them, ADR 0012). Borrowed while no Python code runs; before any may,
-    /// a reference is taken (into the buffers' `keep`, or the `_cj` tuple's
-    /// holder keeps it).
+    /// Null until known, then the canonical `bytes`: borrowed while no
+    /// Python code runs; before any may, a reference is taken (`keep`).
     bytes: *mut ffi::PyObject,
 }
 
@@ -42,13 +40,11 @@ impl Facts {
         }
     }
 
-    /// Facts still to be canonicalized.
     pub fn pending(kind: usize) -> Self {
         Self::of_bytes(kind, [0; 32], std::ptr::null_mut())
     }
 
-    /// The canonical bytes, borrowed (empty until known). Call with the GIL
-    /// held, while `bytes` is alive.
+    /// The canonical bytes (empty until known).
     #[inline]
     fn bytes(&self) -> &[u8] {
         // SAFETY: null or alive (see the field); its size and data are read
@@ -61,14 +57,20 @@ impl Facts {
             }
         }
     }
+}
 
-    pub fn canonical(&self) -> Vec<u8> {
-        self.bytes().to_vec()
+impl Fact for Facts {
+    fn kind(&self) -> usize {
+        self.kind
     }
-
-    #[inline]
-    pub fn len(&self) -> usize {
+    fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+    fn canonical_len(&self) -> usize {
         self.bytes().len()
+    }
+    fn canonical(&self) -> Vec<u8> {
+        self.bytes().to_vec()
     }
 }
 
@@ -78,38 +80,33 @@ pub struct Buffers {
     pub facts: Vec<Facts>,
     pub result_of: Vec<usize>,
     pub raws: Vec<i64>,
-    /// References that keep the facts' `bytes` alive once Python code may
-    /// run; the facts before `kept` are covered.
+    /// References to the facts' `bytes`, those before `kept` covered.
     keep: Vec<Py<PyAny>>,
     kept: usize,
 }
 
-/// Everything one pass learns about a history.
 pub struct Scan<'py> {
-    /// References to call ids the validator borrowed (see `scan`).
+    /// References to call ids the validator borrowed.
     pub call_ids: Vec<Bound<'py, PyAny>>,
     pub buf: Box<Buffers>,
-    /// Values whose facts still need canonicalization: (index, value).
+    /// (index, value) of the facts still to canonicalize.
     pending: Vec<(usize, Bound<'py, PyAny>)>,
     /// Raised by [`Scan::pairs`] once the other arguments are checked.
     pair_error: Option<CoreError>,
 }
 
-/// What a pass collects.
 #[derive(Clone, Copy)]
 pub struct Want {
-    /// Check that every item is a conversation item and validate the tool
-    /// pairs (filling `result_of`, one entry per item), for this function.
+    /// Check conversation items and their tool pairs (filling `result_of`)
+    /// for this function.
     pub pairs: Option<&'static str>,
-    /// Kind, length and digest per item.
     pub facts: bool,
 }
 
-/// One pass over `items`, checking the items (an `ArgumentError`) and
-/// validating tool pairs (an `OrphanedToolPair` from [`Scan::pairs`]).
-/// Facts of items with a filled cache are read here; the rest wait for
-/// [`Scan::finish_facts`]: a pairing error comes before any
-/// canonicalization, as the contract orders.
+/// One pass over `items`: an `ArgumentError` for a wrong item now, a
+/// pairing error from [`Scan::pairs`]; the facts a cache does not hold wait
+/// for [`Scan::finish_facts`] (the contract puts pairing errors before any
+/// canonicalization).
 pub fn scan<'py>(
     py: Python<'py>,
     types: &mut Types,
@@ -126,14 +123,11 @@ pub fn scan<'py>(
         pending: Vec::new(),
         pair_error: None,
     };
-    // (Calls are typically a quarter of a history.)
     let hint = if want.pairs.is_some() { n / 4 + 8 } else { 0 };
     let mut pairs = PairValidator::new(&mut result_of, hint);
     let mut pair_error: Option<CoreError> = None;
     let cj_name = intern!(py, "_cj");
-    // Items, slots and call ids are read without references while no Python
-    // code runs; before any step that may run some, `pin` takes references
-    // to the call ids and bytes borrowed so far.
+    // Call ids read without references, until `pin`.
     let mut borrowed: Vec<*mut ffi::PyObject> = Vec::new();
     let mut i = 0;
     loop {
@@ -199,8 +193,7 @@ pub fn scan<'py>(
                 (Sort::Item, Attr::Slot(offset)) => unsafe { read_digest(slot_value(p, offset)) },
                 (Sort::Item, Attr::Lookup) => {
                     s.pin(py, &mut borrowed);
-                    // The tuple may live no longer than this read (a
-                    // property): it is kept with the facts.
+                    // (a property's tuple may live no longer than this read)
                     let cj = read_attr(&item.to_owned(), cj_how, cj_name).ok().flatten();
                     let read = cj.as_ref().and_then(digest_of);
                     if let Some(cj) = cj.filter(|_| read.is_some()) {
@@ -249,7 +242,6 @@ impl<'py> Scan<'py> {
         self.keep_bytes(py);
     }
 
-    /// Take references to the bytes the facts since `kept` borrow.
     fn keep_bytes(&mut self, py: Python<'py>) {
         let buf = &mut *self.buf;
         for f in &buf.facts[buf.kept..] {
@@ -261,7 +253,6 @@ impl<'py> Scan<'py> {
         buf.kept = buf.facts.len();
     }
 
-    /// Canonicalize what the pass could not read from a cache.
     pub fn finish_facts(&mut self, py: Python<'py>, types: &mut Types) -> PyResult<()> {
         if self.pending.is_empty() {
             return Ok(());
@@ -274,11 +265,10 @@ impl<'py> Scan<'py> {
     }
 }
 
-/// Canonicalize `pending` values (fact index, value) into one buffer, hash
-/// it (a large batch on several cores, the GIL released), then fill their
-/// facts, the new bytes held in `keep`, and the `_cj` caches of items, in
-/// order (after an error, the items before the failing one still get
-/// theirs). Python code runs here: `facts` must borrow nothing unheld.
+/// Canonicalize `pending` (fact index, value) into one buffer, hash it,
+/// then fill their facts (the bytes held in `keep`) and the items' `_cj`
+/// caches in order: after an error, the items before the failing one still
+/// get theirs. Python code runs here: `facts` must borrow nothing unheld.
 pub fn canonicalize_pending<'py>(
     py: Python<'py>,
     types: &mut Types,

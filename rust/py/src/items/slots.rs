@@ -1,5 +1,5 @@
 //! Attributes of Python objects: member slots read directly (what `getattr`
-//! does for plain slotted classes, without the lookup), `seq`, call ids.
+//! does for plain slotted classes), `seq`, call ids.
 
 use std::os::raw::c_int;
 use std::ptr::addr_of_mut;
@@ -18,16 +18,14 @@ use crate::errors::argument_error;
 /// How to read one attribute of instances of a type.
 #[derive(Clone, Copy)]
 pub enum Attr {
-    /// A `__slots__` member: the object pointer at this offset (NULL if unset).
+    /// A `__slots__` member at this offset (null if unset).
     Slot(isize),
-    /// Anything else: a real `getattr`.
     Lookup,
 }
 
-/// What a type's own fields say about reading its instances' attributes.
 pub struct TypeFields {
-    /// Its valid attribute version tag (CPython gives a type a new tag
-    /// whenever an attribute of it or of a base is set or deleted).
+    /// The valid attribute version tag (a new one whenever an attribute of
+    /// the type or a base is set or deleted).
     pub version: Option<std::os::raw::c_uint>,
     pub instance_dict: bool,
     /// No `__getattribute__` or `__getattr__` of its own.
@@ -61,9 +59,9 @@ pub fn slot_offset(ty: &Bound<'_, PyType>, name: &Bound<'_, PyString>) -> PyResu
     Ok(member_offset(ty, name, false)?.map_or(Attr::Lookup, Attr::Slot))
 }
 
-/// The offset of `name`'s member slot in instances of `ty`, when it is a
-/// plain object member (`T_OBJECT_EX`) of a base of `ty`, writable if asked:
-/// the descriptor's `__get__` and `__set__` read and write exactly that slot.
+/// The offset of `name`'s member slot when it is a plain object member
+/// (`T_OBJECT_EX`) of a base of `ty`, writable if asked: its descriptor
+/// reads and writes exactly that slot.
 pub fn member_offset(
     ty: &Bound<'_, PyType>,
     name: &Bound<'_, PyString>,
@@ -94,7 +92,7 @@ pub fn member_offset(
     }
 }
 
-/// Read an attribute: the slot directly, or `getattr` (None when absent).
+/// The slot, or `getattr` (`None` when absent).
 #[inline]
 pub fn read_attr<'py>(
     obj: &Bound<'py, PyAny>,
@@ -112,8 +110,8 @@ pub fn read_attr<'py>(
     }
 }
 
-/// Hint the CPU to fetch the cache line at `p` (null: nothing), so that the
-/// memory waits of objects read in turn overlap.
+/// Fetch the cache line at `p` ahead (null: nothing): the memory waits of
+/// objects read in turn overlap.
 #[inline(always)]
 pub fn prefetch(p: *const ffi::PyObject) {
     #[cfg(target_arch = "x86_64")]
@@ -134,10 +132,9 @@ pub unsafe fn slot_value(obj: *mut ffi::PyObject, offset: isize) -> *mut ffi::Py
     *((obj as *mut u8).offset(offset) as *mut *mut ffi::PyObject)
 }
 
-/// An item's `seq` as the floor comparison sees it: an int (not a bool);
-/// `None` for an unset slot, `None` or anything else. Compared only with a
-/// 64-bit floor, so an int above the range is `None` (never at or below
-/// it) and one below it `i64::MIN` (always): exact, like the reference.
+/// An item's `seq` as the floor comparison sees it: an int (not a bool),
+/// else `None`; an int above the 64-bit range is `None` (never at or below
+/// the floor), one below it `i64::MIN`: exact, like the reference.
 ///
 /// # Safety
 /// `v` must be null or a live object.
@@ -160,10 +157,9 @@ pub unsafe fn seq_value(v: *mut ffi::PyObject) -> Option<i64> {
     }
 }
 
-/// The tool-pair role of an item and its id's hash (see [`exact_str_role`]).
-/// A `str` subclass counts as its data; any other id is an `ArgumentError`
-/// of `function` naming `name[index].call_id`. `keep` holds each id: the
-/// role borrows its text.
+/// The tool-pair role of an item and its id's hash; a `str` subclass counts
+/// as its data, any other id is an `ArgumentError` naming
+/// `name[index].call_id`. `keep` holds each id: the role borrows its text.
 #[inline(always)]
 pub fn tool_role<'a, 'py>(
     item: &Bound<'py, PyAny>,
@@ -200,8 +196,8 @@ pub fn tool_role<'a, 'py>(
     Ok(read.unwrap_or((ToolRole::Other, 0)))
 }
 
-/// When `id` is an exact `str` (else `None`): the role with its text, and
-/// the hash CPython caches in the str (computed without running Python code).
+/// When `id` is an exact `str`: the role with its text, and its hash
+/// (computed without running Python code).
 ///
 /// # Safety
 /// `id` must be null or a live object, which the caller keeps alive as long

@@ -1,8 +1,7 @@
 //! Type-level facts: kind, tool-pair role, conversation item or not, and
 //! how to read `_cj`, `seq` and `call_id`. Kept per thread between calls
-//! while the type's attribute version tag is unchanged (CPython gives a
-//! type a new tag whenever an attribute of it or of a base is set or
-//! deleted), checked when a call starts; trusted for the rest of the call.
+//! while the type's attribute version tag is unchanged (checked when a call
+//! starts, trusted for the rest of it).
 
 use std::cell::Cell;
 use std::os::raw::c_uint;
@@ -17,7 +16,6 @@ use super::slots::{read_attr, seq_value, slot_offset, slot_value, version_of, At
 use super::Items;
 use crate::canonical::has_item_cache;
 
-/// What an item is to the pairing rules.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Other,
@@ -32,9 +30,8 @@ pub enum Sort {
     Text,
     /// dict, list, tuple, numbers, None: kind "json".
     Json,
-    /// Conversation items and `ToolSpec`: the `_cj` cache.
+    /// Items with the `_cj` cache.
     Item,
-    /// Any other object (value types walked through `to_dict()`).
     Object,
 }
 
@@ -46,30 +43,26 @@ pub struct TypeInfo {
     /// Index into `Types::kinds`.
     pub kind: usize,
     pub role: Role,
-    /// An item whose class `kind` is one of [`CONVERSATION_KINDS`].
     pub conversation: bool,
     pub cj: Attr,
     pub seq: Attr,
     pub call_id: Attr,
 }
 
-/// The facts of the types met, and the distinct kind names ("text" and
-/// "json" first).
+/// The facts of the types met, and the kind names ("text", "json" first).
 pub struct Types {
-    /// The types of `infos`, searched in turn (a history has a few).
+    /// The types of `infos`, searched in turn.
     tps: Vec<*mut ffi::PyTypeObject>,
     pub infos: Vec<TypeInfo>,
     pub kinds: Vec<String>,
 }
 
 thread_local! {
-    /// The last call's facts and kinds (a tuple: a `Types` dropped here
-    /// would store itself again). Taken by a call: a re-entrant one starts
-    /// afresh.
+    /// The last call's facts and kinds (not a `Types`: dropped here, it
+    /// would store itself again); a re-entrant call starts afresh.
     static KEPT: Cell<Option<(Vec<TypeInfo>, Vec<String>)>> = const { Cell::new(None) };
 }
 
-/// More distinct types or kinds than this and the table starts over.
 const MAX_TYPES: usize = 64;
 
 impl Drop for Types {
@@ -78,7 +71,6 @@ impl Drop for Types {
             std::mem::take(&mut self.infos),
             std::mem::take(&mut self.kinds),
         );
-        // (At thread exit the slot is gone: the facts just drop.)
         let _ = KEPT.try_with(|k| k.set(Some(kept)));
     }
 }
@@ -95,7 +87,6 @@ impl Types {
         Ok(Types { tps, infos, kinds })
     }
 
-    /// The `seq` of item `i` as the floor scan sees it (see `slots::seq_value`).
     #[inline]
     pub fn seq_at(&mut self, items: &Items<'_>, i: usize) -> PyResult<Option<i64>> {
         let Some(item) = items.get(i) else {
@@ -108,7 +99,6 @@ impl Types {
         self.seq_of(&item, t)
     }
 
-    /// The `seq` of `item`, whose type's facts are `infos[t]`.
     #[inline(always)]
     pub fn seq_of(&self, item: &Bound<'_, PyAny>, t: usize) -> PyResult<Option<i64>> {
         let info = &self.infos[t];
@@ -122,7 +112,7 @@ impl Types {
         Ok(seq.and_then(|v| unsafe { seq_value(v.as_ptr()) }))
     }
 
-    /// The facts of a type already known (no Python code).
+    /// The facts of a type already known (no Python code runs).
     #[inline(always)]
     pub fn recent(&self, tp: *mut ffi::PyTypeObject) -> Option<usize> {
         self.tps.iter().position(|&t| t == tp)
@@ -139,7 +129,6 @@ impl Types {
     #[inline(never)]
     fn read(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
         if self.infos.len() >= MAX_TYPES {
-            // (Kinds stay: this call's facts index them.)
             self.infos.clear();
             self.tps.clear();
         }
@@ -174,8 +163,7 @@ impl Types {
         } else if plain_json {
             (Sort::Json, 1)
         } else {
-            // Items use their class `kind`; other value types theirs when
-            // they have `to_dict()`; anything else is "json".
+            // Value types other than items: their `kind` with `to_dict()`.
             let kind = match ty.getattr_opt(intern!(py, "kind"))? {
                 Some(k)
                     if k.is_instance_of::<PyString>()
@@ -187,8 +175,6 @@ impl Types {
             };
             (if item { Sort::Item } else { Sort::Object }, kind)
         };
-        // Conversation items by their class `kind` (ADR 0001): the pairing
-        // roles are the tool calls' and results'.
         let name = if kind > 1 {
             self.kinds[kind].as_str()
         } else {
