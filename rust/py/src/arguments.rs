@@ -141,20 +141,17 @@ pub fn estimator_like(function: &str, obj: &Bound<'_, PyAny>) -> PyResult<()> {
 
 /// An iterable other than a str, bytes or a mapping.
 fn iterable<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Items<'py>>> {
-    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        return Items::new(obj).map(Some);
-    }
-    if obj.is_instance_of::<PyString>()
-        || obj.is_instance_of::<PyBytes>()
-        || obj.is_instance_of::<PyByteArray>()
-        || obj.cast::<PyMapping>().is_ok()
+    let sequence = obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>();
+    if !sequence
+        && (obj.is_instance_of::<PyString>()
+            || obj.is_instance_of::<PyBytes>()
+            || obj.is_instance_of::<PyByteArray>()
+            || obj.cast::<PyMapping>().is_ok()
+            || obj.try_iter().is_err())
     {
         return Ok(None);
     }
-    match obj.try_iter() {
-        Ok(_) => Items::new(obj).map(Some),
-        Err(_) => Ok(None),
-    }
+    Items::new(obj).map(Some)
 }
 
 /// `what` names the elements.

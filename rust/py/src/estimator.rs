@@ -9,7 +9,7 @@ use ctxengine_core::estimate::{self, EstimatorState};
 use ctxengine_core::CoreResult;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyString, PyType};
+use pyo3::types::{IntoPyDict, PyBytes, PyDict, PyString, PyTuple, PyType};
 
 use crate::arguments::{self, checked, PyValues};
 use crate::errors::{guard, IntoPy};
@@ -96,7 +96,7 @@ impl TokenEstimator {
 
     /// The uncorrected count of one value (exact, or the byte heuristic), memoized.
     fn raw(&self, value: Obj<'_>, model_id: Obj<'_>) -> PyResult<i64> {
-        let one = || Ok(Items::Other(vec![value.clone()]));
+        let one = || Ok(Items::Tuple(PyTuple::new(value.py(), [value])?));
         self.counted(one, model_id, |raws, _| Ok(raws[0]))
     }
 
@@ -145,8 +145,10 @@ impl TokenEstimator {
 
     /// `corrected(raw(text))`.
     fn estimate_text(&self, text: Obj<'_>, model_id: Obj<'_>) -> PyResult<i128> {
-        let one =
-            || checked(text, check::estimator_text).map(|()| Items::Other(vec![text.clone()]));
+        let one = || {
+            checked(text, check::estimator_text)?;
+            Ok(Items::Tuple(PyTuple::new(text.py(), [text])?))
+        };
         self.counted(one, model_id, |r, f| calibrate::apply_sum(&r, f))
     }
 

@@ -59,7 +59,6 @@ fn native_cut(
 /// `ctxengine.reference.interop.openai_chat_cut`); `-1` also for provenance
 /// options off the fast path's shapes (`ChatOptions::read`).
 #[pyfunction]
-#[pyo3(signature = (messages, summary_floor, history_tokens, estimator, model_id, seq_field, first_seq, tool_trust))]
 #[allow(clippy::too_many_arguments)]
 fn openai_chat_cut(
     messages: &Bound<'_, PyAny>,

@@ -13,12 +13,11 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-/// A list, a tuple, or the items of any other iterable; indexed access that
-/// stays safe if Python code run mid-pass changes a list.
+/// A list or a tuple (the items of any other iterable in a new list);
+/// indexed access that stays safe if Python code run mid-pass changes a list.
 pub enum Items<'py> {
     List(Bound<'py, PyList>),
     Tuple(Bound<'py, PyTuple>),
-    Other(Vec<Bound<'py, PyAny>>),
 }
 
 impl<'py> Items<'py> {
@@ -29,14 +28,14 @@ impl<'py> Items<'py> {
         if let Ok(tuple) = items.cast::<PyTuple>() {
             return Ok(Items::Tuple(tuple.clone()));
         }
-        Ok(Items::Other(items.try_iter()?.collect::<PyResult<_>>()?))
+        let values: Vec<_> = items.try_iter()?.collect::<PyResult<_>>()?;
+        Ok(Items::List(PyList::new(items.py(), values)?))
     }
 
     pub fn len(&self) -> usize {
         match self {
             Items::List(l) => l.len(),
             Items::Tuple(t) => t.len(),
-            Items::Other(v) => v.len(),
         }
     }
 
@@ -47,7 +46,6 @@ impl<'py> Items<'py> {
         let seq = match self {
             Items::List(l) => l.as_ptr(),
             Items::Tuple(t) => t.as_ptr(),
-            Items::Other(v) => return v.get(i).map_or(std::ptr::null_mut(), |b| b.as_ptr()),
         };
         // SAFETY: a live list or tuple; bounds checked against its current size.
         unsafe {
@@ -68,16 +66,14 @@ impl<'py> Items<'py> {
         match self {
             Items::List(l) => l.get_item(i).ok(),
             Items::Tuple(t) => t.get_item(i).ok(),
-            Items::Other(v) => v.get(i).cloned(),
         }
     }
 
     /// As a Python sequence (for estimators outside this module).
-    pub fn to_object(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    pub fn to_object(&self, _py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         Ok(match self {
             Items::List(l) => l.clone().into_any(),
             Items::Tuple(t) => t.clone().into_any(),
-            Items::Other(v) => PyList::new(py, v)?.into_any(),
         })
     }
 }

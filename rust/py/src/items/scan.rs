@@ -17,7 +17,7 @@ use super::types::{Role, Sort, Types};
 use super::Items;
 use crate::arguments::type_name;
 use crate::canonical::{bytes_of, digest_of, read_digest, store_cache, walk_error, walker};
-use crate::errors::{argument_error, to_pyerr};
+use crate::errors::{argument_error, IntoPy};
 
 /// What the estimator needs of one value.
 #[derive(Clone, Copy)]
@@ -225,10 +225,7 @@ pub fn scan<'py>(
 impl<'py> Scan<'py> {
     /// `OrphanedToolPair` for the first pairing violation, if any.
     pub fn pairs(&mut self, py: Python<'_>) -> PyResult<()> {
-        match self.pair_error.take() {
-            Some(e) => Err(to_pyerr(py, e)),
-            None => Ok(()),
-        }
+        self.pair_error.take().map_or(Ok(()), Err).into_py(py)
     }
 
     /// Before Python code may run mid-pass: references to what is borrowed.
@@ -316,8 +313,5 @@ pub fn canonicalize_pending<'py>(
         *f = Facts::of_bytes(f.kind, digest, bytes.as_ptr());
         keep.push(bytes.unbind());
     }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    failure.map_or(Ok(()), Err)
 }
