@@ -15,7 +15,7 @@ from pathlib import Path
 BINDING = Path(__file__).resolve().parents[1] / "rust" / "py" / "src"
 
 #: Lines of ``rust/py/src/**/*.rs`` (issue 38's target: 4,000). Only ever lowered.
-MAX_LINES = 4_823
+MAX_LINES = 4_702
 #: Uses of the ``unsafe`` keyword outside comments and strings (target: 60). Only ever lowered.
 MAX_UNSAFE = 38
 #: Files whose ``unsafe`` blocks were not all documented when the rule came in, with how

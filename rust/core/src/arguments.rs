@@ -37,6 +37,18 @@ pub enum Value<'a> {
     Other,
 }
 
+impl Value<'_> {
+    /// An int outside the signed 64-bit range, from its digits: its float
+    /// correctly rounded (as `PyLong_AsDouble`), `None` past the float range.
+    pub fn big_int(digits: String) -> Self {
+        Value::BigInt {
+            negative: digits.starts_with('-'),
+            float: digits.parse::<f64>().ok().filter(|f| f.is_finite()),
+            digits,
+        }
+    }
+}
+
 /// An argument: its value, and the name of its type (`type(value).__name__`),
 /// asked for only when a check rejects the value.
 pub struct Arg<'v, 'n> {
@@ -334,6 +346,28 @@ mod tests {
     /// The message of an `ArgumentError` as `str()` shows it.
     fn message<T: std::fmt::Debug>(r: CoreResult<T>) -> String {
         r.unwrap_err().to_string()
+    }
+
+    #[test]
+    fn big_int_reads_sign_and_float_from_digits() {
+        assert_eq!(
+            big(true, Some(-9223372036854775809.0)),
+            Value::big_int("-9223372036854775809".into())
+        );
+        assert_eq!(
+            big(false, Some(9.223372036854776e18)),
+            Value::big_int("9223372036854775808".into())
+        );
+        let huge = "1".repeat(400);
+        let Value::BigInt {
+            negative,
+            float,
+            digits,
+        } = Value::big_int(huge.clone())
+        else {
+            panic!("not a BigInt");
+        };
+        assert_eq!((negative, float, digits), (false, None, huge));
     }
 
     fn big(negative: bool, float: Option<f64>) -> Value<'static> {

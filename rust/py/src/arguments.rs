@@ -56,17 +56,7 @@ fn value_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Value<'a>> {
     match obj.extract::<i64>() {
         Ok(v) => Ok(Value::Int(v)),
         Err(e) if !e.is_instance_of::<PyOverflowError>(obj.py()) => Err(e),
-        Err(_) => {
-            let digits = int_repr(obj)?;
-            // Correctly rounded, as `PyLong_AsDouble`; `None` past the float range.
-            let float = digits.parse::<f64>().ok().filter(|f| f.is_finite());
-            let negative = digits.starts_with('-');
-            Ok(Value::BigInt {
-                negative,
-                float,
-                digits,
-            })
-        }
+        Err(_) => Ok(Value::big_int(int_repr(obj)?)),
     }
 }
 

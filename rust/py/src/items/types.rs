@@ -175,11 +175,7 @@ impl Types {
             };
             (if item { Sort::Item } else { Sort::Object }, kind)
         };
-        let name = if kind > 1 {
-            self.kinds[kind].as_str()
-        } else {
-            ""
-        };
+        let name = self.kinds[kind].as_str(); // ("text" and "json": no item's)
         let conversation = item && CONVERSATION_KINDS.contains(&name);
         let role = match name {
             "tool_call" if conversation => Role::Call,
